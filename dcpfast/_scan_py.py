@@ -1,0 +1,352 @@
+"""Pure-Python twin of the Cython scan core (``DCPFAST_PUREPYTHON=1`` selects it).
+
+Same contract, same tables, written for clarity: the test-suite runs against both.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from . import protocol as P
+from . import schema as S
+
+_HEADER = struct.Struct(">BBHBBHIIQ")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_LOAD = {1: struct.Struct(">B"), 2: _U16, 4: _U32, 8: struct.Struct(">Q")}
+
+_REQUEST_RULES = {op: P.request_kinds(op) for op in range(256)}
+_MARKER = P.Opcode.SNAPSHOT_MARKER
+_PR = P.Problem
+
+
+class _Frame:
+    """What ``parse`` learnt about one frame."""
+
+    __slots__ = ("length", "kind", "fel", "extlen", "keylen", "value_len", "sid", "cid",
+                 "prefix", "a", "b")
+
+    def __init__(self):
+        self.length = 0
+        self.a = self.b = 0
+
+
+def _parse(buf, pos, end, collections, max_frame):
+    """Validate the frame at ``pos``: (status, frame); status OK, INCOMPLETE or a Problem."""
+    f = _Frame()
+    avail = end - pos
+    if avail == 0:
+        return P.INCOMPLETE, f
+    magic = buf[pos]
+    if magic not in P.DCP_MAGICS:
+        f.a = magic
+        return _PR.BAD_MAGIC, f
+    if avail < P.HEADER_SIZE:
+        return P.INCOMPLETE, f
+    _, opcode, keylen, extlen, datatype, _, body, _, _ = _HEADER.unpack_from(buf, pos)
+    if magic in P.ALT_MAGICS:
+        f.fel, f.keylen = keylen >> 8, keylen & 0xFF
+    else:
+        f.fel, f.keylen = 0, keylen
+    f.extlen = extlen
+    length = P.HEADER_SIZE + body
+    if length > max_frame:
+        f.a, f.b = length, max_frame
+        return _PR.FRAME_TOO_LARGE, f
+    need = f.fel + extlen + f.keylen
+    if need > body:
+        f.a, f.b = body, need
+        return _PR.LENGTHS, f
+    f.length = length
+    f.value_len = body - need
+    if datatype > P.MAX_DATATYPE:
+        f.a = datatype
+        return _PR.DATATYPE, f
+    response = magic in P.RESPONSE_MAGICS
+    if response:
+        kind = P.RESPONSE_KIND
+        allowed = P.RESPONSE_EXTRAS.get(opcode)
+        if allowed is not None and extlen not in allowed:
+            f.a, f.b = opcode, extlen
+            return _PR.EXTRAS_LENGTH, f
+    else:
+        rules = _REQUEST_RULES[opcode]
+        if not rules:
+            kind = P.REQUEST_KIND
+        elif extlen in rules:
+            kind = rules[extlen]
+        else:
+            f.a, f.b = opcode, extlen
+            return _PR.EXTRAS_LENGTH, f
+    if avail < length:
+        return P.INCOMPLETE, f
+    if kind < 0:
+        version = buf[pos + P.HEADER_SIZE + f.fel]
+        kind = P.MARKER_V2_KINDS.get((version, f.value_len))
+        if kind is None:
+            f.a, f.b = version, f.value_len
+            return _PR.MARKER_VERSION, f
+    k = P.KINDS[kind]
+    if not k.key[0] <= f.keylen <= k.key[1]:
+        f.a, f.b = opcode, f.keylen
+        return _PR.KEY_LENGTH, f
+    if not k.value[0] <= f.value_len <= k.value[1]:
+        f.a, f.b = opcode, f.value_len
+        return _PR.VALUE_LENGTH, f
+    f.kind = kind
+    f.sid = 0
+    problem = _frame_infos(buf, pos, f, response)
+    if problem:
+        return problem, f
+    f.cid = f.prefix = 0
+    if collections and k.prefixed:
+        problem = _collection_prefix(buf, pos + P.HEADER_SIZE + f.fel + extlen, f)
+        if problem:
+            return problem, f
+    return P.OK, f
+
+
+def _frame_infos(buf, pos, f, response):
+    """Walk the framing extras; pick up the stream id of a request."""
+    start = pos + P.HEADER_SIZE
+    p, e = start, start + f.fel
+    while p < e:
+        byte = buf[p]
+        p += 1
+        fid, flen = byte >> 4, byte & 15
+        if fid == 15:
+            if p >= e:
+                f.a, f.b = p - start, f.fel
+                return _PR.FRAMING_EXTRAS
+            fid = 15 + buf[p]
+            p += 1
+        if flen == 15:
+            if p >= e:
+                f.a, f.b = p - start, f.fel
+                return _PR.FRAMING_EXTRAS
+            flen = 15 + buf[p]
+            p += 1
+        if flen > e - p:
+            f.a, f.b = p - start, f.fel
+            return _PR.FRAMING_EXTRAS
+        if fid == P.FRAME_INFO_STREAM_ID and not response:
+            if flen != 2:
+                f.a = flen
+                return _PR.STREAM_ID_LENGTH
+            f.sid = _U16.unpack_from(buf, p)[0]
+        p += flen
+    return 0
+
+
+def _collection_prefix(buf, key, f):
+    """Decode the strict, canonical LEB128 collection id at the start of the key."""
+    cid = 0
+    for j in range(5):
+        if j >= f.keylen:
+            f.a = f.keylen
+            return _PR.LEB128_NO_STOP
+        byte = buf[key + j]
+        if j == 4 and byte > 0x0F:
+            f.a = byte
+            return _PR.LEB128_OVERFLOW
+        cid |= (byte & 0x7F) << (7 * j)
+        if not byte & 0x80:
+            f.prefix = j + 1
+            break
+    else:
+        f.a = 5
+        return _PR.LEB128_NO_STOP
+    if f.prefix > 1 and buf[key + f.prefix - 1] == 0:
+        f.a = f.prefix
+        return _PR.LEB128_NON_CANONICAL
+    if 1 <= cid <= 7:
+        f.a = cid
+        return _PR.RESERVED_COLLECTION
+    if f.keylen <= f.prefix:
+        return _PR.EMPTY_LOGICAL_KEY
+    f.cid = cid
+    return 0
+
+
+class _Walk:
+    def __init__(self, buf, collections, skip, final, max_frame):
+        self.buf, self.end = buf, len(buf)
+        self.collections, self.skip, self.final, self.max_frame = (
+            collections, skip, final, max_frame)
+
+    def parse(self, pos):
+        return _parse(self.buf, pos, self.end, self.collections, self.max_frame)
+
+    def plausible_after(self, q):
+        """A frame ending at ``q`` is believable if another frame (or the end) follows."""
+        if q == self.end:
+            return True
+        s, _ = self.parse(q)
+        if s == P.OK:
+            return self.buf[q + 1] in P.KNOWN_OPCODES
+        return s == P.INCOMPLETE and not self.final
+
+    def resync(self, p, code, f):
+        """Where the next trustworthy frame starts after a bad frame at ``p``."""
+        if (code not in (_PR.BAD_MAGIC, _PR.FRAME_TOO_LARGE, _PR.LENGTHS)
+                and f.length <= self.end - p and self.plausible_after(p + f.length)):
+            return p + f.length
+        buf = self.buf
+        for q in range(p + 1, self.end):
+            if buf[q] not in P.DCP_MAGICS:
+                continue
+            s, g = self.parse(q)
+            if s == P.OK:
+                if buf[q + 1] in P.KNOWN_OPCODES and self.plausible_after(q + g.length):
+                    return q
+            elif s == P.INCOMPLETE and not self.final:
+                if self.end - q < P.HEADER_SIZE or buf[q + 1] in P.KNOWN_OPCODES:
+                    return q
+        return self.end
+
+    def count(self, pos, limit):
+        """First pass: frame starts, damaged regions, and the first failure (strict)."""
+        starts, regions, failure = [], [], None
+        while len(starts) < limit:
+            s, f = self.parse(pos)
+            if s == P.OK:
+                starts.append((pos, f))
+                pos += f.length
+                continue
+            if s == P.INCOMPLETE:
+                if not self.final or pos == self.end:
+                    break
+                s = _PR.TRUNCATED
+                f.a = self.end - pos
+                f.b = f.length if self.end - pos >= P.HEADER_SIZE else P.HEADER_SIZE
+                q = self.end
+            elif self.skip:
+                q = self.resync(pos, s, f)
+            if not self.skip:
+                failure = (pos, int(s), f.a, f.b)
+                break
+            regions.append((pos, q - pos, int(s), f.a, f.b))
+            pos = q
+        return starts, pos, regions, failure
+
+
+def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size, base, final):
+    """Scan ``buf[start:]``.
+
+    Returns ``(result, None)`` with ``result = (count, consumed, arrays, kinds, regions)``,
+    or ``(None, (offset, code, a, b))`` for the first problem in strict mode. ``arrays``
+    maps each of ``names`` to a numpy column; ``kinds`` indexes ``protocol.KINDS``;
+    ``regions`` lists skipped bytes as ``(start, length, code, a, b)``; offsets in the
+    columns are ``base`` plus the position in ``buf``.
+    """
+    buf = memoryview(buf).cast("B")
+    if not 0 <= start <= len(buf):
+        raise ValueError(f"start {start} outside the buffer of {len(buf)} bytes")
+    walk = _Walk(buf, collections, skip, final, max_frame_size)
+    limit = max_frames if max_frames >= 0 else float("inf")
+    starts, consumed, regions, failure = walk.count(start, limit)
+    if failure:
+        return None, failure
+    n = len(starts)
+    arrays = {name: np.zeros(n, S.DTYPES[name]) for name in names}
+    kinds = np.zeros(n, np.uint8)
+    for i, (pos, f) in enumerate(starts):
+        kinds[i] = f.kind
+        for name, value in _row(buf, pos, f, base).items():
+            if name in arrays:
+                arrays[name][i] = value
+    return (n, consumed, arrays, kinds, regions), None
+
+
+def _row(buf, pos, f, base):
+    """Every column a frame carries, by name."""
+    magic, opcode, _, _, datatype, vbs, body, opaque, cas = _HEADER.unpack_from(buf, pos)
+    kind = P.KINDS[f.kind]
+    row = dict(offset=base + pos, magic=magic, opcode=opcode, datatype=datatype,
+               opaque=opaque, cas=cas, body_len=body, framing_len=f.fel,
+               extras_len=f.extlen)
+    row["status" if kind.response else "vbucket"] = vbs
+    extras = pos + P.HEADER_SIZE + f.fel
+    value = extras + f.extlen + f.keylen
+    if kind.key[1]:
+        row["key_offset"] = base + extras + f.extlen + f.prefix
+        row["key_len"] = f.keylen - f.prefix
+    if kind.value[1]:
+        row["value_offset"] = base + value
+        row["value_len"] = f.value_len
+    if f.prefix:
+        row["collection_id"] = f.cid
+    if f.sid:
+        row["stream_id"] = f.sid
+    for fld in kind.fields:
+        at = (value if fld.base == P.VALUE else extras) + fld.offset
+        row[fld.column] = _LOAD[fld.width].unpack_from(buf, at)[0]
+    return row
+
+
+def sniff_collections(buf, start):
+    """Collections on or off, judged from the handshake and stream messages in ``buf``."""
+    buf = memoryview(buf).cast("B")
+    pos, end, hello_request = start, len(buf), None
+    while end - pos >= P.HEADER_SIZE:
+        magic, opcode, keylen, extlen, _, vbs, body, _, _ = _HEADER.unpack_from(buf, pos)
+        if magic not in P.DCP_MAGICS or P.HEADER_SIZE + body > end - pos:
+            break
+        fel, keylen = (keylen >> 8, keylen & 0xFF) if magic in P.ALT_MAGICS else (0, keylen)
+        if fel + extlen + keylen > body:
+            break
+        response = magic in P.RESPONSE_MAGICS
+        if opcode == P.Opcode.HELLO:
+            v = pos + P.HEADER_SIZE + fel + extlen + keylen
+            features = {_U16.unpack_from(buf, k)[0]
+                        for k in range(v, pos + P.HEADER_SIZE + body - 1, 2)}
+            has = P.FEATURE_COLLECTIONS in features
+            if response:
+                if vbs == 0:
+                    return has
+            else:
+                hello_request = has
+        elif hello_request is None and not response:
+            if opcode == P.Opcode.OPEN and extlen == 8:
+                flags = _U32.unpack_from(buf, pos + P.HEADER_SIZE + fel + 4)[0]
+                if flags & P.OPEN_FLAG_COLLECTIONS:
+                    return True
+            elif opcode in P.COLLECTIONS_ONLY:
+                return True
+        pos += P.HEADER_SIZE + body
+    return hello_request is True
+
+
+def gather(buf, starts, bounds, out):
+    """Copy ``buf[starts[i]:starts[i] + bounds[i+1] - bounds[i]]`` to ``out[bounds[i]:]``."""
+    buf, out = memoryview(buf).cast("B"), memoryview(out).cast("B")
+    if len(bounds) != len(starts) + 1 or len(out) < bounds[-1]:
+        raise ValueError("gather: bounds do not match")
+    for i, start in enumerate(starts.tolist()):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        if hi < lo or start + hi - lo > len(buf):
+            raise ValueError(f"gather: range {i} outside the buffer")
+        out[lo:hi] = buf[start:start + hi - lo]
+
+
+def views(buf, starts, lengths, out, window_bits):
+    """Arrow binary-view structs for ``buf`` slices, data buffer index = start >> window_bits."""
+    buf, out = memoryview(buf).cast("B"), memoryview(out).cast("B")
+    mask = (1 << window_bits) - 1
+    if len(lengths) != len(starts) or len(out) != 16 * len(starts):
+        raise ValueError("views: sizes do not match")
+    for i, (start, size) in enumerate(zip(starts.tolist(), lengths.tolist())):
+        if size < 0 or start + size > len(buf):
+            raise ValueError(f"views: range {i} outside the buffer")
+        if size > mask:
+            raise ValueError(f"views: range {i} longer than a window")
+        view = bytearray(16)
+        struct.pack_into("<i", view, 0, size)
+        if size <= 12:
+            view[4:4 + size] = buf[start:start + size]
+        else:
+            view[4:8] = buf[start:start + 4]
+            struct.pack_into("<ii", view, 8, start >> window_bits, start & mask)
+        out[16 * i:16 * i + 16] = view

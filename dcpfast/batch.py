@@ -1,0 +1,303 @@
+"""``scan`` and ``FrameBatch``: columns of a scanned buffer, and their Arrow/pandas forms."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import protocol as P
+from . import schema as S
+from .errors import DcpFormatError, SkippedRegion, describe
+
+if os.environ.get("DCPFAST_PUREPYTHON", "") not in ("", "0"):
+    from . import _scan_py as _core
+else:
+    try:
+        from . import _scan as _core
+    except ImportError:      # no compiled core for this interpreter: the twin does the work
+        from . import _scan_py as _core
+
+#: "cython" or "python": which scan core this process uses.
+IMPLEMENTATION = "cython" if _core.__name__.endswith("._scan") else "python"
+
+_ERRORS = ("strict", "skip")
+_WINDOW_BITS = 30                     # binary_view data buffers for inputs over 2 GiB
+_INT32_MAX = 2**31 - 1
+
+
+def _byte_view(data) -> memoryview:
+    """A flat unsigned-byte view of any contiguous buffer, without copying."""
+    view = memoryview(data)
+    if not view.contiguous:
+        raise ValueError("data must be a contiguous buffer")
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def scan(data, *, collections: bool | None = None, columns=None, errors: str = "strict",
+         start: int = 0, max_frames: int | None = None,
+         max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, base_offset: int = 0) -> FrameBatch:
+    """Decode the concatenated DCP frames in ``data[start:]`` into columns.
+
+    ``data`` is any contiguous buffer; it is not copied, and the batch keeps it alive.
+    A trailing incomplete frame is left alone: ``batch.consumed`` says where to resume.
+    ``collections``: whether document keys carry a LEB128 collection id (None: infer
+    from a HELLO exchange, a DCP Open flag, or system events / seqno-advanced messages).
+    ``columns``: the columns to fill (None: all; ``"key"``/``"value"`` name their
+    offset/length pairs). ``errors="strict"`` raises ``DcpFormatError`` at the first
+    malformed frame; ``"skip"`` steps over damaged bytes and lists them in
+    ``batch.errors``. ``base_offset`` is the stream position of ``data[0]``: it is added
+    to every offset column and error offset.
+    """
+    return _scan(data, _byte_view(data), start=start, collections=collections,
+                 columns=columns, errors=errors, max_frames=max_frames,
+                 max_frame_size=max_frame_size, base_offset=base_offset, final=False)
+
+
+def _scan(data, view, *, start, collections, columns, errors, max_frames, max_frame_size,
+          base_offset, final) -> FrameBatch:
+    if errors not in _ERRORS:
+        raise ValueError(f"errors must be one of {_ERRORS}, not {errors!r}")
+    if max_frame_size < P.HEADER_SIZE:
+        raise ValueError(f"max_frame_size must be at least {P.HEADER_SIZE}")
+    names = S.resolve(columns)
+    if collections is None:
+        collections = bool(_core.sniff_collections(view, start))
+    result, failure = _core.scan_buffer(
+        view, start, names, bool(collections), errors == "skip",
+        -1 if max_frames is None else max_frames, max_frame_size, base_offset, final)
+    if failure:
+        pos, code, a, b = failure
+        raise DcpFormatError(base_offset + pos, describe(code, a, b))
+    count, consumed, arrays, kinds, regions = result
+    skipped = [SkippedRegion(base_offset + pos, length, describe(code, a, b))
+               for pos, length, code, a, b in regions]
+    return FrameBatch(data, view, arrays, kinds, consumed=consumed, errors=skipped,
+                      collections=bool(collections), base_offset=base_offset)
+
+
+class Frame(dict):
+    """One frame's carried fields, by column name, with enums where the value has a name."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self):
+        return "Frame(" + ", ".join(f"{k}={v!r}" for k, v in self.items()) + ")"
+
+
+def _named(enum, value):
+    try:
+        return enum(value)
+    except ValueError:
+        return value
+
+
+_ENUMS = {"magic": P.Magic, "opcode": P.Opcode, "datatype": P.Datatype, "status": P.Status,
+          "snap_flags": P.SnapshotFlag, "end_status": P.StreamEndStatus,
+          "vb_state": P.VBucketState, "durability_level": P.DurabilityLevel,
+          "event_id": P.SystemEventId, "oso_flags": P.OsoFlag}
+
+
+class FrameBatch:
+    """Columns of scanned DCP frames over a buffer they share (see ``schema.COLUMNS``).
+
+    A column a frame does not carry holds 0 in numpy and is null in Arrow and pandas.
+    """
+
+    def __init__(self, data, view, arrays, kinds, *, consumed, errors, collections,
+                 base_offset):
+        self.data = data
+        self._view = view
+        self._arrays = arrays
+        self._kinds = kinds
+        #: End of the complete frames in ``data`` (resume a chunked stream there).
+        self.consumed = consumed
+        #: Regions skipped by ``errors="skip"``.
+        self.errors = errors
+        #: Whether keys were read with a collection-id prefix.
+        self.collections = collections
+        #: Stream position of ``data[0]``.
+        self.base_offset = base_offset
+
+    def __len__(self):
+        return len(self._kinds)
+
+    def __repr__(self):
+        return (f"<FrameBatch {len(self)} frames, bytes {self.base_offset}.."
+                f"{self.base_offset + self.consumed}, collections={self.collections}, "
+                f"{len(self.errors)} skipped regions>")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Names of the scanned columns, in schema order."""
+        return tuple(self._arrays)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return self._arrays[name]
+        except KeyError:
+            raise KeyError(f"column {name!r} was not scanned; scanned: "
+                           f"{', '.join(self._arrays)}") from None
+
+    def __contains__(self, name):
+        return name in self._arrays
+
+    def to_dict(self) -> dict[str, np.ndarray]:
+        """The numpy columns by name (the arrays themselves, not copies)."""
+        return dict(self._arrays)
+
+    def validity(self, name: str) -> np.ndarray | None:
+        """Which frames carry column ``name`` (None: all of them)."""
+        self[name]
+        table = S.validity_table(name, self.collections)
+        if name == "stream_id":
+            return self._arrays[name] != 0
+        return None if table is None else table[self._kinds]
+
+    # -- one frame -------------------------------------------------------------------------
+
+    def _slice(self, i, offset, length):
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"frame index {i} out of range for {len(self)} frames")
+        valid = self.validity(offset)
+        if valid is not None and not valid[i]:
+            return None
+        start = int(self[offset][i]) - self.base_offset
+        return bytes(self._view[start:start + int(self[length][i])])
+
+    def key(self, i: int) -> bytes | None:
+        """The logical key of frame ``i`` (after any collection prefix), or None."""
+        return self._slice(i, "key_offset", "key_len")
+
+    def value(self, i: int) -> bytes | None:
+        """The value of frame ``i``, or None when its kind carries no value."""
+        return self._slice(i, "value_offset", "value_len")
+
+    def frame(self, i: int) -> Frame:
+        """Every carried field of frame ``i``, with enum names, key and value."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"frame index {i} out of range for {len(self)} frames")
+        out = Frame(kind=P.KINDS[self._kinds[i]].name)
+        for name, column in self._arrays.items():
+            valid = self.validity(name)
+            if valid is None or valid[i]:
+                out[name] = _named(_ENUMS[name], int(column[i])) if name in _ENUMS \
+                    else int(column[i])
+        for name, (off, length) in S.BINARY.items():
+            if off in self._arrays and length in self._arrays and off in out:
+                out[name] = self._slice(i, off, length)
+        return out
+
+    # -- selections ------------------------------------------------------------------------
+
+    def filter(self, mask) -> FrameBatch:
+        """The frames selected by a boolean mask or an index array, sharing the buffer."""
+        mask = np.asarray(mask)
+        if mask.dtype == bool and mask.shape != (len(self),):
+            raise ValueError(f"mask of shape {mask.shape} for {len(self)} frames")
+        return FrameBatch(self.data, self._view,
+                          {n: a[mask] for n, a in self._arrays.items()}, self._kinds[mask],
+                          consumed=self.consumed, errors=self.errors,
+                          collections=self.collections, base_offset=self.base_offset)
+
+    def only(self, *opcodes) -> FrameBatch:
+        """The frames with one of ``opcodes`` (ints, ``Opcode`` members or their names)."""
+        codes = [P.Opcode[op.upper()] if isinstance(op, str) else int(op) for op in opcodes]
+        return self.filter(np.isin(self["opcode"], codes))
+
+    # -- Arrow, pandas, polars ---------------------------------------------------------------
+
+    def to_arrow(self, *, binary_view: bool = False):
+        """A ``pyarrow.Table``: numeric columns zero-copy, plus ``key`` and ``value``.
+
+        Keys and values are gathered into ``binary`` columns (``large_binary`` past
+        2 GiB), or, with ``binary_view=True``, exported as views into ``data``
+        without a copy.
+        """
+        import pyarrow as pa
+
+        arrays, fields = [], []
+        for name, column in self._arrays.items():
+            arrays.append(pa.Array.from_buffers(
+                S.arrow_type(name), len(column), [*_bitmap(self.validity(name)),
+                                                  pa.py_buffer(column)]))
+            fields.append(name)
+        for name, (off, length) in S.BINARY.items():
+            if off in self._arrays and length in self._arrays:
+                build = self._binary_views if binary_view else self._binary
+                arrays.append(build(off, length))
+                fields.append(name)
+        return pa.Table.from_arrays(arrays, names=fields)
+
+    def _starts_lengths(self, off, length):
+        valid = self.validity(off)
+        starts = self[off].astype(np.uint64, copy=True)
+        starts -= np.uint64(self.base_offset)
+        lengths = self[length].astype(np.int64)
+        if valid is not None:
+            starts[~valid] = 0
+            lengths[~valid] = 0
+        return valid, starts, lengths
+
+    def _binary(self, off, length):
+        import pyarrow as pa
+
+        valid, starts, lengths = self._starts_lengths(off, length)
+        bounds = np.zeros(len(self) + 1, np.int64)
+        np.cumsum(lengths, out=bounds[1:])
+        data = np.empty(int(bounds[-1]), np.uint8)
+        _core.gather(self._view, starts, bounds, data)
+        if bounds[-1] <= _INT32_MAX:
+            kind, offsets = pa.binary(), bounds.astype(np.int32)
+        else:
+            kind, offsets = pa.large_binary(), bounds
+        return pa.Array.from_buffers(kind, len(self), [*_bitmap(valid), pa.py_buffer(offsets),
+                                                       pa.py_buffer(data)])
+
+    def _binary_views(self, off, length):
+        import pyarrow as pa
+
+        valid, starts, lengths = self._starts_lengths(off, length)
+        size = len(self._view)
+        bits = 31 if size <= _INT32_MAX else _WINDOW_BITS
+        views = np.empty(16 * len(self), np.uint8)
+        _core.views(self._view, starts, lengths, views, bits)
+        windows = [pa.py_buffer(self._view[lo:lo + 2 * (1 << bits)])
+                   for lo in range(0, max(size, 1), 1 << bits)]
+        return pa.Array.from_buffers(pa.binary_view(), len(self),
+                                     [*_bitmap(valid), pa.py_buffer(views), *windows])
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
+
+    def to_pandas(self, *, arrow_dtypes: bool = True):
+        """A pandas DataFrame; Arrow-backed dtypes keep nulls and unsigned types intact."""
+        import pandas as pd
+
+        table = self.to_arrow()
+        if arrow_dtypes:
+            return table.to_pandas(types_mapper=pd.ArrowDtype)
+        return table.to_pandas()
+
+    def to_polars(self):
+        """A polars DataFrame (keys and values as zero-copy binary views)."""
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow(binary_view=True))
+
+
+def _bitmap(valid):
+    """Arrow validity buffer for a bool mask: ``[buffer]`` or ``[None]`` when all valid."""
+    import pyarrow as pa
+
+    if valid is None or valid.all():
+        return [None]
+    return [pa.py_buffer(np.packbits(valid, bitorder="little"))]

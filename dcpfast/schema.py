@@ -1,0 +1,134 @@
+"""The one column definition; numpy dtypes, Arrow schemas and validity derive from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import protocol as p
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str
+    doc: str
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("offset", "uint64", "frame start in the stream"),
+    Column("magic", "uint8", "header byte 0"),
+    Column("opcode", "uint8", "header byte 1"),
+    Column("datatype", "uint8", "header byte 5: JSON 0x01, Snappy 0x02, XATTR 0x04"),
+    Column("vbucket", "uint16", "requests (magic 0x80, 0x08)"),
+    Column("status", "uint16", "responses (magic 0x81, 0x18)"),
+    Column("opaque", "uint32", "read big-endian"),
+    Column("cas", "uint64", "header CAS"),
+    Column("body_len", "uint32", "total body length"),
+    Column("framing_len", "uint8", "framing extras length"),
+    Column("extras_len", "uint8", "extras length"),
+    Column("key_offset", "uint64", "logical key start in the stream, after the collection prefix"),
+    Column("key_len", "uint16", "logical key length"),
+    Column("value_offset", "uint64", "value start in the stream"),
+    Column("value_len", "uint32", "value length"),
+    Column("collection_id", "uint32", "LEB128 key prefix on collection-enabled streams"),
+    Column("stream_id", "uint16", "framing info id 2 on 0x08 frames"),
+    Column("by_seqno", "uint64",
+           "mutation, deletion, expiration, prepare, system event, seqno advanced, seqno ack; "
+           "commit/abort: the commit/abort seqno"),
+    Column("rev_seqno", "uint64", "mutation, deletion, expiration, prepare"),
+    Column("prepared_seqno", "uint64", "commit, abort"),
+    Column("flags", "uint32", "mutation, prepare: document flags"),
+    Column("expiration", "uint32", "mutation, prepare"),
+    Column("lock_time", "uint32", "mutation, prepare"),
+    Column("delete_time", "uint32", "deletion V2, expiration"),
+    Column("durability_level", "uint8", "prepare"),
+    Column("snap_start", "uint64", "snapshot marker"),
+    Column("snap_end", "uint64", "snapshot marker"),
+    Column("snap_flags", "uint32", "snapshot marker"),
+    Column("marker_version", "uint8", "snapshot marker V2.x"),
+    Column("max_visible_seqno", "uint64", "snapshot marker V2.x"),
+    Column("high_completed_seqno", "uint64", "snapshot marker V2.x"),
+    Column("purge_seqno", "uint64", "snapshot marker V2.2"),
+    Column("high_prepared_seqno", "uint64", "snapshot marker V2.2 (52-byte value)"),
+    Column("event_id", "uint32", "system event"),
+    Column("event_version", "uint8", "system event"),
+    Column("oso_flags", "uint32", "OSO snapshot"),
+    Column("end_status", "uint32", "stream end"),
+    Column("ack_bytes", "uint32", "buffer ack"),
+    Column("vb_state", "uint8", "set vbucket state"),
+)
+
+NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+INDEX = {name: i for i, name in enumerate(NAMES)}
+DTYPES = {c.name: np.dtype(c.dtype) for c in COLUMNS}
+#: Arrow-only columns built from an offset/length pair.
+BINARY = {"key": ("key_offset", "key_len"), "value": ("value_offset", "value_len")}
+
+_HEADER = frozenset({"offset", "magic", "opcode", "datatype", "opaque", "cas", "body_len",
+                     "framing_len", "extras_len"})
+
+for _k in p.KINDS:                                        # the table and the schema agree
+    for _f in _k.fields:
+        assert DTYPES[_f.column].itemsize == _f.width, (_k.name, _f.column)
+
+
+def resolve(columns) -> tuple[str, ...]:
+    """Scanner columns for a projection; ``key``/``value`` pull in their offset and length."""
+    if columns is None:
+        return NAMES
+    if isinstance(columns, str):
+        columns = [columns]
+    wanted = set()
+    for name in columns:
+        if name in BINARY:
+            wanted.update(BINARY[name])
+        elif name in INDEX:
+            wanted.add(name)
+        else:
+            raise ValueError(f"unknown column {name!r}; known: {', '.join(NAMES + tuple(BINARY))}")
+    return tuple(n for n in NAMES if n in wanted)
+
+
+def carried(kind: p.Kind, name: str, collections: bool) -> bool:
+    """Whether frames of ``kind`` carry column ``name`` (else 0 in numpy, null in Arrow)."""
+    if name in _HEADER:
+        return True
+    if name == "vbucket":
+        return not kind.response
+    if name == "status":
+        return kind.response
+    if name in ("key_offset", "key_len"):
+        return kind.key[1] > 0
+    if name in ("value_offset", "value_len"):
+        return kind.value[1] > 0
+    if name == "collection_id":
+        return collections and kind.prefixed
+    if name == "stream_id":
+        return not kind.response   # and only where present: see FrameBatch.validity
+    return name in kind.columns
+
+
+def validity_table(name: str, collections: bool) -> np.ndarray | None:
+    """Per-kind validity of a column as a bool lookup table, or None when always valid."""
+    table = np.array([carried(k, name, collections) for k in p.KINDS], dtype=bool)
+    return None if table.all() else table
+
+
+def arrow_type(name: str):
+    import pyarrow as pa
+    return pa.from_numpy_dtype(DTYPES[name])
+
+
+def arrow_schema(columns=None, binary_type=None):
+    """Arrow schema of ``FrameBatch.to_arrow`` for a projection (``key``/``value`` last)."""
+    import pyarrow as pa
+    binary_type = binary_type or pa.binary()
+    names = resolve(columns)
+    fields = [pa.field(n, arrow_type(n), nullable=validity_table(n, True) is not None
+                       or n == "stream_id") for n in names]
+    for name, (off, ln) in BINARY.items():
+        if off in names and ln in names:
+            fields.append(pa.field(name, binary_type))
+    return pa.schema(fields)

@@ -1,0 +1,32 @@
+"""Build the Cython scan core.
+
+DCPFAST_DEBUG=1 builds with bounds checks, assertions and no optimisation;
+DCPFAST_SANITIZE=1 adds AddressSanitizer and UndefinedBehaviorSanitizer;
+DCPFAST_ANNOTATE=1 writes Cython's HTML annotation next to the sources.
+"""
+
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+
+def flag(name):
+    return os.environ.get(name, "") not in ("", "0")
+
+
+debug = flag("DCPFAST_DEBUG") or flag("DCPFAST_SANITIZE")
+directives = dict(language_level=3, boundscheck=debug, wraparound=False, cdivision=True,
+                  initializedcheck=debug, freethreading_compatible=True, embedsignature=True)
+compile_args = ["-O0", "-g", "-UNDEBUG"] if debug else ["-O3"]
+link_args = []
+if flag("DCPFAST_SANITIZE"):
+    sanitize = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    compile_args += sanitize
+    link_args += sanitize
+
+extension = Extension("dcpfast._scan", ["dcpfast/_scan.pyx"],
+                      extra_compile_args=compile_args, extra_link_args=link_args)
+
+setup(ext_modules=cythonize([extension], compiler_directives=directives,
+                            annotate=flag("DCPFAST_ANNOTATE")))

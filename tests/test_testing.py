@@ -1,0 +1,557 @@
+"""dcpfast.testing: byte-exact against the wire reference, and sane synthetic streams."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections import defaultdict
+from pathlib import Path
+
+import cramjam
+import pytest
+
+from dcpfast import testing as t
+
+REAL_SERVER = Path(__file__).parent / "data" / "real-server"
+
+FAILOVER = [(0xfeeddeca, 0x5432), (0xdecafe, 0x1343214), (0xfeedface, 4), (0xdeadbeef, 0x6524)]
+FAILOVER_HEX = ("00000000feeddeca00000000000054320000000000decafe000000000134321400000000feedface"
+                "000000000000000400000000deadbeef0000000000006524")
+DOC = {"vbucket": 0x210, "opaque": 0x1210}
+
+# Spec section 7: D = docs vectors that are self-consistent, E1 = consistent docs vector
+# whose table is wrong, C = corrected docs vectors, S = synthesized vectors.
+VECTORS = [
+    pytest.param(lambda: t.open(b"bucketstream vb[100-105]", opaque=1),
+                 "80500018080000000000002000000001000000000000000000000000000000006275636b"
+                 "657473747265616d2076625b3130302d3130355d", id="D1"),
+    pytest.param(lambda: t.response(0x50, opaque=1),
+                 "815000000000000000000000000000010000000000000000", id="D2"),
+    pytest.param(lambda: t.add_stream(1, vbucket=5, opaque=1),
+                 "80510000040000050000000400000001000000000000000000000001", id="D3"),
+    pytest.param(lambda: t.response(0x51, extras=struct.pack(">I", 0x1000), opaque=1),
+                 "81510000040000000000000400000001000000000000000000001000", id="D4"),
+    pytest.param(lambda: t.close_stream(vbucket=5, opaque=0xdeadbeef),
+                 "805200000000000500000000deadbeef0000000000000000", id="D5"),
+    pytest.param(lambda: t.rollback_response(0, opaque=0x1000),
+                 "8153000000000023000000080000100000000000000000000000000000000000", id="D6"),
+    pytest.param(lambda: t.failover_log_response(FAILOVER, opaque=0x1000),
+                 "815300000000000000000040000010000000000000000000" + FAILOVER_HEX, id="D7"),
+    pytest.param(lambda: t.get_failover_log(opaque=0xdeadbeef),
+                 "805400000000000000000000deadbeef0000000000000000", id="D8"),
+    pytest.param(lambda: t.failover_log_response(FAILOVER, opcode=0x54, opaque=0xdeadbeef),
+                 "815400000000000000000040deadbeef0000000000000000" + FAILOVER_HEX, id="D9"),
+    pytest.param(lambda: t.failover_log_response(FAILOVER, opcode=0x96, opaque=0xdeadbeef),
+                 "819600000000000000000040deadbeef0000000000000000" + FAILOVER_HEX,
+                 id="D9-0x96"),
+    pytest.param(lambda: t.stream_end(0, opaque=0xdeadbeef),
+                 "805500000400000000000004deadbeef000000000000000000000000", id="D10"),
+    pytest.param(lambda: t.mutation(b"hello", b"world", by_seqno=4, rev_seqno=1, **DOC),
+                 "805700051f000210000000290000121000000000000000000000000000000004000000000000"
+                 "000100000000000000000000000000000068656c6c6f776f726c64", id="D11"),
+    pytest.param(lambda: t.frame(0x5a, opaque=0xdeadbeef),
+                 "805a00000000000000000000deadbeef0000000000000000", id="D12"),
+    pytest.param(lambda: t.set_vbucket_state(4, opaque=0xdeadbeef),
+                 "805b00000100000000000001deadbeef000000000000000004", id="D13"),
+    pytest.param(lambda: t.response(0x5c, opaque=5),
+                 "815c00000000000000000000000000050000000000000000", id="D14"),
+    pytest.param(lambda: t.response(0x5d, opaque=5),
+                 "815d00000000000000000000000000050000000000000000", id="D15"),
+    pytest.param(lambda: t.seqno_acknowledged(4, **DOC),
+                 "8061000008000210000000080000121000000000000000000000000000000004", id="D16"),
+    pytest.param(lambda: t.commit(b"hello", prepared_seqno=4, commit_seqno=5, **DOC),
+                 "80620005100002100000001500001210000000000000000000000000000000040000000000"
+                 "00000568656c6c6f", id="D17"),
+    pytest.param(lambda: t.abort(b"hello", prepared_seqno=4, abort_seqno=5, **DOC),
+                 "80630005100002100000001500001210000000000000000000000000000000040000000000"
+                 "00000568656c6c6f", id="D18"),
+    pytest.param(lambda: t.cache_transfer_end(**DOC),
+                 "806700000000021000000000000012100000000000000000", id="D19"),
+    pytest.param(lambda: t.create_collection(b"mycollection", by_seqno=4, manifest_uid=2,
+                                             scope_id=8, collection_id=0, max_ttl=72000, **DOC),
+                 "805f000c0d0002100000002d00001210000000000000000000000000000000040000000001"
+                 "6d79636f6c6c656374696f6e0000000000000002000000080000000000011940", id="D20"),
+    pytest.param(lambda: t.stream_request(start=0xffeedd, vbucket_uuid=0xfeeddeca,
+                                          snap_end=0xffeeff, opaque=0x1000),
+                 "805300003000000000000030000010000000000000000000000000000000000000000000"
+                 "00ffeeddffffffffffffffff00000000feeddeca0000000000ffeedd0000000000ffeeff",
+                 id="E1"),
+    pytest.param(lambda: t.buffer_ack(4096, opaque=5),
+                 "805d0000040000000000000400000005000000000000000000001000", id="C1"),
+    pytest.param(lambda: t.noop(opaque=5),
+                 "805c00000000000000000000000000050000000000000000", id="C2"),
+    pytest.param(lambda: t.control(b"enable_noop", b"true", vbucket=5, opaque=1),
+                 "805e000b000000050000000f000000010000000000000000656e61626c655f6e6f6f7074"
+                 "727565", id="C3"),
+    pytest.param(lambda: t.response(0x5e, opaque=1),
+                 "815e00000000000000000000000000010000000000000000", id="C4"),
+    pytest.param(lambda: t.snapshot_marker(0, 8, 1, opaque=0xdeadbeef),
+                 "805600001400000000000014deadbeef00000000000000000000000000000000000000000000"
+                 "000800000001", id="C5"),
+    pytest.param(lambda: t.snapshot_marker(1, 8, 2, version=0, max_visible_seqno=8,
+                                           high_completed_seqno=7, opaque=0xdeadbeef),
+                 "805600000100000000000025deadbeef00000000000000000000000000000000010000000000"
+                 "0000080000000200000000000000080000000000000007", id="C6"),
+    pytest.param(lambda: t.expiration(b"hello", by_seqno=5, rev_seqno=1, delete_time=0, **DOC),
+                 "805900051400021000000019000012100000000000000000000000000000000500000000000"
+                 "000010000000068656c6c6f", id="C7"),
+    pytest.param(lambda: t.deletion(b"hello", by_seqno=5, rev_seqno=1, **DOC),
+                 "805800051200021000000017000012100000000000000000000000000000000500000000000"
+                 "00001000068656c6c6f", id="C8"),
+    pytest.param(lambda: t.prepare(b"hello", b"world", by_seqno=4, rev_seqno=1,
+                                   durability_level=1, **DOC),
+                 "806000051f000210000000290000121000000000000000000000000000000004000000000000"
+                 "000100000000000000000000000000000168656c6c6f776f726c64", id="C9"),
+    pytest.param(lambda: t.seqno_advanced(4, opaque=0xdeadbeef),
+                 "806400000800000000000008deadbeef00000000000000000000000000000004", id="C10"),
+    pytest.param(lambda: t.oso_snapshot(1, opaque=0xdeadbeef),
+                 "806500000400000000000004deadbeef000000000000000000000001", id="C11"),
+    pytest.param(lambda: t.create_collection(b"mycollection", by_seqno=4, manifest_uid=2,
+                                             scope_id=0, collection_id=8, max_ttl=72000, **DOC),
+                 "805f000c0d0002100000002d00001210000000000000000000000000000000040000000001"
+                 "6d79636f6c6c656374696f6e0000000000000002000000000000000800011940", id="C12"),
+    pytest.param(lambda: t.stream_request(start=0, vbucket_uuid=0xfeeddeca, opaque=0x1000),
+                 "805300003000000000000030000010000000000000000000000000000000000000000000000"
+                 "00000ffffffffffffffff00000000feeddeca00000000000000000000000000000000",
+                 id="C13"),
+    pytest.param(lambda: t.cache_transfer([{
+                     "cas": 4, "by_seqno": 1, "rev_seqno": 5, "flags": 0, "expiration": 0,
+                     "key": b"hello", "value": b"world", "datatype": 0, "cache_hint": 0x0a}],
+                     **DOC),
+                 "806600000000021000000032000012100000000000000000000000000000000400000000000"
+                 "0000100000000000000050000000500000000000000000005000a68656c6c6f776f726c64",
+                 id="C14"),
+    pytest.param(lambda: t.mutation(b"hello", b'{"a":1}', by_seqno=16, rev_seqno=3,
+                                    flags=0xdeadbeef, datatype=1, collection_id=8,
+                                    cas=0x16fedcba98765432, stream_id=71, **DOC),
+                 "085703061f0102100000002f0000121016fedcba9876543222004700000000000000100000"
+                 "000000000003deadbeef00000000000000000000000868656c6c6f7b2261223a317d",
+                 id="S1"),
+    pytest.param(lambda: t.deletion(b"k1", t.xattr_blob({"_sync": '{"a":1}'}), by_seqno=32,
+                                    rev_seqno=2, delete_time=1600000000, datatype=4,
+                                    collection_id=0x555, vbucket=1023, opaque=7, cas=1),
+                 "80580004150403ff0000002f0000000700000000000000010000000000000020000000000000"
+                 "00025f5e100000d50a6b31000000120000000e5f73796e63007b2261223a317d00", id="S2"),
+    pytest.param(lambda: t.snapshot_marker(100, 200, 6, version=2, max_visible_seqno=199,
+                                           high_completed_seqno=150, purge_seqno=50,
+                                           high_prepared_seqno=180, vbucket=3, opaque=9,
+                                           stream_id=2),
+                 "0856030001000003000000380000000900000000000000002200020200000000000000640000"
+                 "0000000000c80000000600000000000000c700000000000000960000000000000032000000"
+                 "00000000b4", id="S3"),
+    pytest.param(lambda: t.stream_end(7, vbucket=3, opaque=9, stream_id=2),
+                 "08550300040000030000000700000009000000000000000022000200000007", id="S4"),
+    pytest.param(lambda: t.drop_collection(by_seqno=0x21, manifest_uid=0xc, scope_id=0,
+                                           collection_id=8, vbucket=3, opaque=9),
+                 "805f00000d0000030000001d0000000900000000000000000000000000000021000000010000"
+                 "0000000000000c0000000000000008", id="S5"),
+    pytest.param(lambda: t.create_scope(b"inventory", by_seqno=0x22, manifest_uid=0xd,
+                                        scope_id=9, vbucket=3, opaque=9),
+                 "805f00090d000003000000220000000900000000000000000000000000000022000000030069"
+                 "6e76656e746f7279000000000000000d00000009", id="S6"),
+    pytest.param(lambda: t.drop_scope(by_seqno=0x23, manifest_uid=0xe, scope_id=9, vbucket=3,
+                                      opaque=9),
+                 "805f00000d0000030000001900000009000000000000000000000000000000230000000400"
+                 "000000000000000e00000009", id="S7"),
+    pytest.param(lambda: t.create_collection(b"c1", by_seqno=0x24, manifest_uid=0xf,
+                                             scope_id=9, collection_id=0xa, vbucket=3,
+                                             opaque=9),
+                 "805f00020d0000030000001f0000000900000000000000000000000000000024000000000063"
+                 "31000000000000000f000000090000000a", id="S8"),
+    pytest.param(lambda: t.commit(b"x", prepared_seqno=10, commit_seqno=11,
+                                  collection_id=0xffffffff, opaque=0x44),
+                 "806200061000000000000016000000440000000000000000000000000000000a000000000000"
+                 "000bffffffff0f78", id="S9"),
+    pytest.param(lambda: t.abort(b"hello", prepared_seqno=4, abort_seqno=5, collection_id=0,
+                                 **DOC),
+                 "806300061000021000000016000012100000000000000000000000000000000400000000000"
+                 "000050068656c6c6f", id="S10"),
+    pytest.param(lambda: t.failover_log_response([(0xfeeddeca, 0x5432)], opaque=0x1000,
+                                                 framing=t.frame_info(0, b"\x00\x0a")),
+                 "18530300000000000000001300001000000000000000000002000a00000000feeddeca00000"
+                 "00000005432", id="S11"),
+    pytest.param(lambda: t.set_vbucket_state(1, vbucket=5, opaque=0x12),
+                 "805b0000010000050000000100000012000000000000000001", id="S12"),
+    pytest.param(lambda: t.response(0x56, opaque=9),
+                 "815600000000000000000000000000090000000000000000", id="S13"),
+    pytest.param(lambda: t.response(0x53, status=0x22, value=b'{"error":{"context":"x"}}',
+                                    datatype=1, opaque=0x1000),
+                 "8153000000010022000000190000100000000000000000007b226572726f72223a7b22636f"
+                 "6e74657874223a2278227d7d", id="S14"),
+    pytest.param(lambda: t.frame(0x52, framing=t.frame_info(16, b"\xaa\xbb"), vbucket=1,
+                                 opaque=1),
+                 "085204000000000100000004000000010000000000000000f201aabb", id="S15"),
+]
+
+
+@pytest.mark.parametrize("build, expected", VECTORS)
+def test_spec_vectors(build, expected):
+    assert build().hex() == expected
+
+
+def test_xattr_blob_matches_document_md():
+    blob = t.xattr_blob({
+        "_sync": '{"cas":"deadbeefcafefeed"}',
+        "meta": '{"author":"Trond Norbye","content-type":"application/octet-stream"}',
+    })
+    assert blob.hex() == (
+        "00000072000000215f73796e63007b22636173223a2264656164626565666361666566656564227d00"
+        "000000496d657461007b22617574686f72223a2254726f6e64204e6f72627965222c22636f6e74656e"
+        "742d74797065223a226170706c69636174696f6e2f6f637465742d73747265616d227d00")
+    assert t.xattr_value({"_sync": "{}"}, b"body") == t.xattr_blob({"_sync": "{}"}) + b"body"
+
+
+# -- real server frames ------------------------------------------------------------------
+
+REAL_HDR = {"vbucket": 874, "opaque": 66410, "stream_id": 1}
+REAL_BUILDS = {
+    "frame_0x56.bin": lambda: t.snapshot_marker(0, 24, 6, **REAL_HDR),
+    "frame_0x57.bin": lambda: t.mutation(
+        b"xdcrProvCollections_C29854",
+        b'{"name": "xdcrProvCollections_C29854", "age": 57, "index": "9854", '
+        b'"body":"0000000000"}',
+        by_seqno=24, rev_seqno=1, nru=2, datatype=1, collection_id=8,
+        cas=0x15c7c2b955ab0000, **REAL_HDR),
+    "frame_0x5f.bin": lambda: t.create_collection(b"col1", by_seqno=4, manifest_uid=0,
+                                                  scope_id=8, collection_id=8, **REAL_HDR),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_BUILDS))
+def test_real_server_frames(name):
+    assert REAL_BUILDS[name]() == (REAL_SERVER / name).read_bytes()
+
+
+def test_real_server_stream_is_279_bytes():
+    stream = b"".join(REAL_BUILDS[n]() for n in ("frame_0x56.bin", "frame_0x57.bin",
+                                                   "frame_0x5f.bin"))
+    assert len(stream) == 279
+
+
+# -- low level ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cid, encoded", [
+    (0x00, "00"), (0x01, "01"), (0x7F, "7f"), (0x80, "8001"), (0x555, "d50a"),
+    (0x7FFF, "ffff01"), (0xBFFF, "ffff02"), (0xFFFF, "ffff03"), (0x8000, "808002"),
+    (0x5555, "d5aa01"), (0xCAFEF00, "80debf65"), (0xCAFEF00D, "8de0fbd70c"),
+    (0xFFFFFFFF, "ffffffff0f"), (555, "ab04"),
+])
+def test_leb128_reference(cid, encoded):
+    assert t.leb128(cid).hex() == encoded
+
+
+@pytest.mark.parametrize("cid", [-1, 1 << 32])
+def test_leb128_rejects_non_u32(cid):
+    with pytest.raises(ValueError):
+        t.leb128(cid)
+
+
+@pytest.mark.parametrize("id, data, encoded", [
+    (0, b"", "00"),
+    (2, b"\x00\x47", "220047"),
+    (14, b"", "e0"),
+    (15, b"", "f000"),
+    (16, b"\xaa\xbb", "f201aabb"),
+    (1, b"x" * 14, "1e" + "78" * 14),
+    (1, b"x" * 15, "1f00" + "78" * 15),
+    (20, b"x" * 20, "ff0505" + "78" * 20),
+    (270, b"x" * 270, "ffffff" + "78" * 270),
+])
+def test_frame_info_escapes(id, data, encoded):
+    assert t.frame_info(id, data).hex() == encoded
+
+
+@pytest.mark.parametrize("id, size", [(271, 0), (0, 271), (-1, 0)])
+def test_frame_info_limits(id, size):
+    with pytest.raises(ValueError):
+        t.frame_info(id, b"x" * size)
+
+
+def test_frame_rejects_impossible_headers():
+    with pytest.raises(ValueError):
+        t.mutation(b"k" * 256, by_seqno=1, stream_id=1)      # alt key length is a u8
+    with pytest.raises(ValueError):
+        t.frame(0x57, magic=0x18, key=b"k" * 256)
+    with pytest.raises(ValueError):
+        t.frame(0x57, key=b"k" * 0x10000)
+    with pytest.raises(ValueError):
+        t.frame(0x57, magic=0x80, framing=b"\x22\x00\x01")
+    with pytest.raises(ValueError):
+        t.frame(0x57, status=1)
+    with pytest.raises(ValueError):
+        t.noop(stream_id=0)
+    assert len(t.mutation(b"k" * 255, by_seqno=1, stream_id=1)) == 24 + 3 + 31 + 255
+
+
+def test_alt_frame_header_bytes():
+    data = t.mutation(b"key", b"v", by_seqno=1, collection_id=9, stream_id=0x1234)
+    assert data[:4] == bytes([0x08, 0x57, 3, 4])
+    assert struct.unpack_from(">I", data, 8)[0] == 3 + 31 + 4 + 1
+    assert data[24:27] == b"\x22\x12\x34"
+
+
+def test_magic_override_and_fel_zero_alt_frame():
+    data = t.noop(magic=0x08, vbucket=7)
+    assert data.hex() == "085c00000000000700000000000000000000000000000000"
+
+
+@pytest.mark.parametrize("kwargs, value_len", [
+    ({"version": 0}, 36),
+    ({"version": 1, "timestamp": 0x1122334455667788}, 44),
+    ({"version": 2, "purge_seqno": 9}, 44),
+    ({"version": 2, "purge_seqno": 9, "high_prepared_seqno": 5}, 52),
+])
+def test_snapshot_marker_v2_variants(kwargs, value_len):
+    data = t.snapshot_marker(3, 10, 2, max_visible_seqno=10, high_completed_seqno=4, **kwargs)
+    assert data[4] == 1 and data[24] == kwargs["version"]
+    assert len(data) == 25 + value_len
+    assert struct.unpack_from(">QQIQQ", data, 25) == (3, 10, 2, 10, 4)
+    if value_len > 36:
+        tail = struct.unpack_from(">Q", data, 61)[0]
+        assert tail == kwargs.get("timestamp", kwargs.get("purge_seqno"))
+    if value_len == 52:
+        assert struct.unpack_from(">Q", data, 69)[0] == 5
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"version": None, "max_visible_seqno": 1},
+    {"version": 0, "purge_seqno": 1},
+    {"version": 2, "timestamp": 1},
+    {"version": 3},
+])
+def test_snapshot_marker_rejects_fields_of_other_versions(kwargs):
+    with pytest.raises(ValueError):
+        t.snapshot_marker(1, 2, **kwargs)
+
+
+def test_open_with_json_value_sets_datatype():
+    data = t.open(b"conn", 0x01, b'{"consumer_name":"c"}')
+    assert data[5] == 0x01 and data[-21:] == b'{"consumer_name":"c"}'
+
+
+def test_hello_request_and_response():
+    req = t.hello([0x12, 0x0a], opaque=3)
+    assert req[:8] == bytes([0x80, 0x1f, 0, 7, 0, 0, 0, 0])
+    assert req[24:] == b"dcpfast" + bytes.fromhex("0012000a")
+    resp = t.hello_response([0x12], opaque=3)
+    assert resp[0] == 0x81 and resp[24:] == b"\x00\x12"
+
+
+def test_prepare_tail_and_deletion_v1():
+    data = t.prepare(b"k", by_seqno=2, nru=1, deleted=True, durability_level=3, cas=5)
+    assert data[52:55] == bytes([1, 1, 3])
+    assert len(t.deletion(b"k", by_seqno=1)) == 24 + 18 + 1
+
+
+def test_cache_transfer_rejects_unknown_record_fields():
+    with pytest.raises(ValueError):
+        t.cache_transfer([{"by_seqno": 1, "key": b"\x00k", "vbucket": 3}])
+
+
+# -- synthetic streams -------------------------------------------------------------------
+
+DOCUMENT_OPS = {0x57, 0x58, 0x59, 0x60, 0x62, 0x63}
+ITEM_OPS = {0x57, 0x58, 0x59, 0x60}
+#: (field, extras offset, struct code) per (opcode, extras length).
+EXTRAS_FIELDS = {
+    (0x57, 31): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q"), ("flags", 16, "I"),
+                 ("expiration", 20, "I"), ("lock_time", 24, "I")],
+    (0x60, 31): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q"), ("flags", 16, "I"),
+                 ("expiration", 20, "I"), ("lock_time", 24, "I"),
+                 ("durability_level", 30, "B")],
+    (0x58, 18): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q")],
+    (0x58, 21): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q"), ("delete_time", 16, "I")],
+    (0x59, 20): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q"), ("delete_time", 16, "I")],
+    (0x62, 16): [("prepared_seqno", 0, "Q"), ("by_seqno", 8, "Q")],
+    (0x63, 16): [("prepared_seqno", 0, "Q"), ("by_seqno", 8, "Q")],
+    (0x56, 20): [("snap_start", 0, "Q"), ("snap_end", 8, "Q"), ("snap_flags", 16, "I")],
+    (0x56, 1): [("marker_version", 0, "B")],
+    (0x5f, 13): [("by_seqno", 0, "Q"), ("event_id", 8, "I"), ("event_version", 12, "B")],
+    (0x64, 8): [("by_seqno", 0, "Q")],
+    (0x55, 4): [("end_status", 0, "I")],
+}
+MARKER_VALUE = [("snap_start", 0, "Q"), ("snap_end", 8, "Q"), ("snap_flags", 16, "I"),
+                ("max_visible_seqno", 20, "Q"), ("high_completed_seqno", 28, "Q"),
+                ("purge_seqno", 36, "Q"), ("high_prepared_seqno", 44, "Q")]
+
+
+def parse(data: bytes) -> dict:
+    """A small independent parse of one frame into header values and sections."""
+    magic, opcode = data[0], data[1]
+    if magic in (0x08, 0x18):
+        fel, keylen = data[2], data[3]
+    else:
+        fel, keylen = 0, struct.unpack_from(">H", data, 2)[0]
+    extlen, datatype, word, bodylen, opaque, cas = struct.unpack_from(">BBHIIQ", data, 4)
+    framing = data[24:24 + fel]
+    extras = data[24 + fel:24 + fel + extlen]
+    key = data[24 + fel + extlen:24 + fel + extlen + keylen]
+    value = data[24 + fel + extlen + keylen:24 + bodylen]
+    out = {"magic": magic, "opcode": opcode, "datatype": datatype, "opaque": opaque,
+           "cas": cas, "bodylen": bodylen, "framing": framing, "extras": extras, "key": key,
+           "value": value}
+    out["status" if magic in (0x81, 0x18) else "vbucket"] = word
+    if framing:
+        assert framing[0] == 0x22 and len(framing) == 3
+        out["stream_id"] = struct.unpack(">H", framing[1:])[0]
+    return out
+
+
+def split_leb128(key: bytes) -> tuple[int, bytes]:
+    cid = shift = 0
+    for i, byte in enumerate(key):
+        cid |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return cid, key[i + 1:]
+    raise AssertionError("no LEB128 stop byte")
+
+
+def parse_xattrs(value: bytes) -> tuple[dict, bytes]:
+    total = struct.unpack_from(">I", value)[0]
+    pos, pairs = 4, {}
+    while pos < 4 + total:
+        size = struct.unpack_from(">I", value, pos)[0]
+        name, val, end = value[pos + 4:pos + 4 + size].split(b"\0")
+        assert end == b""
+        pairs[name.decode()] = json.loads(val)
+        pos += 4 + size
+    assert pos == 4 + total
+    return pairs, value[pos:]
+
+
+CONFIGS = [
+    pytest.param({}, id="defaults"),
+    pytest.param({"stream_ids": True, "marker_version": 2}, id="sids-v2.2"),
+    pytest.param({"collections": False, "delete_times": False}, id="plain-v1-deletes"),
+    pytest.param({"sync_writes": True, "marker_version": 0, "snappy_ratio": 0.5},
+                 id="sync-writes-v2.0"),
+    pytest.param({"marker_version": 1, "handshake": False, "vbuckets": 1,
+                  "xattr_ratio": 0.5, "snapshot_size": 3}, id="v2.1-no-handshake"),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_synthetic_frames_are_consistent(config):
+    items = 1500
+    frames = t.synthetic_frames(items, seed=11, **config)
+    collections = config.get("collections", True)
+    stream_ids = config.get("stream_ids", False)
+    last_seqno = defaultdict(int)
+    snapshot = {}
+    ended = set()
+    created = defaultdict(lambda: {0})
+    prepared = defaultdict(dict)
+    count = 0
+    for frame in frames:
+        f, p = frame.fields, parse(frame.data)
+        assert len(frame.data) == 24 + p["bodylen"]
+        for name in ("magic", "opcode", "datatype", "opaque", "cas"):
+            assert p[name] == f[name], name
+        if f["magic"] in (0x81, 0x18):
+            assert p["status"] == f["status"]
+            assert p["value"] == f["value"]
+            continue
+        assert p["vbucket"] == f["vbucket"]
+        assert p.get("stream_id") == f.get("stream_id")
+        op, vb = f["opcode"], f["vbucket"]
+        if op == 0x5c:
+            assert "stream_id" not in f and vb == 0
+            continue
+        assert vb not in ended
+        assert ("stream_id" in f) == stream_ids
+        for name, at, code in EXTRAS_FIELDS[(op, len(p["extras"]))]:
+            assert struct.unpack_from(">" + code, p["extras"], at)[0] == f[name], name
+        if op == 0x56:
+            if len(p["extras"]) == 1:
+                assert p["value"] == f["value"]
+                for name, at, code in MARKER_VALUE:
+                    if at + struct.calcsize(code) <= len(p["value"]) and name in f:
+                        assert struct.unpack_from(">" + code, p["value"], at)[0] == f[name]
+            assert f["snap_start"] > last_seqno[vb] and f["snap_end"] >= f["snap_start"]
+            snapshot[vb] = (f["snap_start"], f["snap_end"])
+            continue
+        if op == 0x55:
+            assert f["end_status"] == 0
+            ended.add(vb)
+            continue
+        seqno = f["by_seqno"]
+        assert seqno > last_seqno[vb]
+        last_seqno[vb] = seqno
+        assert snapshot[vb][0] <= seqno <= snapshot[vb][1]
+        if op == 0x5f:
+            assert p["key"] == f["key"] and p["value"] == f["value"]
+            if f["event_id"] == 0:
+                created[vb].add(struct.unpack_from(">I", p["value"], 12)[0])
+            continue
+        if op not in DOCUMENT_OPS:
+            continue
+        count += op in ITEM_OPS
+        if collections:
+            cid, key = split_leb128(p["key"])
+            assert cid == f["collection_id"] and cid in created[vb]
+        else:
+            key = p["key"]
+            assert "collection_id" not in f
+        assert key == f["key"]
+        if op in (0x62, 0x63):
+            assert prepared[vb].pop(key) == f["prepared_seqno"] and f["cas"] == 0
+            continue
+        assert p["value"] == f["value"]
+        if op == 0x60:
+            assert key not in prepared[vb] and f["cas"] != 0
+            prepared[vb][key] = seqno
+        value = f["value"]
+        if f["datatype"] & 0x02:
+            value = bytes(cramjam.snappy.decompress_raw(value))
+        if f["datatype"] & 0x04:
+            pairs, value = parse_xattrs(value)
+            assert "_sync" in pairs
+        if f["datatype"] & 0x01:
+            json.loads(value)
+    assert count == items
+    assert ended == set(last_seqno) and all(not keys for keys in prepared.values())
+    assert frames[-1].fields["opcode"] in (0x55, 0x5c)
+
+
+def test_synthetic_handshake_and_content():
+    frames = t.synthetic_frames(2000, seed=5, sync_writes=True)
+    responses = [f.fields["opcode"] for f in frames if f.fields["magic"] == 0x81]
+    assert frames[len(responses) - 1].fields["magic"] == 0x81     # the handshake comes first
+    assert responses == [0x1f, 0x50] + [0x5e] * 6 + [0x53] * 4
+    features = frames[0].fields["value"]
+    assert 0x12 in struct.unpack(f">{len(features) // 2}H", features)
+    ops = {f.fields["opcode"] for f in frames}
+    assert {0x57, 0x58, 0x59, 0x5f, 0x60, 0x62, 0x63, 0x55} <= ops
+    datatypes = {f.fields["datatype"] for f in frames if f.fields["opcode"] == 0x57}
+    assert {0x00, 0x01, 0x02, 0x03, 0x05} <= datatypes
+    assert {f.fields["event_id"] for f in frames if f.fields["opcode"] == 0x5f} == {0, 3}
+    vbuckets = [f.fields["vbucket"] for f in frames if f.fields["opcode"] == 0x57]
+    switches = sum(a != b for a, b in zip(vbuckets, vbuckets[1:]))
+    assert switches > 10                                     # streams are interleaved
+
+
+def test_synthetic_is_deterministic_per_seed():
+    assert t.synthetic_stream(800, seed=3) == t.synthetic_stream(800, seed=3)
+    assert t.synthetic_stream(800, seed=3) != t.synthetic_stream(800, seed=4)
+    frames = t.synthetic_frames(800, seed=3)
+    assert t.synthetic_stream(800, seed=3) == b"".join(f.data for f in frames)
+
+
+def test_synthetic_rejects_sync_writes_with_stream_ids():
+    with pytest.raises(ValueError):
+        t.synthetic_frames(10, sync_writes=True, stream_ids=True)
+
+
+def test_synthetic_without_collections_has_no_collection_frames():
+    frames = t.synthetic_frames(600, collections=False, seed=2)
+    assert not {0x5f, 0x64} & {f.fields["opcode"] for f in frames}
+    features = frames[0].fields["value"]
+    assert 0x12 not in struct.unpack(f">{len(features) // 2}H", features)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_synthetic_mean_frame_size(seed):
+    frames = t.synthetic_frames(10000, seed=seed)
+    mean = sum(len(f.data) for f in frames) / len(frames)
+    assert 200 <= mean <= 260
