@@ -6,6 +6,7 @@ at import time; this module holds only the loop. ``_scan_py`` is its pure-Python
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdlib cimport free, realloc
 
 import numpy as np
@@ -325,7 +326,7 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
                 f.a = f.keylen
                 return LEB128_NO_STOP
             byte = p[j]
-            if j == 4 and byte > 0x0F:
+            if j == 4 and 0x0F < byte < 0x80:
                 f.a = byte
                 return LEB128_OVERFLOW
             cid |= <uint64_t>(byte & 0x7F) << (7 * j)
@@ -536,8 +537,26 @@ cdef int walk(Walk* w) noexcept nogil:
     return rc
 
 
-cdef inline char* address(arr):
-    return <char*><size_t>arr.__array_interface__["data"][0]
+cdef size_t estimate_frames(const uint8_t* buf, size_t pos, size_t end) noexcept nogil:
+    """Frames in ``buf[pos:end]`` judged by the mean length of its first frames, plus room."""
+    cdef size_t seen = 0, start = pos, length
+    while seen < 256 and end - pos >= 24 and magic_class[buf[pos]] >= 0:
+        length = <size_t>24 + be32(buf + pos + 8)
+        if length > end - pos:
+            break
+        pos += length
+        seen += 1
+    if seen == 0:
+        return 64
+    return (end - start) // ((pos - start) // seen) * 9 // 8 + 64
+
+
+cdef char* address(arr) except NULL:
+    """Start of a numpy array's data (the array keeps owning it)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(arr, &view, PyBUF_WRITABLE)
+    PyBuffer_Release(&view)
+    return <char*>view.buf if view.buf != NULL else <char*>""
 
 
 def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint collections,
@@ -560,7 +579,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     w.fail_code = 0
     upper = (w.end - start) // 24 + 1          # no frame is shorter than its header
     w.limit = min(<size_t>max_frames, upper) if max_frames >= 0 else upper
-    w.cap = min(w.limit, max(1024, (w.end - start) // 128))
+    w.cap = min(w.limit, estimate_frames(w.buf, start, w.end))
     # header columns get a value for every frame; field columns only where carried
     arrays = {name: (np.zeros if is_field_column[S.INDEX[name]] else np.empty)(
         w.cap, S.DTYPES[name]) for name in names}

@@ -148,7 +148,7 @@ def _collection_prefix(buf, key, f):
             f.a = f.keylen
             return _PR.LEB128_NO_STOP
         byte = buf[key + j]
-        if j == 4 and byte > 0x0F:
+        if j == 4 and 0x0F < byte < 0x80:
             f.a = byte
             return _PR.LEB128_OVERFLOW
         cid |= (byte & 0x7F) << (7 * j)
