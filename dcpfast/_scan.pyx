@@ -210,6 +210,8 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     cdef uint32_t fid, flen
     cdef uint64_t length, cid
     cdef uint8_t byte
+    f.a = 0
+    f.b = 0
     if avail == 0:
         return INCOMPLETE
     magic = h[0]
@@ -355,9 +357,7 @@ cdef inline bint plausible_after(Walk* w, size_t q) noexcept nogil:
     if q == w.end:
         return True
     s = parse(w.buf, q, w.end, w.collections, w.max_frame, &g)
-    if s == OK:
-        return opcode_known[w.buf[q + 1]]
-    return s == INCOMPLETE and not w.final
+    return s == OK or (s == INCOMPLETE and not w.final)
 
 
 cdef size_t resync(Walk* w, size_t p, int code, Frame* f) noexcept nogil:

@@ -184,9 +184,7 @@ class _Walk:
         if q == self.end:
             return True
         s, _ = self.parse(q)
-        if s == P.OK:
-            return self.buf[q + 1] in P.KNOWN_OPCODES
-        return s == P.INCOMPLETE and not self.final
+        return s == P.OK or (s == P.INCOMPLETE and not self.final)
 
     def resync(self, p, code, f):
         """Where the next trustworthy frame starts after a bad frame at ``p``."""

@@ -12,6 +12,7 @@ from . import protocol as P
 from .batch import FrameBatch, _byte_view, _scan, _core
 
 DEFAULT_BATCH_BYTES = 64 * 1024 * 1024
+SNIFF_BYTES = 1024 * 1024
 
 
 def read(path, *, collections: bool | None = None, columns=None, errors: str = "strict",
@@ -37,7 +38,7 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
     ``source`` is a path, a binary file object, or an iterable of byte chunks. Frames
     that straddle chunks are carried into the next batch; memory stays near
     ``batch_bytes`` plus the largest frame. Offsets are stream positions. With
-    ``collections=None`` the choice is made on the first batch and kept.
+    ``collections=None`` the choice is made on the first batch (at least 1 MiB) and kept.
     """
     if batch_bytes < 1:
         raise ValueError("batch_bytes must be positive")
@@ -78,20 +79,24 @@ def _file_chunks(f):
 
 
 def _iterable_chunks(chunks):
-    """A filler that joins chunks of an iterable until ``size`` new bytes are in hand."""
+    """A filler that takes ``size`` new bytes from an iterable of chunks (split as needed)."""
     chunks = iter(chunks)
+    rest = memoryview(b"")
 
     def fill(tail, size):
+        nonlocal rest
         parts, got, eof = [tail], 0, False
         while got < size:
-            try:
-                chunk = _byte_view(next(chunks))
-            except StopIteration:
-                eof = True
-                break
-            parts.append(chunk)
-            got += len(chunk)
-        buf = np.empty(sum(len(p) for p in parts), np.uint8)
+            if not rest:
+                try:
+                    rest = _byte_view(next(chunks))
+                except StopIteration:
+                    eof = True
+                    break
+            part, rest = rest[:size - got], rest[size - got:]
+            parts.append(part)
+            got += len(part)
+        buf = np.empty(len(tail) + got, np.uint8)
         at = 0
         for part in parts:
             buf[at:at + len(part)] = np.frombuffer(part, np.uint8)
@@ -102,7 +107,8 @@ def _iterable_chunks(chunks):
 
 def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size):
     tail = np.empty(0, np.uint8)
-    base, want = 0, batch_bytes
+    # an undecided collections setting is judged on the first MiB at least
+    base, want = 0, batch_bytes if collections is not None else max(batch_bytes, SNIFF_BYTES)
     while True:
         buf, eof = fill(tail, want)
         view = _byte_view(buf)

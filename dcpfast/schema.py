@@ -124,11 +124,9 @@ def arrow_type(name: str):
 def arrow_schema(columns=None, binary_type=None):
     """Arrow schema of ``FrameBatch.to_arrow`` for a projection (``key``/``value`` last)."""
     import pyarrow as pa
-    binary_type = binary_type or pa.binary()
     names = resolve(columns)
-    fields = [pa.field(n, arrow_type(n), nullable=validity_table(n, True) is not None
-                       or n == "stream_id") for n in names]
-    for name, (off, ln) in BINARY.items():
-        if off in names and ln in names:
-            fields.append(pa.field(name, binary_type))
+    fields = [pa.field(n, arrow_type(n)) for n in names]
+    for name, (off, length) in BINARY.items():
+        if off in names and length in names:
+            fields.append(pa.field(name, binary_type or pa.binary()))
     return pa.schema(fields)

@@ -64,8 +64,9 @@ def test_any_chunking_and_batch_size(batch_bytes, cuts):
     whole = dcpfast.scan(data)
     cuts = sorted({min(c, len(data)) for c in cuts})
     chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
-    batches = list(dcpfast.iter_batches(chunks, batch_bytes=batch_bytes))
+    batches = list(dcpfast.iter_batches(chunks, batch_bytes=batch_bytes, collections=True))
     assert_columns_equal(batches, whole)
+    assert_columns_equal(list(dcpfast.iter_batches(chunks, batch_bytes=batch_bytes)), whole)
     for batch in batches:                         # offsets are stream positions
         for i in range(0, len(batch), 7):
             start = int(batch["offset"][i])
@@ -117,7 +118,7 @@ def test_iter_batches_from_path_and_file_objects(tmp_path):
             return self.raw.read(min(n, 1000))
 
     for source in (path, str(path), open(path, "rb"), io.BytesIO(data), ReadOnly(data)):
-        batches = list(dcpfast.iter_batches(source, batch_bytes=4096))
+        batches = list(dcpfast.iter_batches(source, batch_bytes=4096, collections=True))
         assert len(batches) > 5
         assert_columns_equal(batches, whole)
 
@@ -126,7 +127,7 @@ def test_iter_batches_memory_is_bounded(tmp_path):
     big = t.mutation(b"big", os.urandom(300_000), by_seqno=1)
     data = t.synthetic_stream(300, seed=2) + big + t.synthetic_stream(50, seed=4,
                                                                       handshake=False)
-    batches = list(dcpfast.iter_batches(io.BytesIO(data), batch_bytes=8192))
+    batches = list(dcpfast.iter_batches(io.BytesIO(data), batch_bytes=8192, collections=True))
     assert_columns_equal(batches, dcpfast.scan(data))
     for batch in batches:
         assert len(batch.data) <= 8192 + len(big)
@@ -140,9 +141,12 @@ def test_iter_batches_rejects_what_it_cannot_read():
 
 
 def test_collections_are_inferred_once_for_a_stream():
-    data = t.synthetic_stream(100, seed=1, collections=True)
-    batches = list(dcpfast.iter_batches([data], batch_bytes=2000))
-    assert all(b.collections for b in batches)
+    head = t.synthetic_stream(5, seed=1, collections=True)
+    data = head + t.noop() * (2 * dcpfast.io.SNIFF_BYTES // 24)
+    batches = list(dcpfast.iter_batches([head[:30], data[30:]], batch_bytes=2000))
+    assert len(batches) > 100 and all(b.collections for b in batches)
+    late = t.noop() * (dcpfast.io.SNIFF_BYTES // 24 + 1) + t.seqno_advanced(1)
+    assert not any(b.collections for b in dcpfast.iter_batches([late], batch_bytes=1000))
 
 
 @pytest.mark.parametrize("prefix, expected", [
