@@ -697,7 +697,7 @@ def views(const uint8_t[::1] buf, const uint64_t[::1] starts, const int64_t[::1]
     for i in range(n):
         if lengths[i] < 0 or starts[i] > <uint64_t>buf.shape[0] or lengths[i] > buf.shape[0] - <Py_ssize_t>starts[i]:
             raise ValueError(f"views: range {i} outside the buffer")
-        if lengths[i] > mask:
+        if <uint64_t>lengths[i] > mask:
             raise ValueError(f"views: range {i} longer than a window")
     with nogil:
         for i in range(n):

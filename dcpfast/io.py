@@ -5,6 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import numpy as np
 
@@ -13,6 +14,8 @@ from .batch import FrameBatch, _byte_view, _scan, _core
 
 DEFAULT_BATCH_BYTES = 64 * 1024 * 1024
 SNIFF_BYTES = 1024 * 1024
+#: A small dump bundled with dcpfast: four vbucket streams with collections and durable writes.
+SAMPLE = Path(__file__).parent / "data" / "sample.dcp"
 
 
 def read(path, *, collections: bool | None = None, columns=None, errors: str = "strict",

@@ -1,0 +1,5 @@
+"""``python -m dcpfast``: the dcpfast command."""
+
+from .cli import main
+
+main()
