@@ -11,176 +11,144 @@ import cramjam
 import pytest
 
 from dcpfast import testing as t
+from spec_vectors import DOC, FAILOVER_HEX, VECTORS as SPEC_VECTORS
 
 REAL_SERVER = Path(__file__).parent / "data" / "real-server"
+HEX = {v.id: v.hex for v in SPEC_VECTORS}
 
 FAILOVER = [(0xfeeddeca, 0x5432), (0xdecafe, 0x1343214), (0xfeedface, 4), (0xdeadbeef, 0x6524)]
-FAILOVER_HEX = ("00000000feeddeca00000000000054320000000000decafe000000000134321400000000feedface"
-                "000000000000000400000000deadbeef0000000000006524")
-DOC = {"vbucket": 0x210, "opaque": 0x1210}
 
 # Spec section 7: D = docs vectors that are self-consistent, E1 = consistent docs vector
 # whose table is wrong, C = corrected docs vectors, S = synthesized vectors.
 VECTORS = [
     pytest.param(lambda: t.open(b"bucketstream vb[100-105]", opaque=1),
-                 "80500018080000000000002000000001000000000000000000000000000000006275636b"
-                 "657473747265616d2076625b3130302d3130355d", id="D1"),
+                 HEX["D1"], id="D1"),
     pytest.param(lambda: t.response(0x50, opaque=1),
-                 "815000000000000000000000000000010000000000000000", id="D2"),
+                 HEX["D2"], id="D2"),
     pytest.param(lambda: t.add_stream(1, vbucket=5, opaque=1),
-                 "80510000040000050000000400000001000000000000000000000001", id="D3"),
+                 HEX["D3"], id="D3"),
     pytest.param(lambda: t.response(0x51, extras=struct.pack(">I", 0x1000), opaque=1),
-                 "81510000040000000000000400000001000000000000000000001000", id="D4"),
+                 HEX["D4"], id="D4"),
     pytest.param(lambda: t.close_stream(vbucket=5, opaque=0xdeadbeef),
-                 "805200000000000500000000deadbeef0000000000000000", id="D5"),
+                 HEX["D5"], id="D5"),
     pytest.param(lambda: t.rollback_response(0, opaque=0x1000),
-                 "8153000000000023000000080000100000000000000000000000000000000000", id="D6"),
+                 HEX["D6"], id="D6"),
     pytest.param(lambda: t.failover_log_response(FAILOVER, opaque=0x1000),
-                 "815300000000000000000040000010000000000000000000" + FAILOVER_HEX, id="D7"),
+                 HEX["D7"], id="D7"),
     pytest.param(lambda: t.get_failover_log(opaque=0xdeadbeef),
-                 "805400000000000000000000deadbeef0000000000000000", id="D8"),
+                 HEX["D8"], id="D8"),
     pytest.param(lambda: t.failover_log_response(FAILOVER, opcode=0x54, opaque=0xdeadbeef),
-                 "815400000000000000000040deadbeef0000000000000000" + FAILOVER_HEX, id="D9"),
+                 HEX["D9"], id="D9"),
     pytest.param(lambda: t.failover_log_response(FAILOVER, opcode=0x96, opaque=0xdeadbeef),
                  "819600000000000000000040deadbeef0000000000000000" + FAILOVER_HEX,
                  id="D9-0x96"),
     pytest.param(lambda: t.stream_end(0, opaque=0xdeadbeef),
-                 "805500000400000000000004deadbeef000000000000000000000000", id="D10"),
+                 HEX["D10"], id="D10"),
     pytest.param(lambda: t.mutation(b"hello", b"world", by_seqno=4, rev_seqno=1, **DOC),
-                 "805700051f000210000000290000121000000000000000000000000000000004000000000000"
-                 "000100000000000000000000000000000068656c6c6f776f726c64", id="D11"),
+                 HEX["D11"], id="D11"),
     pytest.param(lambda: t.frame(0x5a, opaque=0xdeadbeef),
-                 "805a00000000000000000000deadbeef0000000000000000", id="D12"),
+                 HEX["D12"], id="D12"),
     pytest.param(lambda: t.set_vbucket_state(4, opaque=0xdeadbeef),
-                 "805b00000100000000000001deadbeef000000000000000004", id="D13"),
+                 HEX["D13"], id="D13"),
     pytest.param(lambda: t.response(0x5c, opaque=5),
-                 "815c00000000000000000000000000050000000000000000", id="D14"),
+                 HEX["D14"], id="D14"),
     pytest.param(lambda: t.response(0x5d, opaque=5),
-                 "815d00000000000000000000000000050000000000000000", id="D15"),
+                 HEX["D15"], id="D15"),
     pytest.param(lambda: t.seqno_acknowledged(4, **DOC),
-                 "8061000008000210000000080000121000000000000000000000000000000004", id="D16"),
+                 HEX["D16"], id="D16"),
     pytest.param(lambda: t.commit(b"hello", prepared_seqno=4, commit_seqno=5, **DOC),
-                 "80620005100002100000001500001210000000000000000000000000000000040000000000"
-                 "00000568656c6c6f", id="D17"),
+                 HEX["D17"], id="D17"),
     pytest.param(lambda: t.abort(b"hello", prepared_seqno=4, abort_seqno=5, **DOC),
-                 "80630005100002100000001500001210000000000000000000000000000000040000000000"
-                 "00000568656c6c6f", id="D18"),
+                 HEX["D18"], id="D18"),
     pytest.param(lambda: t.cache_transfer_end(**DOC),
-                 "806700000000021000000000000012100000000000000000", id="D19"),
+                 HEX["D19"], id="D19"),
     pytest.param(lambda: t.create_collection(b"mycollection", by_seqno=4, manifest_uid=2,
                                              scope_id=8, collection_id=0, max_ttl=72000, **DOC),
-                 "805f000c0d0002100000002d00001210000000000000000000000000000000040000000001"
-                 "6d79636f6c6c656374696f6e0000000000000002000000080000000000011940", id="D20"),
+                 HEX["D20"], id="D20"),
     pytest.param(lambda: t.stream_request(start=0xffeedd, vbucket_uuid=0xfeeddeca,
                                           snap_end=0xffeeff, opaque=0x1000),
-                 "805300003000000000000030000010000000000000000000000000000000000000000000"
-                 "00ffeeddffffffffffffffff00000000feeddeca0000000000ffeedd0000000000ffeeff",
-                 id="E1"),
+                 HEX["E1"], id="E1"),
     pytest.param(lambda: t.buffer_ack(4096, opaque=5),
-                 "805d0000040000000000000400000005000000000000000000001000", id="C1"),
+                 HEX["C1"], id="C1"),
     pytest.param(lambda: t.noop(opaque=5),
-                 "805c00000000000000000000000000050000000000000000", id="C2"),
+                 HEX["C2"], id="C2"),
     pytest.param(lambda: t.control(b"enable_noop", b"true", vbucket=5, opaque=1),
-                 "805e000b000000050000000f000000010000000000000000656e61626c655f6e6f6f7074"
-                 "727565", id="C3"),
+                 HEX["C3"], id="C3"),
     pytest.param(lambda: t.response(0x5e, opaque=1),
-                 "815e00000000000000000000000000010000000000000000", id="C4"),
+                 HEX["C4"], id="C4"),
     pytest.param(lambda: t.snapshot_marker(0, 8, 1, opaque=0xdeadbeef),
-                 "805600001400000000000014deadbeef00000000000000000000000000000000000000000000"
-                 "000800000001", id="C5"),
+                 HEX["C5"], id="C5"),
     pytest.param(lambda: t.snapshot_marker(1, 8, 2, version=0, max_visible_seqno=8,
                                            high_completed_seqno=7, opaque=0xdeadbeef),
-                 "805600000100000000000025deadbeef00000000000000000000000000000000010000000000"
-                 "0000080000000200000000000000080000000000000007", id="C6"),
+                 HEX["C6"], id="C6"),
     pytest.param(lambda: t.expiration(b"hello", by_seqno=5, rev_seqno=1, delete_time=0, **DOC),
-                 "805900051400021000000019000012100000000000000000000000000000000500000000000"
-                 "000010000000068656c6c6f", id="C7"),
+                 HEX["C7"], id="C7"),
     pytest.param(lambda: t.deletion(b"hello", by_seqno=5, rev_seqno=1, **DOC),
-                 "805800051200021000000017000012100000000000000000000000000000000500000000000"
-                 "00001000068656c6c6f", id="C8"),
+                 HEX["C8"], id="C8"),
     pytest.param(lambda: t.prepare(b"hello", b"world", by_seqno=4, rev_seqno=1,
                                    durability_level=1, **DOC),
-                 "806000051f000210000000290000121000000000000000000000000000000004000000000000"
-                 "000100000000000000000000000000000168656c6c6f776f726c64", id="C9"),
+                 HEX["C9"], id="C9"),
     pytest.param(lambda: t.seqno_advanced(4, opaque=0xdeadbeef),
-                 "806400000800000000000008deadbeef00000000000000000000000000000004", id="C10"),
+                 HEX["C10"], id="C10"),
     pytest.param(lambda: t.oso_snapshot(1, opaque=0xdeadbeef),
-                 "806500000400000000000004deadbeef000000000000000000000001", id="C11"),
+                 HEX["C11"], id="C11"),
     pytest.param(lambda: t.create_collection(b"mycollection", by_seqno=4, manifest_uid=2,
                                              scope_id=0, collection_id=8, max_ttl=72000, **DOC),
-                 "805f000c0d0002100000002d00001210000000000000000000000000000000040000000001"
-                 "6d79636f6c6c656374696f6e0000000000000002000000000000000800011940", id="C12"),
+                 HEX["C12"], id="C12"),
     pytest.param(lambda: t.stream_request(start=0, vbucket_uuid=0xfeeddeca, opaque=0x1000),
-                 "805300003000000000000030000010000000000000000000000000000000000000000000000"
-                 "00000ffffffffffffffff00000000feeddeca00000000000000000000000000000000",
-                 id="C13"),
+                 HEX["C13"], id="C13"),
     pytest.param(lambda: t.cache_transfer([{
                      "cas": 4, "by_seqno": 1, "rev_seqno": 5, "flags": 0, "expiration": 0,
                      "key": b"hello", "value": b"world", "datatype": 0, "cache_hint": 0x0a}],
                      **DOC),
-                 "806600000000021000000032000012100000000000000000000000000000000400000000000"
-                 "0000100000000000000050000000500000000000000000005000a68656c6c6f776f726c64",
-                 id="C14"),
+                 HEX["C14"], id="C14"),
     pytest.param(lambda: t.mutation(b"hello", b'{"a":1}', by_seqno=16, rev_seqno=3,
                                     flags=0xdeadbeef, datatype=1, collection_id=8,
                                     cas=0x16fedcba98765432, stream_id=71, **DOC),
-                 "085703061f0102100000002f0000121016fedcba9876543222004700000000000000100000"
-                 "000000000003deadbeef00000000000000000000000868656c6c6f7b2261223a317d",
-                 id="S1"),
+                 HEX["S1"], id="S1"),
     pytest.param(lambda: t.deletion(b"k1", t.xattr_blob({"_sync": '{"a":1}'}), by_seqno=32,
                                     rev_seqno=2, delete_time=1600000000, datatype=4,
                                     collection_id=0x555, vbucket=1023, opaque=7, cas=1),
-                 "80580004150403ff0000002f0000000700000000000000010000000000000020000000000000"
-                 "00025f5e100000d50a6b31000000120000000e5f73796e63007b2261223a317d00", id="S2"),
+                 HEX["S2"], id="S2"),
     pytest.param(lambda: t.snapshot_marker(100, 200, 6, version=2, max_visible_seqno=199,
                                            high_completed_seqno=150, purge_seqno=50,
                                            high_prepared_seqno=180, vbucket=3, opaque=9,
                                            stream_id=2),
-                 "0856030001000003000000380000000900000000000000002200020200000000000000640000"
-                 "0000000000c80000000600000000000000c700000000000000960000000000000032000000"
-                 "00000000b4", id="S3"),
+                 HEX["S3"], id="S3"),
     pytest.param(lambda: t.stream_end(7, vbucket=3, opaque=9, stream_id=2),
-                 "08550300040000030000000700000009000000000000000022000200000007", id="S4"),
+                 HEX["S4"], id="S4"),
     pytest.param(lambda: t.drop_collection(by_seqno=0x21, manifest_uid=0xc, scope_id=0,
                                            collection_id=8, vbucket=3, opaque=9),
-                 "805f00000d0000030000001d0000000900000000000000000000000000000021000000010000"
-                 "0000000000000c0000000000000008", id="S5"),
+                 HEX["S5"], id="S5"),
     pytest.param(lambda: t.create_scope(b"inventory", by_seqno=0x22, manifest_uid=0xd,
                                         scope_id=9, vbucket=3, opaque=9),
-                 "805f00090d000003000000220000000900000000000000000000000000000022000000030069"
-                 "6e76656e746f7279000000000000000d00000009", id="S6"),
+                 HEX["S6"], id="S6"),
     pytest.param(lambda: t.drop_scope(by_seqno=0x23, manifest_uid=0xe, scope_id=9, vbucket=3,
                                       opaque=9),
-                 "805f00000d0000030000001900000009000000000000000000000000000000230000000400"
-                 "000000000000000e00000009", id="S7"),
+                 HEX["S7"], id="S7"),
     pytest.param(lambda: t.create_collection(b"c1", by_seqno=0x24, manifest_uid=0xf,
                                              scope_id=9, collection_id=0xa, vbucket=3,
                                              opaque=9),
-                 "805f00020d0000030000001f0000000900000000000000000000000000000024000000000063"
-                 "31000000000000000f000000090000000a", id="S8"),
+                 HEX["S8"], id="S8"),
     pytest.param(lambda: t.commit(b"x", prepared_seqno=10, commit_seqno=11,
                                   collection_id=0xffffffff, opaque=0x44),
-                 "806200061000000000000016000000440000000000000000000000000000000a000000000000"
-                 "000bffffffff0f78", id="S9"),
+                 HEX["S9"], id="S9"),
     pytest.param(lambda: t.abort(b"hello", prepared_seqno=4, abort_seqno=5, collection_id=0,
                                  **DOC),
-                 "806300061000021000000016000012100000000000000000000000000000000400000000000"
-                 "000050068656c6c6f", id="S10"),
+                 HEX["S10"], id="S10"),
     pytest.param(lambda: t.failover_log_response([(0xfeeddeca, 0x5432)], opaque=0x1000,
                                                  framing=t.frame_info(0, b"\x00\x0a")),
-                 "18530300000000000000001300001000000000000000000002000a00000000feeddeca00000"
-                 "00000005432", id="S11"),
+                 HEX["S11"], id="S11"),
     pytest.param(lambda: t.set_vbucket_state(1, vbucket=5, opaque=0x12),
-                 "805b0000010000050000000100000012000000000000000001", id="S12"),
+                 HEX["S12"], id="S12"),
     pytest.param(lambda: t.response(0x56, opaque=9),
-                 "815600000000000000000000000000090000000000000000", id="S13"),
+                 HEX["S13"], id="S13"),
     pytest.param(lambda: t.response(0x53, status=0x22, value=b'{"error":{"context":"x"}}',
                                     datatype=1, opaque=0x1000),
-                 "8153000000010022000000190000100000000000000000007b226572726f72223a7b22636f"
-                 "6e74657874223a2278227d7d", id="S14"),
+                 HEX["S14"], id="S14"),
     pytest.param(lambda: t.frame(0x52, framing=t.frame_info(16, b"\xaa\xbb"), vbucket=1,
                                  opaque=1),
-                 "085204000000000100000004000000010000000000000000f201aabb", id="S15"),
+                 HEX["S15"], id="S15"),
 ]
 
 
