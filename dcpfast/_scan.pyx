@@ -207,6 +207,7 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     cdef uint32_t body, need, key_len
     cdef const uint8_t* p
     cdef const uint8_t* e
+    cdef const uint8_t* at
     cdef uint32_t fid, flen
     cdef uint64_t length, cid
     cdef uint8_t byte
@@ -290,26 +291,23 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
         p = h + 24
         e = p + f.fel
         while p < e:
+            at = p
             byte = p[0]
             p += 1
             fid = byte >> 4
             flen = byte & 15
+            if (fid == 15) + (flen == 15) > e - p:      # escape bytes past the end
+                f.a = at - h - 24
+                f.b = f.fel
+                return FRAMING_EXTRAS
             if fid == 15:
-                if p >= e:
-                    f.a = p - h - 24
-                    f.b = f.fel
-                    return FRAMING_EXTRAS
                 fid = 15 + p[0]
                 p += 1
             if flen == 15:
-                if p >= e:
-                    f.a = p - h - 24
-                    f.b = f.fel
-                    return FRAMING_EXTRAS
                 flen = 15 + p[0]
                 p += 1
             if flen > <size_t>(e - p):
-                f.a = p - h - 24
+                f.a = at - h - 24
                 f.b = f.fel
                 return FRAMING_EXTRAS
             if fid == 2 and not cls:

@@ -113,23 +113,21 @@ def _frame_infos(buf, pos, f, response):
     start = pos + P.HEADER_SIZE
     p, e = start, start + f.fel
     while p < e:
+        at = p - start
         byte = buf[p]
         p += 1
         fid, flen = byte >> 4, byte & 15
+        if (fid == 15) + (flen == 15) > e - p:          # escape bytes past the end
+            f.a, f.b = at, f.fel
+            return _PR.FRAMING_EXTRAS
         if fid == 15:
-            if p >= e:
-                f.a, f.b = p - start, f.fel
-                return _PR.FRAMING_EXTRAS
             fid = 15 + buf[p]
             p += 1
         if flen == 15:
-            if p >= e:
-                f.a, f.b = p - start, f.fel
-                return _PR.FRAMING_EXTRAS
             flen = 15 + buf[p]
             p += 1
         if flen > e - p:
-            f.a, f.b = p - start, f.fel
+            f.a, f.b = at, f.fel
             return _PR.FRAMING_EXTRAS
         if fid == P.FRAME_INFO_STREAM_ID and not response:
             if flen != 2:

@@ -90,3 +90,11 @@ def test_real_server_frames_without_collections_keep_the_prefix():
     batch = dcpfast.scan(real_server_stream(), collections=False)
     assert batch.key(1) == b"\x08xdcrProvCollections_C29854"
     assert batch.validity("collection_id") is not None and not batch.validity("collection_id").any()
+
+
+def test_stream_id_after_escaped_frame_infos():
+    framing = (dcpfast.testing.frame_info(20, bytes(16)) + dcpfast.testing.frame_info(0, b"")
+               + dcpfast.testing.frame_info(2, b"\x01\x02"))
+    data = dcpfast.testing.frame(0x55, framing=framing, extras=bytes(4))
+    frame = dcpfast.scan(data).frame(0)
+    assert frame.stream_id == 0x0102 and frame.framing_len == len(framing) == 22
