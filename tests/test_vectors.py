@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import dcpfast
+from dcpfast import testing as t
 from conftest import scan_stream
 from spec_vectors import VECTORS
 
@@ -93,8 +94,7 @@ def test_real_server_frames_without_collections_keep_the_prefix():
 
 
 def test_stream_id_after_escaped_frame_infos():
-    framing = (dcpfast.testing.frame_info(20, bytes(16)) + dcpfast.testing.frame_info(0, b"")
-               + dcpfast.testing.frame_info(2, b"\x01\x02"))
-    data = dcpfast.testing.frame(0x55, framing=framing, extras=bytes(4))
+    framing = t.frame_info(20, bytes(16)) + t.frame_info(0, b"") + t.frame_info(2, b"\x01\x02")
+    data = t.frame(0x55, framing=framing, extras=bytes(4))
     frame = dcpfast.scan(data).frame(0)
     assert frame.stream_id == 0x0102 and frame.framing_len == len(framing) == 22
