@@ -97,4 +97,4 @@ def test_stream_id_after_escaped_frame_infos():
     framing = t.frame_info(20, bytes(16)) + t.frame_info(0, b"") + t.frame_info(2, b"\x01\x02")
     data = t.frame(0x55, framing=framing, extras=bytes(4))
     frame = dcpfast.scan(data).frame(0)
-    assert frame.stream_id == 0x0102 and frame.framing_len == len(framing) == 22
+    assert frame.stream_id == 0x0102 and frame.framing_len == len(framing) == 23
