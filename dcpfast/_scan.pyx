@@ -19,6 +19,7 @@ DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
 DEF MAX_COLUMNS = 64
 DEF BLOCK = 256           # frames decoded before their columns are written
+DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
 
 cdef enum:
     OK = 0
@@ -28,6 +29,7 @@ cdef enum:
 cdef int BAD_MAGIC, FRAME_TOO_LARGE, LENGTHS, EXTRAS_LENGTH, FRAMING_EXTRAS, STREAM_ID_LENGTH
 cdef int DATATYPE, KEY_LENGTH, VALUE_LENGTH, MARKER_VERSION, LEB128_NO_STOP
 cdef int LEB128_NON_CANONICAL, LEB128_OVERFLOW, RESERVED_COLLECTION, EMPTY_LOGICAL_KEY, TRUNCATED
+cdef int RESYNC
 
 # magic: -1 illegal, 0 request, 1 response; alt magics carry framing extras
 cdef int8_t magic_class[256]
@@ -72,6 +74,7 @@ def _load_tables():
     global BAD_MAGIC, FRAME_TOO_LARGE, LENGTHS, EXTRAS_LENGTH, FRAMING_EXTRAS, STREAM_ID_LENGTH
     global DATATYPE, KEY_LENGTH, VALUE_LENGTH, MARKER_VERSION, LEB128_NO_STOP
     global LEB128_NON_CANONICAL, LEB128_OVERFLOW, RESERVED_COLLECTION, EMPTY_LOGICAL_KEY, TRUNCATED
+    global RESYNC
     global REQUEST_KIND, RESPONSE_KIND, n_marker, n_columns
     global C_OFFSET, C_MAGIC, C_OPCODE, C_DATATYPE, C_VBUCKET, C_STATUS, C_OPAQUE, C_CAS
     global C_BODY_LEN, C_FRAMING_LEN, C_EXTRAS_LEN, C_KEY_OFFSET, C_KEY_LEN, C_VALUE_OFFSET
@@ -86,7 +89,7 @@ def _load_tables():
     VALUE_LENGTH, MARKER_VERSION = pr.VALUE_LENGTH, pr.MARKER_VERSION
     LEB128_NO_STOP, LEB128_NON_CANONICAL = pr.LEB128_NO_STOP, pr.LEB128_NON_CANONICAL
     LEB128_OVERFLOW, RESERVED_COLLECTION = pr.LEB128_OVERFLOW, pr.RESERVED_COLLECTION
-    EMPTY_LOGICAL_KEY, TRUNCATED = pr.EMPTY_LOGICAL_KEY, pr.TRUNCATED
+    EMPTY_LOGICAL_KEY, TRUNCATED, RESYNC = pr.EMPTY_LOGICAL_KEY, pr.TRUNCATED, pr.RESYNC
 
     for i in range(256):
         magic_class[i] = -1
@@ -181,6 +184,9 @@ cdef struct Walk:
     uint64_t max_frame
     uint64_t base        # stream position of buf[0]
     size_t limit         # most frames to take
+    size_t start         # where the walk began
+    bint unverified      # the frame at start (or at pos, when stopped) awaits resync checks
+    bint stalled         # resync needs bytes beyond this chunk to decide
     size_t cap           # room in the output columns
     # progress
     size_t count
@@ -243,6 +249,8 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
         return LENGTHS
     f.length = <size_t>length
     f.value_len = body - need
+    if avail < length:
+        return INCOMPLETE
     if h[5] > 7:
         f.a = h[5]
         return DATATYPE
@@ -265,8 +273,6 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
             f.a = opcode
             f.b = f.extlen
             return EXTRAS_LENGTH
-    if avail < length:
-        return INCOMPLETE
     if kind == MARKER_PENDING:
         version = h[24 + f.fel]
         for j in range(n_marker):
@@ -348,34 +354,63 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     return OK
 
 
-cdef inline bint plausible_after(Walk* w, size_t q) noexcept nogil:
-    """A frame ending at ``q`` is believable if another frame (or the end of data) follows."""
+cdef inline bint structural(int code) noexcept nogil:
+    """Problems that leave the frame's length untrustworthy."""
+    return (code == BAD_MAGIC or code == FRAME_TOO_LARGE or code == LENGTHS or code == TRUNCATED
+            or code == RESYNC)
+
+
+cdef enum:
+    NO = 0
+    YES = 1
+    UNKNOWN = 2           # the bytes that decide are not in this chunk yet
+
+
+cdef inline int plausible_after(Walk* w, size_t q) noexcept nogil:
+    """Whether a frame ending at ``q`` is believable: a frame header that holds together
+    (or the end of the data) follows; the next frame may itself be damaged or cut short."""
     cdef Frame g
     cdef int s
     if q == w.end:
-        return True
+        return YES if w.final else UNKNOWN
     s = parse(w.buf, q, w.end, w.collections, w.max_frame, &g)
-    return s == OK or (s == INCOMPLETE and not w.final)
+    if s == INCOMPLETE and w.end - q < 24 and not w.final:
+        return UNKNOWN
+    return NO if structural(s) else YES
 
 
 cdef size_t resync(Walk* w, size_t p, int code, Frame* f) noexcept nogil:
-    """Where the next trustworthy frame starts after a bad frame at ``p``."""
+    """Where the next trustworthy frame starts after a bad frame at ``p``.
+
+    When the bytes that decide lie beyond this chunk: ``p`` itself with ``w.stalled`` set
+    (decide again with more data), or a frame start with ``w.unverified`` set (checked
+    when the next chunk arrives).
+    """
     cdef size_t q
     cdef Frame g
-    cdef int s
-    if (code != BAD_MAGIC and code != FRAME_TOO_LARGE and code != LENGTHS
-            and f.length <= w.end - p and plausible_after(w, p + f.length)):
-        return p + f.length              # lengths were fine: drop just this frame
+    cdef int s, after
+    if not structural(code):
+        after = plausible_after(w, p + f.length)
+        if after == YES:
+            return p + f.length          # lengths were fine: drop just this frame
+        if after == UNKNOWN:
+            w.stalled = True
+            return p
     for q in range(p + 1, w.end):
         if magic_class[w.buf[q]] < 0:
             continue
         s = parse(w.buf, q, w.end, w.collections, w.max_frame, &g)
         if s == OK:
-            if opcode_known[w.buf[q + 1]] and plausible_after(w, q + g.length):
-                return q
+            if opcode_known[w.buf[q + 1]]:
+                after = plausible_after(w, q + g.length)
+                if after != NO:
+                    w.unverified = after == UNKNOWN
+                    return q
         elif s == INCOMPLETE and not w.final:
             if w.end - q < 24 or opcode_known[w.buf[q + 1]]:
-                return q                 # may be a frame cut by the end of this chunk
+                w.unverified = True
+                return q
+    w.unverified = not w.final           # whatever the next chunk starts with is unproven
     return w.end
 
 
@@ -492,7 +527,7 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef Frame rows[BLOCK]
     cdef size_t n = 0
     cdef Frame* f
-    cdef int s, rc = 0
+    cdef int s, after, rc = 0
     cdef size_t q, pos = w.pos
     while w.count < w.limit:
         if w.count == w.cap:
@@ -500,7 +535,18 @@ cdef int walk(Walk* w) noexcept nogil:
             break
         f = &rows[n]
         s = parse(w.buf, pos, w.end, w.collections, w.max_frame, f)
+        if w.unverified and pos == w.start and s != INCOMPLETE:
+            # still resynchronising: only a frame start that resync would accept will do
+            if s != OK or not opcode_known[w.buf[pos + 1]]:
+                s = RESYNC
+            else:
+                after = plausible_after(w, pos + f.length)
+                if after == UNKNOWN:
+                    break
+                if after == NO:
+                    s = RESYNC
         if s == OK:
+            w.unverified = False
             f.pos = pos
             pos += f.length
             w.count += 1
@@ -515,21 +561,23 @@ cdef int walk(Walk* w) noexcept nogil:
             s = TRUNCATED
             f.a = w.end - pos
             f.b = f.length if (w.end - pos >= 24) else 24
-            q = w.end
-        elif w.skip:
-            q = resync(w, pos, s, f)
-        else:
-            q = pos
         if not w.skip:
             w.fail_code = s
             w.fail_pos = pos
             w.fail_a = f.a
             w.fail_b = f.b
             break
+        w.unverified = False
+        q = resync(w, pos, s, f)
+        if w.stalled:
+            w.stalled = False
+            break
         if add_region(w, pos, q, s, f.a, f.b) < 0:
             rc = -1
             break
         pos = q
+        if w.unverified:                 # the next chunk decides whether a frame starts here
+            break
     flush(w, rows, n)
     w.pos = pos
     return rc
@@ -559,25 +607,27 @@ cdef char* address(arr) except NULL:
 
 def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint collections,
                 bint skip, Py_ssize_t max_frames, uint64_t max_frame_size, uint64_t base,
-                bint final):
+                bint final, bint unverified=False):
     """Scan ``buf[start:]``; see ``_scan_py.scan_buffer`` for the contract."""
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
     cdef int rc, c
-    cdef size_t r, upper
+    cdef size_t r, upper, mean
     if start < 0 or start > buf.shape[0]:
         raise ValueError(f"start {start} outside the buffer of {buf.shape[0]} bytes")
     w.buf = &buf[0] if buf.shape[0] else <const uint8_t*>""
     w.end = buf.shape[0]
     w.collections, w.skip, w.final, w.max_frame = collections, skip, final, max_frame_size
     w.base = base
-    w.pos = start
+    w.pos = w.start = start
+    w.unverified = unverified
+    w.stalled = False
     w.count = w.n_regions = w.cap_regions = 0
     w.regions = NULL
     w.fail_code = 0
     upper = (w.end - start) // 24 + 1          # no frame is shorter than its header
     w.limit = min(<size_t>max_frames, upper) if max_frames >= 0 else upper
-    w.cap = min(w.limit, estimate_frames(w.buf, start, w.end))
+    w.cap = min(w.limit, estimate_frames(w.buf, start, w.end), FIRST_ROWS)
     # header columns get a value for every frame; field columns only where carried
     arrays = {name: (np.zeros if is_field_column[S.INDEX[name]] else np.empty)(
         w.cap, S.DTYPES[name]) for name in names}
@@ -596,7 +646,10 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
                 raise MemoryError()
             if rc == 0:
                 break
-            w.cap = min(w.limit, 2 * w.cap)     # realloc (zero-filled): no copy of what is written
+            # room for the rest at the mean frame length so far; realloc keeps what is
+            # written and zero-fills the new rows
+            mean = max(24, (w.pos - w.start) // w.count)
+            w.cap = min(w.limit, w.count + (w.end - w.pos) // mean * 9 // 8 + 1024)
             for arr in (*arrays.values(), kinds):
                 arr.resize(w.cap, refcheck=False)
         if w.fail_code:
@@ -606,7 +659,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
         regions = [(w.regions[r].start, w.regions[r].end - w.regions[r].start,
                     w.regions[r].code, w.regions[r].a, w.regions[r].b)
                    for r in range(w.n_regions)]
-        return (w.count, w.pos, arrays, kinds, regions), None
+        return (w.count, w.pos, arrays, kinds, regions, bool(w.unverified)), None
     finally:
         free(w.regions)
 
@@ -669,7 +722,7 @@ def gather(const uint8_t[::1] buf, const uint64_t[::1] starts, const int64_t[::1
     """Copy ``buf[starts[i]:starts[i] + bounds[i+1] - bounds[i]]`` to ``out[bounds[i]:]``."""
     cdef Py_ssize_t i, n = starts.shape[0]
     cdef int64_t size
-    if bounds.shape[0] != n + 1 or out.shape[0] < bounds[n]:
+    if bounds.shape[0] != n + 1 or bounds[0] < 0 or out.shape[0] < bounds[n]:
         raise ValueError("gather: bounds do not match")
     for i in range(n):
         size = bounds[i + 1] - bounds[i]

@@ -61,6 +61,8 @@ def _parse(buf, pos, end, collections, max_frame):
         return _PR.LENGTHS, f
     f.length = length
     f.value_len = body - need
+    if avail < length:
+        return P.INCOMPLETE, f
     if datatype > P.MAX_DATATYPE:
         f.a = datatype
         return _PR.DATATYPE, f
@@ -80,8 +82,6 @@ def _parse(buf, pos, end, collections, max_frame):
         else:
             f.a, f.b = opcode, extlen
             return _PR.EXTRAS_LENGTH, f
-    if avail < length:
-        return P.INCOMPLETE, f
     if kind < 0:
         version = buf[pos + P.HEADER_SIZE + f.fel]
         kind = P.MARKER_V2_KINDS.get((version, f.value_len))
@@ -168,46 +168,82 @@ def _collection_prefix(buf, key, f):
     return 0
 
 
+#: Problems that leave a frame's length untrustworthy.
+_STRUCTURAL = frozenset({_PR.BAD_MAGIC, _PR.FRAME_TOO_LARGE, _PR.LENGTHS, _PR.TRUNCATED,
+                         _PR.RESYNC})
+
+
 class _Walk:
-    def __init__(self, buf, collections, skip, final, max_frame):
+    def __init__(self, buf, collections, skip, final, max_frame, unverified):
         self.buf, self.end = buf, len(buf)
         self.collections, self.skip, self.final, self.max_frame = (
             collections, skip, final, max_frame)
+        self.unverified = unverified
+        self.stalled = False
 
     def parse(self, pos):
         return _parse(self.buf, pos, self.end, self.collections, self.max_frame)
 
     def plausible_after(self, q):
-        """A frame ending at ``q`` is believable if another frame (or the end) follows."""
+        """Whether a frame ending at ``q`` is believable: True, False, or None when the
+        bytes that decide are not in this chunk yet. A frame header that holds together
+        (or the end of the data) must follow; that frame may be damaged or cut short."""
         if q == self.end:
-            return True
+            return True if self.final else None
         s, _ = self.parse(q)
-        return s == P.OK or (s == P.INCOMPLETE and not self.final)
+        if s == P.INCOMPLETE and self.end - q < P.HEADER_SIZE and not self.final:
+            return None
+        return s not in _STRUCTURAL
 
     def resync(self, p, code, f):
-        """Where the next trustworthy frame starts after a bad frame at ``p``."""
-        if (code not in (_PR.BAD_MAGIC, _PR.FRAME_TOO_LARGE, _PR.LENGTHS)
-                and f.length <= self.end - p and self.plausible_after(p + f.length)):
-            return p + f.length
+        """Where the next trustworthy frame starts after a bad frame at ``p``.
+
+        When the bytes that decide lie beyond this chunk: ``p`` itself with
+        ``self.stalled`` set (decide again with more data), or a frame start with
+        ``self.unverified`` set (checked when the next chunk arrives).
+        """
+        if code not in _STRUCTURAL:
+            after = self.plausible_after(p + f.length)
+            if after:
+                return p + f.length
+            if after is None:
+                self.stalled = True
+                return p
         buf = self.buf
         for q in range(p + 1, self.end):
             if buf[q] not in P.DCP_MAGICS:
                 continue
             s, g = self.parse(q)
             if s == P.OK:
-                if buf[q + 1] in P.KNOWN_OPCODES and self.plausible_after(q + g.length):
-                    return q
+                if buf[q + 1] in P.KNOWN_OPCODES:
+                    after = self.plausible_after(q + g.length)
+                    if after is not False:
+                        self.unverified = after is None
+                        return q
             elif s == P.INCOMPLETE and not self.final:
                 if self.end - q < P.HEADER_SIZE or buf[q + 1] in P.KNOWN_OPCODES:
+                    self.unverified = True
                     return q
+        self.unverified = not self.final     # whatever the next chunk starts with is unproven
         return self.end
 
     def count(self, pos, limit):
         """First pass: frame starts, damaged regions, and the first failure (strict)."""
-        starts, regions, failure = [], [], None
+        starts, regions, failure, start = [], [], None, pos
         while len(starts) < limit:
             s, f = self.parse(pos)
+            if self.unverified and pos == start and s != P.INCOMPLETE:
+                # still resynchronising: only a frame start that resync would accept will do
+                if s != P.OK or self.buf[pos + 1] not in P.KNOWN_OPCODES:
+                    s = _PR.RESYNC
+                else:
+                    after = self.plausible_after(pos + f.length)
+                    if after is None:
+                        break
+                    if after is False:
+                        s = _PR.RESYNC
             if s == P.OK:
+                self.unverified = False
                 starts.append((pos, f))
                 pos += f.length
                 continue
@@ -217,30 +253,38 @@ class _Walk:
                 s = _PR.TRUNCATED
                 f.a = self.end - pos
                 f.b = f.length if self.end - pos >= P.HEADER_SIZE else P.HEADER_SIZE
-                q = self.end
-            elif self.skip:
-                q = self.resync(pos, s, f)
             if not self.skip:
                 failure = (pos, int(s), f.a, f.b)
                 break
+            self.unverified = False
+            q = self.resync(pos, s, f)
+            if self.stalled:
+                self.stalled = False
+                break
             regions.append((pos, q - pos, int(s), f.a, f.b))
             pos = q
+            if self.unverified:          # the next chunk decides whether a frame starts here
+                break
         return starts, pos, regions, failure
 
 
-def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size, base, final):
+def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size, base, final,
+                unverified=False):
     """Scan ``buf[start:]``.
 
-    Returns ``(result, None)`` with ``result = (count, consumed, arrays, kinds, regions)``,
-    or ``(None, (offset, code, a, b))`` for the first problem in strict mode. ``arrays``
-    maps each of ``names`` to a numpy column; ``kinds`` indexes ``protocol.KINDS``;
-    ``regions`` lists skipped bytes as ``(start, length, code, a, b)``; offsets in the
-    columns are ``base`` plus the position in ``buf``.
+    Returns ``(result, None)`` with ``result = (count, consumed, arrays, kinds, regions,
+    unverified)``, or ``(None, (offset, code, a, b))`` for the first problem in strict mode.
+    ``arrays`` maps each of ``names`` to a numpy column; ``kinds`` indexes
+    ``protocol.KINDS``; ``regions`` lists skipped bytes as ``(start, length, code, a, b)``;
+    offsets in the columns are ``base`` plus the position in ``buf``. ``final``: no bytes
+    follow ``buf``, so a frame cut short is damage. ``unverified`` (skip mode, in and out):
+    the frame at ``start`` (or at ``consumed``) was found by resynchronising at the end of
+    a chunk and must still show a plausible frame after it.
     """
     buf = memoryview(buf).cast("B")
     if not 0 <= start <= len(buf):
         raise ValueError(f"start {start} outside the buffer of {len(buf)} bytes")
-    walk = _Walk(buf, collections, skip, final, max_frame_size)
+    walk = _Walk(buf, collections, skip, final, max_frame_size, unverified)
     limit = max_frames if max_frames >= 0 else float("inf")
     starts, consumed, regions, failure = walk.count(start, limit)
     if failure:
@@ -253,7 +297,7 @@ def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size
         for name, value in _row(buf, pos, f, base).items():
             if name in arrays:
                 arrays[name][i] = value
-    return (n, consumed, arrays, kinds, regions), None
+    return (n, consumed, arrays, kinds, regions, walk.unverified), None
 
 
 def _row(buf, pos, f, base):
@@ -285,6 +329,8 @@ def _row(buf, pos, f, base):
 def sniff_collections(buf, start):
     """Collections on or off, judged from the handshake and stream messages in ``buf``."""
     buf = memoryview(buf).cast("B")
+    if not 0 <= start <= len(buf):
+        raise ValueError(f"start {start} outside the buffer of {len(buf)} bytes")
     pos, end, hello_request = start, len(buf), None
     while end - pos >= P.HEADER_SIZE:
         magic, opcode, keylen, extlen, _, vbs, body, _, _ = _HEADER.unpack_from(buf, pos)
@@ -318,7 +364,7 @@ def sniff_collections(buf, start):
 def gather(buf, starts, bounds, out):
     """Copy ``buf[starts[i]:starts[i] + bounds[i+1] - bounds[i]]`` to ``out[bounds[i]:]``."""
     buf, out = memoryview(buf).cast("B"), memoryview(out).cast("B")
-    if len(bounds) != len(starts) + 1 or len(out) < bounds[-1]:
+    if len(bounds) != len(starts) + 1 or bounds[0] < 0 or len(out) < bounds[-1]:
         raise ValueError("gather: bounds do not match")
     for i, start in enumerate(starts.tolist()):
         lo, hi = int(bounds[i]), int(bounds[i + 1])

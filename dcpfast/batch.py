@@ -22,6 +22,7 @@ else:
 IMPLEMENTATION = "cython" if _core.__name__.endswith("._scan") else "python"
 
 _ERRORS = ("strict", "skip")
+_LARGEST_FRAME = P.HEADER_SIZE + 0xFFFFFFFF   # the body length is 32 bits
 _WINDOW_BITS = 30                     # binary_view data buffers for inputs over 2 GiB
 _INT32_MAX = 2**31 - 1
 
@@ -38,7 +39,8 @@ def _byte_view(data) -> memoryview:
 
 def scan(data, *, collections: bool | None = None, columns=None, errors: str = "strict",
          start: int = 0, max_frames: int | None = None,
-         max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, base_offset: int = 0) -> FrameBatch:
+         max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, base_offset: int = 0,
+         final: bool = False) -> FrameBatch:
     """Decode the concatenated DCP frames in ``data[start:]`` into columns.
 
     ``data`` is any contiguous buffer; it is not copied, and the batch keeps it alive.
@@ -49,33 +51,42 @@ def scan(data, *, collections: bool | None = None, columns=None, errors: str = "
     offset/length pairs). ``errors="strict"`` raises ``DcpFormatError`` at the first
     malformed frame; ``"skip"`` steps over damaged bytes and lists them in
     ``batch.errors``. ``base_offset`` is the stream position of ``data[0]``: it is added
-    to every offset column and error offset.
+    to every offset column and error offset. ``final=True`` says ``data`` ends the
+    stream: a frame cut short there is damage, and skip mode may rely on the end of the
+    data when it resynchronises (otherwise it stops where more bytes would decide).
     """
     return _scan(data, _byte_view(data), start=start, collections=collections,
                  columns=columns, errors=errors, max_frames=max_frames,
-                 max_frame_size=max_frame_size, base_offset=base_offset, final=False)
+                 max_frame_size=max_frame_size, base_offset=base_offset, final=final)
 
 
 def _scan(data, view, *, start, collections, columns, errors, max_frames, max_frame_size,
-          base_offset, final) -> FrameBatch:
+          base_offset, final, unverified=False) -> FrameBatch:
     if errors not in _ERRORS:
         raise ValueError(f"errors must be one of {_ERRORS}, not {errors!r}")
     if max_frame_size < P.HEADER_SIZE:
         raise ValueError(f"max_frame_size must be at least {P.HEADER_SIZE}")
+    if not 0 <= start <= len(view):
+        raise ValueError(f"start {start} outside the buffer of {len(view)} bytes")
+    if max_frames is not None and max_frames < 0:
+        raise ValueError(f"max_frames must be None or at least 0, not {max_frames}")
     names = S.resolve(columns)
     if collections is None:
         collections = bool(_core.sniff_collections(view, start))
     result, failure = _core.scan_buffer(
         view, start, names, bool(collections), errors == "skip",
-        -1 if max_frames is None else max_frames, max_frame_size, base_offset, final)
+        -1 if max_frames is None else max_frames, min(max_frame_size, _LARGEST_FRAME),
+        base_offset, final, unverified)
     if failure:
         pos, code, a, b = failure
         raise DcpFormatError(base_offset + pos, describe(code, a, b))
-    count, consumed, arrays, kinds, regions = result
+    count, consumed, arrays, kinds, regions, unverified = result
     skipped = [SkippedRegion(base_offset + pos, length, describe(code, a, b))
                for pos, length, code, a, b in regions]
-    return FrameBatch(data, view, arrays, kinds, consumed=consumed, errors=skipped,
-                      collections=bool(collections), base_offset=base_offset)
+    batch = FrameBatch(data, view, arrays, kinds, start=start, consumed=consumed,
+                       errors=skipped, collections=bool(collections), base_offset=base_offset)
+    batch._unverified = unverified
+    return batch
 
 
 class Frame(dict):
@@ -112,12 +123,15 @@ class FrameBatch:
     A column a frame does not carry holds 0 in numpy and is null in Arrow and pandas.
     """
 
-    def __init__(self, data, view, arrays, kinds, *, consumed, errors, collections,
+    def __init__(self, data, view, arrays, kinds, *, start, consumed, errors, collections,
                  base_offset):
         self.data = data
         self._view = view
         self._arrays = arrays
         self._kinds = kinds
+        self._unverified = False
+        #: Where in ``data`` the scan began.
+        self.start = start
         #: End of the complete frames in ``data`` (resume a chunked stream there).
         self.consumed = consumed
         #: Regions skipped by ``errors="skip"``.
@@ -131,7 +145,7 @@ class FrameBatch:
         return len(self._kinds)
 
     def __repr__(self):
-        return (f"<FrameBatch {len(self)} frames, bytes {self.base_offset}.."
+        return (f"<FrameBatch {len(self)} frames, bytes {self.base_offset + self.start}.."
                 f"{self.base_offset + self.consumed}, collections={self.collections}, "
                 f"{len(self.errors)} skipped regions>")
 
@@ -156,19 +170,29 @@ class FrameBatch:
 
     def validity(self, name: str) -> np.ndarray | None:
         """Which frames carry column ``name`` (None: all of them)."""
-        self[name]
-        table = S.validity_table(name, self.collections)
+        column = self[name]
         if name == "stream_id":
-            return self._arrays[name] != 0
+            return column != 0
+        table = S.validity_table(name, self.collections)
         return None if table is None else table[self._kinds]
 
     # -- one frame -------------------------------------------------------------------------
 
-    def _slice(self, i, offset, length):
+    def _index(self, i):
         if not -len(self) <= i < len(self):
             raise IndexError(f"frame index {i} out of range for {len(self)} frames")
-        valid = self.validity(offset)
-        if valid is not None and not valid[i]:
+        return i % len(self)
+
+    def _carries(self, name, i) -> bool:
+        """Whether frame ``i`` carries column ``name``, judged from that frame alone."""
+        if name == "stream_id":
+            return self._arrays[name][i] != 0
+        table = S.validity_table(name, self.collections)
+        return table is None or bool(table[self._kinds[i]])
+
+    def _slice(self, i, offset, length):
+        i = self._index(i)
+        if not self._carries(offset, i):
             return None
         start = int(self[offset][i]) - self.base_offset
         return bytes(self._view[start:start + int(self[length][i])])
@@ -183,12 +207,10 @@ class FrameBatch:
 
     def frame(self, i: int) -> Frame:
         """Every carried field of frame ``i``, with enum names, key and value."""
-        if not -len(self) <= i < len(self):
-            raise IndexError(f"frame index {i} out of range for {len(self)} frames")
+        i = self._index(i)
         out = Frame(kind=P.KINDS[self._kinds[i]].name)
         for name, column in self._arrays.items():
-            valid = self.validity(name)
-            if valid is None or valid[i]:
+            if self._carries(name, i):
                 out[name] = _named(_ENUMS[name], int(column[i])) if name in _ENUMS \
                     else int(column[i])
         for name, (off, length) in S.BINARY.items():
@@ -205,7 +227,7 @@ class FrameBatch:
             raise ValueError(f"mask of shape {mask.shape} for {len(self)} frames")
         return FrameBatch(self.data, self._view,
                           {n: a[mask] for n, a in self._arrays.items()}, self._kinds[mask],
-                          consumed=self.consumed, errors=self.errors,
+                          start=self.start, consumed=self.consumed, errors=self.errors,
                           collections=self.collections, base_offset=self.base_offset)
 
     def only(self, *opcodes) -> FrameBatch:

@@ -47,7 +47,8 @@ _TEXT = {
     Problem.LEB128_OVERFLOW: "collection id prefix exceeds 32 bits (5th byte 0x{a:02x})",
     Problem.RESERVED_COLLECTION: "reserved collection id {a}",
     Problem.EMPTY_LOGICAL_KEY: "empty logical key after the collection id prefix",
-    Problem.TRUNCATED: "truncated frame: {a} of {b} bytes present at end of data",
+    Problem.TRUNCATED: "truncated frame: {a} of its {b} bytes before the end of data",
+    Problem.RESYNC: "no frame boundary here: the bytes after this frame do not hold together",
 }
 
 

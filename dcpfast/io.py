@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -26,8 +27,11 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
     (``DcpFormatError``, or an entry in ``batch.errors`` with ``errors="skip"``).
     """
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            data = f.read()                         # a pipe or device: no map possible
+        else:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if info.st_size else b""
     return _scan(data, _byte_view(data), start=0, collections=collections, columns=columns,
                  errors=errors, max_frames=None, max_frame_size=max_frame_size,
                  base_offset=0, final=True)
@@ -38,13 +42,20 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> Iterator[FrameBatch]:
     """Yield batches over a whole stream, about ``batch_bytes`` of input each.
 
-    ``source`` is a path, a binary file object, or an iterable of byte chunks. Frames
-    that straddle chunks are carried into the next batch; memory stays near
-    ``batch_bytes`` plus the largest frame. Offsets are stream positions. With
+    ``source`` is a path, a binary file object, an iterable of byte chunks, or one
+    buffer. Frames that straddle chunks are carried into the next batch; the input held
+    at once stays near ``batch_bytes`` plus the largest frame (each batch owns its input
+    bytes and about 175 bytes of columns per frame). Offsets are stream positions. With
     ``collections=None`` the choice is made on the first batch (at least 1 MiB) and kept.
+    In skip mode the frames found are the same however the stream is chunked; a damaged
+    region that spans two batches is reported by each of them.
     """
     if batch_bytes < 1:
         raise ValueError("batch_bytes must be positive")
+    try:
+        source = [_byte_view(source)]             # one buffer: a single chunk
+    except TypeError:
+        pass
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
             yield from _batches(_file_chunks(f), batch_bytes, collections, columns, errors,
@@ -110,6 +121,7 @@ def _iterable_chunks(chunks):
 
 def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size):
     tail = np.empty(0, np.uint8)
+    unverified = False
     # an undecided collections setting is judged on the first MiB at least
     base, want = 0, batch_bytes if collections is not None else max(batch_bytes, SNIFF_BYTES)
     while True:
@@ -119,7 +131,8 @@ def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size):
             collections = bool(_core.sniff_collections(view, 0))
         batch = _scan(buf, view, start=0, collections=collections, columns=columns,
                       errors=errors, max_frames=None, max_frame_size=max_frame_size,
-                      base_offset=base, final=eof)
+                      base_offset=base, final=eof, unverified=unverified)
+        unverified = batch._unverified
         if len(batch) or batch.errors:
             yield batch
         if eof:

@@ -292,7 +292,7 @@ RESPONSE_KIND = KIND_INDEX["response"]
 #: Snapshot marker V2.x kinds by (version byte, value length).
 MARKER_V2_KINDS = {(k.marker_version, k.value[0]): i for i, k in enumerate(KINDS)
                    if k.marker_version is not None}
-#: Marker kinds a V2.x marker with extras length 1 can become (for validation messages).
+#: Extras length of a V2.x snapshot marker (its one extras byte is the version).
 MARKER_V2_EXTRAS_LEN = 1
 
 
@@ -308,7 +308,7 @@ def request_kinds(opcode: int) -> dict[int, int]:
 
 
 # -- scan outcomes -------------------------------------------------------------------------
-# Both scanners report problems as (code, a, b, c); errors.describe() words them.
+# Both scanners report problems as (code, a, b); errors.describe() words them.
 
 OK = 0
 INCOMPLETE = -1
@@ -331,3 +331,4 @@ class Problem(IntEnum):
     RESERVED_COLLECTION = 14
     EMPTY_LOGICAL_KEY = 15
     TRUNCATED = 16
+    RESYNC = 17

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -110,9 +111,11 @@ def carried(kind: p.Kind, name: str, collections: bool) -> bool:
     return name in kind.columns
 
 
+@cache
 def validity_table(name: str, collections: bool) -> np.ndarray | None:
     """Per-kind validity of a column as a bool lookup table, or None when always valid."""
     table = np.array([carried(k, name, collections) for k in p.KINDS], dtype=bool)
+    table.flags.writeable = False
     return None if table.all() else table
 
 

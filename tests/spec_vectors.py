@@ -88,7 +88,7 @@ VECTORS = [
            dict(kind="stream_request", extras_len=48, opaque=0x1000, value=b"")),
     Vector("E2", "8053000030000000000000300000100000000000000000000000000000000000000000000000"
                  "0000ffffffffffffffff00000000feeddeca0000000000000000",
-           frames=0, error=(0, "truncated frame: 64 of 72 bytes")),
+           frames=0, error=(0, "truncated frame: 64 of its 72 bytes")),
     Vector("E3", "805600001400000000000000deadbeef0000000000000000000000000000000000000000000000"
                  "0800000001",
            frames=0, error=(0, "body length 0 is shorter than framing extras + extras + key (20)")),
@@ -112,7 +112,7 @@ VECTORS = [
     Vector("E9", "805e00000400000500000004000000010000000000000000656e61626c655f6e6f6f7074727565",
            frames=0, error=(0, "extras length 4 impossible for opcode 0x5e")),
     Vector("E10", "815100000400000000000004000000010000000000000000",
-           frames=0, error=(0, "truncated frame: 24 of 28 bytes")),
+           frames=0, error=(0, "truncated frame: 24 of its 28 bytes")),
     Vector("E11", "805700051f000210000000290000121000000000000000000000000000000004000000000000"
                   "000100000000000000000000000000000168656c6c6f776f726c64",
            dict(kind="mutation", by_seqno=4, rev_seqno=1, key=b"hello", value=b"world")),
@@ -122,7 +122,7 @@ VECTORS = [
            frames=0, error=(0, "body length 0 is shorter")),
     Vector("E14", "8066000000000210000000320000121000000000000000000000000000000004000000000000"
                   "0001000000050000000000000000000000000005000a68656c6c6f776f726c64",
-           frames=0, error=(0, "truncated frame: 70 of 74 bytes")),
+           frames=0, error=(0, "truncated frame: 70 of its 74 bytes")),
     Vector("E15", "800200070800000000000012000000000000000000000000deadbeef00000e10ab0448656c6c6f"
                   "576f726c64",
            dict(kind="request", opcode=0x02, key_len=7, extras_len=8, value=b"Wor"),

@@ -163,3 +163,23 @@ def test_collections_are_inferred_once_for_a_stream():
 def test_collections_auto_detection(prefix, expected):
     data = prefix + t.mutation(b"\x08k", by_seqno=1)
     assert dcpfast.scan(data).collections is expected
+
+
+def test_iter_batches_takes_one_buffer():
+    data = t.synthetic_stream(30, seed=8)
+    for source in (data, bytearray(data), memoryview(data), np.frombuffer(data, np.uint8)):
+        assert_columns_equal(list(dcpfast.iter_batches(source, batch_bytes=500,
+                                                       collections=True)),
+                             dcpfast.scan(data))
+
+
+def test_read_from_a_pipe(tmp_path):
+    import threading
+    data = t.synthetic_stream(30, seed=8)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    batch = dcpfast.read(fifo)
+    writer.join()
+    assert_columns_equal([batch], dcpfast.scan(data))

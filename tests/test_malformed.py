@@ -124,7 +124,7 @@ def test_garbage_between_frames(stream, data, garbage):
     with pytest.raises(dcpfast.DcpFormatError) as info:
         dcpfast.scan(damaged, collections=collections)
     assert info.value.offset == cut
-    batch = dcpfast.scan(damaged, collections=collections, errors="skip")
+    batch = dcpfast.scan(damaged, collections=collections, errors="skip", final=True)
     assert [(e.offset, e.length) for e in batch.errors] == [(cut, len(garbage))]
     assert len(batch) == len(clean)
     for name in clean.columns:
@@ -209,3 +209,126 @@ def test_columns_grow_when_early_frames_are_large():
     assert list(batch["by_seqno"][:300]) == list(range(1, 301))
     assert not batch["by_seqno"][300:].any()
     assert list(batch["opaque"][300:]) == list(range(20000))
+
+
+def mutations(n, first=1):
+    return b"".join(t.mutation(b"key-%d" % i, b"value", by_seqno=i) for i in range(first, first + n))
+
+
+def test_a_corrupt_length_mid_file_loses_only_its_frame(tmp_path):
+    bad = bytearray(t.mutation(b"victim", b"v", by_seqno=999))
+    bad[9] ^= 1                                   # body length + 65536: runs past the end
+    data = mutations(100) + bytes(bad) + mutations(100, first=1000)
+    path = tmp_path / "flip.dcp"
+    path.write_bytes(data)
+    batch = dcpfast.read(path, errors="skip")
+    assert len(batch) == 200
+    assert [(e.offset, e.length) for e in batch.errors] == [(len(mutations(100)), len(bad))]
+    assert sum(len(b) for b in dcpfast.iter_batches(path, errors="skip")) == 200
+    with pytest.raises(dcpfast.DcpFormatError, match="truncated frame") as info:
+        dcpfast.read(path)
+    assert info.value.offset == len(mutations(100))
+
+
+def test_an_intact_frame_between_two_damaged_ones_is_kept():
+    a, b, c, d, e = (bytearray(t.mutation(b"key-" + n, b"val", by_seqno=i + 1))
+                     for i, n in enumerate([b"A", b"B", b"C", b"D", b"E"]))
+    b[0] = 0x42                                   # bad magic
+    d[5] = 0x09                                   # bad datatype, lengths intact
+    batch = dcpfast.scan(bytes(a + b + c + d + e), errors="skip", collections=False)
+    assert batch["by_seqno"].tolist() == [1, 3, 5]
+    assert [(r.offset, r.length) for r in batch.errors] == [(63, 63), (189, 63)]
+    assert "unknown magic" in batch.errors[0].reason
+    assert "invalid datatype" in batch.errors[1].reason
+
+
+def skip_results(batches):
+    frames = [(int(o), int(s)) for b in batches for o, s in zip(b["offset"], b["by_seqno"])]
+    damaged = set()
+    for b in batches:
+        for region in b.errors:
+            damaged.update(range(region.offset, region.offset + region.length))
+    return frames, damaged
+
+
+SPLIT_CASES = {
+    "candidate-cut-by-chunk": (mutations(3) + b"\x42" * 50 + t.noop() + b"\x42" * 50
+                               + mutations(3, first=100), [255]),
+    "bad-frame-cut-by-chunk": (mutations(3) + patched(
+        t.mutation(b"outer", b"x" * 40 + t.mutation(b"inner", b"y", by_seqno=4242), by_seqno=4),
+        5, b"\x08") + mutations(3, first=100), [295]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_skip_mode_does_not_depend_on_chunking(case):
+    data, cuts = SPLIT_CASES[case]
+    whole = skip_results(list(dcpfast.iter_batches([data], errors="skip", collections=False)))
+    chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+    split = skip_results(list(dcpfast.iter_batches(chunks, batch_bytes=cuts[0],
+                                                   errors="skip", collections=False)))
+    assert split == whole
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(min_frames=2, max_frames=12), st.data())
+def test_any_damage_any_chunking_same_frames(stream, data):
+    collections, raw, _ = stream
+    damaged = bytearray(raw)
+    for _ in range(data.draw(st.integers(1, 5))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        damaged[at:at + 1] = data.draw(st.binary(min_size=0, max_size=8))
+    damaged = bytes(damaged)
+    whole = skip_results(list(dcpfast.iter_batches([damaged], errors="skip",
+                                                   collections=collections)))
+    size = data.draw(st.integers(1, max(1, len(damaged))))
+    chunks = [damaged[i:i + size] for i in range(0, len(damaged), size)]
+    split = skip_results(list(dcpfast.iter_batches(chunks, batch_bytes=size, errors="skip",
+                                                   collections=collections)))
+    assert split == whole
+
+
+def test_small_frames_first_do_not_reserve_for_the_whole_input():
+    import tracemalloc
+    data = t.noop() * 256 + b"".join(t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1)
+                                      for i in range(40))
+    tracemalloc.start()
+    try:
+        batch = dcpfast.scan(data, collections=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(batch) == 296
+    assert peak < 16 << 20, peak
+
+
+def test_private_copy_helpers_check_their_ranges():
+    from dcpfast import _scan_py
+    cores = [_scan_py]
+    try:
+        from dcpfast import _scan
+        cores.append(_scan)
+    except ImportError:
+        pass
+    src = np.frombuffer(b"ABCDEFGHIJ", np.uint8)
+    for core in cores:
+        with pytest.raises(ValueError):
+            core.gather(src, np.array([0], np.uint64), np.array([-5, 0], np.int64),
+                        np.zeros(10, np.uint8))
+        with pytest.raises(ValueError):
+            core.gather(src, np.array([8], np.uint64), np.array([0, 5], np.int64),
+                        np.zeros(10, np.uint8))
+        with pytest.raises(ValueError):
+            core.views(src, np.array([8], np.uint64), np.array([5], np.int64),
+                       np.zeros(16, np.uint8), 31)
+
+
+def test_arguments_are_checked():
+    data = mutations(3)
+    with pytest.raises(ValueError, match="start"):
+        dcpfast.scan(data, start=-1)
+    with pytest.raises(ValueError, match="start"):
+        dcpfast.scan(data, start=len(data) + 1)
+    with pytest.raises(ValueError, match="max_frames"):
+        dcpfast.scan(data, max_frames=-1)
+    assert len(dcpfast.scan(data, max_frame_size=2 ** 70)) == 3

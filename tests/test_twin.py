@@ -16,7 +16,8 @@ cython_core = pytest.importorskip("dcpfast._scan", reason="compiled core not bui
 
 def run(core, data, **kw):
     args = dict(start=0, names=schema.NAMES, collections=True, skip=False, max_frames=-1,
-                max_frame_size=protocol.DEFAULT_MAX_FRAME_SIZE, base=0, final=False)
+                max_frame_size=protocol.DEFAULT_MAX_FRAME_SIZE, base=0, final=False,
+                unverified=False)
     args.update(kw)
     return core.scan_buffer(data, *args.values())
 
@@ -26,9 +27,9 @@ def assert_same(data, **kw):
     assert (fast[0] is None) == (slow[0] is None)
     assert fast[1] == slow[1]                                   # strict failures
     if fast[0] is not None:
-        (n, consumed, arrays, kinds, regions), (n2, consumed2, arrays2, kinds2, regions2) = \
-            fast[0], slow[0]
-        assert (n, consumed, regions) == (n2, consumed2, regions2)
+        (n, consumed, arrays, kinds, regions, unverified) = fast[0]
+        (n2, consumed2, arrays2, kinds2, regions2, unverified2) = slow[0]
+        assert (n, consumed, regions, unverified) == (n2, consumed2, regions2, unverified2)
         np.testing.assert_array_equal(kinds, kinds2)
         assert arrays.keys() == arrays2.keys()
         for name in arrays:
@@ -59,7 +60,7 @@ def test_damaged_streams(stream, data):
         damaged[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
     for skip in (False, True):
         assert_same(bytes(damaged), collections=collections, skip=skip,
-                    final=data.draw(st.booleans()),
+                    final=data.draw(st.booleans()), unverified=skip and data.draw(st.booleans()),
                     max_frames=data.draw(st.integers(-1, 12)),
                     max_frame_size=data.draw(st.sampled_from([24, 100, 1 << 26])))
 
