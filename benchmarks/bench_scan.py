@@ -207,7 +207,7 @@ def verify(view, expected: dict, subset_frames: int) -> tuple[dcpfast.FrameBatch
     batch and the byte length of the first ``subset_frames`` frames."""
     result, failure = core_scan(_scan, view, ALL_COLUMNS)
     check(failure is None, f"Cython core: strict scan failed at {failure}")
-    count, consumed, columns, kinds, regions = result
+    count, consumed, columns, kinds, regions, _ = result
     check(count == expected["frames"], f"Cython core: {count} frames, "
           f"the generator wrote {expected['frames']}")
     check(consumed == len(view) and not regions,

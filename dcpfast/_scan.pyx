@@ -597,6 +597,12 @@ cdef size_t estimate_frames(const uint8_t* buf, size_t pos, size_t end) noexcept
     return (end - start) // ((pos - start) // seen) * 9 // 8 + 64
 
 
+def allocate(name, rows):
+    """A column: header columns get a value in every row, field columns only where carried
+    (so they start zeroed)."""
+    return (np.zeros if is_field_column[S.INDEX[name]] else np.empty)(rows, S.DTYPES[name])
+
+
 cdef char* address(arr) except NULL:
     """Start of a numpy array's data (the array keeps owning it)."""
     cdef Py_buffer view
@@ -612,7 +618,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
     cdef int rc, c
-    cdef size_t r, upper, mean
+    cdef size_t r, upper, mean, row_bytes
     if start < 0 or start > buf.shape[0]:
         raise ValueError(f"start {start} outside the buffer of {buf.shape[0]} bytes")
     w.buf = &buf[0] if buf.shape[0] else <const uint8_t*>""
@@ -627,10 +633,11 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     w.fail_code = 0
     upper = (w.end - start) // 24 + 1          # no frame is shorter than its header
     w.limit = min(<size_t>max_frames, upper) if max_frames >= 0 else upper
-    w.cap = min(w.limit, estimate_frames(w.buf, start, w.end), FIRST_ROWS)
-    # header columns get a value for every frame; field columns only where carried
-    arrays = {name: (np.zeros if is_field_column[S.INDEX[name]] else np.empty)(
-        w.cap, S.DTYPES[name]) for name in names}
+    w.cap = min(w.limit, estimate_frames(w.buf, start, w.end))
+    row_bytes = 1 + sum(S.DTYPES[name].itemsize for name in names)
+    if w.cap * row_bytes > 2 * (w.end - start) + (16 << 20):
+        w.cap = min(w.cap, FIRST_ROWS)      # the first frames are no guide: measure, then grow
+    arrays = {name: allocate(name, w.cap) for name in names}
     kinds = np.empty(w.cap, np.uint8)
     try:
         while True:
@@ -646,12 +653,16 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
                 raise MemoryError()
             if rc == 0:
                 break
-            # room for the rest at the mean frame length so far; realloc keeps what is
-            # written and zero-fills the new rows
+            # room for the rest at the mean frame length so far: fresh columns (fast to
+            # fault in), with the rows written so far copied over
             mean = max(24, (w.pos - w.start) // w.count)
             w.cap = min(w.limit, w.count + (w.end - w.pos) // mean * 9 // 8 + 1024)
-            for arr in (*arrays.values(), kinds):
-                arr.resize(w.cap, refcheck=False)
+            for name, arr in arrays.items():
+                arrays[name] = allocate(name, w.cap)
+                arrays[name][:w.count] = arr[:w.count]
+            grown = np.empty(w.cap, np.uint8)
+            grown[:w.count] = kinds[:w.count]
+            kinds = grown
         if w.fail_code:
             return None, (w.fail_pos, w.fail_code, w.fail_a, w.fail_b)
         for arr in (*arrays.values(), kinds):
