@@ -59,7 +59,6 @@ cdef int field_col[MAX_FIELDS]
 cdef uint8_t field_base[MAX_FIELDS]
 cdef uint32_t field_off[MAX_FIELDS]
 cdef uint8_t field_width[MAX_FIELDS]
-cdef uint8_t column_width[MAX_COLUMNS]
 cdef bint is_field_column[MAX_COLUMNS]
 # column ids (schema order)
 cdef int C_OFFSET, C_MAGIC, C_OPCODE, C_DATATYPE, C_VBUCKET, C_STATUS, C_OPAQUE, C_CAS
@@ -135,7 +134,6 @@ def _load_tables():
     kind_first[len(P.KINDS)] = j
     assert j <= MAX_FIELDS
     for c, name in enumerate(S.NAMES):
-        column_width[c] = S.DTYPES[name].itemsize
         is_field_column[c] = any(f.column == name for kind in P.KINDS for f in kind.fields)
 
     ix = S.INDEX
@@ -210,7 +208,7 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     cdef size_t avail = end - pos
     cdef int cls, kind, j
     cdef uint8_t magic, opcode, version
-    cdef uint32_t body, need, key_len
+    cdef uint32_t body, need
     cdef const uint8_t* p
     cdef const uint8_t* e
     cdef const uint8_t* at
@@ -618,7 +616,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
     cdef int rc, c
-    cdef size_t r, upper, mean, row_bytes
+    cdef size_t upper, mean, row_bytes
     if start < 0 or start > buf.shape[0]:
         raise ValueError(f"start {start} outside the buffer of {buf.shape[0]} bytes")
     w.buf = &buf[0] if buf.shape[0] else <const uint8_t*>""
