@@ -247,8 +247,6 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
         return LENGTHS
     f.length = <size_t>length
     f.value_len = body - need
-    if avail < length:
-        return INCOMPLETE
     if h[5] > 7:
         f.a = h[5]
         return DATATYPE
@@ -271,6 +269,8 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
             f.a = opcode
             f.b = f.extlen
             return EXTRAS_LENGTH
+    if avail < length:
+        return INCOMPLETE
     if kind == MARKER_PENDING:
         version = h[24 + f.fel]
         for j in range(n_marker):
@@ -387,7 +387,10 @@ cdef size_t resync(Walk* w, size_t p, int code, Frame* f) noexcept nogil:
     cdef size_t q
     cdef Frame g
     cdef int s, after
-    if not structural(code):
+    if not structural(code) and f.length > w.end - p and not w.final:
+        w.stalled = True                 # a frame wrong from its header alone, cut short here
+        return p
+    if not structural(code) and f.length <= w.end - p:
         after = plausible_after(w, p + f.length)
         if after == YES:
             return p + f.length          # lengths were fine: drop just this frame
@@ -616,7 +619,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
     cdef int rc, c
-    cdef size_t upper, mean, row_bytes
+    cdef size_t upper, mean, row_bytes, rows
     if start < 0 or start > buf.shape[0]:
         raise ValueError(f"start {start} outside the buffer of {buf.shape[0]} bytes")
     w.buf = &buf[0] if buf.shape[0] else <const uint8_t*>""
@@ -654,7 +657,10 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
             # room for the rest at the mean frame length so far: fresh columns (fast to
             # fault in), with the rows written so far copied over
             mean = max(24, (w.pos - w.start) // w.count)
-            w.cap = min(w.limit, w.count + (w.end - w.pos) // mean * 9 // 8 + 1024)
+            rows = (w.end - w.pos) // mean * 9 // 8 + 1024
+            if rows * row_bytes > 2 * (w.end - w.pos) + (16 << 20):
+                rows = w.count + 1024        # the mean is no guide either: double
+            w.cap = min(w.limit, w.count + rows)
             for name, arr in arrays.items():
                 arrays[name] = allocate(name, w.cap)
                 arrays[name][:w.count] = arr[:w.count]

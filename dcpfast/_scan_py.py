@@ -61,8 +61,6 @@ def _parse(buf, pos, end, collections, max_frame):
         return _PR.LENGTHS, f
     f.length = length
     f.value_len = body - need
-    if avail < length:
-        return P.INCOMPLETE, f
     if datatype > P.MAX_DATATYPE:
         f.a = datatype
         return _PR.DATATYPE, f
@@ -82,6 +80,8 @@ def _parse(buf, pos, end, collections, max_frame):
         else:
             f.a, f.b = opcode, extlen
             return _PR.EXTRAS_LENGTH, f
+    if avail < length:
+        return P.INCOMPLETE, f
     if kind < 0:
         version = buf[pos + P.HEADER_SIZE + f.fel]
         kind = P.MARKER_V2_KINDS.get((version, f.value_len))
@@ -202,7 +202,10 @@ class _Walk:
         ``self.stalled`` set (decide again with more data), or a frame start with
         ``self.unverified`` set (checked when the next chunk arrives).
         """
-        if code not in _STRUCTURAL:
+        if code not in _STRUCTURAL and f.length > self.end - p and not self.final:
+            self.stalled = True          # a frame wrong from its header alone, cut short here
+            return p
+        if code not in _STRUCTURAL and f.length <= self.end - p:
             after = self.plausible_after(p + f.length)
             if after:
                 return p + f.length

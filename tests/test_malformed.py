@@ -332,3 +332,29 @@ def test_arguments_are_checked():
     with pytest.raises(ValueError, match="max_frames"):
         dcpfast.scan(data, max_frames=-1)
     assert len(dcpfast.scan(data, max_frame_size=2 ** 70)) == 3
+
+
+def test_chunked_skip_stays_linear_on_headers_claiming_large_bodies():
+    import struct
+    good = t.mutation(b"a", b"1", by_seqno=1)
+    # extras length 0 is impossible for a mutation: rejected from the header alone
+    bogus = bytes([0x80, 0x57]) + struct.pack(">HBBHIIQ", 0, 0, 0, 0, 4_000_000, 0, 0)
+    data = good + b"\x42" + bogus * 40_000 + good
+    batches = list(dcpfast.iter_batches([data], batch_bytes=4096, errors="skip",
+                                        collections=False))
+    assert sum(len(b) for b in batches) == 2
+    assert sum(len(b.data) for b in batches) < 2 * len(data)     # no tail copied round after round
+
+
+def test_growing_columns_stays_near_the_input_size():
+    import tracemalloc
+    data = t.noop() * 65536 + b"".join(t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1)
+                                       for i in range(40))
+    tracemalloc.start()
+    try:
+        batch = dcpfast.scan(data, collections=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(batch) == 65576
+    assert peak < 64 << 20, peak
