@@ -288,16 +288,24 @@ def test_any_damage_any_chunking_same_frames(stream, data):
     assert split == whole
 
 
-def test_small_frames_first_do_not_reserve_for_the_whole_input():
+def scan_with_peak(data):
+    """A collections-off scan of ``data`` and the peak memory it allocated."""
     import tracemalloc
-    data = t.noop() * 256 + b"".join(t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1)
-                                      for i in range(40))
     tracemalloc.start()
     try:
         batch = dcpfast.scan(data, collections=False)
-        peak = tracemalloc.get_traced_memory()[1]
+        return batch, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def big_values_after_noops(noops):
+    return t.noop() * noops + b"".join(t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1)
+                                       for i in range(40))
+
+
+def test_small_frames_first_do_not_reserve_for_the_whole_input():
+    batch, peak = scan_with_peak(big_values_after_noops(256))
     assert len(batch) == 296
     assert peak < 16 << 20, peak
 
@@ -347,14 +355,6 @@ def test_chunked_skip_stays_linear_on_headers_claiming_large_bodies():
 
 
 def test_growing_columns_stays_near_the_input_size():
-    import tracemalloc
-    data = t.noop() * 65536 + b"".join(t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1)
-                                       for i in range(40))
-    tracemalloc.start()
-    try:
-        batch = dcpfast.scan(data, collections=False)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    batch, peak = scan_with_peak(big_values_after_noops(65536))
     assert len(batch) == 65576
     assert peak < 64 << 20, peak
