@@ -84,7 +84,8 @@ def _scan(data, view, *, start, collections, columns, errors, max_frames, max_fr
     skipped = [SkippedRegion(base_offset + pos, length, describe(code, a, b))
                for pos, length, code, a, b in regions]
     batch = FrameBatch(data, view, arrays, kinds, start=start, consumed=consumed,
-                       errors=skipped, collections=bool(collections), base_offset=base_offset)
+                       errors=skipped, collections=bool(collections), base_offset=base_offset,
+                       mode=errors)
     batch._unverified = unverified
     return batch
 
@@ -124,7 +125,7 @@ class FrameBatch:
     """
 
     def __init__(self, data, view, arrays, kinds, *, start, consumed, errors, collections,
-                 base_offset):
+                 base_offset, mode="strict"):
         self.data = data
         self._view = view
         self._arrays = arrays
@@ -134,8 +135,10 @@ class FrameBatch:
         self.start = start
         #: End of the complete frames in ``data`` (resume a chunked stream there).
         self.consumed = consumed
-        #: Regions skipped by ``errors="skip"``.
+        #: Regions skipped by ``errors="skip"`` (and values that failed to decode).
         self.errors = errors
+        #: The ``errors`` mode of the scan ("strict" or "skip"); value decoders follow it.
+        self.mode = mode
         #: Whether keys were read with a collection-id prefix.
         self.collections = collections
         #: Stream position of ``data[0]``.
@@ -228,12 +231,32 @@ class FrameBatch:
         return FrameBatch(self.data, self._view,
                           {n: a[mask] for n, a in self._arrays.items()}, self._kinds[mask],
                           start=self.start, consumed=self.consumed, errors=self.errors,
-                          collections=self.collections, base_offset=self.base_offset)
+                          collections=self.collections, base_offset=self.base_offset,
+                          mode=self.mode)
 
     def only(self, *opcodes) -> FrameBatch:
         """The frames with one of ``opcodes`` (ints, ``Opcode`` members or their names)."""
         codes = [P.Opcode[op.upper()] if isinstance(op, str) else int(op) for op in opcodes]
         return self.filter(np.isin(self["opcode"], codes))
+
+    # -- contents ----------------------------------------------------------------------------
+
+    def values(self, *, decompress: bool = True, xattrs: str = "split", errors=None):
+        """Document bodies, xattrs and JSON flags of the frames that carry a value.
+
+        See ``dcpfast.values.values``.
+        """
+        from .values import values
+        return values(self, decompress=decompress, xattrs=xattrs, errors=errors)
+
+    def system_events(self):
+        """One row per system event (collection and scope changes); see ``dcpfast.events``."""
+        from .events import system_events
+        return system_events(self)
+
+    def with_names(self, manifest):
+        """``to_arrow()`` plus ``scope`` and ``collection`` names from ``manifest``."""
+        return manifest.label(self)
 
     # -- Arrow, pandas, polars ---------------------------------------------------------------
 
