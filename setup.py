@@ -1,4 +1,4 @@
-"""Build the Cython scan core.
+"""Build the Cython cores (DCP frame scan, packet-capture walk, document values).
 
 DCPFAST_DEBUG=1 builds with bounds checks, assertions and no optimisation;
 DCPFAST_SANITIZE=1 adds AddressSanitizer and UndefinedBehaviorSanitizer;
@@ -25,8 +25,9 @@ if flag("DCPFAST_SANITIZE"):
     compile_args += sanitize
     link_args += sanitize
 
-extension = Extension("dcpfast._scan", ["dcpfast/_scan.pyx"],
-                      extra_compile_args=compile_args, extra_link_args=link_args)
+extensions = [Extension(f"dcpfast.{name}", [f"dcpfast/{name}.pyx"],
+                        extra_compile_args=compile_args, extra_link_args=link_args)
+              for name in ("_scan", "_pcap", "_values")]
 
-setup(ext_modules=cythonize([extension], compiler_directives=directives,
+setup(ext_modules=cythonize(extensions, compiler_directives=directives,
                             annotate=flag("DCPFAST_ANNOTATE")))

@@ -2,16 +2,19 @@
 
 from .batch import IMPLEMENTATION, Frame, FrameBatch, scan
 from .errors import DcpFormatError, SkippedRegion
+from .events import Manifest
 from .io import iter_batches, read
+from .pcap import read_pcap
 from .protocol import (Datatype, DurabilityLevel, Magic, Opcode, SnapshotFlag, Status,
                        StreamEndStatus, SystemEventId, VBucketState)
 from .schema import COLUMNS, arrow_schema
+from .streams import StreamTracker, Summary, summarize
 
 __version__ = "0.1.0"
 
 __all__ = [
     "COLUMNS", "Datatype", "DcpFormatError", "DurabilityLevel", "Frame", "FrameBatch",
-    "IMPLEMENTATION", "Magic", "Opcode", "SkippedRegion", "SnapshotFlag", "Status",
-    "StreamEndStatus", "SystemEventId", "VBucketState", "arrow_schema", "iter_batches",
-    "read", "scan",
+    "IMPLEMENTATION", "Magic", "Manifest", "Opcode", "SkippedRegion", "SnapshotFlag",
+    "Status", "StreamEndStatus", "StreamTracker", "Summary", "SystemEventId", "VBucketState",
+    "arrow_schema", "iter_batches", "read", "read_pcap", "scan", "summarize",
 ]

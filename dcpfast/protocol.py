@@ -82,6 +82,34 @@ class Datatype(IntFlag):
 
 MAX_DATATYPE = 0x07
 
+# -- document values -----------------------------------------------------------------------
+
+#: The big-endian u32 that opens an xattr section (its length, without itself) and each
+#: pair in it (the pair's length: key, NUL, value, NUL).
+XATTR_LENGTH_SIZE = 4
+#: Shortest pair after its length word: a one-byte key and two NULs.
+XATTR_MIN_PAIR = 3
+#: Raw Snappy: the block opens with its uncompressed length as a little-endian base-128
+#: varint of at most 5 bytes (32 bits); no element inflates more than 64 bytes out of 3.
+SNAPPY_MAX_PREAMBLE = 5
+SNAPPY_MAX_EXPANSION = (64, 3)
+
+
+class ValueProblem(IntEnum):
+    """Why a document value failed to decode (``values.values`` words them)."""
+
+    SNAPPY_PREAMBLE = 1          # detail: -
+    SNAPPY_LENGTH = 2            # detail: declared length, block length
+    SNAPPY = 3                   # the library's message
+    XATTR_SHORT = 4              # detail: value length
+    XATTR_SECTION = 5            # detail: section length, value length
+    XATTR_PAIR_HEADER = 6        # detail: pair position, section end
+    XATTR_PAIR_LENGTH = 7        # detail: pair position, pair length
+    XATTR_KEY = 8                # detail: pair position
+    XATTR_VALUE = 9              # detail: pair position
+    XATTR_UTF8 = 10              # detail: pair position
+    XATTR_DUPLICATE = 11         # detail: pair position
+
 
 class Status(IntEnum):
     SUCCESS = 0x00
@@ -170,9 +198,95 @@ class SystemEventId(IntEnum):
     MODIFY_COLLECTION = 5
 
 
+#: Event names in ``FrameBatch.system_events()``. Since 8.0 a flush re-emits the
+#: collection's create event at a newer seqno; id 2 was defined but never sent.
+SYSTEM_EVENT_NAMES = {
+    SystemEventId.BEGIN_COLLECTION: "create_collection",
+    SystemEventId.END_COLLECTION: "drop_collection",
+    SystemEventId.FLUSH_COLLECTION: "flush_collection",
+    SystemEventId.CREATE_SCOPE: "create_scope",
+    SystemEventId.DROP_SCOPE: "drop_scope",
+    SystemEventId.MODIFY_COLLECTION: "modify_collection",
+}
+#: Version 0/1 system-event values: big-endian, exact sizes; manifest uid, scope id, then
+#: (collection events) collection id and (version 1 create) max_ttl.
+SYSTEM_EVENT_FIXED = {
+    (SystemEventId.BEGIN_COLLECTION, 0): ">QII",
+    (SystemEventId.BEGIN_COLLECTION, 1): ">QIII",
+    (SystemEventId.END_COLLECTION, 0): ">QII",
+    (SystemEventId.FLUSH_COLLECTION, 0): ">QII",
+    (SystemEventId.CREATE_SCOPE, 0): ">QI",
+    (SystemEventId.DROP_SCOPE, 0): ">QI",
+}
+#: Version whose value is a FlatBuffers table (little-endian; kv ``collections/events.fbs``).
+SYSTEM_EVENT_FLATBUFFERS = 2
+#: FlatBuffers tables of version-2 events: (field, type) in field-id order; types are
+#: ``u64``, ``u32``, ``bool`` and ``string``; absent scalars take 0/false, strings null.
+FB_COLLECTION = (("uid", "u64"), ("scopeId", "u32"), ("collectionId", "u32"),
+                 ("ttlValid", "bool"), ("maxTtl", "u32"), ("name", "string"),
+                 ("history", "bool"), ("defaultCollectionMVS", "u64"), ("metered", "bool"),
+                 ("flushUid", "u64"))
+FB_DROPPED_COLLECTION = (("uid", "u64"), ("scopeId", "u32"), ("collectionId", "u32"),
+                         ("systemCollection", "bool"))
+FB_SCOPE = (("uid", "u64"), ("scopeId", "u32"), ("name", "string"))
+FB_DROPPED_SCOPE = (("uid", "u64"), ("scopeId", "u32"), ("systemScope", "bool"))
+#: The root table of each event's version-2 value.
+SYSTEM_EVENT_TABLES = {
+    SystemEventId.BEGIN_COLLECTION: FB_COLLECTION,
+    SystemEventId.END_COLLECTION: FB_DROPPED_COLLECTION,
+    SystemEventId.CREATE_SCOPE: FB_SCOPE,
+    SystemEventId.DROP_SCOPE: FB_DROPPED_SCOPE,
+    SystemEventId.MODIFY_COLLECTION: FB_COLLECTION,
+}
+#: The default collection and scope: id 0, both named ``_default``.
+DEFAULT_COLLECTION_ID = 0
+DEFAULT_SCOPE_ID = 0
+DEFAULT_NAME = "_default"
+
+
 class OsoFlag(IntFlag):
     START = 0x01
     END = 0x02
+
+
+class OpenFlag(IntFlag):
+    """DCP Open flags (request extras bytes 4-7)."""
+
+    PRODUCER = 0x01
+    NOTIFIER = 0x02                          # rejected by current servers
+    INCLUDE_XATTRS = 0x04
+    NO_VALUE = 0x08
+    COLLECTIONS = 0x10                       # 5.5/6.0 developer preview only
+    INCLUDE_DELETE_TIMES = 0x20
+    NO_VALUE_WITH_UNDERLYING_DATATYPE = 0x40
+    PITR = 0x80                              # removed
+    INCLUDE_DELETED_USER_XATTRS = 0x100
+    SKIP_DELETES_IN_INITIAL_BACKFILL = 0x200
+
+
+class StreamRequestFlag(IntFlag):
+    """Stream Request (and Add Stream) flags."""
+
+    TAKEOVER = 0x01
+    DISK_ONLY = 0x02
+    TO_LATEST = 0x04
+    NO_VALUE = 0x08                          # obsolete: rejected
+    ACTIVE_VB_ONLY = 0x10
+    STRICT_VB_UUID = 0x20
+    FROM_LATEST = 0x40
+    IGNORE_PURGED_TOMBSTONES = 0x80
+    CACHE_TRANSFER = 0x100
+
+
+#: struct layouts of DCP Open extras (reserved, flags) and Stream Request extras (flags,
+#: reserved, start, end, vbucket uuid, snapshot start, snapshot end).
+OPEN_EXTRAS = ">II"
+STREAM_REQUEST_EXTRAS = ">IIQQQQQ"
+#: A failover-log entry (vbucket uuid, seqno) and a rollback response value (seqno).
+FAILOVER_ENTRY = ">QQ"
+ROLLBACK_VALUE = ">Q"
+#: Key of the stream id in a Stream Request's JSON value.
+STREAM_REQUEST_SID = "sid"
 
 
 #: Opcodes whose key starts with a LEB128 collection id on collection-enabled streams.
@@ -332,3 +446,82 @@ class Problem(IntEnum):
     EMPTY_LOGICAL_KEY = 15
     TRUNCATED = 16
     RESYNC = 17
+
+
+# -- packet captures -----------------------------------------------------------------------
+# pcap / pcapng container and link-layer numbers read by ``pcap`` and its packet walkers.
+
+#: Classic pcap file magics as read little-endian: microsecond and nanosecond timestamps.
+PCAP_MAGIC_US = 0xA1B2C3D4
+PCAP_MAGIC_NS = 0xA1B23C4D
+PCAP_HEADER_SIZE = 24
+PCAP_RECORD_SIZE = 16
+#: pcapng block types.
+PCAPNG_SECTION = 0x0A0D0D0A
+PCAPNG_INTERFACE = 0x00000001
+PCAPNG_PACKET = 0x00000002             # obsolete Packet Block
+PCAPNG_SIMPLE_PACKET = 0x00000003
+PCAPNG_ENHANCED_PACKET = 0x00000006
+PCAPNG_BYTE_ORDER = 0x1A2B3C4D
+#: Interface Description Block options: timestamp resolution and offset.
+PCAPNG_OPT_END = 0
+PCAPNG_OPT_TSRESOL = 9
+PCAPNG_OPT_TSOFFSET = 14
+
+
+class LinkType(IntEnum):
+    """LINKTYPE_ numbers of the link layers the capture reader decodes."""
+
+    NULL = 0              # BSD loopback: 4-byte address family in the capturing host's order
+    ETHERNET = 1
+    RAW = 101             # bare IPv4 or IPv6
+    LOOP = 108            # OpenBSD loopback: address family big-endian
+    LINUX_SLL = 113
+    IPV4 = 228
+    IPV6 = 229
+    LINUX_SLL2 = 276
+
+
+ETHERTYPE_IPV4 = 0x0800
+ETHERTYPE_IPV6 = 0x86DD
+#: 802.1Q, 802.1ad and the old QinQ tag: 4 bytes each before the real ethertype.
+ETHERTYPE_VLAN = frozenset({0x8100, 0x88A8, 0x9100})
+#: Loopback address families for IPv4 and IPv6 (BSD, Linux, FreeBSD, macOS values).
+AF_INET = 2
+AF_INET6 = frozenset({10, 24, 28, 30})
+IPPROTO_TCP = 6
+#: IPv6 extension headers that may precede TCP (hop-by-hop, routing, destination
+#: options; authentication header is measured differently); 44 is a fragment header.
+IPV6_EXTENSIONS = frozenset({0, 43, 60})
+IPV6_FRAGMENT = 44
+IPV6_AUTH = 51
+TCP_FIN, TCP_SYN, TCP_RST = 0x01, 0x02, 0x04
+#: The DCP port, and the TLS one whose traffic cannot be decoded.
+DCP_PORT = 11210
+DCP_TLS_PORT = 11207
+#: Bytes of a connection-direction key written by the packet walkers: source address,
+#: destination address (16 each; IPv4 in the first 4), source port, destination port
+#: (big-endian), IP version, 3 zero bytes.
+CONNECTION_KEY_SIZE = 40
+#: Largest packet record accepted in a capture (pcap snap lengths reach 256 KiB).
+MAX_CAPTURE_RECORD = 16 * 1024 * 1024
+
+
+class WalkStatus(IntEnum):
+    """Why a packet walker stopped."""
+
+    END = 0           # the data ends, or the record at ``pos`` is incomplete
+    FULL = 1          # the output columns are full
+    BLOCK = 2         # a pcapng section or interface block at ``pos``: the caller reads it
+    BAD = 3           # the record at ``pos`` is malformed (detail: a CaptureProblem)
+
+
+class CaptureProblem(IntEnum):
+    RECORD_TOO_LARGE = 1
+    BLOCK_LENGTH = 2
+    BLOCK_TRAILER = 3
+    UNKNOWN_INTERFACE = 4
+
+
+#: Packet counters kept by the walkers, in this order.
+WALK_COUNTERS = ("packets", "tcp_segments", "not_tcp", "ip_fragments", "cut_short")

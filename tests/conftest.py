@@ -22,3 +22,29 @@ def _no_swallowed_exceptions(capfd):
 def scan_stream(data, **kwargs):
     """Decode ``data`` as a complete stream: a cut-off last frame counts as damage."""
     return list(dcpfast.iter_batches([data], **kwargs))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the Spark tests (skipped without pyspark or Java)."""
+    import os
+    import shutil
+    import sys
+
+    pytest.importorskip("pyspark")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.skip("Spark 4 needs Java 17+")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("dcpfast-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -1,18 +1,32 @@
-"""The dcpfast command on the bundled sample, on damaged files and on bad arguments."""
+"""The dcpfast command on the bundled sample, on synthetic, compressed and captured
+inputs, on damaged files and on bad arguments."""
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 
 import dcpfast
+from dcpfast import testing as t
 from dcpfast.cli import main
 from dcpfast.io import SAMPLE
 
 
-def run(*args):
-    return CliRunner().invoke(main, list(args))
+def run(*args, input=None):
+    return CliRunner().invoke(main, [str(a) for a in args], input=input)
 
 
 def test_info_on_the_sample():
@@ -47,3 +61,289 @@ def test_bad_arguments():
     assert run("info").exit_code == 2
     assert run("info", "/no/such/file").exit_code == 2
     assert run("info", "--errors", "ignore", "--sample").exit_code == 2
+
+
+# -- inputs of every kind ------------------------------------------------------------------
+
+def _zstd(data):
+    try:
+        from compression import zstd
+    except ImportError:
+        from backports import zstd
+    return zstd.compress(data[:3000]) + zstd.compress(data[3000:])
+
+
+def _lz4(data):
+    import lz4.frame
+    return lz4.frame.compress(data[:3000]) + lz4.frame.compress(data[3000:])
+
+
+PACK = {"gz": lambda d: gzip.compress(d[:3000]) + gzip.compress(d[3000:]), "zst": _zstd,
+        "lz4": _lz4}
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    """The sample raw and in every codec, plus damaged files."""
+    root = tmp_path_factory.mktemp("dumps")
+    data = SAMPLE.read_bytes()
+    paths = {"raw": root / "sample.dcp"}
+    paths["raw"].write_bytes(data)
+    for ext, pack in PACK.items():
+        paths[ext] = root / f"sample.dcp.{ext}"
+        paths[ext].write_bytes(pack(data))
+    for name, content in (("garbage", os.urandom(3000)), ("empty", b""),
+                          ("truncated", data[:1000]), ("cut-gz", gzip.compress(data)[:-20])):
+        paths[name] = root / name
+        paths[name].write_bytes(content)
+    return paths
+
+
+def _clean(result, code):
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_info_json_matches_the_scan(dumps):
+    batch = dcpfast.read(SAMPLE)
+    result = run("info", "--json", dumps["raw"])
+    _clean(result, 0)
+    [summary] = json.loads(result.output)
+    assert summary["frames"] == len(batch) and summary["errors"] == []
+    assert summary["bytes"] == len(SAMPLE.read_bytes())
+    assert summary["opcodes"]["MUTATION"] == int((batch["opcode"] == 0x57).sum())
+    for vb, entry in summary["vbuckets"].items():
+        mine = batch["vbucket"] == int(vb)
+        assert entry["frames"] == int((mine & batch.validity("vbucket")).sum())
+    mutations = batch.only("mutation", "deletion", "expiration", "prepare", "commit", "abort")
+    assert sum(summary["documents_by_collection"].values()) == len(mutations)
+    assert {int(c, 16) for c in summary["documents_by_collection"]} == \
+        set(mutations["collection_id"].tolist())
+
+
+@pytest.mark.parametrize("kind", sorted(PACK))
+def test_compressed_inputs_give_the_raw_results(dumps, kind):
+    raw = run("info", "--json", dumps["raw"])
+    packed = run("info", "--json", dumps[kind])
+    _clean(packed, 0)
+    [a], [b] = json.loads(raw.output), json.loads(packed.output)
+    assert b.pop("compression") == {"gz": "gzip", "zst": "zstd", "lz4": "lz4"}[kind]
+    a.pop("compression"), a.pop("file"), b.pop("file")
+    assert a == b
+    head_raw = run("head", "-n", 50, dumps["raw"]).output
+    assert run("head", "-n", 50, dumps[kind]).output == head_raw
+    assert run("head", "-n", 50, "-", input=dumps[kind].read_bytes()).output == head_raw
+
+
+def test_stdin(dumps):
+    result = run("info", "-", input=SAMPLE.read_bytes())
+    _clean(result, 0)
+    assert result.output.startswith("<stdin>: 2,293 frames")
+
+
+def test_head_lines_follow_the_frames(dumps):
+    batch = dcpfast.read(SAMPLE)
+    result = run("head", dumps["raw"])
+    _clean(result, 0)
+    title, *lines = result.output.splitlines()
+    assert title.split() == ["offset", "opcode", "vb", "seqno", "key", "value", "datatype"]
+    assert len(lines) == 20
+    assert [int(line.split()[0]) for line in lines] == batch["offset"][:20].tolist()
+    lines = run("head", "-n", 5, "--opcode", "mutation", "--opcode", "0x5a", "--vbucket",
+                243, dumps["raw"]).output.splitlines()[1:]
+    wanted = np.flatnonzero(np.isin(batch["opcode"], [0x57, 0x5a]) &
+                            (batch["vbucket"] == 243))[:5]
+    assert [int(line.split()[0]) for line in lines] == batch["offset"][wanted].tolist()
+    i = int(wanted[0])
+    frame = batch.frame(i)
+    key = batch.key(i).decode()
+    assert re.search(rf"MUTATION\s+243\s+{frame.by_seqno} rev {frame.rev_seqno}\s+"
+                     rf"\[0x{frame.collection_id:x}\] {re.escape(key)}\s+"
+                     rf"{len(batch.value(i)):,}\s+", lines[0])
+    assert run("head", "-n", 0, dumps["raw"]).output == ""
+
+
+def test_head_escapes_and_truncates_keys(tmp_path):
+    path = tmp_path / "keys.dcp"
+    path.write_bytes(t.mutation(b"\x00tab\there" + b"x" * 60, b"{}", by_seqno=9,
+                                datatype=1, vbucket=5))
+    result = run("head", "--no-collections", path)
+    _clean(result, 0)
+    line = result.output.splitlines()[1]
+    assert "\\x00tab\\there" in line and "..." in line and line.endswith("json")
+
+
+def test_bad_files(dumps):
+    for name in ("garbage", "truncated", "cut-gz"):
+        for command in (["info"], ["head"], ["convert", "-o", dumps["raw"].parent / "x.parquet"]):
+            result = run(*command, dumps[name])
+            _clean(result, 1)
+            assert result.output.startswith("Error: ") and str(dumps[name]) in result.output
+            assert not (dumps["raw"].parent / "x.parquet").exists()
+    result = run("info", "--errors", "skip", dumps["garbage"])
+    _clean(result, 0)
+    assert "skipped" in result.output
+    result = run("info", "--json", "--errors", "skip", dumps["cut-gz"])
+    _clean(result, 0)
+    assert "damaged gzip data" in json.loads(result.output)[0]["errors"][-1]["reason"]
+    result = run("info", dumps["empty"])
+    _clean(result, 0)
+    assert "0 frames" in result.output
+    result = run("info", dumps["garbage"], dumps["raw"])        # one bad file of two
+    _clean(result, 1)
+    assert "2,293 frames" in result.output
+
+
+def test_bad_command_arguments(dumps, tmp_path):
+    for args in (["head", "--opcode", "nonsense", dumps["raw"]],
+                 ["head", "--opcode", "300", dumps["raw"]],
+                 ["head", "-n", "-1", dumps["raw"]],
+                 ["head", "--vbucket", "70000", dumps["raw"]],
+                 ["head", tmp_path],
+                 ["convert", dumps["raw"], "-o", tmp_path / "out.xlsx"],
+                 ["convert", dumps["raw"], "-o", tmp_path / "out.csv", "--columns", "nope"],
+                 ["convert", dumps["raw"]],
+                 ["convert", "-o", tmp_path / "out.csv"],
+                 ["bench", "--items", "0"],
+                 ["nosuchcommand"]):
+        _clean(run(*args), 2)
+    result = run("convert", dumps["raw"], "-o", tmp_path / "no" / "dir" / "out.parquet")
+    _clean(result, 1)
+    assert "out.parquet" in result.output
+
+
+# -- convert ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ext", ["parquet", "arrow", "feather"])
+def test_convert_reads_back_as_the_scan(dumps, tmp_path, ext):
+    out = tmp_path / f"out.{ext}"
+    _clean(run("convert", dumps["zst"], "-o", out), 0)
+    table = pq.read_table(out) if ext == "parquet" else feather.read_table(out)
+    assert table.equals(dcpfast.read(SAMPLE).to_arrow())
+
+
+def test_convert_several_inputs_and_columns(dumps, tmp_path):
+    out = tmp_path / "out.parquet"
+    _clean(run("convert", dumps["raw"], dumps["lz4"], "-o", out, "-q",
+               "--columns", "offset,opcode", "--columns", "key"), 0)
+    table = pq.read_table(out)
+    one = dcpfast.read(SAMPLE, columns=["offset", "opcode", "key"]).to_arrow()
+    assert table.column_names == one.column_names
+    assert table.equals(pa.concat_tables([one, one]))
+
+
+def test_convert_csv(dumps, tmp_path):
+    out = tmp_path / "out.csv"
+    _clean(run("convert", dumps["raw"], "-o", out, "--columns", "offset,vbucket,key"), 0)
+    table = pcsv.read_csv(out, convert_options=pcsv.ConvertOptions(
+        column_types={"key": pa.string()}, strings_can_be_null=False))
+    batch = dcpfast.read(SAMPLE)
+    assert table.column("offset").to_pylist() == batch["offset"].tolist()
+    assert table.column("key").to_pylist() == [
+        "" if k is None else k.hex() for k in (batch.key(i) for i in range(len(batch)))]
+    vbuckets = table.column("vbucket").to_pylist()
+    assert [v for v, ok in zip(vbuckets, batch.validity("vbucket")) if not ok] == \
+        [None] * int((~batch.validity("vbucket")).sum())
+
+
+def test_convert_empty_input(dumps, tmp_path):
+    out = tmp_path / "empty.parquet"
+    _clean(run("convert", dumps["empty"], "-o", out, "--columns", "offset,key"), 0)
+    table = pq.read_table(out)
+    assert table.num_rows == 0 and table.schema.equals(dcpfast.arrow_schema(["offset", "key"]))
+
+
+def test_convert_values(dumps, tmp_path):
+    out = tmp_path / "values.parquet"
+    _clean(run("convert", dumps["gz"], "-o", out, "--columns", "offset,opcode", "--values"), 0)
+    table = pq.read_table(out)
+    batch = dcpfast.read(SAMPLE)
+    found = batch.values()
+    assert table.column_names == ["offset", "opcode", "body", "xattrs", "is_json"]
+    rows = np.asarray(found.column("index"))
+    assert table.column("body").take(pa.array(rows)).equals(found.column("body"))
+    others = np.setdiff1d(np.arange(len(batch)), rows)
+    assert table.column("body").take(pa.array(others)).null_count == len(others)
+
+
+# -- captures --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    pytest.importorskip("dcpfast.pcap")
+    client = t.synthetic_stream(30, seed=1)
+    server = t.synthetic_stream(10, seed=2, handshake=False)
+    segments = t.tcp_conversation(client, server, sizes=(700, 1448), seed=3)
+    data = t.pcap_file(t.tcp_packets(segments))
+    root = tmp_path_factory.mktemp("capture")
+    (root / "cap.pcap").write_bytes(data)
+    (root / "cap.pcap.gz").write_bytes(gzip.compress(data))
+    return root / "cap.pcap", client, server
+
+
+def test_capture_commands(capture, tmp_path):
+    path, client, server = capture
+    result = run("info", "--json", path)
+    _clean(result, 0)
+    [summary] = json.loads(result.output)
+    assert summary["capture"] and summary["frames"] == len(dcpfast.scan(client)) + \
+        len(dcpfast.scan(server))
+    assert sorted(c["frames"] for c in summary["connections"]) == sorted(
+        [len(dcpfast.scan(client)), len(dcpfast.scan(server))])
+    packed = json.loads(run("info", "--json", f"{path}.gz").output)[0]
+    assert packed.pop("compression") == "gzip" and packed.pop("file") != summary.pop("file")
+    summary.pop("compression")
+    assert packed == summary
+    lines = run("head", "-n", 3, path).output.splitlines()
+    assert lines[1].startswith("# 10.0.0.") and len(lines) == 5
+    out = tmp_path / "cap.parquet"
+    mixed = run("convert", path, SAMPLE, "-o", out)
+    _clean(mixed, 1)
+    assert "cannot write these inputs together" in mixed.output and not out.exists()
+    _clean(run("convert", path, "-o", out, "--columns", "offset,opcode"), 0)
+    table = pq.read_table(out)
+    assert {"offset", "opcode", "timestamp", "src", "direction"} <= set(table.column_names)
+    assert table.num_rows == summary["frames"]
+
+
+# -- bench and the installed command ---------------------------------------------------------
+
+def test_bench_prints_its_table(tmp_path):
+    from dcpfast import bench
+    if bench._scan is None or dcpfast.IMPLEMENTATION != "cython":
+        result = run("bench", "--quick")
+        assert result.exit_code == 2
+        return
+    result = run("bench", "--items", 2000, "--python-items", 500, "--repeat", 1,
+                 "--json", tmp_path / "b.json", "--cache", tmp_path)
+    _clean(result, 0)
+    assert "checks passed" in result.output and "Cython scan_buffer, all columns" in result.output
+    assert json.loads((tmp_path / "b.json").read_text())["corpus"]["items"] == 2000
+    again = run("bench", "--items", 2000, "--python-items", 500, "--repeat", 1,
+                "--cache", tmp_path)
+    assert "corpus (cache " in again.output
+
+
+def _command():
+    found = shutil.which("dcpfast", path=os.path.dirname(sys.executable))
+    return [found] if found else [sys.executable, "-m", "dcpfast"]
+
+
+def test_the_command_in_a_process(dumps):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([*_command(), "info", dumps["zst"]], capture_output=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0 and b"2,293 frames" in done.stdout, done.stderr
+    done = subprocess.run([*_command(), "head", dumps["garbage"]], capture_output=True,
+                          env=env, timeout=120)
+    assert done.returncode == 1 and done.stderr.startswith(b"Error: ")
+    assert b"Traceback" not in done.stderr
+    # a reader that stops early: no traceback, no "Exception ignored"
+    head = subprocess.Popen([*_command(), "head", "-n", "2000", dumps["raw"]],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    head.stdout.readline()
+    head.stdout.close()
+    err = head.stderr.read()
+    head.wait(timeout=120)
+    assert head.returncode != 0 and b"Traceback" not in err and b"Exception" not in err, err

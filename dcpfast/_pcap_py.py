@@ -1,0 +1,230 @@
+"""Pure-Python twin of the Cython packet walker (``DCPFAST_PUREPYTHON=1`` selects it).
+
+``walk`` reads capture records (pcap or pcapng) from a buffer and writes one row per
+TCP segment: capture timestamp (ns), connection-direction key, sequence number, TCP
+flags and where the captured payload sits in the buffer. Same contract as ``_pcap``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from . import protocol as P
+
+_S = P.WalkStatus
+_CP = P.CaptureProblem
+_M64 = (1 << 64) - 1
+_KEY = P.CONNECTION_KEY_SIZE
+_BE16 = struct.Struct(">H")
+_BE32 = struct.Struct(">I")
+_LE32 = struct.Struct("<I")
+
+
+def _signed64(value):
+    value &= _M64
+    return value - (1 << 64) if value >> 63 else value
+
+
+def _ns(units, code, offset):
+    """pcapng timestamp ``units`` at resolution ``code`` (if_tsresol) to ns, plus seconds."""
+    if code & 0x80:
+        n = code & 0x7F
+        if n > 30:              # finer than a nanosecond: drop the bits below 2**-30 s
+            units, n = units >> (n - 30), 30
+        ns = (units >> n) * 1_000_000_000 + (((units & ((1 << n) - 1)) * 1_000_000_000) >> n)
+    elif code <= 9:
+        ns = units * 10 ** (9 - code)
+    else:
+        ns = units // 10 ** (code - 9) if code <= 28 else 0
+    return _signed64(ns + offset * 1_000_000_000)
+
+
+def _packet(buf, p, caplen, link):
+    """(key, seq, flags, payload start, payload length) of a TCP segment, or a counter index.
+
+    The counter index says why the packet is not one: 2 not IPv4/IPv6 TCP, 3 an IP
+    fragment, 4 headers cut short by the capture.
+    """
+    end = p + caplen
+    if link == P.LinkType.ETHERNET:
+        if caplen < 14:
+            return 4
+        ethertype, p = _BE16.unpack_from(buf, p + 12)[0], p + 14
+    elif link == P.LinkType.LINUX_SLL:
+        if caplen < 16:
+            return 4
+        ethertype, p = _BE16.unpack_from(buf, p + 14)[0], p + 16
+    elif link == P.LinkType.LINUX_SLL2:
+        if caplen < 20:
+            return 4
+        ethertype, p = _BE16.unpack_from(buf, p)[0], p + 20
+    elif link in (P.LinkType.NULL, P.LinkType.LOOP):
+        if caplen < 4:
+            return 4
+        family = _BE32.unpack_from(buf, p)[0] if link == P.LinkType.LOOP else \
+            min(_BE32.unpack_from(buf, p)[0], _LE32.unpack_from(buf, p)[0])
+        p += 4
+        if family == P.AF_INET:
+            ethertype = P.ETHERTYPE_IPV4
+        elif family in P.AF_INET6:
+            ethertype = P.ETHERTYPE_IPV6
+        else:
+            return 2
+    elif link in (P.LinkType.RAW, P.LinkType.IPV4, P.LinkType.IPV6):
+        if caplen < 1:
+            return 4
+        version = buf[p] >> 4
+        ethertype = P.ETHERTYPE_IPV4 if version == 4 else \
+            P.ETHERTYPE_IPV6 if version == 6 else 0
+    else:
+        return 2
+    while ethertype in P.ETHERTYPE_VLAN:
+        if end - p < 4:
+            return 4
+        ethertype, p = _BE16.unpack_from(buf, p + 2)[0], p + 4
+    key = bytearray(_KEY)
+    if ethertype == P.ETHERTYPE_IPV4:
+        if end - p < 20:
+            return 4
+        if buf[p] >> 4 != 4:
+            return 2
+        ihl = (buf[p] & 0x0F) * 4
+        total = _BE16.unpack_from(buf, p + 2)[0]
+        if ihl < 20 or total < ihl:
+            return 2
+        if _BE16.unpack_from(buf, p + 6)[0] & 0x3FFF:
+            return 3
+        if buf[p + 9] != P.IPPROTO_TCP:
+            return 2
+        key[0:4] = buf[p + 12:p + 16]
+        key[16:20] = buf[p + 16:p + 20]
+        key[36] = 4
+        ip_end = p + total
+        p += ihl
+    elif ethertype == P.ETHERTYPE_IPV6:
+        if end - p < 40:
+            return 4
+        if buf[p] >> 4 != 6:
+            return 2
+        payload = _BE16.unpack_from(buf, p + 4)[0]
+        nxt = buf[p + 6]
+        key[0:16] = buf[p + 8:p + 24]
+        key[16:32] = buf[p + 24:p + 40]
+        key[36] = 6
+        ip_end = p + 40 + payload
+        p += 40
+        while nxt != P.IPPROTO_TCP:
+            if nxt == P.IPV6_FRAGMENT:
+                return 3
+            if nxt not in P.IPV6_EXTENSIONS and nxt != P.IPV6_AUTH:
+                return 2
+            if end - p < 8:
+                return 4
+            size = (buf[p + 1] + 2) * 4 if nxt == P.IPV6_AUTH else (buf[p + 1] + 1) * 8
+            nxt = buf[p]
+            p += size
+            if p > ip_end:
+                return 2
+    else:
+        return 2
+    if end - p < 20:
+        return 4
+    offset = (buf[p + 12] >> 4) * 4
+    if offset < 20 or p + offset > ip_end:
+        return 2
+    key[32:36] = buf[p:p + 4]
+    seq = _BE32.unpack_from(buf, p + 4)[0]
+    flags = buf[p + 13]
+    start = p + offset
+    if end - p < offset:
+        return 4
+    return bytes(key), seq, flags, start, max(0, min(ip_end, end) - start)
+
+
+def walk(buf, pos, fmt, big, if_link, if_tsres, if_tsoff, ts, keys, seqs, flags, starts,
+         lengths, counters):
+    """Walk capture records from ``pos``; returns ``(rows, pos, status, detail)``.
+
+    ``fmt`` 0 is pcap (records after the file header; ``if_tsres[0]`` is 6 for
+    microsecond and 9 for nanosecond timestamps), 1 is pcapng (blocks after a section
+    header; SHB and IDB stop the walk with ``WalkStatus.BLOCK``). ``big``: the byte order
+    of the file or section. ``if_link``/``if_tsres``/``if_tsoff``: per interface link
+    type, if_tsresol code and if_tsoffset seconds. Rows go to ``ts`` (int64 ns), ``keys``
+    (uint8, rows x 40), ``seqs`` (uint32), ``flags`` (uint8), ``starts`` (int64) and
+    ``lengths`` (int32); ``counters`` (int64, ``WALK_COUNTERS``) is added to. ``pos`` on
+    return is where the walk stopped: an incomplete record, a block for the caller, a
+    malformed record (``detail`` is its ``CaptureProblem``) or the end.
+    """
+    buf = memoryview(buf).cast("B")
+    end, cap, n = len(buf), len(ts), 0
+    u32 = struct.Struct(">I" if big else "<I")
+    u16 = struct.Struct(">H" if big else "<H")
+    while True:
+        if n == cap:
+            return n, pos, int(_S.FULL), 0
+        if fmt == 0:
+            if end - pos < P.PCAP_RECORD_SIZE:
+                return n, pos, int(_S.END), 0
+            sec, sub, caplen = u32.unpack_from(buf, pos)[0], u32.unpack_from(buf, pos + 4)[0], \
+                u32.unpack_from(buf, pos + 8)[0]
+            if caplen > P.MAX_CAPTURE_RECORD:
+                return n, pos, int(_S.BAD), int(_CP.RECORD_TOO_LARGE)
+            if end - pos - P.PCAP_RECORD_SIZE < caplen:
+                return n, pos, int(_S.END), 0
+            stamp = sec * 1_000_000_000 + sub * (1000 if if_tsres[0] == 6 else 1)
+            data, link = pos + P.PCAP_RECORD_SIZE, int(if_link[0])
+            nxt = data + caplen
+        else:
+            if end - pos < 12:
+                return n, pos, int(_S.END), 0
+            btype, blen = u32.unpack_from(buf, pos)[0], u32.unpack_from(buf, pos + 4)[0]
+            if btype in (P.PCAPNG_SECTION, P.PCAPNG_INTERFACE):
+                return n, pos, int(_S.BLOCK), 0
+            if blen < 12 or blen % 4:
+                return n, pos, int(_S.BAD), int(_CP.BLOCK_LENGTH)
+            if blen > P.MAX_CAPTURE_RECORD:
+                return n, pos, int(_S.BAD), int(_CP.RECORD_TOO_LARGE)
+            if end - pos < blen:
+                return n, pos, int(_S.END), 0
+            if u32.unpack_from(buf, pos + blen - 4)[0] != blen:
+                return n, pos, int(_S.BAD), int(_CP.BLOCK_TRAILER)
+            nxt = pos + blen
+            if btype in (P.PCAPNG_ENHANCED_PACKET, P.PCAPNG_PACKET):
+                if blen < 32:
+                    return n, pos, int(_S.BAD), int(_CP.BLOCK_LENGTH)
+                if btype == P.PCAPNG_ENHANCED_PACKET:
+                    iface = u32.unpack_from(buf, pos + 8)[0]
+                else:
+                    iface = u16.unpack_from(buf, pos + 8)[0]
+                if iface >= len(if_link):
+                    return n, pos, int(_S.BAD), int(_CP.UNKNOWN_INTERFACE)
+                units = (u32.unpack_from(buf, pos + 12)[0] << 32) | \
+                    u32.unpack_from(buf, pos + 16)[0]
+                caplen = u32.unpack_from(buf, pos + 20)[0]
+                if caplen > blen - 32:
+                    return n, pos, int(_S.BAD), int(_CP.BLOCK_LENGTH)
+                stamp = _ns(units, int(if_tsres[iface]), int(if_tsoff[iface]))
+                data, link = pos + 28, int(if_link[iface])
+            elif btype == P.PCAPNG_SIMPLE_PACKET:
+                if blen < 16 or not len(if_link):
+                    return n, pos, int(_S.BAD), int(_CP.UNKNOWN_INTERFACE if blen >= 16
+                                                   else _CP.BLOCK_LENGTH)
+                caplen = min(u32.unpack_from(buf, pos + 8)[0], blen - 16)
+                stamp, data, link = 0, pos + 12, int(if_link[0])
+            else:
+                pos = nxt              # statistics, name resolution, custom blocks...
+                continue
+        counters[0] += 1
+        got = _packet(buf, data, caplen, link)
+        pos = nxt
+        if isinstance(got, int):
+            counters[got] += 1
+            continue
+        key, seq, flag, start, length = got
+        counters[1] += 1
+        ts[n] = stamp
+        keys[n] = np.frombuffer(key, np.uint8)
+        seqs[n], flags[n], starts[n], lengths[n] = seq, flag, start, length
+        n += 1

@@ -1,0 +1,22 @@
+from collections.abc import Callable
+
+from typing_extensions import Buffer
+
+import numpy as np
+
+Problem = tuple[int, int, int | str, int]
+
+def snappy_lengths(buf: Buffer, starts: np.ndarray, lengths: np.ndarray,
+                   out: np.ndarray) -> list[Problem]: ...
+def inflate(buf: Buffer, starts: np.ndarray, lengths: np.ndarray, out: np.ndarray,
+            bounds: np.ndarray, decompress_into: Callable[[Buffer, Buffer], int],
+            ) -> list[Problem]: ...
+def parse_xattrs(a: Buffer, b: Buffer, source: np.ndarray, starts: np.ndarray,
+                 lengths: np.ndarray, skip: np.ndarray, pairs: np.ndarray,
+                 ) -> tuple[int, int, list[Problem]]: ...
+def xattr_strings(a: Buffer, b: Buffer, source: np.ndarray, starts: np.ndarray,
+                  lengths: np.ndarray, pairs: np.ndarray, key_offsets: np.ndarray,
+                  key_data: np.ndarray, value_offsets: np.ndarray,
+                  value_data: np.ndarray) -> None: ...
+def gather(a: Buffer, b: Buffer, source: np.ndarray, starts: np.ndarray, bounds: np.ndarray,
+           out: np.ndarray) -> None: ...

@@ -1,0 +1,330 @@
+# cython: language_level=3
+"""The per-value loops behind ``values.values``, compiled; ``_values_py`` is the twin.
+
+Every function walks a list of values given as ``starts``/``lengths`` and reports damage
+as ``(row, code, a, b)`` tuples, ``code`` a ``protocol.ValueProblem``. Values that are
+xattr-parsed or gathered live in one of two buffers, chosen per row by ``source``
+(0: ``a``, the stream; 1: ``b``, the inflated Snappy values). No Python object is made
+per value except the two memoryviews handed to the Snappy library.
+"""
+
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy, memchr
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
+
+from . import protocol as P
+from ._wire cimport be32
+
+cdef int LEN = P.XATTR_LENGTH_SIZE
+cdef uint32_t MIN_PAIR = P.XATTR_MIN_PAIR
+cdef int MAX_PREAMBLE = P.SNAPPY_MAX_PREAMBLE
+cdef int64_t GROW = P.SNAPPY_MAX_EXPANSION[0], SHRINK = P.SNAPPY_MAX_EXPANSION[1]
+_VP = P.ValueProblem
+cdef int SNAPPY_PREAMBLE = _VP.SNAPPY_PREAMBLE, SNAPPY_LENGTH = _VP.SNAPPY_LENGTH
+cdef int XATTR_SHORT = _VP.XATTR_SHORT, XATTR_SECTION = _VP.XATTR_SECTION
+cdef int XATTR_PAIR_HEADER = _VP.XATTR_PAIR_HEADER, XATTR_PAIR_LENGTH = _VP.XATTR_PAIR_LENGTH
+cdef int XATTR_KEY = _VP.XATTR_KEY, XATTR_VALUE = _VP.XATTR_VALUE
+cdef int XATTR_UTF8 = _VP.XATTR_UTF8, XATTR_DUPLICATE = _VP.XATTR_DUPLICATE
+# pairs compared pairwise for duplicate keys; longer sections use a set
+DEF SMALL_SECTION = 16
+cdef char _nothing[1]
+
+
+def snappy_lengths(const uint8_t[::1] buf, const int64_t[::1] starts,
+                   const int64_t[::1] lengths, int64_t[::1] out):
+    """``out[i]`` = the uncompressed length a raw Snappy block declares, or -1 when its
+    varint preamble is broken or declares more than the block can inflate to."""
+    cdef Py_ssize_t i, n = starts.shape[0]
+    cdef int64_t declared, size, used
+    cdef int shift
+    cdef uint8_t byte
+    _check(buf, starts, lengths, n)
+    problems = []
+    for i in range(n):
+        size = lengths[i]
+        declared = shift = used = 0
+        while True:
+            if used == size or used == MAX_PREAMBLE:
+                declared = -1
+                break
+            byte = buf[starts[i] + used]
+            used += 1
+            if used == MAX_PREAMBLE and byte > 0x0F:
+                declared = -1
+                break
+            declared |= <int64_t>(byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        if declared < 0:
+            out[i] = -1
+            problems.append((i, SNAPPY_PREAMBLE, 0, 0))
+        elif declared * SHRINK > (size - used) * GROW:
+            out[i] = -1
+            problems.append((i, SNAPPY_LENGTH, declared, size))
+        else:
+            out[i] = declared
+    return problems
+
+
+def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1] lengths,
+            uint8_t[::1] out, const int64_t[::1] bounds, decompress_into):
+    """Inflate block ``i`` into ``out[bounds[i]:bounds[i + 1]]`` with
+    ``decompress_into(source, destination)``; a block the library rejects, or that fills
+    its slot short, is a problem (its slot is then left as it was)."""
+    cdef Py_ssize_t i, n = starts.shape[0]
+    cdef int64_t lo, hi
+    # never hand the library a NULL pointer, even for an empty slot
+    cdef char* src = <char*>&buf[0] if buf.shape[0] else _nothing
+    cdef char* dst = <char*>&out[0] if out.shape[0] else _nothing
+    _check(buf, starts, lengths, n)
+    if bounds.shape[0] != n + 1 or bounds[0] < 0 or bounds[n] > out.shape[0]:
+        raise ValueError("inflate: bounds do not match")
+    for i in range(n):
+        if bounds[i + 1] < bounds[i]:
+            raise ValueError("inflate: bounds do not match")
+    problems = []
+    for i in range(n):
+        lo, hi = bounds[i], bounds[i + 1]
+        try:
+            written = decompress_into(
+                PyMemoryView_FromMemory(src + starts[i], lengths[i], PyBUF_READ),
+                PyMemoryView_FromMemory(dst + lo, hi - lo, PyBUF_WRITE))
+        except Exception as exc:        # the library's own error types vary by version
+            problems.append((i, _VP.SNAPPY, str(exc), 0))
+            continue
+        if written != hi - lo:
+            problems.append((i, _VP.SNAPPY, f"inflated to {written} of {hi - lo} bytes", 0))
+    return problems
+
+
+cdef void _check(const uint8_t[::1] buf, const int64_t[::1] starts,
+                 const int64_t[::1] lengths, Py_ssize_t n) except *:
+    cdef Py_ssize_t i
+    if lengths.shape[0] != n:
+        raise ValueError("starts and lengths differ in length")
+    for i in range(n):
+        if starts[i] < 0 or lengths[i] < 0 or lengths[i] > buf.shape[0] - starts[i]:
+            raise ValueError(f"value {i} lies outside its buffer")
+
+
+cdef inline int _utf8(const uint8_t* p, int64_t n) noexcept nogil:
+    """Whether ``p[:n]`` is well-formed UTF-8 (no overlongs, surrogates or > U+10FFFF)."""
+    cdef int64_t i = 0
+    cdef uint8_t c, lo, hi
+    cdef int more, k
+    while i < n:
+        c = p[i]
+        if c < 0x80:
+            i += 1
+            continue
+        lo, hi = 0x80, 0xBF
+        if 0xC2 <= c <= 0xDF:
+            more = 1
+        elif 0xE0 <= c <= 0xEF:
+            more = 2
+            if c == 0xE0:
+                lo = 0xA0
+            elif c == 0xED:
+                hi = 0x9F
+        elif 0xF0 <= c <= 0xF4:
+            more = 3
+            if c == 0xF0:
+                lo = 0x90
+            elif c == 0xF4:
+                hi = 0x8F
+        else:
+            return 0
+        if n - i - 1 < more or not lo <= p[i + 1] <= hi:
+            return 0
+        for k in range(2, more + 1):
+            if not 0x80 <= p[i + k] <= 0xBF:
+                return 0
+        i += more + 1
+    return 1
+
+
+cdef int _section(const uint8_t* v, int64_t size, int64_t* end, int64_t* count,
+                  int64_t* keys, int64_t* texts, int64_t* a, int64_t* b) except -1:
+    """Check one value's xattr section; 0 or a problem code with its details in a, b."""
+    cdef int64_t pos, length, nul, j, q
+    cdef const uint8_t* pair
+    cdef const uint8_t* hit
+    cdef int64_t key_at[SMALL_SECTION]
+    cdef int64_t key_len[SMALL_SECTION]
+    seen = None
+    if size < LEN:
+        a[0] = size
+        return XATTR_SHORT
+    end[0] = LEN + <int64_t>be32(v)
+    if end[0] > size:
+        a[0], b[0] = end[0] - LEN, size
+        return XATTR_SECTION
+    pos = LEN
+    count[0] = keys[0] = texts[0] = 0
+    while pos < end[0]:
+        a[0] = pos
+        if end[0] - pos < LEN:
+            b[0] = end[0]
+            return XATTR_PAIR_HEADER
+        length = be32(v + pos)
+        if length < MIN_PAIR or length > end[0] - pos - LEN:
+            b[0] = length
+            return XATTR_PAIR_LENGTH
+        pair = v + pos + LEN
+        hit = <const uint8_t*>memchr(pair, 0, length)
+        nul = -1 if hit == NULL else hit - pair
+        if nul < 1 or nul > length - 2:
+            return XATTR_KEY
+        if pair[length - 1] != 0 or memchr(pair + nul + 1, 0, length - nul - 2) != NULL:
+            return XATTR_VALUE
+        if not _utf8(pair, nul) or not _utf8(pair + nul + 1, length - nul - 2):
+            return XATTR_UTF8
+        if seen is None and count[0] < SMALL_SECTION:
+            for j in range(count[0]):
+                if key_len[j] == nul and memcmp(v + key_at[j], pair, nul) == 0:
+                    return XATTR_DUPLICATE
+            key_at[count[0]], key_len[count[0]] = pos + LEN, nul
+        else:
+            if seen is None:
+                seen = {(<const char*>v)[key_at[j]:key_at[j] + key_len[j]] for j in range(count[0])}
+            key = (<const char*>pair)[:nul]
+            if key in seen:
+                return XATTR_DUPLICATE
+            seen.add(key)
+        count[0] += 1
+        keys[0] += nul
+        texts[0] += length - nul - 2
+        pos += LEN + length
+    return 0
+
+
+def parse_xattrs(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] source,
+                 const int64_t[::1] starts, const int64_t[::1] lengths, int64_t[::1] skip,
+                 int64_t[::1] pairs):
+    """Check the xattr section of each value: ``skip[i]`` = the section's size with its
+    length word (where the body starts), ``pairs[i]`` = its pair count, both 0 for a
+    damaged section. Returns the key and value bytes of the sound sections, and the
+    problems."""
+    cdef Py_ssize_t i, n = starts.shape[0]
+    cdef int64_t end, count, keys, texts, da, db, key_bytes = 0, value_bytes = 0
+    cdef int code
+    cdef const uint8_t* v
+    _check_sources(a, b, source, starts, lengths, n)
+    if skip.shape[0] != n or pairs.shape[0] != n:
+        raise ValueError("parse_xattrs: outputs do not match")
+    cdef const uint8_t* pa = _base(a)
+    cdef const uint8_t* pb = _base(b)
+    problems = []
+    for i in range(n):
+        skip[i] = pairs[i] = 0
+        v = _at(pa, pb, source[i], starts[i])
+        da = db = 0
+        code = _section(v, lengths[i], &end, &count, &keys, &texts, &da, &db)
+        if code:
+            problems.append((i, code, da, db))
+            continue
+        skip[i], pairs[i] = end, count
+        key_bytes += keys
+        value_bytes += texts
+    return key_bytes, value_bytes, problems
+
+
+cdef inline const uint8_t* _at(const uint8_t* a, const uint8_t* b, uint8_t src,
+                               int64_t start) noexcept nogil:
+    return (b if src else a) + start if (b if src else a) != NULL else NULL
+
+
+cdef inline const uint8_t* _base(const uint8_t[::1] buf) noexcept:
+    return &buf[0] if buf.shape[0] else NULL
+
+
+cdef void _check_sources(const uint8_t[::1] a, const uint8_t[::1] b,
+                         const uint8_t[::1] source, const int64_t[::1] starts,
+                         const int64_t[::1] lengths, Py_ssize_t n) except *:
+    cdef Py_ssize_t i
+    cdef Py_ssize_t size
+    if source.shape[0] != n or lengths.shape[0] != n:
+        raise ValueError("source, starts and lengths differ in length")
+    for i in range(n):
+        if source[i] > 1:
+            raise ValueError(f"value {i}: source {source[i]} is not 0 or 1")
+        size = b.shape[0] if source[i] else a.shape[0]
+        if starts[i] < 0 or lengths[i] < 0 or lengths[i] > size - starts[i]:
+            raise ValueError(f"value {i} lies outside its buffer")
+
+
+def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] source,
+                  const int64_t[::1] starts, const int64_t[::1] lengths,
+                  const int64_t[::1] pairs, int64_t[::1] key_offsets, uint8_t[::1] key_data,
+                  int64_t[::1] value_offsets, uint8_t[::1] value_data):
+    """Copy the keys and values of the sections ``parse_xattrs`` found sound (rows with
+    ``pairs[i] > 0``) into Arrow string buffers: offsets (int64, one past the pairs) and
+    data."""
+    cdef Py_ssize_t i, n = starts.shape[0]
+    cdef int64_t total = 0, pos, length, nul, j, k = 0, kpos = 0, vpos = 0
+    cdef const uint8_t* v
+    cdef const uint8_t* pair
+    _check_sources(a, b, source, starts, lengths, n)
+    if pairs.shape[0] != n:
+        raise ValueError("xattr_strings: pairs do not match")
+    for i in range(n):
+        total += pairs[i]
+    if key_offsets.shape[0] < total + 1 or value_offsets.shape[0] < total + 1:
+        raise ValueError("xattr_strings: offsets too short")
+    cdef const uint8_t* pa = _base(a)
+    cdef const uint8_t* pb = _base(b)
+    key_offsets[0] = value_offsets[0] = 0
+    for i in range(n):
+        if pairs[i] <= 0:
+            continue
+        v = _at(pa, pb, source[i], starts[i])
+        pos = LEN
+        for j in range(pairs[i]):
+            # the section was checked by parse_xattrs; stay inside the value regardless
+            if pos + LEN > lengths[i]:
+                raise ValueError(f"xattr_strings: value {i} changed since it was parsed")
+            length = be32(v + pos)
+            pair = v + pos + LEN
+            if length > lengths[i] - pos - LEN or length < MIN_PAIR:
+                raise ValueError(f"xattr_strings: value {i} changed since it was parsed")
+            nul = <const uint8_t*>memchr(pair, 0, length) - pair
+            if nul < 0 or kpos + nul > key_data.shape[0] \
+                    or vpos + length - nul - 2 > value_data.shape[0]:
+                raise ValueError("xattr_strings: string buffers too short")
+            if nul:
+                memcpy(&key_data[kpos], pair, nul)
+            if length - nul - 2:
+                memcpy(&value_data[vpos], pair + nul + 1, length - nul - 2)
+            kpos += nul
+            vpos += length - nul - 2
+            k += 1
+            key_offsets[k] = kpos
+            value_offsets[k] = vpos
+            pos += LEN + length
+
+
+def gather(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] source,
+           const int64_t[::1] starts, const int64_t[::1] bounds, uint8_t[::1] out):
+    """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of its source
+    buffer) to ``out[bounds[i]:]``."""
+    cdef Py_ssize_t i, n = starts.shape[0]
+    cdef int64_t size
+    cdef const uint8_t* src
+    if bounds.shape[0] != n + 1 or source.shape[0] != n or bounds[0] < 0 \
+            or out.shape[0] < bounds[n]:
+        raise ValueError("gather: bounds do not match")
+    for i in range(n):
+        size = bounds[i + 1] - bounds[i]
+        if size < 0 or source[i] > 1 or starts[i] < 0 \
+                or size > (b.shape[0] if source[i] else a.shape[0]) - starts[i]:
+            raise ValueError(f"gather: range {i} outside the buffer")
+    cdef const uint8_t* pa = _base(a)
+    cdef const uint8_t* pb = _base(b)
+    with nogil:
+        for i in range(n):
+            size = bounds[i + 1] - bounds[i]
+            if size:
+                src = _at(pa, pb, source[i], starts[i])
+                memcpy(&out[bounds[i]], src, size)

@@ -1,0 +1,182 @@
+"""Pure-Python twin of ``_values``: the per-value loops behind ``values.values``.
+
+Every function walks a list of values given as ``starts``/``lengths`` (numpy int arrays)
+and reports damage as ``(row, code, a, b)`` tuples, ``code`` a ``protocol.ValueProblem``.
+Values that are xattr-parsed or gathered live in one of two buffers, chosen per row by
+``source`` (0: ``a``, the stream; 1: ``b``, the inflated Snappy values).
+"""
+
+from __future__ import annotations
+
+from . import protocol as P
+
+_VP = P.ValueProblem
+_LEN = P.XATTR_LENGTH_SIZE
+_GROW, _SHRINK = P.SNAPPY_MAX_EXPANSION
+
+
+def _flat(buf) -> memoryview:
+    view = memoryview(buf)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def snappy_lengths(buf, starts, lengths, out) -> list[tuple]:
+    """``out[i]`` = the uncompressed length a raw Snappy block declares, or -1 when its
+    varint preamble is broken or declares more than the block can inflate to."""
+    buf = _flat(buf)
+    problems = []
+    for i, (start, size) in enumerate(zip(starts.tolist(), lengths.tolist())):
+        declared, shift, used = 0, 0, 0
+        while True:
+            if used == size or used == P.SNAPPY_MAX_PREAMBLE:
+                declared = -1
+                break
+            byte = buf[start + used]
+            used += 1
+            if used == P.SNAPPY_MAX_PREAMBLE and byte > 0x0F:
+                declared = -1
+                break
+            declared |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        if declared < 0:
+            out[i] = -1
+            problems.append((i, _VP.SNAPPY_PREAMBLE, 0, 0))
+        elif declared * _SHRINK > (size - used) * _GROW:
+            out[i] = -1
+            problems.append((i, _VP.SNAPPY_LENGTH, declared, size))
+        else:
+            out[i] = declared
+    return problems
+
+
+def inflate(buf, starts, lengths, out, bounds, decompress_into) -> list[tuple]:
+    """Inflate block ``i`` into ``out[bounds[i]:bounds[i + 1]]`` with
+    ``decompress_into(source, destination)``; a block the library rejects, or that fills
+    its slot short, is a problem (its slot is then left as it was)."""
+    buf, out = _flat(buf), _flat(out)
+    problems = []
+    for i, (start, size) in enumerate(zip(starts.tolist(), lengths.tolist())):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        try:
+            written = decompress_into(buf[start:start + size], out[lo:hi])
+        except Exception as exc:        # the library's own error types vary by version
+            problems.append((i, _VP.SNAPPY, str(exc), 0))
+            continue
+        if written != hi - lo:
+            problems.append((i, _VP.SNAPPY, f"inflated to {written} of {hi - lo} bytes", 0))
+    return problems
+
+
+def _pairs(value: memoryview):
+    """Yield (position, key, value) of each pair of a value's xattr section, then the
+    section's length as the last item; raise ``_Damage`` at the first fault."""
+    size = len(value)
+    if size < _LEN:
+        raise _Damage(_VP.XATTR_SHORT, size, 0)
+    end = _LEN + int.from_bytes(value[:_LEN], "big")
+    if end > size:
+        raise _Damage(_VP.XATTR_SECTION, end - _LEN, size)
+    pos = _LEN
+    seen = set()
+    while pos < end:
+        if end - pos < _LEN:
+            raise _Damage(_VP.XATTR_PAIR_HEADER, pos, end)
+        length = int.from_bytes(value[pos:pos + _LEN], "big")
+        if length < P.XATTR_MIN_PAIR or length > end - pos - _LEN:
+            raise _Damage(_VP.XATTR_PAIR_LENGTH, pos, length)
+        pair = bytes(value[pos + _LEN:pos + _LEN + length])
+        nul = pair.find(0)
+        if nul < 1 or nul > length - 2:
+            raise _Damage(_VP.XATTR_KEY, pos, 0)
+        key, text = pair[:nul], pair[nul + 1:length - 1]
+        if pair[-1] != 0 or 0 in text:
+            raise _Damage(_VP.XATTR_VALUE, pos, 0)
+        try:
+            key.decode("utf-8")
+            text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Damage(_VP.XATTR_UTF8, pos, 0) from None
+        if key in seen:
+            raise _Damage(_VP.XATTR_DUPLICATE, pos, 0)
+        seen.add(key)
+        yield pos, key, text
+        pos += _LEN + length
+    yield end
+
+
+class _Damage(Exception):
+    def __init__(self, code, a, b):
+        super().__init__(code, a, b)
+        self.problem = (code, a, b)
+
+
+def parse_xattrs(a, b, source, starts, lengths, skip, pairs) -> tuple[int, int, list[tuple]]:
+    """Check the xattr section of each value: ``skip[i]`` = the section's size with its
+    length word (where the body starts), ``pairs[i]`` = its pair count, both 0 for a
+    damaged section. Returns the key and value bytes of the sound sections, and the
+    problems."""
+    bufs = (_flat(a), _flat(b))
+    key_bytes = value_bytes = 0
+    problems = []
+    for i, (src, start, size) in enumerate(zip(source.tolist(), starts.tolist(),
+                                               lengths.tolist())):
+        skip[i] = pairs[i] = 0
+        count = keys = texts = 0
+        try:
+            for item in _pairs(bufs[src][start:start + size]):
+                if isinstance(item, int):
+                    skip[i], pairs[i] = item, count
+                    break
+                count += 1
+                keys += len(item[1])
+                texts += len(item[2])
+        except _Damage as damage:
+            problems.append((i, *damage.problem))
+            continue
+        key_bytes += keys
+        value_bytes += texts
+    return key_bytes, value_bytes, problems
+
+
+def xattr_strings(a, b, source, starts, lengths, pairs, key_offsets, key_data, value_offsets,
+                  value_data) -> None:
+    """Copy the keys and values of the sections ``parse_xattrs`` found sound (rows with
+    ``pairs[i] > 0``) into Arrow string buffers: offsets (int64, one past the pairs) and
+    data."""
+    bufs = (_flat(a), _flat(b))
+    key_data, value_data = _flat(key_data), _flat(value_data)
+    n = kpos = vpos = 0
+    key_offsets[0] = value_offsets[0] = 0
+    for src, start, size, count in zip(source.tolist(), starts.tolist(), lengths.tolist(),
+                                       pairs.tolist()):
+        if not count:
+            continue
+        for item in _pairs(bufs[src][start:start + size]):
+            if isinstance(item, int):
+                break
+            _, key, text = item
+            key_data[kpos:kpos + len(key)] = key
+            value_data[vpos:vpos + len(text)] = text
+            kpos += len(key)
+            vpos += len(text)
+            n += 1
+            key_offsets[n] = kpos
+            value_offsets[n] = vpos
+
+
+def gather(a, b, source, starts, bounds, out) -> None:
+    """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of its source
+    buffer) to ``out[bounds[i]:]``."""
+    bufs = (_flat(a), _flat(b))
+    out = _flat(out)
+    if len(bounds) != len(starts) + 1 or len(source) != len(starts) or bounds[0] < 0 \
+            or len(out) < bounds[-1]:
+        raise ValueError("gather: bounds do not match")
+    for i, (src, start) in enumerate(zip(source.tolist(), starts.tolist())):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        buf = bufs[src]
+        if hi < lo or start < 0 or start + hi - lo > len(buf):
+            raise ValueError(f"gather: range {i} outside the buffer")
+        out[lo:hi] = buf[start:start + hi - lo]

@@ -1,0 +1,376 @@
+"""dcpfast.spark: the schema, byte-range splits of a file, and the three Spark read paths.
+
+The split tests run the partition reader directly (no JVM); the tests marked ``spark``
+share one local[2] session and compare every path with ``dcpfast.scan``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+import dcpfast
+from dcpfast import schema as S
+from dcpfast import spark as dspark
+from dcpfast import testing as T
+from dcpfast.errors import DcpFormatError
+
+# -- splits ----------------------------------------------------------------------------------
+
+
+def _write(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def _split_read(path, size, cuts, *, collections, errors="strict", lead_in=0,
+                batch_bytes=1 << 12):
+    """Offsets of the frames each range between ``cuts`` yields, in order."""
+    bounds = [0, *cuts, size]
+    with pafs.LocalFileSystem().open_input_file(path) as f:
+        out = []
+        for lo, hi in zip(bounds, bounds[1:]):
+            piece = dspark.Piece(path, lo, hi, size)
+            for batch in dspark.range_batches(f, piece, names=("offset",),
+                                              collections=collections, errors=errors,
+                                              batch_bytes=batch_bytes, lead_in=lead_in):
+                out += batch["offset"].tolist()
+    return out
+
+
+def _whole(data, errors="strict", collections=None):
+    return dcpfast.scan(data, final=True, errors=errors, collections=collections)
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return T.synthetic_stream(80, seed=7, value_size=60)
+
+
+def test_one_cut_anywhere_yields_every_frame_once(tmp_path, stream):
+    path = _write(tmp_path, "a.dcp", stream)
+    ref = _whole(stream)
+    want = ref["offset"].tolist()
+    ends = [int(o) + 24 + int(b) for o, b in zip(ref["offset"], ref["body_len"])]
+    rng = random.Random(1)
+    cuts = set(rng.sample(range(1, len(stream)), 150))
+    for boundary in (ends[3], ends[len(ends) // 2], ends[-2]):    # and every byte near frame ends
+        cuts.update(range(boundary - 26, boundary + 26))
+    for cut in sorted(cuts):
+        for lead_in in (0, 40):
+            got = _split_read(path, len(stream), [cut], collections=ref.collections,
+                              lead_in=lead_in)
+            assert got == want, (cut, lead_in)
+
+
+@pytest.mark.parametrize("partition_bytes", [61, 500, 4096])
+def test_many_partitions_of_a_planned_file(tmp_path, stream, partition_bytes):
+    path = _write(tmp_path, "a.dcp", stream)
+    parts = dspark.plan([(path, len(stream))], partition_bytes, parallelism=2)
+    assert len(parts) >= len(stream) // partition_bytes
+    cuts = sorted(piece.lo for part in parts for piece in part if piece.lo)
+    ref = _whole(stream)
+    assert _split_read(path, len(stream), cuts, collections=ref.collections) == \
+        ref["offset"].tolist()
+
+
+def _damaged(stream):
+    """Garbage between frames (one run holds a header-like pattern), a broken magic
+    inside a frame and a truncated tail."""
+    ref = _whole(stream)
+    offsets = ref["offset"].tolist()
+    data = bytearray(stream)
+    fake = bytes([0x80, 0x57]) + b"\x00" * 22                      # a header with no body
+    for at, junk in sorted([(offsets[60], b"\xee" * 300), (offsets[30], fake + b"\x81" * 50),
+                            (offsets[10], bytes(range(256)))], reverse=True):
+        data[at:at] = junk
+    data[offsets[45] + 1000 + 24] ^= 0xFF      # somewhere inside a later frame
+    return bytes(data[:-7])
+
+
+def test_cuts_in_a_damaged_file_skip_mode(tmp_path, stream):
+    data = _damaged(stream)
+    path = _write(tmp_path, "bad.dcp", data)
+    ref = _whole(data, errors="skip")
+    assert len(ref.errors) >= 4
+    want = ref["offset"].tolist()
+    regions = [(e.offset, e.offset + e.length) for e in ref.errors]
+    cuts = set(random.Random(2).sample(range(1, len(data)), 120))
+    for lo, hi in regions:                                   # inside and around the garbage
+        cuts.update(range(max(1, lo - 3), min(len(data), hi + 3), 5))
+    for cut in sorted(cuts):
+        got = _split_read(path, len(data), [cut], collections=ref.collections,
+                          errors="skip", lead_in=0)
+        assert got == want, cut
+    many = [c for c in sorted(cuts) if c % 3 == 0]
+    assert _split_read(path, len(data), many, collections=ref.collections,
+                       errors="skip", lead_in=64) == want
+
+
+def test_cuts_in_a_damaged_file_strict_mode(tmp_path, stream):
+    data = _damaged(stream)
+    path = _write(tmp_path, "bad.dcp", data)
+    with pytest.raises(DcpFormatError) as whole:
+        _whole(data)
+    collections = _whole(data, errors="skip").collections
+    for cut in range(1, len(data), 97):
+        with pytest.raises(DcpFormatError) as split:
+            _split_read(path, len(data), [cut], collections=collections)
+        assert split.value.offset == whole.value.offset, cut
+
+
+def test_values_holding_frames_never_give_wrong_rows(tmp_path):
+    """A document whose value is itself a DCP stream: a cut inside it either yields the
+    whole-file frames or raises; with a lead-in reaching the document, always the former."""
+    inner = T.synthetic_stream(30, seed=3, handshake=False, value_size=40)
+    prefix = T.synthetic_stream(10, seed=4)
+    outer = prefix + T.mutation(b"dump", inner, by_seqno=999, collection_id=0) + \
+        T.synthetic_stream(10, seed=5, handshake=False)
+    path = _write(tmp_path, "nested.dcp", outer)
+    ref = _whole(outer, collections=True)
+    want = ref["offset"].tolist()
+    start = len(prefix)
+    value_at = start + 24 + 31 + 5
+    failures = 0
+    for cut in range(value_at, value_at + len(inner), 11):
+        try:
+            got = _split_read(path, len(outer), [cut], collections=True, lead_in=0)
+        except DcpFormatError as e:
+            assert "do not end there" in str(e) or "starts before" in str(e)
+            failures += 1
+        else:
+            assert got == want, cut
+        assert _split_read(path, len(outer), [cut], collections=True,
+                           lead_in=cut - start + 10) == want, cut
+    assert failures, "no cut inside the nested stream exercised the check"
+
+
+@pytest.mark.parametrize("partition_bytes, parallelism", [(100, 1), (100, 2), (1000, 4)])
+def test_plan_packs_small_files_and_splits_large_ones(partition_bytes, parallelism):
+    files = [("a", 10), ("b", 70), ("c", 30), ("d", 250), ("e", 55), ("f", 0)]
+    parts = dspark.plan(files, partition_bytes, parallelism)
+    pieces = sorted((p for part in parts for p in part), key=lambda p: (p.uri, p.lo))
+    for uri, size in files:                          # each file tiled exactly once
+        mine = [(p.lo, p.hi) for p in pieces if p.uri == uri]
+        assert mine[0][0] == 0 and mine[-1][1] == size
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+    total = sum(size for _, size in files)
+    count = -(-total // partition_bytes)
+    count = -(-count // parallelism) * parallelism
+    assert len(parts) == count
+    target = -(-total // count)
+    assert [p.uri for p in pieces if not p.whole] == ["d"] * -(-250 // target)
+    largest = max(p.hi - p.lo for p in pieces)
+    assert all(sum(p.hi - p.lo for p in part) <= target + largest for part in parts)
+    assert not dspark.plan(files, 100, splittable=lambda uri: False)[0][0].lo
+
+
+# -- the schema ----------------------------------------------------------------------------------
+
+
+def test_spark_schema_is_the_arrow_schema():
+    pytest.importorskip("pyspark")
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    for columns, values in ((None, False), (None, True), (["by_seqno", "key_str"], False)):
+        assert to_arrow_schema(dspark.spark_schema(columns, values), timezone="UTC") == \
+            dspark.arrow_schema(columns, values)
+    schema = dspark.arrow_schema()
+    assert schema.field("cas").type == pa.int64()
+    assert schema.field("opcode").type == pa.int16()
+    assert schema.field("vbucket").type == pa.int32()
+    assert schema.field("flags").type == pa.int64()
+    assert schema.names[-4:] == ["key", "key_str", "value", "source"]
+    with pytest.raises(ValueError, match="need values=True"):
+        dspark.output_columns(["content"])
+
+
+def test_record_batches_reinterpret_uint64(tmp_path):
+    data = T.snapshot_marker(5, 2**64 - 1, vbucket=3) + \
+        T.mutation(b"k\xff", b"v", by_seqno=2**63 + 1, cas=2**64 - 2, vbucket=3)
+    batch = dcpfast.scan(data, final=True, collections=False)
+    rb = dspark.to_record_batch(batch, "x", dspark.arrow_schema())
+    assert rb.column("snap_end").to_pylist() == [-1, None]
+    assert rb.column("by_seqno").to_pylist() == [None, -(2**63) + 1]
+    assert rb.column("cas").to_numpy().view(np.uint64)[1] == 2**64 - 2
+    assert rb.column("key_str").to_pylist() == [None, None]       # b"k\xff" is not UTF-8
+    assert rb.column("source").to_pylist() == ["x", "x"]
+    data = T.snapshot_marker(5, 9, vbucket=3) + T.mutation(b"k\xc3\xa9", b"v", by_seqno=6)
+    rb = dspark.to_record_batch(dcpfast.scan(data, final=True, collections=False), None,
+                                dspark.arrow_schema())
+    assert rb.column("key_str").to_pylist() == [None, "k\u00e9"]
+    assert rb.column("key").to_pylist() == [None, b"k\xc3\xa9"]
+    assert rb.column("source").to_pylist() == [None, None]
+
+
+# -- Spark -----------------------------------------------------------------------------------------
+
+
+def _expected(paths, *, errors="strict", values=False):
+    """Rows by (source, offset), computed without dcpfast.spark: scan + Arrow + casts."""
+    rows = {}
+    for path in paths:
+        data = open(path, "rb").read()
+        batch = dcpfast.scan(data, final=True, errors=errors)
+        table = batch.to_arrow()
+        body = batch.values().to_pylist() if values else []
+        by_index = {r["index"]: r for r in body}
+        for i, row in enumerate(table.to_pylist()):
+            row["key_str"] = _decode(row["key"])
+            row["source"] = "file:" + path
+            if values:
+                v = by_index.get(i)
+                row["content"] = v and v["body"]
+                row["xattrs"] = v and v["xattrs"]
+            rows[(row["source"], row["offset"])] = row
+    return rows
+
+
+def _decode(key):
+    try:
+        return None if key is None else key.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _as_unsigned(table):
+    """Spark's signed columns back to the schema's unsigned values, as Python rows."""
+    out = {}
+    for row in table.to_pylist():
+        for name, value in row.items():
+            if name in S.DTYPES and value is not None and value < 0:
+                row[name] = value + 2**64
+        if "xattrs" in row and row["xattrs"] is not None:
+            row["xattrs"] = sorted(row["xattrs"])
+        out[(row["source"], row["offset"])] = row
+    return out
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dumps")
+    paths = []
+    for i, items in enumerate((300, 40, 900)):
+        path = root / f"d{i}.dcp"
+        path.write_bytes(T.synthetic_stream(items, seed=10 + i, sync_writes=i == 2))
+        paths.append(str(path))
+    return root, paths
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("method", ["datasource", "arrow", "pandas"])
+def test_every_path_returns_the_rows_of_scan(spark, dumps, method):
+    root, paths = dumps
+    df = dspark.read_dcp(spark, str(root), method, values=True, partition_bytes=40_000,
+                         leadInBytes=100) if method == "datasource" else \
+        dspark.read_dcp(spark, str(root), method, values=True)
+    table = df.toArrow()
+    assert table.schema == dspark.arrow_schema(values=True)
+    got = _as_unsigned(table)
+    want = _expected(paths, values=True)
+    for row in want.values():
+        if row["xattrs"] is not None:
+            row["xattrs"] = sorted(row["xattrs"])
+    assert table.num_rows == len(want)
+    assert got == want
+
+
+@pytest.mark.spark
+def test_projection_reaches_every_path(spark, dumps):
+    root, paths = dumps
+    want = sorted((r["source"], r["by_seqno"] or 0, repr(r["key_str"]))
+                  for r in _expected(paths).values())
+    for method in ("datasource", "arrow"):
+        df = dspark.read_dcp(spark, str(root), method,
+                             columns=["key_str", "by_seqno", "source"])
+        assert df.columns == ["by_seqno", "key_str", "source"]
+        got = sorted((r.source, (r.by_seqno or 0) % 2**64, repr(r.key_str))
+                     for r in df.collect())
+        assert got == want, method
+
+
+@pytest.mark.spark
+def test_errors_modes_on_a_damaged_file(spark, tmp_path, stream):
+    data = _damaged(stream)
+    path = _write(tmp_path, "bad.dcp", data)
+    want = _whole(data, errors="skip")["offset"].tolist()
+    split = dict(partition_bytes=997, leadInBytes=50)
+    for method, options in (("datasource", split), ("arrow", {})):
+        rows = dspark.read_dcp(spark, path, method, columns=["offset"], errors="skip",
+                               **options).collect()
+        assert sorted(r.offset for r in rows) == want, method
+    with pytest.raises(Exception) as failure:       # whichever damaged range fails first
+        dspark.read_dcp(spark, path, columns=["offset"], **split).collect()
+    regions = _whole(data, errors="skip").errors
+    assert any(f"DcpFormatError: at byte {e.offset}:" in str(failure.value) for e in regions)
+
+
+@pytest.mark.spark
+def test_decode_to_parquet_and_the_readme_examples(spark, tmp_path):
+    out = str(tmp_path / "decoded")
+    summary = dspark.decode_to_parquet([str(dcpfast.io.SAMPLE)], out, spark=spark)
+    frames = len(dcpfast.read(dcpfast.io.SAMPLE))
+    assert summary["frames"] == frames
+    assert sorted(p.name for p in (tmp_path / "decoded").iterdir()
+                  if p.name.startswith("vbucket="))[0].startswith("vbucket=")
+    back = spark.read.parquet(out)
+    assert back.count() == frames
+
+
+def _readme_examples() -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    section = text[text.index("### Spark examples"):]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start:section.index("```\n", start)]
+
+
+@pytest.mark.spark
+def test_readme_examples_on_the_sample(spark):
+    sample = dcpfast.io.SAMPLE
+    code = _readme_examples()
+    assert '"dumps/"' in code
+    scope: dict = {}
+    exec(code.replace('"dumps/"', repr(str(sample))), scope)
+
+    batch = dcpfast.read(sample)
+    op = dcpfast.Opcode
+    rows = batch.to_arrow().to_pylist()
+    last: dict = {}
+    counts: dict = {}
+    marker: dict = {}
+    prepares = {}
+    aborts = []
+    for row in rows:
+        code, vb = row["opcode"], row["vbucket"]
+        if code in (op.MUTATION, op.DELETION, op.EXPIRATION, op.COMMIT):
+            doc = (vb, row["collection_id"], row["key"])
+            if doc not in last or last[doc][0] < row["by_seqno"]:
+                last[doc] = (row["by_seqno"], code)
+        if code == op.SNAPSHOT_MARKER:
+            marker[vb] = (row["snap_start"], row["snap_end"])
+        elif code == op.MUTATION:
+            counts[(vb, *marker[vb])] = counts.get((vb, *marker[vb]), 0) + 1
+        elif code == op.PREPARE:
+            prepares[(vb, row["by_seqno"])] = row["key"].decode()
+        elif code == op.ABORT:
+            aborts.append((vb, row["prepared_seqno"], row["by_seqno"]))
+
+    latest = {(r.vbucket, r.collection_id, bytes(r.key)): (r.by_seqno, r.opcode, r.deleted)
+              for r in scope["latest"].collect()}
+    assert latest == {k: (s, c, c in (op.DELETION, op.EXPIRATION)) for k, (s, c) in
+                      last.items()}
+    assert any(deleted for _, _, deleted in latest.values())
+    per_snapshot = [(r.vbucket, r.snap_start, r.snap_end, r["count"])
+                    for r in scope["per_snapshot"].collect()]
+    assert per_snapshot == sorted((*k, n) for k, n in counts.items())
+    aborted = sorted((r.vbucket, r.prepared_seqno, r.abort_seqno, r.key_str)
+                     for r in scope["aborted"].collect())
+    assert aborted == sorted((vb, p, a, prepares[(vb, p)]) for vb, p, a in aborts)
+    assert aborted
