@@ -13,21 +13,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import dcpfast
+from dcpfast import bench
 from dcpfast import testing as t
 from dcpfast.events import Manifest, system_events
 
 
 def best(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """Best of ``repeat`` runs after a warm-up (``dcpfast.bench.timed``)."""
+    return bench.timed("", 0, 0, fn, repeat).best
 
 
 def event_stream(count: int, flatbuffers: bool) -> bytes:

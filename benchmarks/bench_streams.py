@@ -12,20 +12,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import dcpfast
+from dcpfast import bench
 from dcpfast import streams, testing
 
 
 def best(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """Best of ``repeat`` runs after a warm-up (``dcpfast.bench.timed``)."""
+    return bench.timed("", 0, 0, fn, repeat).best
 
 
 def main(argv=None) -> int:

@@ -22,18 +22,17 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import gc
 import json
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import cramjam
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import dcpfast
+from dcpfast import bench
 from dcpfast import testing
 from dcpfast import values as values_module
 
@@ -57,18 +56,9 @@ def check(ok: bool, message: str) -> None:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
-            "platform": platform.platform(), "python": platform.python_version(),
-            "numpy": np.__version__, "pyarrow": pa.__version__, "cramjam": cramjam.__version__,
-            "dcpfast": dcpfast.__version__, "helper": values_module._core.__name__}
+    """``dcpfast.bench.machine()`` plus the Snappy library and the values helper in use."""
+    return {**bench.machine(), "cramjam": cramjam.__version__,
+            "helper": values_module._core.__name__}
 
 
 @dataclass
