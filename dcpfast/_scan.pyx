@@ -10,16 +10,18 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdlib cimport free, realloc
 
 import numpy as np
+import pyarrow as pa
 
 from . import protocol as P
 from . import schema as S
-from ._wire cimport be16, be32, be64
+from ._wire cimport DCP_PREFETCH, be16, be32, be64
 
 DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
 DEF MAX_COLUMNS = 64
 DEF BLOCK = 256           # frames decoded before their columns are written
 DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
+DEF PREFETCH_AHEAD = 1024 # bytes ahead of the frame being parsed
 
 cdef enum:
     OK = 0
@@ -52,6 +54,8 @@ cdef uint32_t kind_key_min[MAX_KINDS]
 cdef uint32_t kind_key_max[MAX_KINDS]
 cdef uint32_t kind_val_min[MAX_KINDS]
 cdef uint32_t kind_val_max[MAX_KINDS]
+cdef uint32_t kind_key_span[MAX_KINDS]      # max - min
+cdef uint32_t kind_val_span[MAX_KINDS]
 cdef uint8_t kind_prefixed[MAX_KINDS]
 cdef uint8_t kind_response[MAX_KINDS]
 cdef int kind_first[MAX_KINDS + 1]
@@ -64,7 +68,7 @@ cdef bint is_field_column[MAX_COLUMNS]
 cdef int C_OFFSET, C_MAGIC, C_OPCODE, C_DATATYPE, C_VBUCKET, C_STATUS, C_OPAQUE, C_CAS
 cdef int C_BODY_LEN, C_FRAMING_LEN, C_EXTRAS_LEN, C_KEY_OFFSET, C_KEY_LEN, C_VALUE_OFFSET
 cdef int C_VALUE_LEN, C_COLLECTION_ID, C_STREAM_ID
-cdef int n_columns
+cdef int n_columns, n_kinds
 cdef int OP_HELLO, OP_OPEN, OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED
 cdef uint32_t FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS
 
@@ -74,7 +78,7 @@ def _load_tables():
     global DATATYPE, KEY_LENGTH, VALUE_LENGTH, MARKER_VERSION, LEB128_NO_STOP
     global LEB128_NON_CANONICAL, LEB128_OVERFLOW, RESERVED_COLLECTION, EMPTY_LOGICAL_KEY, TRUNCATED
     global RESYNC
-    global REQUEST_KIND, RESPONSE_KIND, n_marker, n_columns
+    global REQUEST_KIND, RESPONSE_KIND, n_marker, n_columns, n_kinds
     global C_OFFSET, C_MAGIC, C_OPCODE, C_DATATYPE, C_VBUCKET, C_STATUS, C_OPAQUE, C_CAS
     global C_BODY_LEN, C_FRAMING_LEN, C_EXTRAS_LEN, C_KEY_OFFSET, C_KEY_LEN, C_VALUE_OFFSET
     global C_VALUE_LEN, C_COLLECTION_ID, C_STREAM_ID
@@ -122,6 +126,8 @@ def _load_tables():
     for k, kind in enumerate(P.KINDS):
         kind_key_min[k], kind_key_max[k] = kind.key
         kind_val_min[k], kind_val_max[k] = kind.value
+        kind_key_span[k] = kind_key_max[k] - kind_key_min[k]
+        kind_val_span[k] = kind_val_max[k] - kind_val_min[k]
         kind_prefixed[k] = kind.prefixed
         kind_response[k] = kind.response
         kind_first[k] = j
@@ -132,6 +138,7 @@ def _load_tables():
             field_width[j] = f.width
             j += 1
     kind_first[len(P.KINDS)] = j
+    n_kinds = len(P.KINDS)
     assert j <= MAX_FIELDS
     for c, name in enumerate(S.NAMES):
         is_field_column[c] = any(f.column == name for kind in P.KINDS for f in kind.fields)
@@ -201,20 +208,101 @@ cdef struct Walk:
     uint8_t* kinds
 
 
-cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collections,
-                      uint64_t max_frame, Frame* f) noexcept nogil:
-    """Validate the frame at ``pos``: OK, INCOMPLETE, or a problem code (details in f)."""
-    cdef const uint8_t* h = buf + pos
-    cdef size_t avail = end - pos
-    cdef int cls, kind, j
-    cdef uint8_t magic, opcode, version
-    cdef uint32_t body, need
-    cdef const uint8_t* p
-    cdef const uint8_t* e
+cdef int marker(const uint8_t* h, Frame* f) noexcept nogil:
+    """The snapshot marker V2.x kind for its version byte and value length, or a problem."""
+    cdef uint8_t version = h[24 + f.fel]
+    cdef int j
+    for j in range(n_marker):
+        if marker_version[j] == version and marker_len[j] == f.value_len:
+            return marker_kind[j]
+    f.a = version
+    f.b = f.value_len
+    return -MARKER_VERSION
+
+
+cdef int framing(const uint8_t* h, int cls, Frame* f) noexcept nogil:
+    """Walk the framing extras: OK with ``f.sid`` set, or a problem code."""
+    cdef const uint8_t* p = h + 24
+    cdef const uint8_t* e = p + f.fel
     cdef const uint8_t* at
     cdef uint32_t fid, flen
-    cdef uint64_t length, cid
     cdef uint8_t byte
+    while p < e:
+        at = p
+        byte = p[0]
+        p += 1
+        fid = byte >> 4
+        flen = byte & 15
+        if (fid == 15) + (flen == 15) > e - p:      # escape bytes past the end
+            f.a = at - h - 24
+            f.b = f.fel
+            return FRAMING_EXTRAS
+        if fid == 15:
+            fid = 15 + p[0]
+            p += 1
+        if flen == 15:
+            flen = 15 + p[0]
+            p += 1
+        if flen > <size_t>(e - p):
+            f.a = at - h - 24
+            f.b = f.fel
+            return FRAMING_EXTRAS
+        if fid == 2 and not cls:
+            if flen != 2:
+                f.a = flen
+                return STREAM_ID_LENGTH
+            f.sid = be16(p)
+        p += flen
+    return OK
+
+
+cdef int collection(const uint8_t* h, Frame* f) noexcept nogil:
+    """Read the LEB128 collection-id prefix of the key: OK with ``f.cid`` and ``f.prefix``
+    set, or a problem code."""
+    cdef const uint8_t* p = h + 24 + f.fel + f.extlen
+    cdef uint64_t cid = 0
+    cdef uint8_t byte
+    cdef int j
+    for j in range(5):
+        if j >= f.keylen:
+            f.a = f.keylen
+            return LEB128_NO_STOP
+        byte = p[j]
+        if j == 4 and 0x0F < byte < 0x80:
+            f.a = byte
+            return LEB128_OVERFLOW
+        cid |= <uint64_t>(byte & 0x7F) << (7 * j)
+        if not byte & 0x80:
+            f.prefix = j + 1
+            break
+    else:
+        f.a = 5
+        return LEB128_NO_STOP
+    if f.prefix > 1 and p[f.prefix - 1] == 0:
+        f.a = f.prefix
+        return LEB128_NON_CANONICAL
+    if 1 <= cid <= 7:
+        f.a = <int64_t>cid
+        return RESERVED_COLLECTION
+    if f.keylen <= f.prefix:
+        return EMPTY_LOGICAL_KEY
+    f.cid = <uint32_t>cid
+    return OK
+
+
+cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collections,
+                      uint64_t max_frame, Frame* f) noexcept nogil:
+    """Validate the frame at ``pos``: OK, INCOMPLETE, or a problem code (details in f).
+
+    The common frame stays in this function; framing extras, multi-byte collection ids
+    and snapshot markers go to the helpers above.
+    """
+    cdef const uint8_t* h = buf + pos
+    cdef size_t avail = end - pos
+    cdef int cls, kind
+    cdef uint8_t magic, opcode, first
+    cdef uint32_t body, need
+    cdef uint64_t length
     f.a = 0
     f.b = 0
     if avail == 0:
@@ -272,83 +360,33 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     if avail < length:
         return INCOMPLETE
     if kind == MARKER_PENDING:
-        version = h[24 + f.fel]
-        for j in range(n_marker):
-            if marker_version[j] == version and marker_len[j] == f.value_len:
-                kind = marker_kind[j]
-                break
-        else:
-            f.a = version
-            f.b = f.value_len
-            return MARKER_VERSION
-    if f.keylen < kind_key_min[kind] or f.keylen > kind_key_max[kind]:
+        kind = marker(h, f)
+        if kind < 0:
+            return -kind
+    # unsigned wrap-around: one comparison per range
+    if <uint32_t>(f.keylen - kind_key_min[kind]) > kind_key_span[kind]:
         f.a = opcode
         f.b = f.keylen
         return KEY_LENGTH
-    if f.value_len < kind_val_min[kind] or f.value_len > kind_val_max[kind]:
+    if f.value_len - kind_val_min[kind] > kind_val_span[kind]:
         f.a = opcode
         f.b = f.value_len
         return VALUE_LENGTH
     f.kind = kind
     f.sid = 0
     if f.fel:
-        p = h + 24
-        e = p + f.fel
-        while p < e:
-            at = p
-            byte = p[0]
-            p += 1
-            fid = byte >> 4
-            flen = byte & 15
-            if (fid == 15) + (flen == 15) > e - p:      # escape bytes past the end
-                f.a = at - h - 24
-                f.b = f.fel
-                return FRAMING_EXTRAS
-            if fid == 15:
-                fid = 15 + p[0]
-                p += 1
-            if flen == 15:
-                flen = 15 + p[0]
-                p += 1
-            if flen > <size_t>(e - p):
-                f.a = at - h - 24
-                f.b = f.fel
-                return FRAMING_EXTRAS
-            if fid == 2 and not cls:
-                if flen != 2:
-                    f.a = flen
-                    return STREAM_ID_LENGTH
-                f.sid = be16(p)
-            p += flen
+        cls = framing(h, cls, f)
+        if cls != OK:
+            return cls
     f.cid = 0
     f.prefix = 0
     if collections and kind_prefixed[kind]:
-        p = h + 24 + f.fel + f.extlen
-        cid = 0
-        for j in range(5):
-            if j >= f.keylen:
-                f.a = f.keylen
-                return LEB128_NO_STOP
-            byte = p[j]
-            if j == 4 and 0x0F < byte < 0x80:
-                f.a = byte
-                return LEB128_OVERFLOW
-            cid |= <uint64_t>(byte & 0x7F) << (7 * j)
-            if not byte & 0x80:
-                f.prefix = j + 1
-                break
+        first = h[24 + f.fel + f.extlen] if f.keylen else 0x80
+        if first < 0x80 and f.keylen > 1 and not 1 <= first <= 7:
+            f.cid = first                # one-byte prefix: the usual case
+            f.prefix = 1
         else:
-            f.a = 5
-            return LEB128_NO_STOP
-        if f.prefix > 1 and p[f.prefix - 1] == 0:
-            f.a = f.prefix
-            return LEB128_NON_CANONICAL
-        if 1 <= cid <= 7:
-            f.a = <int64_t>cid
-            return RESERVED_COLLECTION
-        if f.keylen <= f.prefix:
-            return EMPTY_LOGICAL_KEY
-        f.cid = <uint32_t>cid
+            return collection(h, f)
     return OK
 
 
@@ -366,14 +404,15 @@ cdef enum:
 
 cdef inline int plausible_after(Walk* w, size_t q) noexcept nogil:
     """Whether a frame ending at ``q`` is believable: a frame header that holds together
-    (or the end of the data) follows; the next frame may itself be damaged or cut short."""
+    (or the end of the data) follows; the next frame may itself be damaged or cut short,
+    but a header cut short by the end of the data proves nothing."""
     cdef Frame g
     cdef int s
     if q == w.end:
         return YES if w.final else UNKNOWN
     s = parse(w.buf, q, w.end, w.collections, w.max_frame, &g)
-    if s == INCOMPLETE and w.end - q < 24 and not w.final:
-        return UNKNOWN
+    if s == INCOMPLETE and w.end - q < 24:
+        return NO if w.final else UNKNOWN
     return NO if structural(s) else YES
 
 
@@ -440,32 +479,61 @@ cdef inline void store(char* dst, size_t i, uint8_t width, const uint8_t* src) n
         (<uint8_t*>dst)[i] = src[0]
 
 
-cdef void flush(Walk* w, const Frame* rows, size_t n) noexcept nogil:
-    """Write ``n`` decoded frames as rows ``w.count - n ...`` of the requested columns.
+cdef struct Store:
+    char* dst            # a requested field column
+    uint32_t off         # field offset after the framing extras (and after extras and key)
+    uint8_t base         # 1: the offset counts from the value
+    uint8_t width
+
+
+# the requested field columns of each kind, so the row loop never meets a column that
+# was not asked for
+cdef struct Plan:
+    int first[MAX_KINDS + 1]
+    Store stores[MAX_FIELDS]
+
+
+cdef void make_plan(Plan* plan, char** cols) noexcept nogil:
+    cdef int k, j, m = 0
+    cdef char* dst
+    for k in range(n_kinds):
+        plan.first[k] = m
+        for j in range(kind_first[k], kind_first[k + 1]):
+            dst = cols[field_col[j]]
+            if dst != NULL:
+                plan.stores[m] = Store(dst, field_off[j], field_base[j], field_width[j])
+                m += 1
+    plan.first[n_kinds] = m
+
+
+cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
+                size_t n) noexcept nogil:
+    """Write ``n`` decoded frames as rows ``i0 ...`` of the requested columns.
 
     Column by column, so each output array is written in one sequential burst.
     """
-    cdef size_t i0 = w.count - n, b
+    cdef size_t b
     cdef const uint8_t* buf = w.buf
     cdef const uint8_t* src
     cdef char* dst
     cdef int c, kind, at
     cdef uint64_t base = w.base
     cdef char** cols = w.cols
+    cdef uint8_t* kinds = w.kinds
     cdef const Frame* f
+    cdef const Store* st
     cdef int j
     # field columns start zeroed: write just what each kind carries
     for b in range(n):
         f = &rows[b]
         kind = f.kind
-        w.kinds[i0 + b] = kind
-        for j in range(kind_first[kind], kind_first[kind + 1]):
-            dst = cols[field_col[j]]
-            if dst != NULL:
-                src = buf + f.pos + 24 + f.fel + field_off[j]
-                if field_base[j]:
-                    src += f.extlen + f.keylen
-                store(dst, i0 + b, field_width[j], src)
+        kinds[i0 + b] = kind
+        for j in range(plan.first[kind], plan.first[kind + 1]):
+            st = &plan.stores[j]
+            src = buf + f.pos + 24 + f.fel + st.off
+            if st.base:
+                src += f.extlen + f.keylen
+            store(st.dst, i0 + b, st.width, src)
     for c in range(n_columns):
         dst = cols[c]
         if dst == NULL or is_field_column[c]:
@@ -526,19 +594,23 @@ cdef void flush(Walk* w, const Frame* rows, size_t n) noexcept nogil:
 cdef int walk(Walk* w) noexcept nogil:
     """Validate and emit frames from ``w.pos``; 1 when the columns are full, -1 out of memory."""
     cdef Frame rows[BLOCK]
+    cdef Plan plan
     cdef size_t n = 0
     cdef Frame* f
     cdef int s, after, rc = 0
-    cdef size_t q, pos = w.pos
-    while w.count < w.limit:
-        if w.count == w.cap:
-            rc = 1
-            break
+    cdef size_t q, pos = w.pos, count = w.count
+    cdef size_t stop = min(w.limit, w.cap)
+    cdef const uint8_t* buf = w.buf
+    cdef size_t end = w.end
+    make_plan(&plan, w.cols)
+    while count < stop:
         f = &rows[n]
-        s = parse(w.buf, pos, w.end, w.collections, w.max_frame, f)
+        if end - pos > PREFETCH_AHEAD:
+            DCP_PREFETCH(buf + pos + PREFETCH_AHEAD)
+        s = parse(buf, pos, end, w.collections, w.max_frame, f)
         if w.unverified and pos == w.start and s != INCOMPLETE:
             # still resynchronising: only a frame start that resync would accept will do
-            if s != OK or not opcode_known[w.buf[pos + 1]]:
+            if s != OK or not opcode_known[buf[pos + 1]]:
                 s = RESYNC
             else:
                 after = plausible_after(w, pos + f.length)
@@ -550,18 +622,18 @@ cdef int walk(Walk* w) noexcept nogil:
             w.unverified = False
             f.pos = pos
             pos += f.length
-            w.count += 1
+            count += 1
             n += 1
             if n == BLOCK:
-                flush(w, rows, n)
+                flush(w, &plan, rows, count - n, n)
                 n = 0
             continue
         if s == INCOMPLETE:
-            if not w.final or pos == w.end:
+            if not w.final or pos == end:
                 break
             s = TRUNCATED
-            f.a = w.end - pos
-            f.b = f.length if (w.end - pos >= 24) else 24
+            f.a = end - pos
+            f.b = f.length if (end - pos >= 24) else 24
         if not w.skip:
             w.fail_code = s
             w.fail_pos = pos
@@ -579,7 +651,11 @@ cdef int walk(Walk* w) noexcept nogil:
         pos = q
         if w.unverified:                 # the next chunk decides whether a frame starts here
             break
-    flush(w, rows, n)
+    else:
+        if count == w.cap and count < w.limit:
+            rc = 1
+    flush(w, &plan, rows, count - n, n)
+    w.count = count
     w.pos = pos
     return rc
 
@@ -598,18 +674,28 @@ cdef size_t estimate_frames(const uint8_t* buf, size_t pos, size_t end) noexcept
     return (end - start) // ((pos - start) // seen) * 9 // 8 + 64
 
 
-def allocate(name, rows):
-    """A column: header columns get a value in every row, field columns only where carried
-    (so they start zeroed)."""
-    return (np.zeros if is_field_column[S.INDEX[name]] else np.empty)(rows, S.DTYPES[name])
+cdef object allocate(size_t rows, size_t width, bint zeroed):
+    """Room for a column in pyarrow's memory pool, which hands freed memory to the next
+    scan (fresh pages from the system cost a fault and a zeroing each). Header columns
+    get a value in every row; field columns only where carried, so they start zeroed."""
+    buf = pa.allocate_buffer(rows * width, resizable=True)
+    if zeroed and rows:
+        memset(<void*><size_t>buf.address, 0, rows * width)
+    return buf
 
 
-cdef char* address(arr) except NULL:
-    """Start of a numpy array's data (the array keeps owning it)."""
-    cdef Py_buffer view
-    PyObject_GetBuffer(arr, &view, PyBUF_WRITABLE)
-    PyBuffer_Release(&view)
-    return <char*>view.buf if view.buf != NULL else <char*>""
+cdef object regrow(old, size_t count, size_t rows, size_t width, bint zeroed):
+    """A larger column holding the first ``count`` rows of ``old``."""
+    buf = allocate(rows, width, zeroed)
+    if count:
+        memcpy(<void*><size_t>buf.address, <void*><size_t>old.address, count * width)
+    return buf
+
+
+cdef object finish(buf, size_t count, dtype):
+    """The first ``count`` rows as a numpy array (the pool keeps the rest)."""
+    buf.resize(count * dtype.itemsize, shrink_to_fit=True)
+    return np.frombuffer(buf, dtype)
 
 
 def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint collections,
@@ -638,39 +724,39 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     row_bytes = 1 + sum(S.DTYPES[name].itemsize for name in names)
     if w.cap * row_bytes > 2 * (w.end - start) + (16 << 20):
         w.cap = min(w.cap, FIRST_ROWS)      # the first frames are no guide: measure, then grow
-    arrays = {name: allocate(name, w.cap) for name in names}
-    kinds = np.empty(w.cap, np.uint8)
+    widths = [S.DTYPES[name].itemsize for name in names]
+    zeroed = [is_field_column[S.INDEX[name]] for name in names]
+    columns = [allocate(w.cap, widths[i], zeroed[i]) for i in range(len(names))]
+    kinds = allocate(w.cap, 1, False)
     try:
         while True:
             for c in range(n_columns):
                 cols[c] = NULL
-            for name, arr in arrays.items():
-                cols[S.INDEX[name]] = address(arr)
+            for i, name in enumerate(names):
+                cols[S.INDEX[name]] = <char*><size_t>columns[i].address
             w.cols = cols
-            w.kinds = <uint8_t*>address(kinds)
+            w.kinds = <uint8_t*><size_t>kinds.address
             with nogil:
                 rc = walk(&w)
             if rc < 0:
                 raise MemoryError()
             if rc == 0:
                 break
-            # room for the rest at the mean frame length so far: fresh columns (fast to
-            # fault in), with the rows written so far copied over
+            # room for the rest at the mean frame length so far, with the rows written so
+            # far copied over
             mean = max(24, (w.pos - w.start) // w.count)
             rows = (w.end - w.pos) // mean * 9 // 8 + 1024
             if rows * row_bytes > 2 * (w.end - w.pos) + (16 << 20):
                 rows = w.count + 1024        # the mean is no guide either: double
             w.cap = min(w.limit, w.count + rows)
-            for name, arr in arrays.items():
-                arrays[name] = allocate(name, w.cap)
-                arrays[name][:w.count] = arr[:w.count]
-            grown = np.empty(w.cap, np.uint8)
-            grown[:w.count] = kinds[:w.count]
-            kinds = grown
+            columns = [regrow(columns[i], w.count, w.cap, widths[i], zeroed[i])
+                       for i in range(len(names))]
+            kinds = regrow(kinds, w.count, w.cap, 1, False)
         if w.fail_code:
             return None, (w.fail_pos, w.fail_code, w.fail_a, w.fail_b)
-        for arr in (*arrays.values(), kinds):
-            arr.resize(w.count, refcheck=False)
+        arrays = {name: finish(columns[i], w.count, S.DTYPES[name])
+                  for i, name in enumerate(names)}
+        kinds = finish(kinds, w.count, np.dtype(np.uint8))
         regions = [(w.regions[r].start, w.regions[r].end - w.regions[r].start,
                     w.regions[r].code, w.regions[r].a, w.regions[r].b)
                    for r in range(w.n_regions)]

@@ -25,10 +25,16 @@ cdef extern from *:
     #  define DCP_BE32(x) DCP_BSWAP32(x)
     #  define DCP_BE64(x) DCP_BSWAP64(x)
     #endif
+    #if defined(__GNUC__) || defined(__clang__)
+    #  define DCP_PREFETCH(p) __builtin_prefetch(p)
+    #else
+    #  define DCP_PREFETCH(p) ((void)(p))
+    #endif
     """
     uint16_t DCP_BE16(uint16_t) noexcept nogil
     uint32_t DCP_BE32(uint32_t) noexcept nogil
     uint64_t DCP_BE64(uint64_t) noexcept nogil
+    void DCP_PREFETCH(const void*) noexcept nogil
 
 
 cdef inline uint16_t be16(const uint8_t* p) noexcept nogil:

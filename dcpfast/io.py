@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from . import protocol as P
 from .batch import FrameBatch, _byte_view, _scan, _core
@@ -305,11 +306,17 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
         raise TypeError(f"cannot read DCP frames from {type(source).__name__}")
 
 
+def _buffer(size: int) -> np.ndarray:
+    """Input room from pyarrow's memory pool, which hands the memory of batches already
+    dropped to the next one instead of faulting in fresh pages."""
+    return np.frombuffer(pa.allocate_buffer(size), np.uint8)
+
+
 def _file_chunks(f):
     """A filler that reads up to ``size`` bytes of ``f`` into a fresh buffer after ``tail``."""
 
     def fill(tail, size):
-        buf = np.empty(len(tail) + size, np.uint8)
+        buf = _buffer(len(tail) + size)
         buf[:len(tail)] = tail
         view, filled = memoryview(buf), len(tail)
         while filled < len(buf):
@@ -339,7 +346,7 @@ def _iterable_chunks(chunks):
             part, rest = rest[:size - got], rest[size - got:]
             parts.append(part)
             got += len(part)
-        buf = np.empty(len(tail) + got, np.uint8)
+        buf = _buffer(len(tail) + got)
         at = 0
         for part in parts:
             buf[at:at + len(part)] = np.frombuffer(part, np.uint8)
