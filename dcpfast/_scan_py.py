@@ -187,12 +187,13 @@ class _Walk:
     def plausible_after(self, q):
         """Whether a frame ending at ``q`` is believable: True, False, or None when the
         bytes that decide are not in this chunk yet. A frame header that holds together
-        (or the end of the data) must follow; that frame may be damaged or cut short."""
+        (or the end of the data) must follow; that frame may be damaged or cut short, but
+        a header cut short by the end of the data proves nothing."""
         if q == self.end:
             return True if self.final else None
         s, _ = self.parse(q)
-        if s == P.INCOMPLETE and self.end - q < P.HEADER_SIZE and not self.final:
-            return None
+        if s == P.INCOMPLETE and self.end - q < P.HEADER_SIZE:
+            return False if self.final else None
         return s not in _STRUCTURAL
 
     def resync(self, p, code, f):
