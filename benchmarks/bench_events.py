@@ -20,11 +20,6 @@ from dcpfast import testing as t
 from dcpfast.events import Manifest, system_events
 
 
-def best(fn, repeat: int) -> float:
-    """Best of ``repeat`` runs after a warm-up (``dcpfast.bench.timed``)."""
-    return bench.timed("", 0, 0, fn, repeat).best
-
-
 def event_stream(count: int, flatbuffers: bool) -> bytes:
     """``count`` create-collection events: versions 0 and 1 alternating, or all version 2."""
     frames = []
@@ -46,8 +41,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     batch = dcpfast.scan(t.synthetic_stream(args.items, seed=1), final=True)
-    plain = best(batch.to_arrow, args.repeat)
-    named = best(lambda: batch.with_names(Manifest()), args.repeat)
+    plain = bench.best(batch.to_arrow, args.repeat)
+    named = bench.best(lambda: batch.with_names(Manifest()), args.repeat)
     frames = len(batch)
     print(f"core {dcpfast.IMPLEMENTATION}; {frames:,} frames, "
           f"{len(batch.data) / 1e6:.1f} MB")
@@ -62,7 +57,7 @@ def main(argv=None) -> int:
         if rows["collection_id"].to_pylist() != [8 + i for i in range(args.events)]:
             print("system_events does not match the encoder's input", file=sys.stderr)
             return 1
-        took = best(lambda: system_events(events), args.repeat)
+        took = bench.best(lambda: system_events(events), args.repeat)
         print(f"system_events(), {label:14} {took * 1e3:8.1f} ms  "
               f"{args.events / took / 1e3:6.1f} k events/s")
     return 0

@@ -3,10 +3,10 @@
     python benchmarks/bench_io.py [--items N] [--repeat R]
     python benchmarks/bench_io.py --quick
 
-The corpus is the one of ``bench_scan.py`` (cached in ``benchmarks/results/cache/``),
+The corpus is the mixed one of ``bench_scan.py`` (cached in ``benchmarks/results/cache/``),
 written raw and in each codec to a temporary directory. Before anything is timed, every
 compressed file must decode to the raw file's frames, column for column. For each file
-the table gives the best of R runs of ``iter_batches`` (64 MiB batches, collections on,
+the table gives the best of R runs (after a warm-up) of ``iter_batches`` (64 MiB batches, collections on,
 five columns) and of the codec's own streaming reader alone, in MB of decompressed DCP
 stream per second. Timings are reported, never judged.
 """
@@ -17,7 +17,6 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse
 import gzip
 import sys
 import tempfile
@@ -66,30 +65,13 @@ def read_alone(opener, path) -> int:
     return size
 
 
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, help=f"document changes (default "
-                        f"{DEFAULTS['items']:,})")
-    parser.add_argument("--repeat", type=int, help=f"timed runs (default {DEFAULTS['repeat']})")
-    parser.add_argument("--quick", action="store_true", help="the 88,000-item corpus")
-    args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    args = bench.settle(bench.arguments(__doc__, DEFAULTS, QUICK), argv, DEFAULTS, QUICK)
 
     info = bench.machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores; python {info['python']}, "
           f"dcpfast {info['dcpfast']} ({info['implementation']} core)")
-    data, expected, origin = bench.load_corpus(args.items, CACHE)
+    data, expected, origin = bench.load_corpus(bench.CORPORA[0], args.items, CACHE)
     print(f"corpus ({origin}): {expected['frames']:,} frames, {len(data):,} bytes")
     whole = dcpfast.scan(data, collections=True, columns=COLUMNS)
 
@@ -121,8 +103,9 @@ def main(argv=None) -> int:
 
         frames, size = len(whole), len(raw.read_bytes())
         for name, path, opener, nbytes in files:
-            t_scan = best(lambda: scan_file(path), args.repeat)
-            t_alone = best(lambda: read_alone(opener, path), args.repeat) if opener else None
+            t_scan = bench.best(lambda: scan_file(path), args.repeat)
+            t_alone = bench.best(lambda: read_alone(opener, path), args.repeat) \
+                if opener else None
             rows.append((name, nbytes, t_alone, t_scan))
 
     print(f"\nbest of {args.repeat}; MB/s of decompressed DCP stream ({size / 1e6:.1f} MB)")

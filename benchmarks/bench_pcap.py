@@ -19,18 +19,15 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse
-import gc
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 import dcpfast
-from dcpfast import pcap, testing
+from dcpfast import bench, pcap, testing
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / "results" / "cache"
@@ -39,25 +36,6 @@ CORPUS = dict(seed=0, vbuckets=4, collections=True, sync_writes=True, value_size
 DEFAULTS = dict(items=440_000, repeat=5)    # about 120 MB of DCP frames
 QUICK = dict(items=44_000, repeat=3)
 MSS = 1448
-
-
-def parse_args(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, help="document changes to generate "
-                        f"(default {DEFAULTS['items']:,})")
-    parser.add_argument("--repeat", type=int, help="timed runs after the warm-up, best kept "
-                        f"(default {DEFAULTS['repeat']})")
-    parser.add_argument("--json", nargs="?", const=DEFAULT_JSON, type=Path, metavar="PATH",
-                        help=f"write the results as JSON (default path {DEFAULT_JSON})")
-    parser.add_argument("--quick", action="store_true", help="smoke run: "
-                        + ", ".join(f"{k}={v:,}" for k, v in QUICK.items()))
-    args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.items < 1 or args.repeat < 1:
-        parser.error("--items and --repeat must be at least 1")
-    return args
 
 
 def corpus(items: int) -> tuple[Path, Path]:
@@ -88,17 +66,6 @@ def corpus(items: int) -> tuple[Path, Path]:
     return raw, capture
 
 
-def best(fn, repeat: int) -> float:
-    fn()                                   # warm-up: page cache, imports, allocator
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def server_batches(capture: Path) -> list:
     return [b for b in pcap.read_pcap(capture) if b.connection.direction == pcap.SERVER_TO_CLIENT]
 
@@ -116,7 +83,8 @@ def check(raw: Path, capture: Path) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = bench.settle(bench.arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON), argv,
+                        DEFAULTS, QUICK)
     raw, capture = corpus(args.items)
     frames = check(raw, capture)
     data = raw.read_bytes()
@@ -133,7 +101,7 @@ def main(argv=None) -> int:
         "read(raw dump path)": lambda: len(dcpfast.read(raw)),
         "iter_batches(raw dump path)": lambda: count(dcpfast.iter_batches(raw)),
     }
-    seconds = {name: best(fn, args.repeat) for name, fn in runs.items()}
+    seconds = {name: bench.best(fn, args.repeat) for name, fn in runs.items()}
     capture_time = seconds["read_pcap(path), all columns"]
     print(f"corpus: {frames:,} frames, {size / 1e6:.1f} MB of DCP; capture "
           f"{capture_size / 1e6:.1f} MB in {MSS}-byte segments "

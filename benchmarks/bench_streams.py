@@ -18,11 +18,6 @@ from dcpfast import bench
 from dcpfast import streams, testing
 
 
-def best(fn, repeat: int) -> float:
-    """Best of ``repeat`` runs after a warm-up (``dcpfast.bench.timed``)."""
-    return bench.timed("", 0, 0, fn, repeat).best
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=200_000)
@@ -43,7 +38,7 @@ def main(argv=None) -> int:
             ("scan + summarize (iter_batches 8 MiB)",
              lambda: streams.summarize(dcpfast.iter_batches([data], batch_bytes=8 << 20)))]
     for name, fn in runs:
-        seconds = best(fn, args.repeat)
+        seconds = bench.best(fn, args.repeat)
         print(f"{name:38s} {seconds * 1e3:8.1f} ms  {len(batch) / seconds / 1e6:6.2f} M frames/s")
     return 0
 

@@ -19,12 +19,10 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse
-import gc
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import cramjam
@@ -33,6 +31,7 @@ import pyarrow.compute as pc
 
 import dcpfast
 from dcpfast import bench
+from dcpfast.bench import CheckFailed, check
 from dcpfast import testing
 from dcpfast import values as values_module
 
@@ -46,50 +45,10 @@ SNAPPY = int(dcpfast.Datatype.SNAPPY)
 JSON = int(dcpfast.Datatype.JSON)
 
 
-class CheckFailed(Exception):
-    """The decoded values are not what the generator wrote: no figures are reported."""
-
-
-def check(ok: bool, message: str) -> None:
-    if not ok:
-        raise CheckFailed(message)
-
-
 def machine() -> dict:
     """``dcpfast.bench.machine()`` plus the Snappy library and the values helper in use."""
     return {**bench.machine(), "cramjam": cramjam.__version__,
             "helper": values_module._core.__name__}
-
-
-@dataclass
-class Timing:
-    label: str
-    values: int
-    nbytes: int
-    times: list[float] = field(default_factory=list)
-
-    @property
-    def best(self) -> float:
-        return min(self.times)
-
-
-def timed(runs: list[tuple[Timing, object]], repeat: int) -> None:
-    """Time each ``(timing, fn)`` ``repeat`` times after one warm-up run each, taking
-    turns (so that a load change on a shared machine hits every measurement alike) and
-    with the garbage collector paused, as ``timeit`` does."""
-    for _, fn in runs:
-        fn()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeat):
-            for timing, fn in runs:
-                start = time.perf_counter()
-                fn()
-                timing.times.append(time.perf_counter() - start)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def verify(table: pa.Table, documents: list) -> None:
@@ -105,28 +64,9 @@ def verify(table: pa.Table, documents: list) -> None:
         check(flag == bool(doc.fields["datatype"] & JSON), f"row {i}: is_json differs")
 
 
-def parse_args(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, help="document changes to generate "
-                        f"(default {DEFAULTS['items']:,})")
-    parser.add_argument("--repeat", type=int, help=f"timed runs after the warm-up, best kept "
-                        f"(default {DEFAULTS['repeat']})")
-    parser.add_argument("--json", nargs="?", const=DEFAULT_JSON, type=Path, metavar="PATH",
-                        help=f"write the results as JSON (default path {DEFAULT_JSON})")
-    parser.add_argument("--quick", action="store_true", help="smoke run: "
-                        + ", ".join(f"{k}={v:,}" for k, v in QUICK.items()))
-    args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    for name in DEFAULTS:
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
-    return args
-
-
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    args = bench.settle(bench.arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON), argv,
+                        DEFAULTS, QUICK)
     if dcpfast.IMPLEMENTATION != "cython" or values_module._core.__name__ != "dcpfast._values":
         print("the compiled helpers are not in use: build them with `python setup.py "
               "build_ext --inplace` and unset DCPFAST_PUREPYTHON", file=sys.stderr)
@@ -171,13 +111,13 @@ def main(argv=None) -> int:
           "document;\n  xattrs='keep' bodies add up to the library's inflated bytes")
 
     r = args.repeat
-    baseline = Timing("cramjam decompress_raw, one call per value", len(compressed),
+    baseline = bench.Timing("cramjam decompress_raw, one call per value", len(compressed),
                       snappy_bytes)
-    rows = [Timing("values()", n, value_bytes), Timing("values(xattrs='drop')", n, value_bytes),
-            Timing("values(xattrs='keep')", n, value_bytes),
-            Timing("values(decompress=False)", n, value_bytes), baseline]
+    rows = [bench.Timing(label, n, value_bytes) for label in
+            ("values()", "values(xattrs='drop')", "values(xattrs='keep')",
+             "values(decompress=False)")] + [baseline]
     decompress_raw = cramjam.snappy.decompress_raw
-    timed(list(zip(rows, [batch.values, lambda: batch.values(xattrs="drop"),
+    bench.take_turns(list(zip(rows, [batch.values, lambda: batch.values(xattrs="drop"),
                           lambda: batch.values(xattrs="keep"),
                           lambda: batch.values(decompress=False),
                           lambda: [decompress_raw(v) for v in compressed]])), r)
@@ -187,8 +127,8 @@ def main(argv=None) -> int:
     print(f"{'measurement':<44} {'values':>9} {'best':>10} {'values/s':>10} {'MB/s':>8}"
           f" {'x baseline':>10}")
     for t in rows:
-        print(f"{t.label:<44} {t.values:>9,} {t.best * 1e3:>7.2f} ms "
-              f"{t.values / t.best / 1e6:>8.2f} M {t.nbytes / t.best / 1e6:>8.1f}"
+        print(f"{t.label:<44} {t.frames:>9,} {t.best * 1e3:>7.2f} ms "
+              f"{t.frames / t.best / 1e6:>8.2f} M {t.nbytes / t.best / 1e6:>8.1f}"
               f" {t.best / baseline.best:>9.2f}x")
     ratio = rows[0].best / baseline.best
     print(f"\nvalues() takes {ratio:.2f}x the time the Snappy library alone needs for the "
@@ -203,7 +143,7 @@ def main(argv=None) -> int:
                        "xattr_values": with_xattrs, "value_bytes": value_bytes,
                        "body_bytes": body_bytes, "snappy_bytes": snappy_bytes},
             "repeat": r,
-            "timings": [{**asdict(t), "best": t.best, "values_per_s": t.values / t.best,
+            "timings": [{**asdict(t), "best": t.best, "values_per_s": t.frames / t.best,
                          "mb_per_s": t.nbytes / t.best / 1e6,
                          "x_baseline": t.best / baseline.best} for t in rows],
             "ratio": ratio,

@@ -269,56 +269,102 @@ class FrameBatch:
         """
         import pyarrow as pa
 
+        bitmaps = self._bitmaps()
         arrays, fields = [], []
         for name, column in self._arrays.items():
             arrays.append(pa.Array.from_buffers(
-                S.arrow_type(name), len(column), [*_bitmap(self.validity(name)),
-                                                  pa.py_buffer(column)]))
+                S.arrow_type(name), len(column), [*bitmaps(name), pa.py_buffer(column)]))
             fields.append(name)
         for name, (off, length) in S.BINARY.items():
             if off in self._arrays and length in self._arrays:
                 build = self._binary_views if binary_view else self._binary
-                arrays.append(build(off, length))
+                arrays.append(build(off, length, bitmaps(off)))
                 fields.append(name)
         return pa.Table.from_arrays(arrays, names=fields)
 
-    def _starts_lengths(self, off, length):
-        valid = self.validity(off)
-        starts = self[off].astype(np.uint64, copy=True)
-        starts -= np.uint64(self.base_offset)
-        lengths = self[length].astype(np.int64)
-        if valid is not None:
-            starts[~valid] = 0
-            lengths[~valid] = 0
-        return valid, starts, lengths
-
-    def _binary(self, off, length):
+    def _bitmaps(self):
+        """A function giving the Arrow validity buffer (``[buffer]``, or ``[None]`` when all
+        valid) of a column. Columns carried by the same frame kinds share one bitmap, an OR
+        of packed per-kind bitmaps that are made once, on the first column that needs them:
+        a few cheap passes over the kinds instead of a gather and a pack per column."""
         import pyarrow as pa
 
-        valid, starts, lengths = self._starts_lengths(off, length)
+        kinds, shared, packed = self._kinds, {}, []
+
+        def per_kind():
+            if not packed:
+                present, rows = [], []
+                for kind in range(len(P.KINDS)):
+                    bits = np.packbits(kinds == kind, bitorder="little")
+                    if bits.any():
+                        present.append(kind)
+                        rows.append(bits)
+                packed.extend((np.array(present, np.intp),
+                               np.stack(rows) if rows else np.empty((0, 0), np.uint8)))
+            return packed
+
+        def bitmap(name):
+            if name == "stream_id":
+                return _bitmap(self[name] != 0)
+            table = S.validity_table(name, self.collections)
+            if table is None:
+                return [None]
+            key = table.tobytes()
+            if key not in shared:
+                present, rows = per_kind()
+                carried = table[present]
+                if carried.all():
+                    shared[key] = [None]
+                elif carried.any():
+                    bits = np.bitwise_or.reduce(rows[carried], axis=0)
+                    shared[key] = [pa.py_buffer(bits)]
+                else:
+                    shared[key] = [pa.py_buffer(np.zeros((len(self) + 7) // 8, np.uint8))]
+            return shared[key]
+        return bitmap
+
+    def _starts(self, off):
+        """Positions in ``data`` of the column ``off`` (a stream-offset column), as uint64;
+        frames that do not carry it hold 0 there as they do in the column."""
+        starts = self[off]
+        if self.base_offset:
+            base = np.uint64(self.base_offset)
+            starts = np.maximum(starts, base)
+            starts -= base
+        return np.ascontiguousarray(starts, np.uint64)
+
+    def _binary(self, off, length, validity=None):
+        """The offset/length pair as a ``binary`` column, bytes gathered out of ``data``
+        (frames without the field are null and hold no bytes: their length column is 0)."""
+        import pyarrow as pa
+
+        if validity is None:
+            validity = _bitmap(self.validity(off))
         bounds = np.zeros(len(self) + 1, np.int64)
-        np.cumsum(lengths, out=bounds[1:])
+        np.cumsum(self[length], dtype=np.int64, out=bounds[1:])
         data = np.empty(int(bounds[-1]), np.uint8)
-        _core.gather(self._view, starts, bounds, data)
+        _core.gather(self._view, self._starts(off), bounds, data)
         if bounds[-1] <= _INT32_MAX:
             kind, offsets = pa.binary(), bounds.astype(np.int32)
         else:
             kind, offsets = pa.large_binary(), bounds
-        return pa.Array.from_buffers(kind, len(self), [*_bitmap(valid), pa.py_buffer(offsets),
+        return pa.Array.from_buffers(kind, len(self), [*validity, pa.py_buffer(offsets),
                                                        pa.py_buffer(data)])
 
-    def _binary_views(self, off, length):
+    def _binary_views(self, off, length, validity=None):
+        """The offset/length pair as a ``binary_view`` column over ``data``, no bytes copied."""
         import pyarrow as pa
 
-        valid, starts, lengths = self._starts_lengths(off, length)
+        if validity is None:
+            validity = _bitmap(self.validity(off))
         size = len(self._view)
         bits = 31 if size <= _INT32_MAX else _WINDOW_BITS
         views = np.empty(16 * len(self), np.uint8)
-        _core.views(self._view, starts, lengths, views, bits)
+        _core.views(self._view, self._starts(off), self[length].astype(np.int64), views, bits)
         windows = [pa.py_buffer(self._view[lo:lo + 2 * (1 << bits)])
                    for lo in range(0, max(size, 1), 1 << bits)]
         return pa.Array.from_buffers(pa.binary_view(), len(self),
-                                     [*_bitmap(valid), pa.py_buffer(views), *windows])
+                                     [*validity, pa.py_buffer(views), *windows])
 
     def __arrow_c_stream__(self, requested_schema=None):
         return self.to_arrow().__arrow_c_stream__(requested_schema)

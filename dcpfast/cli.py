@@ -592,23 +592,34 @@ def spark_decode(inputs, sample, out, master, method, partition_by, columns, wit
 
 
 @main.command()
-@click.option("--quick", is_flag=True, help="A smoke run of a few seconds (about 100,000 "
-              "frames).")
-@click.option("--items", type=click.IntRange(min=1), help="Document changes to generate "
-              "(default 880,000: about 1,000,000 frames).")
+@click.option("--quick", is_flag=True, help="A smoke run (about 100,000 mixed frames, no "
+              "memory probe).")
+@click.option("--items", type=click.IntRange(min=1), help="Document changes of the mixed "
+              "corpus, the others in proportion (default 880,000: about 1,000,000 frames).")
 @click.option("--repeat", type=click.IntRange(min=1), help="Timed runs after the warm-up.")
 @click.option("--python-items", type=click.IntRange(min=1),
               help="Frames for the pure-Python twin and the struct baseline.")
+@click.option("--corpus", "corpora", multiple=True,
+              type=click.Choice(["mixed", "small", "large", "stream_ids"]),
+              help="Run only this corpus (repeatable; default all).")
+@click.option("--rss/--no-rss", default=None, help="Measure the peak RSS of iter_batches "
+              "over a 2 GiB dump (default: on, off with --quick).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Also write the figures as JSON to this file.")
 @click.option("--cache", type=click.Path(file_okay=False),
-              help="Keep the generated corpus in this directory for later runs.")
-def bench(quick, items, repeat, python_items, json_path, cache):
-    """Check and time the scan on a synthetic corpus, and print the table."""
+              help="Keep the generated corpora in this directory for later runs.")
+@click.option("--readme", type=click.Path(dir_okay=False, exists=True),
+              help="Rewrite the performance table between the benchmark markers of this "
+              "README.")
+def bench(quick, items, repeat, python_items, corpora, rss, json_path, cache, readme):
+    """Check and time the scanner on synthetic corpora against baselines and a C probe,
+    and print the table and the targets."""
     from . import bench as b
 
     settings = dict(b.QUICK if quick else b.DEFAULTS)
     for name, value in (("items", items), ("repeat", repeat), ("python_items", python_items)):
         if value is not None:
             settings[name] = value
-    sys.exit(b.run(**settings, json_path=json_path, cache=cache))
+    sys.exit(b.run(**settings, corpora=corpora or b.CORPUS_NAMES,
+                   rss=not quick if rss is None else rss, json_path=json_path, cache=cache,
+                   readme=readme))

@@ -315,14 +315,30 @@ def test_bench_prints_its_table(tmp_path):
         result = run("bench", "--quick")
         assert result.exit_code == 2
         return
-    result = run("bench", "--items", 2000, "--python-items", 500, "--repeat", 1,
-                 "--json", tmp_path / "b.json", "--cache", tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# speed\n{bench.README_BEGIN}\nold table\n{bench.README_END}\nafter\n")
+    small = ("--items", 2000, "--python-items", 500, "--repeat", 1, "--no-rss")
+    result = run("bench", *small, "--json", tmp_path / "b.json", "--cache", tmp_path,
+                 "--readme", readme)
     _clean(result, 0)
-    assert "checks passed" in result.output and "Cython scan_buffer, all columns" in result.output
-    assert json.loads((tmp_path / "b.json").read_text())["corpus"]["items"] == 2000
-    again = run("bench", "--items", 2000, "--python-items", 500, "--repeat", 1,
-                "--cache", tmp_path)
-    assert "corpus (cache " in again.output
+    assert "checks passed" in result.output and "scan, all 39 columns" in result.output
+    report = json.loads((tmp_path / "b.json").read_text())
+    assert list(report["corpora"]) == list(bench.CORPUS_NAMES)
+    assert report["corpora"]["mixed"]["items"] == 2000
+    assert {t["met"] for t in report["targets"]} <= {True, False, None}
+    text = readme.read_text()
+    assert "old table" not in text and text.endswith(f"{bench.README_END}\nafter\n")
+    assert "| `scan`, all 39 columns |" in text
+    again = run("bench", *small, "--corpus", "small", "--cache", tmp_path)
+    assert "corpus small" in again.output and "corpus mixed" not in again.output
+    assert "(cache " in again.output
+
+
+def test_bench_corpus_choices_are_the_suites():
+    from dcpfast import bench
+    from dcpfast.cli import bench as command
+    option = next(p for p in command.params if p.name == "corpora")
+    assert tuple(option.type.choices) == bench.CORPUS_NAMES
 
 
 def _command():
