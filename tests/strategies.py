@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from dcpfast import protocol as P
 from dcpfast import schema
 from dcpfast import testing as t
 
@@ -223,3 +224,15 @@ def streams(draw, min_frames=1, max_frames=12):
     collections = draw(st.booleans())
     items = draw(st.lists(frames(collections), min_size=min_frames, max_size=max_frames))
     return collections, b"".join(d for d, _ in items), [e for _, e in items]
+
+
+@st.composite
+def resync_streams(draw, collections: bool, min_frames=1, max_frames=8):
+    """(data, [expected fields]) of frames that all carry a known opcode.
+
+    Skip mode resynchronises only on a known opcode, so any frame of such a stream
+    can be the first one trusted after damage.
+    """
+    known = frames(collections).filter(lambda item: item[0][1] in P.KNOWN_OPCODES)
+    items = draw(st.lists(known, min_size=min_frames, max_size=max_frames))
+    return b"".join(d for d, _ in items), [e for _, e in items]
