@@ -290,7 +290,7 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
             if length > lengths[i] - pos - LEN or length < MIN_PAIR:
                 raise ValueError(f"xattr_strings: value {i} changed since it was parsed")
             nul = <const uint8_t*>memchr(pair, 0, length) - pair
-            if nul < 0 or kpos + nul > key_data.shape[0] \
+            if nul < 0 or nul > <Py_ssize_t>length - 2 or kpos + nul > key_data.shape[0] \
                     or vpos + length - nul - 2 > value_data.shape[0]:
                 raise ValueError("xattr_strings: string buffers too short")
             if nul:
