@@ -34,14 +34,16 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from . import protocol as P
 from . import schema as S
 from .batch import FrameBatch, _byte_view, _core, _scan
 from .errors import DcpFormatError
 
-#: Input bytes decoded per Arrow batch handed to Spark.
-BATCH_BYTES = 64 << 20
+#: Input bytes decoded per Arrow batch handed to Spark: small enough (about 17,000 frames
+#: of 240 bytes) for the Python worker to decode the next batch while Spark takes in the last.
+BATCH_BYTES = 4 << 20
 #: Target input bytes per data source partition; larger files are split into byte ranges.
 PARTITION_BYTES = 128 << 20
 #: How far before a byte-range cut the search for the first frame starts.
@@ -52,6 +54,9 @@ _SPARK_INT = {"uint8": "int16", "uint16": "int32", "uint32": "int64", "uint64": 
 #: Columns that are not scanner columns, in output order.
 EXTRA = ("key", "key_str", "value", "source")
 VALUE_COLUMNS = ("content", "xattrs")
+#: Scanner columns that every frame carries, whatever the kind and the collections mode.
+_ALWAYS = frozenset(n for n in S.NAMES if n != "stream_id" and all(
+    S.validity_table(n, c) is None for c in (False, True)))
 ERRORS = ("strict", "skip")
 
 
@@ -78,8 +83,8 @@ def output_columns(columns: Sequence[str] | str | None = None, values: bool = Fa
 
 
 def arrow_schema(columns: Sequence[str] | str | None = None, values: bool = False):
-    """The Arrow schema of the batches handed to Spark (signed types, all nullable)."""
-    import pyarrow as pa
+    """The Arrow schema of the batches handed to Spark (signed types). The header columns
+    every frame carries are not nullable, which spares Spark a null check per value."""
 
     kinds = {"key": pa.binary(), "key_str": pa.string(), "value": pa.binary(),
              "source": pa.string(), "content": pa.binary(),
@@ -88,9 +93,9 @@ def arrow_schema(columns: Sequence[str] | str | None = None, values: bool = Fals
     for name in output_columns(columns, values):
         if name in S.DTYPES:
             kind = getattr(pa, _SPARK_INT.get(S.DTYPES[name].name, S.DTYPES[name].name))()
+            fields.append(pa.field(name, kind, nullable=name not in _ALWAYS))
         else:
-            kind = kinds[name]
-        fields.append(pa.field(name, kind))
+            fields.append(pa.field(name, kinds[name]))
     return pa.schema(fields)
 
 
@@ -139,7 +144,6 @@ def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
                     errors: str = "strict"):
     """The frames of ``batch`` as a ``pyarrow.RecordBatch`` of ``schema``
     (from ``arrow_schema``), with ``source`` as the provenance of every row."""
-    import pyarrow as pa
 
     from .batch import _bitmap
 
@@ -182,7 +186,6 @@ def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
 
 def _binary(batch: FrameBatch, name: str):
     """The ``key`` or ``value`` column as ``binary`` (a batch holds well under 2 GiB)."""
-    import pyarrow as pa
 
     column = batch._binary(*S.BINARY[name])
     return column if column.type == pa.binary() else column.cast(pa.binary())
@@ -190,7 +193,6 @@ def _binary(batch: FrameBatch, name: str):
 
 def _repeated(text: str | None, n: int):
     """A string column holding ``text`` ``n`` times."""
-    import pyarrow as pa
 
     if text is None:
         return pa.nulls(n, pa.string())
@@ -202,7 +204,6 @@ def _repeated(text: str | None, n: int):
 
 def _utf8(keys):
     """Keys as strings; a key that is not valid UTF-8 becomes null."""
-    import pyarrow as pa
 
     text = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers(), offset=keys.offset)
     try:
@@ -220,7 +221,6 @@ def _utf8(keys):
 
 def _values(batch: FrameBatch, errors: str) -> dict:
     """``content`` and ``xattrs`` per frame (null where a frame carries no document)."""
-    import pyarrow as pa
 
     from .values import values
 
@@ -316,7 +316,6 @@ def decode_pandas(frames, *, columns=None, values: bool = False, errors: str = "
 def _pandas_type(kind):
     """Nullable pandas dtypes for Arrow integers (others: pandas' defaults)."""
     import pandas as pd
-    import pyarrow as pa
 
     if pa.types.is_integer(kind):
         return pd.ArrowDtype(kind)
@@ -424,15 +423,16 @@ def _compressed(uri: str) -> bool:
 
 def _read_into(f, pos: int, tail: np.ndarray, n: int) -> np.ndarray:
     """``tail`` followed by ``n`` bytes of ``f`` from ``pos``."""
-    buf = np.empty(len(tail) + n, np.uint8)
+    buf = np.frombuffer(pa.allocate_buffer(len(tail) + n), np.uint8)
     buf[:len(tail)] = tail
     got = len(tail)
+    f.seek(pos)
+    view = memoryview(buf)
     while got < len(buf):
-        chunk = f.read_at(len(buf) - got, pos + got - len(tail))
-        if not len(chunk):
+        read = f.readinto(view[got:])
+        if not read:
             raise OSError(f"file shorter than expected at byte {pos + got - len(tail)}")
-        buf[got:got + len(chunk)] = np.frombuffer(chunk, np.uint8)
-        got += len(chunk)
+        got += read
     return buf
 
 
