@@ -39,7 +39,7 @@ import dcpfast
 from dcpfast import bench, testing
 from dcpfast import spark as dspark
 
-PROJECTION = ["offset", "opcode", "vbucket", "by_seqno", "collection_id", "key"]
+PROJECTION = ["opcode", "vbucket", "cas", "by_seqno", "key", "value"]
 TARGET_MB_S, TARGET_RATIO = 300, 3.0
 
 
