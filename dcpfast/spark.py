@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import logging
 import os
 import re
 import sys
@@ -40,6 +41,8 @@ from . import protocol as P
 from . import schema as S
 from .batch import FrameBatch, _byte_view, _core, _scan
 from .errors import DcpFormatError
+
+log = logging.getLogger(__name__)
 
 #: Input bytes decoded per Arrow batch handed to Spark: small enough (about 17,000 frames
 #: of 240 bytes) for the Python worker to decode the next batch while Spark takes in the last.
@@ -242,11 +245,31 @@ def _file_batches(content, source, schema, *, collections, errors, batch_bytes,
     from .io import iter_batches
 
     with _noted(source):
-        for fb in iter_batches(content, batch_bytes, collections=collections,
-                               columns=_scanner_columns(schema.names), errors=errors,
-                               max_frame_size=max_frame_size):
+        for fb in _reported(iter_batches(content, batch_bytes, collections=collections,
+                                         columns=_scanner_columns(schema.names),
+                                         errors=errors, max_frame_size=max_frame_size),
+                            source):
             if len(fb):
                 yield to_record_batch(fb, source, schema, errors=errors)
+
+
+def _reported(batches, where: str):
+    """Pass ``batches`` on; when frames were skipped, log how much of ``where`` at the end
+    (a warning on the executor: a skip-mode job drops damaged bytes but says so)."""
+    spans = []
+    for fb in batches:
+        spans += [(r.offset, r.offset + r.length) for r in fb.errors]
+        yield fb
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):             # a region cut by a batch end comes twice
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    if merged:
+        log.warning("%s: skipped %d damaged region(s), %d bytes, the first at byte %d",
+                    where, len(merged), sum(end - start for start, end in merged),
+                    merged[0][0])
 
 
 @contextlib.contextmanager
@@ -565,19 +588,22 @@ def _read_piece(piece, schema, *, collections, errors, batch_bytes, lead_in, max
     names = _scanner_columns(schema.names)
     source = _source_name(piece.uri)
     if piece.whole:
-        with filesystem.open_input_stream(where) as f:
+        local = filesystem.type_name == "local"  # a path: iter_batches maps it, no copy
+        with contextlib.nullcontext(where) if local else \
+                filesystem.open_input_stream(where) as f:
             batches = iter_batches(f, batch_bytes, collections=collections, columns=names,
                                    errors=errors, max_frame_size=max_frame_size)
-            for fb in batches:
+            for fb in _reported(batches, source):
                 if len(fb):
                     yield to_record_batch(fb, source, schema, errors=errors)
         return
     with filesystem.open_input_file(where) as f:
         if collections is None:
             collections = _sniff(f, piece.size)
-        for fb in range_batches(f, piece, names=names, collections=collections,
-                                errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
-                                max_frame_size=max_frame_size):
+        for fb in _reported(range_batches(f, piece, names=names, collections=collections,
+                                          errors=errors, batch_bytes=batch_bytes,
+                                          lead_in=lead_in, max_frame_size=max_frame_size),
+                            f"{source} (bytes {piece.lo} to {piece.hi})"):
             yield to_record_batch(fb, source, schema, errors=errors)
 
 

@@ -124,6 +124,32 @@ def test_cuts_in_a_damaged_file_strict_mode(tmp_path, stream):
         assert split.value.offset == whole.value.offset, cut
 
 
+def test_skip_mode_logs_what_it_dropped(tmp_path, stream, caplog):
+    data = _damaged(stream)
+    path = _write(tmp_path, "bad.dcp", data)
+    ref = _whole(data, errors="skip")
+    spans = sorted((e.offset, e.offset + e.length) for e in ref.errors)
+    schema = dspark.arrow_schema(["offset"])
+    whole = dspark.Piece(path, 0, len(data), len(data))
+    with caplog.at_level("WARNING", logger="dcpfast.spark"):
+        rows = sum(rb.num_rows for rb in dspark.read_piece(
+            whole, schema, collections=None, errors="skip", batch_bytes=4096))
+    assert rows == len(ref)
+    [record] = caplog.records
+    assert f"skipped {len(spans)} damaged region(s), " \
+        f"{sum(end - start for start, end in spans)} bytes, the first at byte {spans[0][0]}" \
+        in record.getMessage()
+    caplog.clear()
+    list(dspark.read_piece(dspark.Piece(path, 0, len(stream) // 2, len(data)), schema,
+                           collections=None, errors="skip"))
+    assert "bad.dcp (bytes 0 to" in caplog.records[0].getMessage()
+    caplog.clear()
+    list(dspark.read_piece(dspark.Piece(_write(tmp_path, "good.dcp", stream), 0,
+                                        len(stream), len(stream)),
+                           schema, collections=None, errors="skip"))
+    assert not caplog.records
+
+
 def test_values_holding_frames_never_give_wrong_rows(tmp_path):
     """A document whose value is itself a DCP stream: a cut inside it either yields the
     whole-file frames or raises; with a lead-in reaching the document, always the former."""
