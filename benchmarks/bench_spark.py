@@ -167,6 +167,8 @@ def main(argv=None) -> int:
                     ("arrow", root / "files", f"{len(paths)} files"),
                     ("pandas", root / "files", f"{len(paths)} files"),
                     ("ceiling", replay, "replayed record batches, no decoding")]
+            planned = dspark.read_dcp(spark, str(root / "files"), "datasource",
+                                      columns=columns).rdd.getNumPartitions()
             frames_of = []
             for method, where, what in runs:
                 if method == "ceiling":
@@ -174,8 +176,6 @@ def main(argv=None) -> int:
                           .option("partitions", planned).option("times", len(paths)).load())
                 else:
                     df = dspark.read_dcp(spark, str(where), method, columns=columns)
-                    if method == "datasource" and where == root / "files":
-                        planned = df.rdd.getNumPartitions()
                 count = df.count()                      # the check
                 if count != frames:
                     print(f"FAILED: {method} ({what}) gave {count:,} frames, the scan "
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
 
             print(f"\n{frames:,} frames; the data source plans {planned} partitions for "
                   f"{len(paths)} files")
-            print(f"\n| path | seconds | MB/s | frames/s |\n|---|---|---|---|")
+            print("\n| path | seconds | MB/s | frames/s |\n|---|---|---|---|")
             for text, _, seconds in rows:
                 print(f"| {text} | {seconds:.2f} | {size / 1e6 / seconds:,.0f} | "
                       f"{frames / seconds / 1e6:,.2f} M |")

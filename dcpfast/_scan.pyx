@@ -836,35 +836,96 @@ def gather(const uint8_t[::1] buf, const uint64_t[::1] starts, const int64_t[::1
                 memcpy(&out[bounds[i]], &buf[starts[i]], size)
 
 
-def views(const uint8_t[::1] buf, const uint64_t[::1] starts, const int64_t[::1] lengths,
-          uint8_t[::1] out, int window_bits):
-    """Arrow binary-view structs for ``buf`` slices, data buffer index = start >> window_bits."""
-    cdef Py_ssize_t i, n = starts.shape[0]
-    cdef int64_t size
-    cdef uint64_t start, mask = (<uint64_t>1 << window_bits) - 1
-    cdef int32_t word
-    cdef uint8_t* v
-    if lengths.shape[0] != n or out.shape[0] != 16 * n:
+cdef extern from *:
+    """
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    #  define DCP_LE32(x) __builtin_bswap32(x)
+    #  define DCP_LE64(x) __builtin_bswap64(x)
+    #else
+    #  define DCP_LE32(x) (x)
+    #  define DCP_LE64(x) (x)
+    #endif
+    """
+    uint32_t DCP_LE32(uint32_t) noexcept nogil
+    uint64_t DCP_LE64(uint64_t) noexcept nogil
+
+cdef inline uint64_t le64(const uint8_t* p) noexcept nogil:
+    cdef uint64_t v
+    memcpy(&v, p, 8)
+    return DCP_LE64(v)
+
+
+cdef inline uint32_t le32(const uint8_t* p) noexcept nogil:
+    cdef uint32_t v
+    memcpy(&v, p, 4)
+    return DCP_LE32(v)
+
+
+cdef inline void put_view(uint8_t* v, const uint8_t* buf, size_t end, uint64_t start,
+                          uint32_t size, int window_bits, uint64_t mask) noexcept nogil:
+    """One 16-byte binary-view struct, written as two little-endian words: the length and
+    up to 12 inline bytes (zero-padded), or the length, a 4-byte prefix, the data buffer
+    index and the offset in it."""
+    cdef uint64_t lo, hi
+    cdef uint8_t tail[12]
+    cdef const uint8_t* p = buf + start
+    if size <= 12:
+        if end - start < 12:              # too near the end to load 12 bytes at once
+            memset(tail, 0, 12)
+            memcpy(tail, p, size)
+            p = tail
+        lo = le64(p)
+        hi = (lo >> 32) | (<uint64_t>le32(p + 8) << 32)
+        lo = <uint64_t>size | (lo << 32)
+        if size < 4:
+            lo &= (<uint64_t>1 << (32 + 8 * size)) - 1
+        if size <= 4:
+            hi = 0
+        else:
+            hi &= <uint64_t>0xFFFFFFFFFFFFFFFF >> (8 * (12 - size))
+    else:
+        lo = <uint64_t>size | (<uint64_t>le32(p) << 32)
+        hi = (start >> window_bits) | ((start & mask) << 32)
+    lo = DCP_LE64(lo)
+    hi = DCP_LE64(hi)
+    memcpy(v, &lo, 8)
+    memcpy(v + 8, &hi, 8)
+
+
+def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):
+    """Arrow binary-view structs for slices of ``buf``: row j of ``out`` (16 bytes a slice)
+    describes row j of ``starts``/``lengths`` (1-D arrays are one row); data buffer index =
+    start >> window_bits. The rows are walked together, frame by frame, so a frame's key
+    and value, which share cache lines, are read from memory once."""
+    cdef const uint64_t[:, ::1] at = np.atleast_2d(starts)
+    cdef const int64_t[:, ::1] size = np.atleast_2d(lengths)
+    cdef uint8_t[:, ::1] dst = np.atleast_2d(out)
+    cdef Py_ssize_t i, j, m = at.shape[0], n = at.shape[1], bad = -1
+    cdef size_t end = buf.shape[0]
+    cdef uint64_t mask = (<uint64_t>1 << window_bits) - 1, start, length
+    cdef const uint8_t* data = &buf[0] if end else <const uint8_t*>""
+    cdef const uint64_t* first
+    cdef const int64_t* sizes
+    cdef uint8_t* structs
+    if (size.shape[0], size.shape[1]) != (m, n) or (dst.shape[0], dst.shape[1]) != (m, 16 * n):
         raise ValueError("views: sizes do not match")
-    for i in range(n):
-        if lengths[i] < 0 or starts[i] > <uint64_t>buf.shape[0] or lengths[i] > buf.shape[0] - <Py_ssize_t>starts[i]:
-            raise ValueError(f"views: range {i} outside the buffer")
-        if <uint64_t>lengths[i] > mask:
-            raise ValueError(f"views: range {i} longer than a window")
+    if n == 0 or m == 0:
+        return
+    first, sizes, structs = &at[0, 0], &size[0, 0], &dst[0, 0]
     with nogil:
         for i in range(n):
-            size = lengths[i]
-            start = starts[i]
-            v = &out[16 * i]
-            memset(v, 0, 16)
-            word = <int32_t>size
-            memcpy(v, &word, 4)
-            if size <= 12:
-                if size:
-                    memcpy(v + 4, &buf[start], size)
-            else:
-                memcpy(v + 4, &buf[start], 4)
-                word = <int32_t>(start >> window_bits)
-                memcpy(v + 8, &word, 4)
-                word = <int32_t>(start & mask)
-                memcpy(v + 12, &word, 4)
+            for j in range(m):
+                start = first[j * n + i]
+                length = <uint64_t>sizes[j * n + i]      # a negative length is huge here
+                if start > end or length > end - start or length > mask:
+                    bad = i
+                    break
+                put_view(structs + 16 * (j * n + i), data, end, start, <uint32_t>length,
+                         window_bits, mask)
+            if bad >= 0:
+                break
+    if bad >= 0:
+        for j in range(m):
+            if size[j, bad] < 0 or at[j, bad] > end or <uint64_t>size[j, bad] > end - at[j, bad]:
+                raise ValueError(f"views: range {bad} outside the buffer")
+        raise ValueError(f"views: range {bad} longer than a window")

@@ -378,21 +378,27 @@ def gather(buf, starts, bounds, out):
 
 
 def views(buf, starts, lengths, out, window_bits):
-    """Arrow binary-view structs for ``buf`` slices, data buffer index = start >> window_bits."""
-    buf, out = memoryview(buf).cast("B"), memoryview(out).cast("B")
+    """Arrow binary-view structs for slices of ``buf``: row j of ``out`` (16 bytes a slice)
+    describes row j of ``starts``/``lengths`` (1-D arrays are one row); data buffer index =
+    start >> window_bits."""
+    buf = memoryview(buf).cast("B")
+    starts, lengths, out = np.atleast_2d(starts), np.atleast_2d(lengths), np.atleast_2d(out)
     mask = (1 << window_bits) - 1
-    if len(lengths) != len(starts) or len(out) != 16 * len(starts):
+    if lengths.shape != starts.shape or out.shape != (starts.shape[0], 16 * starts.shape[1]):
         raise ValueError("views: sizes do not match")
-    for i, (start, size) in enumerate(zip(starts.tolist(), lengths.tolist())):
-        if size < 0 or start + size > len(buf):
-            raise ValueError(f"views: range {i} outside the buffer")
-        if size > mask:
-            raise ValueError(f"views: range {i} longer than a window")
-        view = bytearray(16)
-        struct.pack_into("<i", view, 0, size)
-        if size <= 12:
-            view[4:4 + size] = buf[start:start + size]
-        else:
-            view[4:8] = buf[start:start + 4]
-            struct.pack_into("<ii", view, 8, start >> window_bits, start & mask)
-        out[16 * i:16 * i + 16] = view
+    rows = [list(zip(s.tolist(), n.tolist())) for s, n in zip(starts, lengths)]
+    for i in range(starts.shape[1]):
+        for j, row in enumerate(rows):
+            start, size = row[i]
+            if size < 0 or start + size > len(buf):
+                raise ValueError(f"views: range {i} outside the buffer")
+            if size > mask:
+                raise ValueError(f"views: range {i} longer than a window")
+            view = bytearray(16)
+            struct.pack_into("<i", view, 0, size)
+            if size <= 12:
+                view[4:4 + size] = buf[start:start + size]
+            else:
+                view[4:8] = buf[start:start + 4]
+                struct.pack_into("<ii", view, 8, start >> window_bits, start & mask)
+            out[j, 16 * i:16 * i + 16] = np.frombuffer(view, np.uint8)

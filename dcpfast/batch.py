@@ -275,11 +275,13 @@ class FrameBatch:
             arrays.append(pa.Array.from_buffers(
                 S.arrow_type(name), len(column), [*bitmaps(name), pa.py_buffer(column)]))
             fields.append(name)
-        for name, (off, length) in S.BINARY.items():
-            if off in self._arrays and length in self._arrays:
-                build = self._binary_views if binary_view else self._binary
-                arrays.append(build(off, length, bitmaps(off)))
-                fields.append(name)
+        pairs = {name: pair for name, pair in S.BINARY.items()
+                 if pair[0] in self._arrays and pair[1] in self._arrays}
+        if binary_view:
+            arrays += self._binary_views(list(pairs.values()), bitmaps)
+        else:
+            arrays += [self._binary(off, length, bitmaps(off)) for off, length in pairs.values()]
+        fields += pairs
         return pa.Table.from_arrays(arrays, names=fields)
 
     def _bitmaps(self):
@@ -323,15 +325,20 @@ class FrameBatch:
             return shared[key]
         return bitmap
 
-    def _starts(self, off):
-        """Positions in ``data`` of the column ``off`` (a stream-offset column), as uint64;
-        frames that do not carry it hold 0 there as they do in the column."""
+    def _starts(self, off, out=None):
+        """Positions in ``data`` of the column ``off`` (a stream-offset column), as uint64
+        (written to ``out`` when given); frames that do not carry it hold 0 there as they
+        do in the column."""
         starts = self[off]
+        if out is None:
+            out = np.empty(len(starts), np.uint64)
         if self.base_offset:
             base = np.uint64(self.base_offset)
-            starts = np.maximum(starts, base)
-            starts -= base
-        return np.ascontiguousarray(starts, np.uint64)
+            np.maximum(starts, base, out=out)
+            out -= base
+        else:
+            out[...] = starts
+        return out
 
     def _binary(self, off, length, validity=None):
         """The offset/length pair as a ``binary`` column, bytes gathered out of ``data``
@@ -351,20 +358,28 @@ class FrameBatch:
         return pa.Array.from_buffers(kind, len(self), [*validity, pa.py_buffer(offsets),
                                                        pa.py_buffer(data)])
 
-    def _binary_views(self, off, length, validity=None):
-        """The offset/length pair as a ``binary_view`` column over ``data``, no bytes copied."""
+    def _binary_views(self, pairs, bitmaps):
+        """``binary_view`` columns over ``data``, no bytes copied, one for each offset/length
+        pair in ``pairs``; ``bitmaps(off)`` gives a column's validity buffer. The structs of
+        all pairs are written in one pass over the frames."""
         import pyarrow as pa
 
-        if validity is None:
-            validity = _bitmap(self.validity(off))
-        size = len(self._view)
+        if not pairs:
+            return []
+        n, size = len(self), len(self._view)
+        starts = _pooled((len(pairs), n), np.uint64)
+        lengths = _pooled((len(pairs), n), np.int64)
+        for row, (off, length) in enumerate(pairs):
+            self._starts(off, starts[row])
+            lengths[row] = self[length]
         bits = 31 if size <= _INT32_MAX else _WINDOW_BITS
-        views = np.empty(16 * len(self), np.uint8)
-        _core.views(self._view, self._starts(off), self[length].astype(np.int64), views, bits)
+        views = _pooled((len(pairs), 16 * n), np.uint8)
+        _core.views(self._view, starts, lengths, views, bits)
         windows = [pa.py_buffer(self._view[lo:lo + 2 * (1 << bits)])
                    for lo in range(0, max(size, 1), 1 << bits)]
-        return pa.Array.from_buffers(pa.binary_view(), len(self),
-                                     [*validity, pa.py_buffer(views), *windows])
+        return [pa.Array.from_buffers(pa.binary_view(), n,
+                                      [*bitmaps(off), pa.py_buffer(views[row]), *windows])
+                for row, (off, _) in enumerate(pairs)]
 
     def __arrow_c_stream__(self, requested_schema=None):
         return self.to_arrow().__arrow_c_stream__(requested_schema)
@@ -383,6 +398,16 @@ class FrameBatch:
         import polars as pl
 
         return pl.from_arrow(self.to_arrow(binary_view=True))
+
+
+def _pooled(shape, dtype) -> np.ndarray:
+    """An uninitialised array in pyarrow's memory pool, which hands back the memory of
+    arrays already dropped instead of faulting in fresh pages."""
+    import pyarrow as pa
+
+    dtype = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(int(np.prod(shape)) * dtype.itemsize),
+                         dtype).reshape(shape)
 
 
 def _bitmap(valid):

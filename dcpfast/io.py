@@ -31,6 +31,11 @@ _SKIPPABLE = 0x184D2A50          # zstd/lz4 skippable frame: magic 0x184D2A5X, 4
 HEAD_BYTES = 64                  # bytes sniffed for a magic number
 _DRAIN = 1024 * 1024
 _PIECE = 128 * 1024              # decompressed bytes asked for at once
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)   # drops a mapping's pages, not its data
+#: Smallest ``batch_bytes`` for which ``iter_batches`` maps a regular file rather than read
+#: it: a smaller window costs more to map than to copy, and a process has a limited number
+#: of maps (each batch holds one).
+MAP_MIN_BYTES = 1024 * 1024
 
 
 def compression(head: bytes) -> str | None:
@@ -264,12 +269,17 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
     ``source`` is a path, a binary file object, an iterable of byte chunks, or one
     buffer. Frames that straddle chunks are carried into the next batch; the input held
     at once stays near ``batch_bytes`` plus the largest frame (each batch owns its input
-    bytes and about 175 bytes of columns per frame). Offsets are stream positions. With
+    bytes and about 175 bytes of columns per frame). A plain regular file is read through
+    read-only memory-mapped windows, one per batch, so nothing is copied; a window's pages
+    leave the process when the next batch is asked for, and are faulted in again from the
+    page cache if the batch is read later. Offsets are stream positions. With
     ``collections=None`` the choice is made on the first batch (at least 1 MiB) and kept.
-    In skip mode the frames found are the same however the stream is chunked; a damaged
-    region that spans two batches is reported by each of them. A source that starts
-    with a gzip, zstd or lz4 magic number is decompressed as it is read (offsets are
-    then positions in the decompressed stream); see ``open_stream`` for damaged data.
+    In skip mode the frames found in an uncompressed stream are the same however it is
+    chunked; a damaged region that spans two batches is reported by each of them. A
+    source that starts with a gzip, zstd or lz4 magic number is decompressed as it is
+    read (offsets are then positions in the decompressed stream); see ``open_stream``
+    for damaged data: there, how much output a decompressor gives up before a corrupt
+    block can depend on how the compressed bytes arrive.
     """
     if batch_bytes < 1:
         raise ValueError("batch_bytes must be positive")
@@ -284,11 +294,11 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
             return
         source = io.BytesIO(view)
     if isinstance(source, DecodedStream):         # already sniffed (and maybe decompressing)
-        yield from _batches(_file_chunks(source), *options, stream=source)
+        yield from _batches(_stream_chunks(source, batch_bytes), *options, stream=source)
     elif isinstance(source, (str, os.PathLike)) or hasattr(source, "readinto") \
             or hasattr(source, "read"):
         with open_stream(source, errors=errors) as stream:
-            yield from _batches(_file_chunks(stream), *options, stream=stream)
+            yield from _batches(_stream_chunks(stream, batch_bytes), *options, stream=stream)
     elif isinstance(source, Iterable):
         chunks, head = iter(source), []
         while sum(map(len, head)) < HEAD_BYTES:   # enough leading bytes to sniff a codec
@@ -310,6 +320,53 @@ def _buffer(size: int) -> np.ndarray:
     """Input room from pyarrow's memory pool, which hands the memory of batches already
     dropped to the next one instead of faulting in fresh pages."""
     return np.frombuffer(pa.allocate_buffer(size), np.uint8)
+
+
+def _stream_chunks(stream: DecodedStream, batch_bytes: int):
+    """The filler for ``stream``: mapped windows when it is a plain regular file opened by
+    ``open`` (whose descriptor and position are those of the bytes it reads) and batches
+    are at least ``MAP_MIN_BYTES``, else reads."""
+    if stream.codec is None and batch_bytes >= MAP_MIN_BYTES:
+        source, unread = stream._source, 0
+        while isinstance(source, _Replayed):      # bytes sniffed but not yet read again
+            unread += len(source._head)
+            source = source._f
+        if isinstance(source, (io.FileIO, io.BufferedReader, io.BufferedRandom)):
+            try:
+                fileno = source.fileno()
+                if stat.S_ISREG(os.fstat(fileno).st_mode):
+                    return _mapped_chunks(fileno, source.tell() - unread)
+            except (OSError, ValueError):         # closed, or not seekable
+                pass
+    return _file_chunks(stream)
+
+
+def _mapped_chunks(fileno: int, position: int):
+    """A filler over a regular file from ``position``: each fill maps a read-only window
+    from the start of ``tail`` (the unconsumed end of the previous window, so a frame cut
+    by the window's end is whole in the next) to ``size`` bytes further. Nothing is copied;
+    each batch keeps its own window, which is unmapped when the batch is dropped.
+
+    When the next window is asked for, the loop is done with the previous batch as a rule:
+    that window's pages are handed back to the page cache (they stay readable, and are
+    faulted in again if touched), so a batch still held costs its columns, not its input.
+    """
+    end, previous = position, None
+
+    def fill(tail, size):
+        nonlocal end, previous
+        if previous is not None and _DONTNEED is not None:
+            previous.madvise(_DONTNEED)
+        start = end - len(tail)
+        total = os.fstat(fileno).st_size          # a file that grows is read on
+        stop = min(end + size, total)
+        if stop <= start:
+            return tail, True
+        low = start - start % mmap.ALLOCATIONGRANULARITY
+        previous = mmap.mmap(fileno, stop - low, access=mmap.ACCESS_READ, offset=low)
+        end = stop
+        return memoryview(previous)[start - low:], stop >= total
+    return fill
 
 
 def _file_chunks(f):
@@ -362,6 +419,7 @@ def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size, st
     base, want = 0, batch_bytes if collections is not None else max(batch_bytes, SNIFF_BYTES)
     while True:
         buf, eof = fill(tail, want)
+        tail = None                               # its bytes are in ``buf`` now
         view = _byte_view(buf)
         if collections is None:
             collections = bool(_core.sniff_collections(view, 0))
@@ -378,6 +436,7 @@ def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size, st
         tail = buf[batch.consumed:]
         base += batch.consumed
         want = max(batch_bytes, _frame_length(tail) - len(tail))
+        buf = view = batch = None                 # the caller alone decides how long it lives
 
 
 def _frame_length(head) -> int:

@@ -123,6 +123,77 @@ def test_iter_batches_from_path_and_file_objects(tmp_path):
         assert_columns_equal(batches, whole)
 
 
+def _keys_and_values(batches):
+    tables = [b.to_arrow() for b in batches]
+    return [sum((tb.column(name).to_pylist() for tb in tables), []) for name in ("key", "value")]
+
+
+@pytest.mark.parametrize("batch_bytes", [100, 999, 4096])
+def test_a_regular_file_is_read_through_windows_that_stay_valid(tmp_path, batch_bytes,
+                                                                monkeypatch):
+    import mmap
+    monkeypatch.setattr(dcpfast.io, "MAP_MIN_BYTES", 1)       # map even tiny windows
+    damaged = bytearray(t.synthetic_stream(200, seed=12))
+    damaged[5000:5003] = b"\xff\xff\xff"           # skip mode resynchronises past it
+    path = tmp_path / "dump.dcp"
+    path.write_bytes(damaged)
+    options = dict(batch_bytes=batch_bytes, collections=True, errors="skip")
+    mapped = list(dcpfast.iter_batches(path, **options))
+    copied = list(dcpfast.iter_batches(io.BytesIO(bytes(damaged)), **options))
+    assert all(isinstance(b.data.obj, mmap.mmap) for b in mapped)     # no bytes copied
+    assert_columns_equal(mapped, dcpfast.scan(damaged, errors="skip", final=True))
+    assert [e for b in mapped for e in b.errors] == [e for b in copied for e in b.errors]
+    # the loop has moved on: the first windows were handed back, and still read the same
+    assert _keys_and_values(mapped) == _keys_and_values(copied)
+    for b in mapped[:3]:
+        assert bytes(b.data) == damaged[b.base_offset:b.base_offset + len(b.data)]
+
+
+def test_a_file_object_is_read_from_its_position(tmp_path, monkeypatch):
+    import mmap
+    monkeypatch.setattr(dcpfast.io, "MAP_MIN_BYTES", 1)
+    data = t.synthetic_stream(100, seed=13)
+    whole = dcpfast.scan(data)
+    cut = int(whole["offset"][40])
+    path = tmp_path / "dump.dcp"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        f.seek(cut)
+        batches = list(dcpfast.iter_batches(f, batch_bytes=1000, collections=True))
+    rest = dcpfast.scan(data[cut:], collections=True)
+    assert all(isinstance(b.data.obj, mmap.mmap) for b in batches)
+    assert_columns_equal(batches, rest)
+    assert _keys_and_values(batches) == _keys_and_values([rest])
+    with open(path, "rb") as f, dcpfast.io.open_stream(f) as stream:
+        first = int(whole["offset"][1])
+        assert stream.read(first) == data[:first]  # a frame already read, sniffed bytes too
+        batches = list(dcpfast.iter_batches(stream, batch_bytes=1000, collections=True))
+    assert_columns_equal(batches, dcpfast.scan(data[first:], collections=True))
+    assert bytes(batches[0].data[:20]) == data[first:first + 20]
+    monkeypatch.setattr(dcpfast.io, "MAP_MIN_BYTES", 1001)    # small batches are copied
+    with open(path, "rb") as f:
+        batches = list(dcpfast.iter_batches(f, batch_bytes=1000, collections=True))
+    assert not isinstance(batches[0].data, memoryview)
+    assert_columns_equal(batches, whole)
+
+
+def test_a_dropped_batch_is_not_held_while_the_next_is_read():
+    import weakref
+    data = t.synthetic_stream(300, seed=3)
+    previous, held = None, []
+
+    def chunks():
+        for at in range(0, len(data), 2000):
+            held.append(previous is not None and previous() is not None)
+            yield data[at:at + 2000]
+
+    batches = dcpfast.iter_batches(chunks(), batch_bytes=2000, collections=True)
+    for batch in batches:
+        previous = weakref.ref(batch)
+        del batch
+    assert len(held) > 5 and not any(held)
+
+
 def test_iter_batches_memory_is_bounded(tmp_path):
     big = t.mutation(b"big", os.urandom(300_000), by_seqno=1)
     data = t.synthetic_stream(300, seed=2) + big + t.synthetic_stream(50, seed=4,
