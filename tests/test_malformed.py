@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import dcpfast
 from dcpfast import testing as t
+from memory import peak_allocation
 from strategies import streams
 
 GOOD = [t.snapshot_marker(1, 3, stream_id=5),
@@ -290,13 +291,7 @@ def test_any_damage_any_chunking_same_frames(stream, data):
 
 def scan_with_peak(data):
     """A collections-off scan of ``data`` and the peak memory it allocated."""
-    import tracemalloc
-    tracemalloc.start()
-    try:
-        batch = dcpfast.scan(data, collections=False)
-        return batch, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return peak_allocation(lambda: dcpfast.scan(data, collections=False))
 
 
 def big_values_after_noops(noops):

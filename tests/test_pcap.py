@@ -18,6 +18,7 @@ from dcpfast import protocol as P
 from dcpfast import testing as t
 from dcpfast.pcap import (CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, CaptureFormatError,
                           is_capture, read_pcap)
+from memory import peak_allocation
 
 try:
     from dcpfast import _pcap
@@ -591,17 +592,12 @@ def test_bad_record_stops_the_walk_where_it_is():
 @pytest.mark.skipif(dcpfast.IMPLEMENTATION != "cython",
                     reason="the memory bound is the compiled core's; the twin is too slow here")
 def test_memory_stays_bounded(tmp_path):
-    import tracemalloc
     body = b"".join(f.data for f in SERVER[20:])                 # frames after the handshake
     stream = SERVER_BYTES + body * (24_000_000 // len(body))
     path = tmp_path / "big.pcap"
     path.write_bytes(t.pcap_file(t.tcp_packets(t.tcp_segments(stream, (1448,), client=False))))
     frames = len(dcpfast.scan(stream))
-    tracemalloc.start()
-    try:
-        count = sum(len(b) for b in read_pcap(path, batch_bytes=1 << 19, collections=True))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    count, peak = peak_allocation(lambda: sum(
+        len(b) for b in read_pcap(path, batch_bytes=1 << 19, collections=True)))
     assert count == frames
     assert peak < 4 << 20, f"peak {peak / 2**20:.1f} MiB for a {len(stream) >> 20} MiB stream"
