@@ -77,7 +77,9 @@ def open_stream(source, *, errors: str = "strict") -> DecodedStream:
 
 
 class _Replayed(io.RawIOBase):
-    """A read-only file that returns ``head`` first, then reads on from ``f``.
+    """A read-only file that returns ``head`` first, then reads on from ``f``. A read
+    fills the buffer unless ``f`` ends, so what a decompressor sees does not depend on how
+    ``f`` hands out its bytes.
 
     While ``recorded`` is a list, the bytes read are also kept in it.
     """
@@ -91,19 +93,27 @@ class _Replayed(io.RawIOBase):
         return True
 
     def readinto(self, b):
+        view, n = memoryview(b).cast("B"), 0
+        while n < len(view):
+            got = self._read_some(view[n:])
+            if not got:
+                break
+            n += got
+        if self.recorded is not None:
+            self.recorded.append(bytes(view[:n]))
+        return n
+
+    def _read_some(self, b) -> int:
         if self._head:
             n = min(len(b), len(self._head))
             b[:n] = self._head[:n]
             self._head = self._head[n:]
-        elif hasattr(self._f, "readinto"):
-            n = self._f.readinto(b) or 0
-        else:
-            data = self._f.read(len(b))
-            n = len(data)
-            b[:n] = data
-        if self.recorded is not None:
-            self.recorded.append(bytes(b[:n]))
-        return n
+            return n
+        if hasattr(self._f, "readinto"):
+            return self._f.readinto(b) or 0
+        data = self._f.read(len(b))
+        b[:len(data)] = data
+        return len(data)
 
 
 class _Chunks(io.RawIOBase):
@@ -185,9 +195,9 @@ class DecodedStream(io.RawIOBase):
                 self._decoder.close()             # the bytes are taken as they are
                 self._source = _Replayed(b"".join(consumed), source)
                 self.codec = self.damage = self._decoder = None
-            else:
-                head = decoded
-                self._pending = memoryview(head)
+            else:                                 # read again: the head, then the rest
+                head = decoded                    # of the piece it was decoded from
+                self._pending = memoryview(head + bytes(self._pending))
             self._position = 0
         #: The first bytes of the (decompressed) stream; reading starts with them again.
         self.head = head
@@ -196,25 +206,24 @@ class DecodedStream(io.RawIOBase):
         return True
 
     def readinto(self, b):
+        if not self._pending and self._decoder is not None and not self.damage:
+            try:                                  # read1: a failure loses no earlier bytes;
+                data = self._decoder.read1(_PIECE)    # always the same size, so what is
+            except self._damaged as e:            # lost does not depend on the caller
+                reason = f"damaged {self.codec} data: {e}"
+                if self._errors == "strict":
+                    raise DcpFormatError(self._position, reason) from None
+                self.damage = SkippedRegion(self._position, 0, reason)
+                return 0
+            self._pending = memoryview(data)
         if self._pending:
             n = min(len(b), len(self._pending))
             b[:n] = self._pending[:n]
             self._pending = self._pending[n:]
         elif self._decoder is None:
             n = self._source.readinto(b) or 0
-        elif self.damage:
-            return 0
         else:
-            try:                                  # read1: a failure loses no earlier bytes
-                data = self._decoder.read1(min(len(b), _PIECE))
-            except self._damaged as e:
-                reason = f"damaged {self.codec} data: {e}"
-                if self._errors == "strict":
-                    raise DcpFormatError(self._position, reason) from None
-                self.damage = SkippedRegion(self._position, 0, reason)
-                return 0
-            n = len(data)
-            b[:n] = data
+            return 0
         self._position += n
         return n
 
@@ -274,12 +283,10 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
     leave the process when the next batch is asked for, and are faulted in again from the
     page cache if the batch is read later. Offsets are stream positions. With
     ``collections=None`` the choice is made on the first batch (at least 1 MiB) and kept.
-    In skip mode the frames found in an uncompressed stream are the same however it is
-    chunked; a damaged region that spans two batches is reported by each of them. A
-    source that starts with a gzip, zstd or lz4 magic number is decompressed as it is
-    read (offsets are then positions in the decompressed stream); see ``open_stream``
-    for damaged data: there, how much output a decompressor gives up before a corrupt
-    block can depend on how the compressed bytes arrive.
+    In skip mode the frames found are the same however the stream is chunked; a damaged
+    region that spans two batches is reported by each of them. A source that starts
+    with a gzip, zstd or lz4 magic number is decompressed as it is read (offsets are
+    then positions in the decompressed stream); see ``open_stream`` for damaged data.
     """
     if batch_bytes < 1:
         raise ValueError("batch_bytes must be positive")
