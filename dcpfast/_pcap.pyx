@@ -9,19 +9,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
 from . import protocol as P
-from ._wire cimport be16, be32
-
-cdef extern from *:
-    """
-    static inline uint32_t dcp_le32(const uint8_t* p) {
-        return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-    }
-    static inline uint16_t dcp_le16(const uint8_t* p) {
-        return (uint16_t)(p[0] | (p[1] << 8));
-    }
-    """
-    uint32_t dcp_le32(const uint8_t* p) noexcept nogil
-    uint16_t dcp_le16(const uint8_t* p) noexcept nogil
+from ._wire cimport be16, be32, le16, le32
 
 cdef int S_END, S_FULL, S_BLOCK, S_BAD
 cdef int RECORD_TOO_LARGE, BLOCK_LENGTH, BLOCK_TRAILER, UNKNOWN_INTERFACE
@@ -119,7 +107,7 @@ cdef int packet(const uint8_t* b, Py_ssize_t p, Py_ssize_t caplen, int link, uin
             return 4
         family = be32(b + p)
         if link == L_NULL:
-            c = dcp_le32(b + p)
+            c = le32(b + p)
             if c < family:
                 family = c
         p += 4
@@ -205,7 +193,7 @@ cdef int packet(const uint8_t* b, Py_ssize_t p, Py_ssize_t caplen, int link, uin
 
 
 cdef inline uint32_t ld32(const uint8_t* p, bint big) noexcept nogil:
-    return be32(p) if big else dcp_le32(p)
+    return be32(p) if big else le32(p)
 
 
 def walk(const uint8_t[::1] buf, Py_ssize_t pos, int fmt, bint big, const int32_t[::1] if_link,
@@ -276,7 +264,7 @@ def walk(const uint8_t[::1] buf, Py_ssize_t pos, int fmt, bint big, const int32_
                     if btype == EPB:
                         iface = ld32(b + pos + 8, big)
                     else:
-                        iface = be16(b + pos + 8) if big else dcp_le16(b + pos + 8)
+                        iface = be16(b + pos + 8) if big else le16(b + pos + 8)
                     if iface >= n_if:
                         status, detail = S_BAD, UNKNOWN_INTERFACE
                         break

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from . import protocol as P
 from . import schema as S
-from ._wire cimport DCP_PREFETCH, be16, be32, be64
+from ._wire cimport DCP_LE64, DCP_PREFETCH, be16, be32, be64, le32, le64
 
 DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
@@ -834,31 +834,6 @@ def gather(const uint8_t[::1] buf, const uint64_t[::1] starts, const int64_t[::1
             size = bounds[i + 1] - bounds[i]
             if size:
                 memcpy(&out[bounds[i]], &buf[starts[i]], size)
-
-
-cdef extern from *:
-    """
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    #  define DCP_LE32(x) __builtin_bswap32(x)
-    #  define DCP_LE64(x) __builtin_bswap64(x)
-    #else
-    #  define DCP_LE32(x) (x)
-    #  define DCP_LE64(x) (x)
-    #endif
-    """
-    uint32_t DCP_LE32(uint32_t) noexcept nogil
-    uint64_t DCP_LE64(uint64_t) noexcept nogil
-
-cdef inline uint64_t le64(const uint8_t* p) noexcept nogil:
-    cdef uint64_t v
-    memcpy(&v, p, 8)
-    return DCP_LE64(v)
-
-
-cdef inline uint32_t le32(const uint8_t* p) noexcept nogil:
-    cdef uint32_t v
-    memcpy(&v, p, 4)
-    return DCP_LE32(v)
 
 
 cdef inline void put_view(uint8_t* v, const uint8_t* buf, size_t end, uint64_t start,
