@@ -340,13 +340,12 @@ class FrameBatch:
             out[...] = starts
         return out
 
-    def _binary(self, off, length, validity=None):
+    def _binary(self, off, length, validity):
         """The offset/length pair as a ``binary`` column, bytes gathered out of ``data``
-        (frames without the field are null and hold no bytes: their length column is 0)."""
+        (frames without the field are null and hold no bytes: their length column is 0);
+        ``validity`` is its Arrow validity buffer (from ``_bitmaps``)."""
         import pyarrow as pa
 
-        if validity is None:
-            validity = _bitmap(self.validity(off))
         bounds = np.zeros(len(self) + 1, np.int64)
         np.cumsum(self[length], dtype=np.int64, out=bounds[1:])
         data = np.empty(int(bounds[-1]), np.uint8)

@@ -147,22 +147,10 @@ def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
                     errors: str = "strict"):
     """The frames of ``batch`` as a ``pyarrow.RecordBatch`` of ``schema``
     (from ``arrow_schema``), with ``source`` as the provenance of every row."""
-
-    from .batch import _bitmap
-
     n = len(batch)
     body = keys = None
     arrays = []
-    bitmaps: dict = {}                    # columns carried by the same kinds share one
-
-    def validity(name):
-        if name == "stream_id":
-            return _bitmap(batch.validity(name))
-        table = S.validity_table(name, batch.collections)
-        key = None if table is None else table.tobytes()
-        if key not in bitmaps:
-            bitmaps[key] = _bitmap(batch.validity(name))
-        return bitmaps[key]
+    validity = batch._bitmaps()           # columns carried by the same kinds share one
 
     for field in schema:
         name = field.name
@@ -174,9 +162,9 @@ def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
                 *validity(name), pa.py_buffer(wide)]))
         elif name in ("key", "value") or name == "key_str":
             if name == "value":
-                arrays.append(_binary(batch, "value"))
+                arrays.append(_binary(batch, "value", validity))
                 continue
-            keys = _binary(batch, "key") if keys is None else keys
+            keys = _binary(batch, "key", validity) if keys is None else keys
             arrays.append(keys if name == "key" else _utf8(keys))
         elif name == "source":
             arrays.append(_repeated(source, n))
@@ -187,10 +175,10 @@ def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _binary(batch: FrameBatch, name: str):
+def _binary(batch: FrameBatch, name: str, validity):
     """The ``key`` or ``value`` column as ``binary`` (a batch holds well under 2 GiB)."""
-
-    column = batch._binary(*S.BINARY[name])
+    off, length = S.BINARY[name]
+    column = batch._binary(off, length, validity(off))
     return column if column.type == pa.binary() else column.cast(pa.binary())
 
 
