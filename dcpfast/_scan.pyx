@@ -685,10 +685,14 @@ cdef object allocate(size_t rows, size_t width, bint zeroed):
 
 
 cdef object regrow(old, size_t count, size_t rows, size_t width, bint zeroed):
-    """A larger column holding the first ``count`` rows of ``old``."""
-    buf = allocate(rows, width, zeroed)
+    """A larger column holding the first ``count`` rows of ``old`` (the rest zeroed for a
+    field column)."""
+    buf = allocate(rows, width, False)
+    cdef char* at = <char*><size_t>buf.address
     if count:
-        memcpy(<void*><size_t>buf.address, <void*><size_t>old.address, count * width)
+        memcpy(at, <void*><size_t>old.address, count * width)
+    if zeroed and rows > count:
+        memset(at + count * width, 0, (rows - count) * width)
     return buf
 
 
