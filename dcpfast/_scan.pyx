@@ -6,11 +6,12 @@ at import time; this module holds only the loop. ``_scan_py`` is its pure-Python
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
-from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBuffer_FillInfo
+from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
 from libc.stdlib cimport free, realloc
+from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, mmap, munmap
 
 import numpy as np
-import pyarrow as pa
 
 from . import protocol as P
 from . import schema as S
@@ -19,7 +20,7 @@ from ._wire cimport DCP_LE64, DCP_PREFETCH, be16, be32, be64, le32, le64
 DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
 DEF MAX_COLUMNS = 64
-DEF BLOCK = 256           # frames decoded before their columns are written
+DEF BLOCK = 1024           # frames decoded before their columns are written
 DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
 DEF PREFETCH_AHEAD = 1024 # bytes ahead of the frame being parsed
 
@@ -37,14 +38,13 @@ cdef int RESYNC
 cdef int8_t magic_class[256]
 cdef uint8_t magic_alt[256]
 cdef uint8_t opcode_known[256]
-# request extras rules: per opcode up to two (extras length, kind); 0 options = generic request
-cdef uint8_t req_nopt[256]
-cdef uint8_t req_ext[256][2]
-cdef int16_t req_kind[256][2]
-# response extras rules: 0 options = any extras length
-cdef uint8_t resp_nopt[256]
-cdef uint8_t resp_ext[256][2]
-cdef int REQUEST_KIND, RESPONSE_KIND, MARKER_PENDING = -1
+# kind by [response][opcode][extras length]: a kind, MARKER_PENDING (the value decides) or
+# BAD_EXTRAS (no kind of this opcode has this extras length)
+cdef int8_t kind_of[2][256][256]
+cdef int REQUEST_KIND, RESPONSE_KIND
+cdef enum:
+    MARKER_PENDING = -1
+    BAD_EXTRAS = -2
 cdef int n_marker
 cdef uint8_t marker_version[8]
 cdef uint32_t marker_len[8]
@@ -64,6 +64,7 @@ cdef uint8_t field_base[MAX_FIELDS]
 cdef uint32_t field_off[MAX_FIELDS]
 cdef uint8_t field_width[MAX_FIELDS]
 cdef bint is_field_column[MAX_COLUMNS]
+cdef uint8_t column_width[MAX_COLUMNS]
 # column ids (schema order)
 cdef int C_OFFSET, C_MAGIC, C_OPCODE, C_DATATYPE, C_VBUCKET, C_STATUS, C_OPAQUE, C_CAS
 cdef int C_BODY_LEN, C_FRAMING_LEN, C_EXTRAS_LEN, C_KEY_OFFSET, C_KEY_LEN, C_VALUE_OFFSET
@@ -98,22 +99,16 @@ def _load_tables():
         magic_class[i] = -1
         magic_alt[i] = i in P.ALT_MAGICS
         opcode_known[i] = i in P.KNOWN_OPCODES
-        req_nopt[i] = 0
-        resp_nopt[i] = 0
     for m in P.DCP_MAGICS:
         magic_class[m] = m in P.RESPONSE_MAGICS
+    REQUEST_KIND, RESPONSE_KIND = P.REQUEST_KIND, P.RESPONSE_KIND
+    assert len(P.KINDS) < 128
     for op in range(256):
         rules = P.request_kinds(op)
-        assert len(rules) <= 2
-        for j, (ext, kind) in enumerate(sorted(rules.items())):
-            req_ext[op][j] = ext
-            req_kind[op][j] = kind
-        req_nopt[op] = len(rules)
-    for op, exts in P.RESPONSE_EXTRAS.items():
-        for j, ext in enumerate(exts):
-            resp_ext[op][j] = ext
-        resp_nopt[op] = len(exts)
-    REQUEST_KIND, RESPONSE_KIND = P.REQUEST_KIND, P.RESPONSE_KIND
+        exts = P.RESPONSE_EXTRAS.get(op)
+        for j in range(256):
+            kind_of[0][op][j] = rules.get(j, BAD_EXTRAS) if rules else REQUEST_KIND
+            kind_of[1][op][j] = RESPONSE_KIND if exts is None or j in exts else BAD_EXTRAS
     OP_HELLO, OP_OPEN = P.Opcode.HELLO, P.Opcode.OPEN
     OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED = P.Opcode.SYSTEM_EVENT, P.Opcode.SEQNO_ADVANCED
     FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS = P.FEATURE_COLLECTIONS, P.OPEN_FLAG_COLLECTIONS
@@ -136,12 +131,14 @@ def _load_tables():
             field_base[j] = f.base
             field_off[j] = f.offset
             field_width[j] = f.width
+            assert f.width in (8, 4, 2, 1)
             j += 1
     kind_first[len(P.KINDS)] = j
     n_kinds = len(P.KINDS)
     assert j <= MAX_FIELDS
     for c, name in enumerate(S.NAMES):
         is_field_column[c] = any(f.column == name for kind in P.KINDS for f in kind.fields)
+        column_width[c] = S.DTYPES[name].itemsize
 
     ix = S.INDEX
     n_columns = len(S.NAMES)
@@ -157,19 +154,32 @@ def _load_tables():
 _load_tables()
 
 
-cdef struct Frame:
+cdef struct Frame:       # 32 bytes: a block of them stays in the first-level cache
     size_t pos
-    size_t length        # 24 + body length
-    int kind
+    uint32_t body        # body length
+    uint32_t value_len
+    uint32_t cid
+    uint16_t keylen      # wire key length, prefix included
+    uint16_t sid
+    uint8_t kind
     uint8_t fel
     uint8_t extlen
-    uint16_t keylen      # wire key length, prefix included
-    uint32_t value_len
-    uint16_t sid
-    uint32_t cid
     uint8_t prefix       # bytes of LEB128 collection prefix
-    int64_t a            # problem details
+
+
+cdef struct Problem:     # details of a problem code, worded by errors.describe
+    int64_t a
     int64_t b
+
+
+cdef inline int problem(Problem* e, int code, int64_t a, int64_t b) noexcept nogil:
+    e.a = a
+    e.b = b
+    return code
+
+
+cdef inline size_t length(const Frame* f) noexcept nogil:
+    return <size_t>24 + f.body
 
 
 cdef struct Region:
@@ -208,55 +218,48 @@ cdef struct Walk:
     uint8_t* kinds
 
 
-cdef int marker(const uint8_t* h, Frame* f) noexcept nogil:
+cdef int marker(const uint8_t* h, const Frame* f, Problem* e) noexcept nogil:
     """The snapshot marker V2.x kind for its version byte and value length, or a problem."""
     cdef uint8_t version = h[24 + f.fel]
     cdef int j
     for j in range(n_marker):
         if marker_version[j] == version and marker_len[j] == f.value_len:
             return marker_kind[j]
-    f.a = version
-    f.b = f.value_len
-    return -MARKER_VERSION
+    return -problem(e, MARKER_VERSION, version, f.value_len)
 
 
-cdef int framing(const uint8_t* h, int cls, Frame* f) noexcept nogil:
+cdef int framing(const uint8_t* h, int cls, Frame* f, Problem* e) noexcept nogil:
     """Walk the framing extras: OK with ``f.sid`` set, or a problem code."""
     cdef const uint8_t* p = h + 24
-    cdef const uint8_t* e = p + f.fel
+    cdef const uint8_t* stop = p + f.fel
     cdef const uint8_t* at
     cdef uint32_t fid, flen
     cdef uint8_t byte
-    while p < e:
+    while p < stop:
         at = p
         byte = p[0]
         p += 1
         fid = byte >> 4
         flen = byte & 15
-        if (fid == 15) + (flen == 15) > e - p:      # escape bytes past the end
-            f.a = at - h - 24
-            f.b = f.fel
-            return FRAMING_EXTRAS
+        if (fid == 15) + (flen == 15) > stop - p:   # escape bytes past the end
+            return problem(e, FRAMING_EXTRAS, at - h - 24, f.fel)
         if fid == 15:
             fid = 15 + p[0]
             p += 1
         if flen == 15:
             flen = 15 + p[0]
             p += 1
-        if flen > <size_t>(e - p):
-            f.a = at - h - 24
-            f.b = f.fel
-            return FRAMING_EXTRAS
+        if flen > <size_t>(stop - p):
+            return problem(e, FRAMING_EXTRAS, at - h - 24, f.fel)
         if fid == 2 and not cls:
             if flen != 2:
-                f.a = flen
-                return STREAM_ID_LENGTH
+                return problem(e, STREAM_ID_LENGTH, flen, 0)
             f.sid = be16(p)
         p += flen
     return OK
 
 
-cdef int collection(const uint8_t* h, Frame* f) noexcept nogil:
+cdef int collection(const uint8_t* h, Frame* f, Problem* e) noexcept nogil:
     """Read the LEB128 collection-id prefix of the key: OK with ``f.cid`` and ``f.prefix``
     set, or a problem code."""
     cdef const uint8_t* p = h + 24 + f.fel + f.extlen
@@ -265,55 +268,47 @@ cdef int collection(const uint8_t* h, Frame* f) noexcept nogil:
     cdef int j
     for j in range(5):
         if j >= f.keylen:
-            f.a = f.keylen
-            return LEB128_NO_STOP
+            return problem(e, LEB128_NO_STOP, f.keylen, 0)
         byte = p[j]
         if j == 4 and 0x0F < byte < 0x80:
-            f.a = byte
-            return LEB128_OVERFLOW
+            return problem(e, LEB128_OVERFLOW, byte, 0)
         cid |= <uint64_t>(byte & 0x7F) << (7 * j)
         if not byte & 0x80:
             f.prefix = j + 1
             break
     else:
-        f.a = 5
-        return LEB128_NO_STOP
+        return problem(e, LEB128_NO_STOP, 5, 0)
     if f.prefix > 1 and p[f.prefix - 1] == 0:
-        f.a = f.prefix
-        return LEB128_NON_CANONICAL
+        return problem(e, LEB128_NON_CANONICAL, f.prefix, 0)
     if 1 <= cid <= 7:
-        f.a = <int64_t>cid
-        return RESERVED_COLLECTION
+        return problem(e, RESERVED_COLLECTION, <int64_t>cid, 0)
     if f.keylen <= f.prefix:
-        return EMPTY_LOGICAL_KEY
+        return problem(e, EMPTY_LOGICAL_KEY, 0, 0)
     f.cid = <uint32_t>cid
     return OK
 
 
 cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collections,
-                      uint64_t max_frame, Frame* f) noexcept nogil:
-    """Validate the frame at ``pos``: OK, INCOMPLETE, or a problem code (details in f).
+                      uint64_t max_frame, Frame* f, Problem* e) noexcept nogil:
+    """Validate the frame at ``pos``: OK, INCOMPLETE, or a problem code (details in e).
 
     The common frame stays in this function; framing extras, multi-byte collection ids
     and snapshot markers go to the helpers above.
     """
     cdef const uint8_t* h = buf + pos
     cdef size_t avail = end - pos
-    cdef int cls, kind
+    cdef int cls, kind, s
     cdef uint8_t magic, opcode, first
     cdef uint32_t body, need
-    cdef uint64_t length
-    f.a = 0
-    f.b = 0
+    cdef uint64_t size
     if avail == 0:
-        return INCOMPLETE
+        return problem(e, INCOMPLETE, 0, 0)
     magic = h[0]
     cls = magic_class[magic]
     if cls < 0:
-        f.a = magic
-        return BAD_MAGIC
+        return problem(e, BAD_MAGIC, magic, 0)
     if avail < 24:
-        return INCOMPLETE
+        return problem(e, INCOMPLETE, 0, 0)
     opcode = h[1]
     if magic_alt[magic]:
         f.fel = h[2]
@@ -323,61 +318,36 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
         f.keylen = be16(h + 2)
     f.extlen = h[4]
     body = be32(h + 8)
-    length = <uint64_t>24 + body
-    if length > max_frame:
-        f.a = <int64_t>length
-        f.b = <int64_t>max_frame
-        return FRAME_TOO_LARGE
+    size = <uint64_t>24 + body
+    if size > max_frame:
+        return problem(e, FRAME_TOO_LARGE, <int64_t>size, <int64_t>max_frame)
     need = <uint32_t>f.fel + f.extlen + f.keylen
     if need > body:
-        f.a = body
-        f.b = need
-        return LENGTHS
-    f.length = <size_t>length
+        return problem(e, LENGTHS, body, need)
+    f.body = body
     f.value_len = body - need
     if h[5] > 7:
-        f.a = h[5]
-        return DATATYPE
-    if cls:
-        kind = RESPONSE_KIND
-        if resp_nopt[opcode]:
-            if not (f.extlen == resp_ext[opcode][0]
-                    or (resp_nopt[opcode] > 1 and f.extlen == resp_ext[opcode][1])):
-                f.a = opcode
-                f.b = f.extlen
-                return EXTRAS_LENGTH
-    elif req_nopt[opcode] == 0:
-        kind = REQUEST_KIND
-    else:
-        if f.extlen == req_ext[opcode][0]:
-            kind = req_kind[opcode][0]
-        elif req_nopt[opcode] > 1 and f.extlen == req_ext[opcode][1]:
-            kind = req_kind[opcode][1]
-        else:
-            f.a = opcode
-            f.b = f.extlen
-            return EXTRAS_LENGTH
-    if avail < length:
-        return INCOMPLETE
+        return problem(e, DATATYPE, h[5], 0)
+    kind = kind_of[cls][opcode][f.extlen]
+    if kind == BAD_EXTRAS:
+        return problem(e, EXTRAS_LENGTH, opcode, f.extlen)
+    if avail < size:
+        return problem(e, INCOMPLETE, 0, 0)
     if kind == MARKER_PENDING:
-        kind = marker(h, f)
+        kind = marker(h, f, e)
         if kind < 0:
             return -kind
     # unsigned wrap-around: one comparison per range
     if <uint32_t>(f.keylen - kind_key_min[kind]) > kind_key_span[kind]:
-        f.a = opcode
-        f.b = f.keylen
-        return KEY_LENGTH
+        return problem(e, KEY_LENGTH, opcode, f.keylen)
     if f.value_len - kind_val_min[kind] > kind_val_span[kind]:
-        f.a = opcode
-        f.b = f.value_len
-        return VALUE_LENGTH
+        return problem(e, VALUE_LENGTH, opcode, f.value_len)
     f.kind = kind
     f.sid = 0
     if f.fel:
-        cls = framing(h, cls, f)
-        if cls != OK:
-            return cls
+        s = framing(h, cls, f, e)
+        if s != OK:
+            return s
     f.cid = 0
     f.prefix = 0
     if collections and kind_prefixed[kind]:
@@ -386,7 +356,7 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
             f.cid = first                # one-byte prefix: the usual case
             f.prefix = 1
         else:
-            return collection(h, f)
+            return collection(h, f, e)
     return OK
 
 
@@ -407,16 +377,17 @@ cdef inline int plausible_after(Walk* w, size_t q) noexcept nogil:
     (or the end of the data) follows; the next frame may itself be damaged or cut short,
     but a header cut short by the end of the data proves nothing."""
     cdef Frame g
+    cdef Problem e
     cdef int s
     if q == w.end:
         return YES if w.final else UNKNOWN
-    s = parse(w.buf, q, w.end, w.collections, w.max_frame, &g)
+    s = parse(w.buf, q, w.end, w.collections, w.max_frame, &g, &e)
     if s == INCOMPLETE and w.end - q < 24:
         return NO if w.final else UNKNOWN
     return NO if structural(s) else YES
 
 
-cdef size_t resync(Walk* w, size_t p, int code, Frame* f) noexcept nogil:
+cdef size_t resync(Walk* w, size_t p, int code, const Frame* f) noexcept nogil:
     """Where the next trustworthy frame starts after a bad frame at ``p``.
 
     When the bytes that decide lie beyond this chunk: ``p`` itself with ``w.stalled`` set
@@ -425,24 +396,25 @@ cdef size_t resync(Walk* w, size_t p, int code, Frame* f) noexcept nogil:
     """
     cdef size_t q
     cdef Frame g
+    cdef Problem e
     cdef int s, after
-    if not structural(code) and f.length > w.end - p and not w.final:
+    if not structural(code) and length(f) > w.end - p and not w.final:
         w.stalled = True                 # a frame wrong from its header alone, cut short here
         return p
-    if not structural(code) and f.length <= w.end - p:
-        after = plausible_after(w, p + f.length)
+    if not structural(code) and length(f) <= w.end - p:
+        after = plausible_after(w, p + length(f))
         if after == YES:
-            return p + f.length          # lengths were fine: drop just this frame
+            return p + length(f)         # lengths were fine: drop just this frame
         if after == UNKNOWN:
             w.stalled = True
             return p
     for q in range(p + 1, w.end):
         if magic_class[w.buf[q]] < 0:
             continue
-        s = parse(w.buf, q, w.end, w.collections, w.max_frame, &g)
+        s = parse(w.buf, q, w.end, w.collections, w.max_frame, &g, &e)
         if s == OK:
             if opcode_known[w.buf[q + 1]]:
-                after = plausible_after(w, q + g.length)
+                after = plausible_after(w, q + length(&g))
                 if after != NO:
                     w.unverified = after == UNKNOWN
                     return q
@@ -467,73 +439,122 @@ cdef int add_region(Walk* w, size_t start, size_t end, int code, int64_t a, int6
     return 0
 
 
-cdef inline void store(char* dst, size_t i, uint8_t width, const uint8_t* src) noexcept nogil:
-    """Row ``i`` of a column of ``width`` bytes: the big-endian field at ``src``."""
-    if width == 8:
-        (<uint64_t*>dst)[i] = be64(src)
-    elif width == 4:
-        (<uint32_t*>dst)[i] = be32(src)
-    elif width == 2:
-        (<uint16_t*>dst)[i] = be16(src)
-    else:
-        (<uint8_t*>dst)[i] = src[0]
-
-
 cdef struct Store:
     char* dst            # a requested field column
-    uint32_t off         # field offset after the framing extras (and after extras and key)
-    uint8_t base         # 1: the offset counts from the value
-    uint8_t width
+    uint32_t off         # field offset in the extras, or (base 1) in the value
+    uint8_t base
+
+
+DEF N_WIDTHS = 4
+cdef uint8_t WIDTHS[N_WIDTHS]
+WIDTHS[:] = [8, 4, 2, 1]
 
 
 # the requested field columns of each kind, so the row loop never meets a column that
-# was not asked for
+# was not asked for: stores[at[k][g]:at[k][g + 1]] write the fields of kind k that are
+# WIDTHS[g] bytes wide. And all requested field columns, zeroed block by block.
 cdef struct Plan:
-    int first[MAX_KINDS + 1]
+    int at[MAX_KINDS][N_WIDTHS + 1]
     Store stores[MAX_FIELDS]
+    bint all_header
+    int n_fields
+    char* fields[MAX_COLUMNS]
+    uint8_t widths[MAX_COLUMNS]
 
 
 cdef void make_plan(Plan* plan, char** cols) noexcept nogil:
-    cdef int k, j, m = 0
+    cdef int k, j, c, g, m = 0
     cdef char* dst
+    plan.n_fields = 0
+    plan.all_header = True
+    for c in range(n_columns):
+        if cols[c] == NULL and not is_field_column[c]:
+            plan.all_header = False
+        if cols[c] != NULL and is_field_column[c]:
+            plan.fields[plan.n_fields] = cols[c]
+            plan.widths[plan.n_fields] = column_width[c]
+            plan.n_fields += 1
     for k in range(n_kinds):
-        plan.first[k] = m
-        for j in range(kind_first[k], kind_first[k + 1]):
-            dst = cols[field_col[j]]
-            if dst != NULL:
-                plan.stores[m] = Store(dst, field_off[j], field_base[j], field_width[j])
-                m += 1
-    plan.first[n_kinds] = m
+        for g in range(N_WIDTHS):
+            plan.at[k][g] = m
+            for j in range(kind_first[k], kind_first[k + 1]):
+                dst = cols[field_col[j]]
+                if dst != NULL and field_width[j] == WIDTHS[g]:
+                    plan.stores[m] = Store(dst, field_off[j], field_base[j])
+                    m += 1
+        plan.at[k][N_WIDTHS] = m
+
+
+cdef inline void fields(const Plan* plan, const uint8_t* buf, const Frame* f,
+                        size_t i) noexcept nogil:
+    """Row ``i`` of the field columns that ``f``'s kind carries."""
+    cdef const int* at = plan.at[f.kind]
+    cdef const uint8_t* start[2]       # of the extras, of the value
+    cdef const Store* st
+    cdef int j
+    start[0] = buf + f.pos + 24 + f.fel
+    start[1] = start[0] + f.extlen + f.keylen
+    for j in range(at[0], at[1]):
+        st = &plan.stores[j]
+        (<uint64_t*>st.dst)[i] = be64(start[st.base] + st.off)
+    for j in range(at[1], at[2]):
+        st = &plan.stores[j]
+        (<uint32_t*>st.dst)[i] = be32(start[st.base] + st.off)
+    for j in range(at[2], at[3]):
+        st = &plan.stores[j]
+        (<uint16_t*>st.dst)[i] = be16(start[st.base] + st.off)
+    for j in range(at[3], at[4]):
+        st = &plan.stores[j]
+        (<uint8_t*>st.dst)[i] = start[st.base][st.off]
+
+
+# header values that depend on the frame's kind (0 where it does not carry them)
+
+cdef inline uint16_t vbucket(const uint8_t* buf, const Frame* f) noexcept nogil:
+    return 0 if kind_response[f.kind] else be16(buf + f.pos + 6)
+
+
+cdef inline uint16_t status(const uint8_t* buf, const Frame* f) noexcept nogil:
+    return be16(buf + f.pos + 6) if kind_response[f.kind] else 0
+
+
+cdef inline uint64_t key_offset(uint64_t base, const Frame* f) noexcept nogil:
+    return base + f.pos + 24 + f.fel + f.extlen + f.prefix if kind_key_max[f.kind] else 0
+
+
+cdef inline uint16_t key_len(const Frame* f) noexcept nogil:
+    return f.keylen - f.prefix if kind_key_max[f.kind] else 0
+
+
+cdef inline uint64_t value_offset(uint64_t base, const Frame* f) noexcept nogil:
+    return base + f.pos + length(f) - f.value_len if kind_val_max[f.kind] else 0
+
+
+cdef inline uint32_t value_len(const Frame* f) noexcept nogil:
+    return f.value_len if kind_val_max[f.kind] else 0
 
 
 cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
                 size_t n) noexcept nogil:
-    """Write ``n`` decoded frames as rows ``i0 ...`` of the requested columns.
-
-    Column by column, so each output array is written in one sequential burst.
-    """
+    """Write ``n`` decoded frames as rows ``i0 ...`` of the requested columns."""
     cdef size_t b
     cdef const uint8_t* buf = w.buf
-    cdef const uint8_t* src
     cdef char* dst
-    cdef int c, kind, at
+    cdef int c, at
     cdef uint64_t base = w.base
     cdef char** cols = w.cols
     cdef uint8_t* kinds = w.kinds
-    cdef const Frame* f
-    cdef const Store* st
     cdef int j
-    # field columns start zeroed: write just what each kind carries
+    # field columns: zeros, then what each kind carries
+    for j in range(plan.n_fields):
+        memset(plan.fields[j] + i0 * plan.widths[j], 0, n * plan.widths[j])
     for b in range(n):
-        f = &rows[b]
-        kind = f.kind
-        kinds[i0 + b] = kind
-        for j in range(plan.first[kind], plan.first[kind + 1]):
-            st = &plan.stores[j]
-            src = buf + f.pos + 24 + f.fel + st.off
-            if st.base:
-                src += f.extlen + f.keylen
-            store(st.dst, i0 + b, st.width, src)
+        kinds[i0 + b] = rows[b].kind
+        fields(plan, buf, &rows[b], i0 + b)
+    if plan.all_header:
+        all_header(w, rows, i0, n)
+        return
+    # a projection: the header columns asked for, one at a time
     for c in range(n_columns):
         dst = cols[c]
         if dst == NULL or is_field_column[c]:
@@ -545,11 +566,12 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
             at = 0 if c == C_MAGIC else (1 if c == C_OPCODE else 5)
             for b in range(n):
                 (<uint8_t*>dst)[i0 + b] = buf[rows[b].pos + at]
-        elif c == C_VBUCKET or c == C_STATUS:
+        elif c == C_VBUCKET:
             for b in range(n):
-                (<uint16_t*>dst)[i0 + b] = (
-                    be16(buf + rows[b].pos + 6)
-                    if kind_response[rows[b].kind] == (c == C_STATUS) else 0)
+                (<uint16_t*>dst)[i0 + b] = vbucket(buf, &rows[b])
+        elif c == C_STATUS:
+            for b in range(n):
+                (<uint16_t*>dst)[i0 + b] = status(buf, &rows[b])
         elif c == C_OPAQUE:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = be32(buf + rows[b].pos + 12)
@@ -558,7 +580,7 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
                 (<uint64_t*>dst)[i0 + b] = be64(buf + rows[b].pos + 16)
         elif c == C_BODY_LEN:
             for b in range(n):
-                (<uint32_t*>dst)[i0 + b] = <uint32_t>(rows[b].length - 24)
+                (<uint32_t*>dst)[i0 + b] = rows[b].body
         elif c == C_FRAMING_LEN:
             for b in range(n):
                 (<uint8_t*>dst)[i0 + b] = rows[b].fel
@@ -567,22 +589,16 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
                 (<uint8_t*>dst)[i0 + b] = rows[b].extlen
         elif c == C_KEY_OFFSET:
             for b in range(n):
-                (<uint64_t*>dst)[i0 + b] = (
-                    base + rows[b].pos + 24 + rows[b].fel + rows[b].extlen + rows[b].prefix
-                    if kind_key_max[rows[b].kind] else 0)
+                (<uint64_t*>dst)[i0 + b] = key_offset(base, &rows[b])
         elif c == C_KEY_LEN:
             for b in range(n):
-                (<uint16_t*>dst)[i0 + b] = (
-                    rows[b].keylen - rows[b].prefix if kind_key_max[rows[b].kind] else 0)
+                (<uint16_t*>dst)[i0 + b] = key_len(&rows[b])
         elif c == C_VALUE_OFFSET:
             for b in range(n):
-                (<uint64_t*>dst)[i0 + b] = (
-                    base + rows[b].pos + rows[b].length - rows[b].value_len
-                    if kind_val_max[rows[b].kind] else 0)
+                (<uint64_t*>dst)[i0 + b] = value_offset(base, &rows[b])
         elif c == C_VALUE_LEN:
             for b in range(n):
-                (<uint32_t*>dst)[i0 + b] = (
-                    rows[b].value_len if kind_val_max[rows[b].kind] else 0)
+                (<uint32_t*>dst)[i0 + b] = value_len(&rows[b])
         elif c == C_COLLECTION_ID:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = rows[b].cid
@@ -591,10 +607,58 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
                 (<uint16_t*>dst)[i0 + b] = rows[b].sid
 
 
+cdef inline void all_header(Walk* w, const Frame* rows, size_t i0, size_t n) noexcept nogil:
+    """Every header column: one pass over the rows, each frame's header loaded once."""
+    cdef char** cols = w.cols
+    cdef const uint8_t* buf = w.buf
+    cdef uint64_t base = w.base
+    cdef uint64_t* offset = <uint64_t*>cols[C_OFFSET] + i0
+    cdef uint8_t* magic = <uint8_t*>cols[C_MAGIC] + i0
+    cdef uint8_t* opcode = <uint8_t*>cols[C_OPCODE] + i0
+    cdef uint8_t* datatype = <uint8_t*>cols[C_DATATYPE] + i0
+    cdef uint16_t* vbuckets = <uint16_t*>cols[C_VBUCKET] + i0
+    cdef uint16_t* statuses = <uint16_t*>cols[C_STATUS] + i0
+    cdef uint32_t* opaque = <uint32_t*>cols[C_OPAQUE] + i0
+    cdef uint64_t* cas = <uint64_t*>cols[C_CAS] + i0
+    cdef uint32_t* body = <uint32_t*>cols[C_BODY_LEN] + i0
+    cdef uint8_t* framing_len = <uint8_t*>cols[C_FRAMING_LEN] + i0
+    cdef uint8_t* extras_len = <uint8_t*>cols[C_EXTRAS_LEN] + i0
+    cdef uint64_t* key_offsets = <uint64_t*>cols[C_KEY_OFFSET] + i0
+    cdef uint16_t* key_lens = <uint16_t*>cols[C_KEY_LEN] + i0
+    cdef uint64_t* value_offsets = <uint64_t*>cols[C_VALUE_OFFSET] + i0
+    cdef uint32_t* value_lens = <uint32_t*>cols[C_VALUE_LEN] + i0
+    cdef uint32_t* collection_id = <uint32_t*>cols[C_COLLECTION_ID] + i0
+    cdef uint16_t* stream_id = <uint16_t*>cols[C_STREAM_ID] + i0
+    cdef const Frame* f
+    cdef const uint8_t* h
+    cdef size_t b
+    for b in range(n):
+        f = &rows[b]
+        h = buf + f.pos
+        offset[b] = base + f.pos
+        magic[b] = h[0]
+        opcode[b] = h[1]
+        datatype[b] = h[5]
+        vbuckets[b] = vbucket(buf, f)
+        statuses[b] = status(buf, f)
+        opaque[b] = be32(h + 12)
+        cas[b] = be64(h + 16)
+        body[b] = f.body
+        framing_len[b] = f.fel
+        extras_len[b] = f.extlen
+        key_offsets[b] = key_offset(base, f)
+        key_lens[b] = key_len(f)
+        value_offsets[b] = value_offset(base, f)
+        value_lens[b] = value_len(f)
+        collection_id[b] = f.cid
+        stream_id[b] = f.sid
+
+
 cdef int walk(Walk* w) noexcept nogil:
     """Validate and emit frames from ``w.pos``; 1 when the columns are full, -1 out of memory."""
     cdef Frame rows[BLOCK]
     cdef Plan plan
+    cdef Problem e
     cdef size_t n = 0
     cdef Frame* f
     cdef int s, after, rc = 0
@@ -607,21 +671,21 @@ cdef int walk(Walk* w) noexcept nogil:
         f = &rows[n]
         if end - pos > PREFETCH_AHEAD:
             DCP_PREFETCH(buf + pos + PREFETCH_AHEAD)
-        s = parse(buf, pos, end, w.collections, w.max_frame, f)
+        s = parse(buf, pos, end, w.collections, w.max_frame, f, &e)
         if w.unverified and pos == w.start and s != INCOMPLETE:
             # still resynchronising: only a frame start that resync would accept will do
             if s != OK or not opcode_known[buf[pos + 1]]:
-                s = RESYNC
+                s = RESYNC if s != OK else problem(&e, RESYNC, 0, 0)
             else:
-                after = plausible_after(w, pos + f.length)
+                after = plausible_after(w, pos + length(f))
                 if after == UNKNOWN:
                     break
                 if after == NO:
-                    s = RESYNC
+                    s = problem(&e, RESYNC, 0, 0)
         if s == OK:
             w.unverified = False
             f.pos = pos
-            pos += f.length
+            pos += length(f)
             count += 1
             n += 1
             if n == BLOCK:
@@ -631,21 +695,19 @@ cdef int walk(Walk* w) noexcept nogil:
         if s == INCOMPLETE:
             if not w.final or pos == end:
                 break
-            s = TRUNCATED
-            f.a = end - pos
-            f.b = f.length if (end - pos >= 24) else 24
+            s = problem(&e, TRUNCATED, end - pos, length(f) if end - pos >= 24 else 24)
         if not w.skip:
             w.fail_code = s
             w.fail_pos = pos
-            w.fail_a = f.a
-            w.fail_b = f.b
+            w.fail_a = e.a
+            w.fail_b = e.b
             break
         w.unverified = False
         q = resync(w, pos, s, f)
         if w.stalled:
             w.stalled = False
             break
-        if add_region(w, pos, q, s, f.a, f.b) < 0:
+        if add_region(w, pos, q, s, e.a, e.b) < 0:
             rc = -1
             break
         pos = q
@@ -674,32 +736,124 @@ cdef size_t estimate_frames(const uint8_t* buf, size_t pos, size_t end) noexcept
     return (end - start) // ((pos - start) // seen) * 9 // 8 + 64
 
 
-cdef object allocate(size_t rows, size_t width, bint zeroed):
-    """Room for a column in pyarrow's memory pool, which hands freed memory to the next
-    scan (fresh pages from the system cost a fault and a zeroing each). Header columns
-    get a value in every row; field columns only where carried, so they start zeroed."""
-    buf = pa.allocate_buffer(rows * width, resizable=True)
-    if zeroed and rows:
-        memset(<void*><size_t>buf.address, 0, rows * width)
-    return buf
+# -- output memory ---------------------------------------------------------------------------
+# Columns of a large scan are mapped spans that go back to a small cache when their last
+# array is dropped: the next scan (or the next batch of iter_batches) writes into pages
+# that are already resident instead of faulting in and zeroing fresh ones, which costs as
+# much as the scan itself. Small requests use the allocator.
+
+DEF SPAN_MIN = 1 << 20        # requests from this size up are mapped and recycled
+DEF KEEP_SPANS = 64           # cache size: spans ...
+DEF KEEP_BYTES = 256 << 20    # ... and bytes
+
+cdef char* kept_at[KEEP_SPANS]
+cdef size_t kept_size[KEEP_SPANS]
+cdef size_t n_kept = 0, kept_bytes = 0
+cdef size_t live_bytes = 0, peak_bytes = 0     # mapped spans in use
 
 
-cdef object regrow(old, size_t count, size_t rows, size_t width, bint zeroed):
-    """A larger column holding the first ``count`` rows of ``old`` (the rest zeroed for a
-    field column)."""
-    buf = allocate(rows, width, False)
-    cdef char* at = <char*><size_t>buf.address
+cdef size_t span_size(size_t n) noexcept nogil:
+    """``n`` rounded up to a size class: sixteenths of a power of two, whole pages."""
+    cdef size_t step = 4096
+    while step * 16 <= n:
+        step *= 2
+    return (n + step - 1) // step * step
+
+
+cdef void unkeep(int i) noexcept nogil:
+    global n_kept, kept_bytes
+    kept_bytes -= kept_size[i]
+    n_kept -= 1
+    kept_at[i] = kept_at[n_kept]
+    kept_size[i] = kept_size[n_kept]
+
+
+cdef class Room:
+    """Writable memory for one column or buffer, exposed through the buffer protocol."""
+    cdef char* at
+    cdef size_t size          # bytes exposed
+    cdef size_t mapped        # bytes mapped (0: from the allocator)
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, self.at, self.size, 0, flags)
+
+    def __dealloc__(self):
+        global live_bytes, n_kept, kept_bytes
+        if self.at == NULL:
+            return
+        if not self.mapped:
+            PyMem_RawFree(self.at)
+            return
+        live_bytes -= self.mapped
+        if self.mapped > KEEP_BYTES:
+            munmap(self.at, self.mapped)
+            return
+        while n_kept and (n_kept == KEEP_SPANS or kept_bytes + self.mapped > KEEP_BYTES):
+            munmap(kept_at[0], kept_size[0])
+            unkeep(0)
+        kept_at[n_kept] = self.at
+        kept_size[n_kept] = self.mapped
+        n_kept += 1
+        kept_bytes += self.mapped
+
+
+cdef Room new_room(size_t n):
+    global live_bytes, peak_bytes
+    cdef Room r = Room.__new__(Room)
+    cdef size_t size
+    cdef int i, best = -1
+    cdef void* at
+    r.size = n
+    if n < SPAN_MIN:
+        r.at = <char*>PyMem_RawMalloc(n if n else 1)
+        if r.at == NULL:
+            raise MemoryError()
+        return r
+    size = span_size(n)
+    for i in range(n_kept):       # the smallest kept span that fits, at most a quarter over
+        if size <= kept_size[i] <= size + size // 4 and (best < 0 or kept_size[i] < kept_size[best]):
+            best = i
+    if best >= 0:
+        r.at, r.mapped = kept_at[best], kept_size[best]
+        unkeep(best)
+    else:
+        at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        if at == MAP_FAILED:
+            raise MemoryError()
+        r.at, r.mapped = <char*>at, size
+    live_bytes += r.mapped
+    peak_bytes = max(peak_bytes, live_bytes)
+    return r
+
+
+def room(Py_ssize_t n):
+    """``n`` bytes of writable, uninitialised memory (a buffer-protocol object)."""
+    if n < 0:
+        raise ValueError("negative size")
+    return new_room(n)
+
+
+def mapped(bint reset=False):
+    """Bytes of mapped spans in use now, and the most in use at once since the last reset
+    (the allocator's share is visible to tracemalloc)."""
+    global peak_bytes
+    found = live_bytes, peak_bytes
+    if reset:
+        peak_bytes = live_bytes
+    return found
+
+
+cdef Room regrow(Room old, size_t count, size_t rows, size_t width):
+    """A larger column holding the first ``count`` rows of ``old``."""
+    cdef Room r = new_room(rows * width)
     if count:
-        memcpy(at, <void*><size_t>old.address, count * width)
-    if zeroed and rows > count:
-        memset(at + count * width, 0, (rows - count) * width)
-    return buf
+        memcpy(r.at, old.at, count * width)
+    return r
 
 
-cdef object finish(buf, size_t count, dtype):
-    """The first ``count`` rows as a numpy array (the pool keeps the rest)."""
-    buf.resize(count * dtype.itemsize, shrink_to_fit=True)
-    return np.frombuffer(buf, dtype)
+cdef object finish(Room r, size_t count, dtype):
+    """The first ``count`` rows as a numpy array."""
+    return np.frombuffer(r, dtype, count)
 
 
 def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint collections,
@@ -729,17 +883,16 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     if w.cap * row_bytes > 2 * (w.end - start) + (16 << 20):
         w.cap = min(w.cap, FIRST_ROWS)      # the first frames are no guide: measure, then grow
     widths = [S.DTYPES[name].itemsize for name in names]
-    zeroed = [is_field_column[S.INDEX[name]] for name in names]
-    columns = [allocate(w.cap, widths[i], zeroed[i]) for i in range(len(names))]
-    kinds = allocate(w.cap, 1, False)
+    columns = [new_room(w.cap * widths[i]) for i in range(len(names))]
+    kinds = new_room(w.cap)
     try:
         while True:
             for c in range(n_columns):
                 cols[c] = NULL
             for i, name in enumerate(names):
-                cols[S.INDEX[name]] = <char*><size_t>columns[i].address
+                cols[S.INDEX[name]] = (<Room>columns[i]).at
             w.cols = cols
-            w.kinds = <uint8_t*><size_t>kinds.address
+            w.kinds = <uint8_t*>(<Room>kinds).at
             with nogil:
                 rc = walk(&w)
             if rc < 0:
@@ -753,9 +906,9 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
             if rows * row_bytes > 2 * (w.end - w.pos) + (16 << 20):
                 rows = w.count + 1024        # the mean is no guide either: double
             w.cap = min(w.limit, w.count + rows)
-            columns = [regrow(columns[i], w.count, w.cap, widths[i], zeroed[i])
+            columns = [regrow(columns[i], w.count, w.cap, widths[i])
                        for i in range(len(names))]
-            kinds = regrow(kinds, w.count, w.cap, 1, False)
+            kinds = regrow(kinds, w.count, w.cap, 1)
         if w.fail_code:
             return None, (w.fail_pos, w.fail_code, w.fail_a, w.fail_b)
         arrays = {name: finish(columns[i], w.count, S.DTYPES[name])

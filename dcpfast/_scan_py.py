@@ -402,3 +402,10 @@ def views(buf, starts, lengths, out, window_bits):
                 view[4:8] = buf[start:start + 4]
                 struct.pack_into("<ii", view, 8, start >> window_bits, start & mask)
             out[j, 16 * i:16 * i + 16] = np.frombuffer(view, np.uint8)
+
+
+def room(n):
+    """``n`` bytes of writable, uninitialised memory (a buffer-protocol object)."""
+    if n < 0:
+        raise ValueError("negative size")
+    return np.empty(n, np.uint8)

@@ -400,13 +400,10 @@ class FrameBatch:
 
 
 def _pooled(shape, dtype) -> np.ndarray:
-    """An uninitialised array in pyarrow's memory pool, which hands back the memory of
-    arrays already dropped instead of faulting in fresh pages."""
-    import pyarrow as pa
-
+    """An uninitialised array in memory the scan core recycles (a large one would cost a
+    fault and a zeroing per page if it were fresh)."""
     dtype = np.dtype(dtype)
-    return np.frombuffer(pa.allocate_buffer(int(np.prod(shape)) * dtype.itemsize),
-                         dtype).reshape(shape)
+    return np.frombuffer(_core.room(int(np.prod(shape)) * dtype.itemsize), dtype).reshape(shape)
 
 
 def _bitmap(valid):

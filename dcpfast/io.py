@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
 from . import protocol as P
 from .batch import FrameBatch, _byte_view, _scan, _core
@@ -324,9 +323,9 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
 
 
 def _buffer(size: int) -> np.ndarray:
-    """Input room from pyarrow's memory pool, which hands the memory of batches already
-    dropped to the next one instead of faulting in fresh pages."""
-    return np.frombuffer(pa.allocate_buffer(size), np.uint8)
+    """Input room the scan core recycles: the memory of batches already dropped goes to
+    the next one instead of fresh pages."""
+    return np.frombuffer(_core.room(size), np.uint8)
 
 
 def _stream_chunks(stream: DecodedStream, batch_bytes: int):

@@ -434,7 +434,7 @@ def _compressed(uri: str) -> bool:
 
 def _read_into(f, pos: int, tail: np.ndarray, n: int) -> np.ndarray:
     """``tail`` followed by ``n`` bytes of ``f`` from ``pos``."""
-    buf = np.frombuffer(pa.allocate_buffer(len(tail) + n), np.uint8)
+    buf = np.frombuffer(_core.room(len(tail) + n), np.uint8)
     buf[:len(tail)] = tail
     got = len(tail)
     f.seek(pos)

@@ -236,3 +236,23 @@ def test_projection_reaches_arrow():
 
 def test_repr(batch):
     assert repr(batch).startswith(f"<FrameBatch {len(batch)} frames, bytes 0..{len(DATA)}")
+
+
+@pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
+def test_recycled_column_memory_never_reaches_a_live_batch():
+    """Large columns live in spans the core hands to the next scan once their arrays are
+    dropped: a batch still alive keeps its values, whatever is scanned after it."""
+    unit = t.synthetic_stream(2000, seed=5)
+    kept = dcpfast.scan(unit * 80)                   # ~180,000 frames: columns of >1 MiB
+    before = {name: kept[name].copy() for name in kept.columns}
+    for reps in (80, 79, 81, 40):                   # same, smaller and larger sizes
+        dropped = dcpfast.scan(unit * reps)
+        assert len(dropped) == reps * len(dcpfast.scan(unit))
+        del dropped
+    other = dcpfast.scan(t.synthetic_stream(3000, seed=6) * 60, columns=["by_seqno"])
+    other["by_seqno"][:] = 0xAB                     # columns are writable arrays
+    again = dcpfast.scan(unit * 80)
+    for name in kept.columns:
+        assert np.array_equal(kept[name], before[name]), name
+        assert np.array_equal(again[name], before[name]), name
+    assert (other["by_seqno"] == 0xAB).all()
