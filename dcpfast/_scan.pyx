@@ -5,7 +5,7 @@ at import time; this module holds only the loop. ``_scan_py`` is its pure-Python
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
 from libc.stdlib cimport free, realloc
@@ -58,6 +58,11 @@ cdef uint32_t kind_key_span[MAX_KINDS]      # max - min
 cdef uint32_t kind_val_span[MAX_KINDS]
 cdef uint8_t kind_prefixed[MAX_KINDS]
 cdef uint8_t kind_response[MAX_KINDS]
+# all ones where the kind is a response / carries a key / a value: header columns are
+# masked instead of branched on
+cdef uint64_t response_mask[MAX_KINDS]
+cdef uint64_t key_mask[MAX_KINDS]
+cdef uint64_t value_mask[MAX_KINDS]
 cdef int kind_first[MAX_KINDS + 1]
 cdef int field_col[MAX_FIELDS]
 cdef uint8_t field_base[MAX_FIELDS]
@@ -125,6 +130,9 @@ def _load_tables():
         kind_val_span[k] = kind_val_max[k] - kind_val_min[k]
         kind_prefixed[k] = kind.prefixed
         kind_response[k] = kind.response
+        response_mask[k] = 0 - <uint64_t>kind.response
+        key_mask[k] = 0 - <uint64_t>(kind_key_max[k] != 0)
+        value_mask[k] = 0 - <uint64_t>(kind_val_max[k] != 0)
         kind_first[k] = j
         for f in kind.fields:
             field_col[j] = S.INDEX[f.column]
@@ -351,9 +359,10 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     f.cid = 0
     f.prefix = 0
     if collections and kind_prefixed[kind]:
-        first = h[24 + f.fel + f.extlen] if f.keylen else 0x80
-        if first < 0x80 and f.keylen > 1 and not 1 <= first <= 7:
-            f.cid = first                # one-byte prefix: the usual case
+        # the usual case: a one-byte prefix (0, or 8 to 0x7F) before a non-empty key
+        first = h[24 + f.fel + f.extlen] if f.keylen > 1 else 1
+        if first == 0 or <uint8_t>(first - 8) < 0x78:
+            f.cid = first
             f.prefix = 1
         else:
             return collection(h, f, e)
@@ -443,18 +452,14 @@ cdef struct Store:
     char* dst            # a requested field column
     uint32_t off         # field offset in the extras, or (base 1) in the value
     uint8_t base
+    uint8_t width
 
 
-DEF N_WIDTHS = 4
-cdef uint8_t WIDTHS[N_WIDTHS]
-WIDTHS[:] = [8, 4, 2, 1]
-
-
-# the requested field columns of each kind, so the row loop never meets a column that
-# was not asked for: stores[at[k][g]:at[k][g + 1]] write the fields of kind k that are
-# WIDTHS[g] bytes wide. And all requested field columns, zeroed block by block.
+# the requested field columns of each kind (stores[first[k]:first[k + 1]]), so the row
+# loop never meets a column that was not asked for; and all requested field columns,
+# zeroed block by block
 cdef struct Plan:
-    int at[MAX_KINDS][N_WIDTHS + 1]
+    int first[MAX_KINDS + 1]
     Store stores[MAX_FIELDS]
     bint all_header
     int n_fields
@@ -463,7 +468,7 @@ cdef struct Plan:
 
 
 cdef void make_plan(Plan* plan, char** cols) noexcept nogil:
-    cdef int k, j, c, g, m = 0
+    cdef int k, j, c, m = 0
     cdef char* dst
     plan.n_fields = 0
     plan.all_header = True
@@ -475,63 +480,94 @@ cdef void make_plan(Plan* plan, char** cols) noexcept nogil:
             plan.widths[plan.n_fields] = column_width[c]
             plan.n_fields += 1
     for k in range(n_kinds):
-        for g in range(N_WIDTHS):
-            plan.at[k][g] = m
-            for j in range(kind_first[k], kind_first[k + 1]):
-                dst = cols[field_col[j]]
-                if dst != NULL and field_width[j] == WIDTHS[g]:
-                    plan.stores[m] = Store(dst, field_off[j], field_base[j])
-                    m += 1
-        plan.at[k][N_WIDTHS] = m
+        plan.first[k] = m
+        for j in range(kind_first[k], kind_first[k + 1]):
+            dst = cols[field_col[j]]
+            if dst != NULL:
+                plan.stores[m] = Store(dst, field_off[j], field_base[j], field_width[j])
+                m += 1
+    plan.first[n_kinds] = m
 
 
-cdef inline void fields(const Plan* plan, const uint8_t* buf, const Frame* f,
-                        size_t i) noexcept nogil:
-    """Row ``i`` of the field columns that ``f``'s kind carries."""
-    cdef const int* at = plan.at[f.kind]
-    cdef const uint8_t* start[2]       # of the extras, of the value
+cdef inline void store_rows(const Store* st, const uint8_t* buf, const size_t* starts,
+                            const uint16_t* which, size_t m, size_t i0) noexcept nogil:
+    """One field of the rows ``which[:m]`` (all of one kind), read at ``starts[row]`` plus
+    its offset: row ``i0 + which[x]`` of its column."""
+    cdef size_t x
+    cdef const uint8_t* src = buf + st.off
+    if st.width == 8:
+        for x in range(m):
+            (<uint64_t*>st.dst)[i0 + which[x]] = be64(src + starts[which[x]])
+    elif st.width == 4:
+        for x in range(m):
+            (<uint32_t*>st.dst)[i0 + which[x]] = be32(src + starts[which[x]])
+    elif st.width == 2:
+        for x in range(m):
+            (<uint16_t*>st.dst)[i0 + which[x]] = be16(src + starts[which[x]])
+    else:
+        for x in range(m):
+            (<uint8_t*>st.dst)[i0 + which[x]] = src[starts[which[x]]]
+
+
+cdef void fields(const Plan* plan, const uint8_t* buf, const Frame* rows, size_t i0,
+                 size_t n) noexcept nogil:
+    """Rows ``i0 ...`` of the requested field columns: zeros, then what each kind carries,
+    kind by kind, so a field's offset and width are looked up once per block."""
+    cdef uint16_t which[BLOCK]             # row numbers grouped by kind
+    cdef size_t starts[2][BLOCK]           # where each row's extras and value start
+    cdef uint32_t at[MAX_KINDS + 1]
+    cdef const Frame* f
+    cdef size_t b, m
+    cdef int k, j
     cdef const Store* st
-    cdef int j
-    start[0] = buf + f.pos + 24 + f.fel
-    start[1] = start[0] + f.extlen + f.keylen
-    for j in range(at[0], at[1]):
-        st = &plan.stores[j]
-        (<uint64_t*>st.dst)[i] = be64(start[st.base] + st.off)
-    for j in range(at[1], at[2]):
-        st = &plan.stores[j]
-        (<uint32_t*>st.dst)[i] = be32(start[st.base] + st.off)
-    for j in range(at[2], at[3]):
-        st = &plan.stores[j]
-        (<uint16_t*>st.dst)[i] = be16(start[st.base] + st.off)
-    for j in range(at[3], at[4]):
-        st = &plan.stores[j]
-        (<uint8_t*>st.dst)[i] = start[st.base][st.off]
+    for j in range(plan.n_fields):
+        memset(plan.fields[j] + i0 * plan.widths[j], 0, n * plan.widths[j])
+    if plan.first[n_kinds] == 0:
+        return
+    memset(at, 0, sizeof(at))
+    for b in range(n):
+        f = &rows[b]
+        at[f.kind + 1] += 1
+        starts[0][b] = f.pos + 24 + f.fel
+        starts[1][b] = starts[0][b] + f.extlen + f.keylen
+    for k in range(n_kinds):
+        at[k + 1] += at[k]
+    for b in range(n):                      # at[k] ends as the start of kind k + 1
+        k = rows[b].kind
+        which[at[k]] = <uint16_t>b
+        at[k] += 1
+    m = 0
+    for k in range(n_kinds):
+        for j in range(plan.first[k], plan.first[k + 1]):
+            st = &plan.stores[j]
+            store_rows(st, buf, starts[st.base], which + m, at[k] - m, i0)
+        m = at[k]
 
 
 # header values that depend on the frame's kind (0 where it does not carry them)
 
 cdef inline uint16_t vbucket(const uint8_t* buf, const Frame* f) noexcept nogil:
-    return 0 if kind_response[f.kind] else be16(buf + f.pos + 6)
+    return be16(buf + f.pos + 6) & ~response_mask[f.kind]
 
 
 cdef inline uint16_t status(const uint8_t* buf, const Frame* f) noexcept nogil:
-    return be16(buf + f.pos + 6) if kind_response[f.kind] else 0
+    return be16(buf + f.pos + 6) & response_mask[f.kind]
 
 
 cdef inline uint64_t key_offset(uint64_t base, const Frame* f) noexcept nogil:
-    return base + f.pos + 24 + f.fel + f.extlen + f.prefix if kind_key_max[f.kind] else 0
+    return (base + f.pos + 24 + f.fel + f.extlen + f.prefix) & key_mask[f.kind]
 
 
 cdef inline uint16_t key_len(const Frame* f) noexcept nogil:
-    return f.keylen - f.prefix if kind_key_max[f.kind] else 0
+    return (f.keylen - f.prefix) & key_mask[f.kind]
 
 
 cdef inline uint64_t value_offset(uint64_t base, const Frame* f) noexcept nogil:
-    return base + f.pos + length(f) - f.value_len if kind_val_max[f.kind] else 0
+    return (base + f.pos + length(f) - f.value_len) & value_mask[f.kind]
 
 
 cdef inline uint32_t value_len(const Frame* f) noexcept nogil:
-    return f.value_len if kind_val_max[f.kind] else 0
+    return f.value_len & value_mask[f.kind]
 
 
 cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
@@ -545,12 +581,9 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
     cdef char** cols = w.cols
     cdef uint8_t* kinds = w.kinds
     cdef int j
-    # field columns: zeros, then what each kind carries
-    for j in range(plan.n_fields):
-        memset(plan.fields[j] + i0 * plan.widths[j], 0, n * plan.widths[j])
     for b in range(n):
         kinds[i0 + b] = rows[b].kind
-        fields(plan, buf, &rows[b], i0 + b)
+    fields(plan, buf, rows, i0, n)
     if plan.all_header:
         all_header(w, rows, i0, n)
         return
@@ -737,16 +770,27 @@ cdef size_t estimate_frames(const uint8_t* buf, size_t pos, size_t end) noexcept
 
 
 # -- output memory ---------------------------------------------------------------------------
-# Columns of a large scan are mapped spans that go back to a small cache when their last
-# array is dropped: the next scan (or the next batch of iter_batches) writes into pages
-# that are already resident instead of faulting in and zeroing fresh ones, which costs as
-# much as the scan itself. Small requests use the allocator.
+# Columns of a large scan are mapped spans that go back to a cache when their last array is
+# dropped: the next scan (or the next batch of iter_batches) writes into pages that are
+# already resident instead of faulting in and zeroing fresh ones, which costs as much as
+# the scan itself. Small requests use the allocator.
 
 DEF SPAN_MIN = 1 << 20        # requests from this size up are mapped and recycled
-DEF KEEP_SPANS = 64           # cache size: spans ...
-DEF KEEP_BYTES = 256 << 20    # ... and bytes
+DEF KEEP_SPANS = 128          # cache size: spans ...
+DEF KEEP_BYTES = 512 << 20    # ... and bytes
 
-cdef char* kept_at[KEEP_SPANS]
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #  include <sys/mman.h>
+    #  define DCP_GROW(p, old, new) mremap((p), (old), (new), MREMAP_MAYMOVE)
+    #else
+    #  define DCP_GROW(p, old, new) MAP_FAILED
+    #endif
+    """
+    void* DCP_GROW(void* p, size_t old, size_t new) nogil
+
+cdef char* kept_at[KEEP_SPANS]          # oldest first
 cdef size_t kept_size[KEEP_SPANS]
 cdef size_t n_kept = 0, kept_bytes = 0
 cdef size_t live_bytes = 0, peak_bytes = 0     # mapped spans in use
@@ -764,8 +808,21 @@ cdef void unkeep(int i) noexcept nogil:
     global n_kept, kept_bytes
     kept_bytes -= kept_size[i]
     n_kept -= 1
-    kept_at[i] = kept_at[n_kept]
-    kept_size[i] = kept_size[n_kept]
+    memmove(&kept_at[i], &kept_at[i + 1], (n_kept - i) * sizeof(char*))
+    memmove(&kept_size[i], &kept_size[i + 1], (n_kept - i) * sizeof(size_t))
+
+
+cdef int kept_for(size_t size) noexcept nogil:
+    """The kept span to serve a request of ``size`` bytes: the smallest that holds it with
+    at most a quarter to spare, else the largest smaller one (to be grown); -1 if none."""
+    cdef int i, fit = -1, under = -1
+    for i in range(n_kept):
+        if size <= kept_size[i] <= size + size // 4:
+            if fit < 0 or kept_size[i] < kept_size[fit]:
+                fit = i
+        elif kept_size[i] < size and (under < 0 or kept_size[i] > kept_size[under]):
+            under = i
+    return fit if fit >= 0 else under
 
 
 cdef class Room:
@@ -801,8 +858,8 @@ cdef Room new_room(size_t n):
     global live_bytes, peak_bytes
     cdef Room r = Room.__new__(Room)
     cdef size_t size
-    cdef int i, best = -1
-    cdef void* at
+    cdef int i
+    cdef void* at = MAP_FAILED
     r.size = n
     if n < SPAN_MIN:
         r.at = <char*>PyMem_RawMalloc(n if n else 1)
@@ -810,17 +867,21 @@ cdef Room new_room(size_t n):
             raise MemoryError()
         return r
     size = span_size(n)
-    for i in range(n_kept):       # the smallest kept span that fits, at most a quarter over
-        if size <= kept_size[i] <= size + size // 4 and (best < 0 or kept_size[i] < kept_size[best]):
-            best = i
-    if best >= 0:
-        r.at, r.mapped = kept_at[best], kept_size[best]
-        unkeep(best)
-    else:
+    i = kept_for(size)
+    if i >= 0:
+        at = kept_at[i]
+        if kept_size[i] < size:          # its pages stay; only the new tail is fresh
+            at = DCP_GROW(at, kept_size[i], size)
+            if at == MAP_FAILED:
+                munmap(kept_at[i], kept_size[i])
+        else:
+            size = kept_size[i]
+        unkeep(i)
+    if at == MAP_FAILED:
         at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         if at == MAP_FAILED:
             raise MemoryError()
-        r.at, r.mapped = <char*>at, size
+    r.at, r.mapped = <char*>at, size
     live_bytes += r.mapped
     peak_bytes = max(peak_bytes, live_bytes)
     return r
