@@ -23,6 +23,7 @@ DEF MAX_COLUMNS = 64
 DEF BLOCK = 1024           # frames decoded before their columns are written
 DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
 DEF PREFETCH_AHEAD = 1024 # bytes ahead of the frame being parsed
+DEF VIEW_AHEAD = 16       # slices ahead of the binary view being written
 
 cdef enum:
     OK = 0
@@ -699,14 +700,18 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef size_t stop = min(w.limit, w.cap)
     cdef const uint8_t* buf = w.buf
     cdef size_t end = w.end
+    cdef bint collections = w.collections
+    cdef uint64_t max_frame = w.max_frame
+    cdef bint checking = w.unverified    # only ever the first frame of a walk
     make_plan(&plan, w.cols)
     while count < stop:
         f = &rows[n]
         if end - pos > PREFETCH_AHEAD:
             DCP_PREFETCH(buf + pos + PREFETCH_AHEAD)
-        s = parse(buf, pos, end, w.collections, w.max_frame, f, &e)
-        if w.unverified and pos == w.start and s != INCOMPLETE:
+        s = parse(buf, pos, end, collections, max_frame, f, &e)
+        if checking and s != INCOMPLETE:
             # still resynchronising: only a frame start that resync would accept will do
+            checking = False
             if s != OK or not opcode_known[buf[pos + 1]]:
                 s = RESYNC if s != OK else problem(&e, RESYNC, 0, 0)
             else:
@@ -715,8 +720,9 @@ cdef int walk(Walk* w) noexcept nogil:
                     break
                 if after == NO:
                     s = problem(&e, RESYNC, 0, 0)
+                else:
+                    w.unverified = False
         if s == OK:
-            w.unverified = False
             f.pos = pos
             pos += length(f)
             count += 1
@@ -1108,6 +1114,8 @@ def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):
     with nogil:
         for i in range(n):
             for j in range(m):
+                if i + VIEW_AHEAD < n and first[j * n + i + VIEW_AHEAD] < end:
+                    DCP_PREFETCH(data + first[j * n + i + VIEW_AHEAD])
                 start = first[j * n + i]
                 length = <uint64_t>sizes[j * n + i]      # a negative length is huge here
                 if start > end or length > end - start or length > mask:
