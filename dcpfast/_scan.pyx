@@ -310,14 +310,14 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     cdef uint8_t magic, opcode, first
     cdef uint32_t body, need
     cdef uint64_t size
-    if avail == 0:
+    if avail < 24:
+        if avail and magic_class[h[0]] < 0:
+            return problem(e, BAD_MAGIC, h[0], 0)
         return problem(e, INCOMPLETE, 0, 0)
     magic = h[0]
     cls = magic_class[magic]
     if cls < 0:
         return problem(e, BAD_MAGIC, magic, 0)
-    if avail < 24:
-        return problem(e, INCOMPLETE, 0, 0)
     opcode = h[1]
     if magic_alt[magic]:
         f.fel = h[2]
@@ -338,14 +338,16 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     if h[5] > 7:
         return problem(e, DATATYPE, h[5], 0)
     kind = kind_of[cls][opcode][f.extlen]
-    if kind == BAD_EXTRAS:
-        return problem(e, EXTRAS_LENGTH, opcode, f.extlen)
-    if avail < size:
-        return problem(e, INCOMPLETE, 0, 0)
-    if kind == MARKER_PENDING:
+    if kind < 0:
+        if kind == BAD_EXTRAS:
+            return problem(e, EXTRAS_LENGTH, opcode, f.extlen)
+        if avail < size:
+            return problem(e, INCOMPLETE, 0, 0)
         kind = marker(h, f, e)
         if kind < 0:
             return -kind
+    elif avail < size:
+        return problem(e, INCOMPLETE, 0, 0)
     # unsigned wrap-around: one comparison per range
     if <uint32_t>(f.keylen - kind_key_min[kind]) > kind_key_span[kind]:
         return problem(e, KEY_LENGTH, opcode, f.keylen)
