@@ -4,10 +4,12 @@ The frame kinds, field layouts and column order come from ``protocol`` and ``sch
 at import time; this module holds only the loop. ``_scan_py`` is its pure-Python twin.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
+from cpython.pythread cimport (PyThread_acquire_lock, PyThread_allocate_lock,
+                               PyThread_release_lock, PyThread_type_lock, WAIT_LOCK)
 from libc.stdlib cimport free, realloc
 from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, mmap, munmap
 
@@ -42,7 +44,6 @@ cdef uint8_t opcode_known[256]
 # kind by [response][opcode][extras length]: a kind, MARKER_PENDING (the value decides) or
 # BAD_EXTRAS (no kind of this opcode has this extras length)
 cdef int8_t kind_of[2][256][256]
-cdef int REQUEST_KIND, RESPONSE_KIND
 cdef enum:
     MARKER_PENDING = -1
     BAD_EXTRAS = -2
@@ -58,7 +59,6 @@ cdef uint32_t kind_val_max[MAX_KINDS]
 cdef uint32_t kind_key_span[MAX_KINDS]      # max - min
 cdef uint32_t kind_val_span[MAX_KINDS]
 cdef uint8_t kind_prefixed[MAX_KINDS]
-cdef uint8_t kind_response[MAX_KINDS]
 # all ones where the kind is a response / carries a key / a value: header columns are
 # masked instead of branched on
 cdef uint64_t response_mask[MAX_KINDS]
@@ -85,7 +85,7 @@ def _load_tables():
     global DATATYPE, KEY_LENGTH, VALUE_LENGTH, MARKER_VERSION, LEB128_NO_STOP
     global LEB128_NON_CANONICAL, LEB128_OVERFLOW, RESERVED_COLLECTION, EMPTY_LOGICAL_KEY, TRUNCATED
     global RESYNC
-    global REQUEST_KIND, RESPONSE_KIND, n_marker, n_columns, n_kinds
+    global n_marker, n_columns, n_kinds
     global C_OFFSET, C_MAGIC, C_OPCODE, C_DATATYPE, C_VBUCKET, C_STATUS, C_OPAQUE, C_CAS
     global C_BODY_LEN, C_FRAMING_LEN, C_EXTRAS_LEN, C_KEY_OFFSET, C_KEY_LEN, C_VALUE_OFFSET
     global C_VALUE_LEN, C_COLLECTION_ID, C_STREAM_ID
@@ -107,14 +107,13 @@ def _load_tables():
         opcode_known[i] = i in P.KNOWN_OPCODES
     for m in P.DCP_MAGICS:
         magic_class[m] = m in P.RESPONSE_MAGICS
-    REQUEST_KIND, RESPONSE_KIND = P.REQUEST_KIND, P.RESPONSE_KIND
     assert len(P.KINDS) < 128
     for op in range(256):
         rules = P.request_kinds(op)
         exts = P.RESPONSE_EXTRAS.get(op)
         for j in range(256):
-            kind_of[0][op][j] = rules.get(j, BAD_EXTRAS) if rules else REQUEST_KIND
-            kind_of[1][op][j] = RESPONSE_KIND if exts is None or j in exts else BAD_EXTRAS
+            kind_of[0][op][j] = rules.get(j, BAD_EXTRAS) if rules else P.REQUEST_KIND
+            kind_of[1][op][j] = P.RESPONSE_KIND if exts is None or j in exts else BAD_EXTRAS
     OP_HELLO, OP_OPEN = P.Opcode.HELLO, P.Opcode.OPEN
     OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED = P.Opcode.SYSTEM_EVENT, P.Opcode.SEQNO_ADVANCED
     FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS = P.FEATURE_COLLECTIONS, P.OPEN_FLAG_COLLECTIONS
@@ -130,7 +129,6 @@ def _load_tables():
         kind_key_span[k] = kind_key_max[k] - kind_key_min[k]
         kind_val_span[k] = kind_val_max[k] - kind_val_min[k]
         kind_prefixed[k] = kind.prefixed
-        kind_response[k] = kind.response
         response_mask[k] = 0 - <uint64_t>kind.response
         key_mask[k] = 0 - <uint64_t>(kind_key_max[k] != 0)
         value_mask[k] = 0 - <uint64_t>(kind_val_max[k] != 0)
@@ -704,7 +702,7 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef size_t end = w.end
     cdef bint collections = w.collections
     cdef uint64_t max_frame = w.max_frame
-    cdef bint checking = w.unverified    # only ever the first frame of a walk
+    cdef bint checking = w.unverified    # the first frame of a resumed walk (see resync)
     make_plan(&plan, w.cols)
     while count < stop:
         f = &rows[n]
@@ -781,27 +779,41 @@ cdef size_t estimate_frames(const uint8_t* buf, size_t pos, size_t end) noexcept
 # Columns of a large scan are mapped spans that go back to a cache when their last array is
 # dropped: the next scan (or the next batch of iter_batches) writes into pages that are
 # already resident instead of faulting in and zeroing fresh ones, which costs as much as
-# the scan itself. Small requests use the allocator.
+# the scan itself. The cache holds at most KEEP_BYTES, and a span for at most KEEP_SECONDS
+# (checked whenever a span is taken or given back). Small requests use the allocator.
 
 DEF SPAN_MIN = 1 << 20        # requests from this size up are mapped and recycled
 DEF KEEP_SPANS = 128          # cache size: spans ...
 DEF KEEP_BYTES = 512 << 20    # ... and bytes
+DEF KEEP_SECONDS = 2.0
 
 cdef extern from *:
     """
+    #include <time.h>
     #if defined(__linux__)
     #  include <sys/mman.h>
+    #  define DCP_CAN_GROW 1
     #  define DCP_GROW(p, old, new) mremap((p), (old), (new), MREMAP_MAYMOVE)
     #else
+    #  define DCP_CAN_GROW 0
     #  define DCP_GROW(p, old, new) MAP_FAILED
     #endif
+    static double dcp_now(void) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return t.tv_sec + t.tv_nsec * 1e-9;
+    }
     """
+    bint DCP_CAN_GROW
     void* DCP_GROW(void* p, size_t old, size_t new) nogil
+    double dcp_now() nogil
 
 cdef char* kept_at[KEEP_SPANS]          # oldest first
 cdef size_t kept_size[KEEP_SPANS]
+cdef double kept_since[KEEP_SPANS]
 cdef size_t n_kept = 0, kept_bytes = 0
 cdef size_t live_bytes = 0, peak_bytes = 0     # mapped spans in use
+cdef PyThread_type_lock cache_lock = PyThread_allocate_lock()   # for free-threaded builds
 
 
 cdef size_t span_size(size_t n) noexcept nogil:
@@ -818,17 +830,26 @@ cdef void unkeep(int i) noexcept nogil:
     n_kept -= 1
     memmove(&kept_at[i], &kept_at[i + 1], (n_kept - i) * sizeof(char*))
     memmove(&kept_size[i], &kept_size[i + 1], (n_kept - i) * sizeof(size_t))
+    memmove(&kept_since[i], &kept_since[i + 1], (n_kept - i) * sizeof(double))
+
+
+cdef void expire(double now) noexcept nogil:
+    """Unmap the spans kept longer than KEEP_SECONDS."""
+    while n_kept and now - kept_since[0] > KEEP_SECONDS:
+        munmap(kept_at[0], kept_size[0])
+        unkeep(0)
 
 
 cdef int kept_for(size_t size) noexcept nogil:
     """The kept span to serve a request of ``size`` bytes: the smallest that holds it with
-    at most a quarter to spare, else the largest smaller one (to be grown); -1 if none."""
+    at most a quarter to spare, else (where mappings can grow) the largest smaller one;
+    -1 if none."""
     cdef int i, fit = -1, under = -1
     for i in range(n_kept):
         if size <= kept_size[i] <= size + size // 4:
             if fit < 0 or kept_size[i] < kept_size[fit]:
                 fit = i
-        elif kept_size[i] < size and (under < 0 or kept_size[i] > kept_size[under]):
+        elif DCP_CAN_GROW and kept_size[i] < size and (under < 0 or kept_size[i] > kept_size[under]):
             under = i
     return fit if fit >= 0 else under
 
@@ -844,22 +865,41 @@ cdef class Room:
 
     def __dealloc__(self):
         global live_bytes, n_kept, kept_bytes
+        cdef double now
         if self.at == NULL:
             return
         if not self.mapped:
             PyMem_RawFree(self.at)
             return
+        PyThread_acquire_lock(cache_lock, WAIT_LOCK)
+        now = dcp_now()
+        expire(now)
         live_bytes -= self.mapped
         if self.mapped > KEEP_BYTES:
             munmap(self.at, self.mapped)
-            return
-        while n_kept and (n_kept == KEEP_SPANS or kept_bytes + self.mapped > KEEP_BYTES):
-            munmap(kept_at[0], kept_size[0])
-            unkeep(0)
-        kept_at[n_kept] = self.at
-        kept_size[n_kept] = self.mapped
-        n_kept += 1
-        kept_bytes += self.mapped
+        else:
+            while n_kept and (n_kept == KEEP_SPANS or kept_bytes + self.mapped > KEEP_BYTES):
+                munmap(kept_at[0], kept_size[0])
+                unkeep(0)
+            kept_at[n_kept] = self.at
+            kept_size[n_kept] = self.mapped
+            kept_since[n_kept] = now
+            n_kept += 1
+            kept_bytes += self.mapped
+        PyThread_release_lock(cache_lock)
+
+    cdef void trim(self, size_t used) noexcept nogil:
+        """Give back the pages of a mapped span past ``used`` bytes when it is more than
+        twice that (a scan that reserved far more rows than it found)."""
+        global live_bytes
+        cdef size_t keep = span_size(used) if used else 4096
+        if self.mapped and keep <= self.mapped // 2:
+            munmap(self.at + keep, self.mapped - keep)
+            PyThread_acquire_lock(cache_lock, WAIT_LOCK)
+            live_bytes -= self.mapped - keep
+            PyThread_release_lock(cache_lock)
+            self.mapped = keep
+            self.size = min(self.size, keep)
 
 
 cdef Room new_room(size_t n):
@@ -870,11 +910,17 @@ cdef Room new_room(size_t n):
     cdef void* at = MAP_FAILED
     r.size = n
     if n < SPAN_MIN:
+        if n_kept:
+            PyThread_acquire_lock(cache_lock, WAIT_LOCK)
+            expire(dcp_now())
+            PyThread_release_lock(cache_lock)
         r.at = <char*>PyMem_RawMalloc(n if n else 1)
         if r.at == NULL:
             raise MemoryError()
         return r
     size = span_size(n)
+    PyThread_acquire_lock(cache_lock, WAIT_LOCK)
+    expire(dcp_now())
     i = kept_for(size)
     if i >= 0:
         at = kept_at[i]
@@ -887,11 +933,13 @@ cdef Room new_room(size_t n):
         unkeep(i)
     if at == MAP_FAILED:
         at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-        if at == MAP_FAILED:
-            raise MemoryError()
+    if at != MAP_FAILED:
+        live_bytes += size
+        peak_bytes = max(peak_bytes, live_bytes)
+    PyThread_release_lock(cache_lock)
+    if at == MAP_FAILED:
+        raise MemoryError()
     r.at, r.mapped = <char*>at, size
-    live_bytes += r.mapped
-    peak_bytes = max(peak_bytes, live_bytes)
     return r
 
 
@@ -903,10 +951,10 @@ def room(Py_ssize_t n):
 
 
 def mapped(bint reset=False):
-    """Bytes of mapped spans in use now, and the most in use at once since the last reset
-    (the allocator's share is visible to tracemalloc)."""
+    """Bytes of mapped spans in use now, the most in use at once since the last reset, and
+    the bytes kept for reuse (the allocator's share is visible to tracemalloc)."""
     global peak_bytes
-    found = live_bytes, peak_bytes
+    found = live_bytes, peak_bytes, kept_bytes
     if reset:
         peak_bytes = live_bytes
     return found
@@ -922,6 +970,7 @@ cdef Room regrow(Room old, size_t count, size_t rows, size_t width):
 
 cdef object finish(Room r, size_t count, dtype):
     """The first ``count`` rows as a numpy array."""
+    r.trim(count * dtype.itemsize)
     return np.frombuffer(r, dtype, count)
 
 

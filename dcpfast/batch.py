@@ -366,13 +366,13 @@ class FrameBatch:
         if not pairs:
             return []
         n, size = len(self), len(self._view)
-        starts = _pooled((len(pairs), n), np.uint64)
-        lengths = _pooled((len(pairs), n), np.int64)
+        starts = _recycled((len(pairs), n), np.uint64)
+        lengths = _recycled((len(pairs), n), np.int64)
         for row, (off, length) in enumerate(pairs):
             self._starts(off, starts[row])
             lengths[row] = self[length]
         bits = 31 if size <= _INT32_MAX else _WINDOW_BITS
-        views = _pooled((len(pairs), 16 * n), np.uint8)
+        views = _recycled((len(pairs), 16 * n), np.uint8)
         _core.views(self._view, starts, lengths, views, bits)
         windows = [pa.py_buffer(self._view[lo:lo + 2 * (1 << bits)])
                    for lo in range(0, max(size, 1), 1 << bits)]
@@ -399,7 +399,7 @@ class FrameBatch:
         return pl.from_arrow(self.to_arrow(binary_view=True))
 
 
-def _pooled(shape, dtype) -> np.ndarray:
+def _recycled(shape, dtype) -> np.ndarray:
     """An uninitialised array in memory the scan core recycles (a large one would cost a
     fault and a zeroing per page if it were fresh)."""
     dtype = np.dtype(dtype)

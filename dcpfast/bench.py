@@ -528,8 +528,8 @@ def traced_memory(view) -> dict:
     gc.collect()
     pool = pa.default_memory_pool()
     before = pool.bytes_allocated()
-    mapped = getattr(_core, "mapped", lambda reset=False: (0, 0))
-    live, _ = mapped(reset=True)
+    mapped = getattr(_core, "mapped", lambda reset=False: (0, 0, 0))
+    live = mapped(reset=True)[0]
     tracemalloc.start()
     try:
         batch = scan(view, collections=True)

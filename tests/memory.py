@@ -18,8 +18,8 @@ def peak_allocation(fn):
     pool = pa.proxy_memory_pool(previous)
     _POOLS.append(pool)
     pa.set_memory_pool(pool)
-    mapped = getattr(_core, "mapped", lambda reset=False: (0, 0))
-    before, _ = mapped(reset=True)
+    mapped = getattr(_core, "mapped", lambda reset=False: (0, 0, 0))
+    before = mapped(reset=True)[0]
     tracemalloc.start()
     try:
         result = fn()

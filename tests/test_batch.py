@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -256,3 +257,29 @@ def test_recycled_column_memory_never_reaches_a_live_batch():
         assert np.array_equal(kept[name], before[name]), name
         assert np.array_equal(again[name], before[name]), name
     assert (other["by_seqno"] == 0xAB).all()
+
+
+@pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
+def test_a_scan_that_reserved_far_too_many_rows_gives_the_rest_back():
+    """Rows are reserved from the first frames' mean length: small frames followed by
+    large ones make the scan reserve far more than it fills, and the finished columns
+    keep only what they hold."""
+    data = t.noop() * 256 + b"".join(
+        t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1) for i in range(20))
+    live = batch_module._core.mapped()[0]
+    found = dcpfast.scan(data, collections=False, columns=["offset", "by_seqno"])
+    assert len(found) == 276
+    assert list(found["by_seqno"][256:]) == list(range(1, 21))
+    assert batch_module._core.mapped()[0] - live <= 2 * 4096
+
+
+@pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
+def test_column_memory_kept_for_reuse_is_bounded_in_time():
+    unit = t.synthetic_stream(2000, seed=5)
+    dropped = dcpfast.scan(unit * 60)
+    del dropped
+    assert batch_module._core.mapped()[2] > 0       # kept for the next scan
+    time.sleep(2.2)
+    dcpfast.scan(unit * 60, columns=["opcode"])     # any request looks at the clock
+    kept = batch_module._core.mapped()[2]
+    assert kept <= 2 << 20                          # just the opcode span, given back
