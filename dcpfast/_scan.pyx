@@ -1181,3 +1181,34 @@ def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):
             if size[j, bad] < 0 or at[j, bad] > end or <uint64_t>size[j, bad] > end - at[j, bad]:
                 raise ValueError(f"views: range {bad} outside the buffer")
         raise ValueError(f"views: range {bad} longer than a window")
+
+
+def kind_bitmaps(const uint8_t[::1] kinds, int n_kinds):
+    """The kinds present in ``kinds`` and, for each, the Arrow bitmap (little-endian bit
+    order) of the rows of that kind, as one 2-D uint8 array."""
+    cdef size_t n = kinds.shape[0], nbytes = (kinds.shape[0] + 7) // 8, i
+    cdef size_t counts[256]
+    cdef int row[256]
+    cdef int k, m = 0
+    cdef uint8_t* bits
+    if not 0 <= n_kinds <= 256:
+        raise ValueError("n_kinds outside 0..256")
+    memset(counts, 0, sizeof(counts))
+    with nogil:
+        for i in range(n):
+            counts[kinds[i]] += 1
+    for k in range(256):
+        if counts[k] and k >= n_kinds:
+            raise ValueError(f"kind {k} outside 0..{n_kinds - 1}")
+    present = np.array([k for k in range(n_kinds) if counts[k]], np.intp)
+    for k in range(n_kinds):
+        row[k] = m
+        m += counts[k] != 0
+    out = np.frombuffer(new_room(m * nbytes), np.uint8).reshape(m, nbytes)
+    if m and nbytes:
+        bits = <uint8_t*><size_t>out.ctypes.data
+        with nogil:
+            memset(bits, 0, m * nbytes)
+            for i in range(n):
+                bits[row[kinds[i]] * nbytes + (i >> 3)] |= <uint8_t>(1 << (i & 7))
+    return present, out

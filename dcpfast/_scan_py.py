@@ -409,3 +409,19 @@ def room(n):
     if n < 0:
         raise ValueError("negative size")
     return np.empty(n, np.uint8)
+
+
+def kind_bitmaps(kinds, n_kinds):
+    """The kinds present in ``kinds`` and, for each, the Arrow bitmap (little-endian bit
+    order) of the rows of that kind, as one 2-D uint8 array."""
+    kinds = np.asarray(kinds, np.uint8)
+    if not 0 <= n_kinds <= 256:
+        raise ValueError("n_kinds outside 0..256")
+    counts = np.bincount(kinds, minlength=256)
+    if counts[n_kinds:].any():
+        raise ValueError(f"kind {int(np.flatnonzero(counts)[-1])} outside 0..{n_kinds - 1}")
+    present = np.flatnonzero(counts[:n_kinds]).astype(np.intp)
+    out = np.zeros((len(present), (len(kinds) + 7) // 8), np.uint8)
+    for row, kind in enumerate(present):
+        out[row] = np.packbits(kinds == kind, bitorder="little")
+    return present, out

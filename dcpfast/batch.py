@@ -295,14 +295,7 @@ class FrameBatch:
 
         def per_kind():
             if not packed:
-                present, rows = [], []
-                for kind in range(len(P.KINDS)):
-                    bits = np.packbits(kinds == kind, bitorder="little")
-                    if bits.any():
-                        present.append(kind)
-                        rows.append(bits)
-                packed.extend((np.array(present, np.intp),
-                               np.stack(rows) if rows else np.empty((0, 0), np.uint8)))
+                packed.extend(_core.kind_bitmaps(kinds, len(P.KINDS)))
             return packed
 
         def bitmap(name):

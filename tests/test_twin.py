@@ -73,3 +73,23 @@ def test_projections(names):
 
 def test_a_synthetic_conversation():
     assert_same(t.synthetic_stream(400, seed=12, sync_writes=True, marker_version=0))
+
+
+@settings(max_examples=200)
+@given(st.lists(st.integers(0, len(protocol.KINDS) - 1), max_size=80))
+def test_kind_bitmaps(kinds):
+    kinds = np.array(kinds, np.uint8)
+    present, bits = cython_core.kind_bitmaps(kinds, len(protocol.KINDS))
+    present2, bits2 = _scan_py.kind_bitmaps(kinds, len(protocol.KINDS))
+    np.testing.assert_array_equal(present, present2)
+    np.testing.assert_array_equal(bits, bits2)
+    assert list(present) == sorted(set(kinds.tolist()))
+    for row, kind in enumerate(present):                  # bit i of a row: row i is of its kind
+        rows = np.unpackbits(bits[row], bitorder="little", count=len(kinds)).astype(bool)
+        np.testing.assert_array_equal(rows, kinds == kind)
+
+
+def test_kind_bitmaps_refuses_unknown_kinds():
+    for core in (cython_core, _scan_py):
+        with pytest.raises(ValueError, match="outside"):
+            core.kind_bitmaps(np.array([0, len(protocol.KINDS)], np.uint8), len(protocol.KINDS))
