@@ -58,7 +58,7 @@ except ImportError:
 
 PROJECTION = schema.resolve(["offset", "opcode", "vbucket", "by_seqno", "key_len"])
 ALL_COLUMNS = schema.resolve(None)
-DEFAULTS = dict(items=880_000, repeat=5, python_items=100_000)   # ~1,000,000 mixed frames
+DEFAULTS = dict(items=880_000, repeat=9, python_items=100_000)   # ~1,000,000 mixed frames
 QUICK = dict(items=88_000, repeat=3, python_items=20_000)        # ~100,000 mixed frames
 #: The ``iter_batches`` memory probe reads a dump of at least this many bytes.
 RSS_DUMP_BYTES = 2**31
