@@ -122,6 +122,7 @@ def _load_tables():
         marker_version[j], marker_len[j], marker_kind[j] = version, length, kind
 
     assert len(P.KINDS) <= MAX_KINDS and len(S.NAMES) <= MAX_COLUMNS
+    assert BLOCK <= 1 << 16                  # row numbers within a block are uint16
     j = 0
     for k, kind in enumerate(P.KINDS):
         kind_key_min[k], kind_key_max[k] = kind.key
@@ -581,7 +582,6 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
     cdef uint64_t base = w.base
     cdef char** cols = w.cols
     cdef uint8_t* kinds = w.kinds
-    cdef int j
     for b in range(n):
         kinds[i0 + b] = rows[b].kind
     fields(plan, buf, rows, i0, n)
