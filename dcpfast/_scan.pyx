@@ -22,7 +22,7 @@ from ._wire cimport DCP_LE64, DCP_PREFETCH, be16, be32, be64, le32, le64
 DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
 DEF MAX_COLUMNS = 64
-DEF BLOCK = 1024           # frames decoded before their columns are written
+DEF BLOCK = 512            # frames decoded before their columns are written
 DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
 DEF PREFETCH_AHEAD = 1024 # bytes ahead of the frame being parsed
 DEF VIEW_AHEAD = 16       # slices ahead of the binary view being written
