@@ -154,20 +154,25 @@ def check(clean, data, lo, hi, intact, collections):
     assert (batch.errors[0].offset if batch.errors else None) == blame
 
 
+def one_frame(clean, data):
+    """A frame of ``clean`` drawn by Hypothesis: its span, and the rows of the others (all
+    intact when only this frame is damaged)."""
+    i = data.draw(st.integers(0, len(clean) - 1), label="frame")
+    return spans(clean)[i], [(j, 0) for j in range(len(clean)) if j != i]
+
+
 @settings(max_examples=300, deadline=None)
 @given(streams(min_frames=2), st.data())
 def test_bit_flip(stream, data):
     """A flipped bit damages the frame that holds it."""
     collections, raw = stream
     clean = scan(raw, collections)
-    i = data.draw(st.integers(0, len(clean) - 1), label="frame")
-    start, end = spans(clean)[i]
+    (start, end), others = one_frame(clean, data)
     at = start + data.draw(st.one_of(st.integers(0, HEADER - 1),
                                      st.integers(0, end - start - 1)), label="byte")
     damaged = bytearray(raw)
     damaged[at] ^= 1 << data.draw(st.integers(0, 7), label="bit")
-    check(clean, bytes(damaged), start, end,
-          [(j, 0) for j in range(len(clean)) if j != i], collections)
+    check(clean, bytes(damaged), start, end, others, collections)
 
 
 @settings(max_examples=25, deadline=None)
@@ -199,8 +204,7 @@ def test_corrupted_length_field(stream, data):
     """A wrong body, extras, key or framing-extras length damages its frame."""
     collections, raw = stream
     clean = scan(raw, collections)
-    i = data.draw(st.integers(0, len(clean) - 1), label="frame")
-    start, end = spans(clean)[i]
+    (start, end), others = one_frame(clean, data)
     alt = raw[start] in P.ALT_MAGICS
     name, at, width = data.draw(st.sampled_from(LENGTH_FIELDS[alt]), label="field")
     at += start
@@ -212,8 +216,7 @@ def test_corrupted_length_field(stream, data):
     new = data.draw(st.one_of(lengths), label="new length")
     assume(new != old)
     damaged = raw[:at] + new.to_bytes(width, "big") + raw[at + width:]
-    check(clean, damaged, start, end,
-          [(j, 0) for j in range(len(clean)) if j != i], collections)
+    check(clean, damaged, start, end, others, collections)
 
 
 @settings(max_examples=200, deadline=None)
