@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import protocol as P
-from .batch import FrameBatch, _byte_view, _scan, _core
+from .batch import FrameBatch, _byte_view, _core, _recycled, _scan
 from .errors import DcpFormatError, SkippedRegion
 
 DEFAULT_BATCH_BYTES = 64 * 1024 * 1024
@@ -322,12 +322,6 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
         raise TypeError(f"cannot read DCP frames from {type(source).__name__}")
 
 
-def _buffer(size: int) -> np.ndarray:
-    """Input room the scan core recycles: the memory of batches already dropped goes to
-    the next one instead of fresh pages."""
-    return np.frombuffer(_core.room(size), np.uint8)
-
-
 def _stream_chunks(stream: DecodedStream, batch_bytes: int):
     """The filler for ``stream``: mapped windows when it is a plain regular file opened by
     ``open`` (whose descriptor and position are those of the bytes it reads) and batches
@@ -379,7 +373,7 @@ def _file_chunks(f):
     """A filler that reads up to ``size`` bytes of ``f`` into a fresh buffer after ``tail``."""
 
     def fill(tail, size):
-        buf = _buffer(len(tail) + size)
+        buf = _recycled(len(tail) + size, np.uint8)
         buf[:len(tail)] = tail
         view, filled = memoryview(buf), len(tail)
         while filled < len(buf):
@@ -409,7 +403,7 @@ def _iterable_chunks(chunks):
             part, rest = rest[:size - got], rest[size - got:]
             parts.append(part)
             got += len(part)
-        buf = _buffer(len(tail) + got)
+        buf = _recycled(len(tail) + got, np.uint8)
         at = 0
         for part in parts:
             buf[at:at + len(part)] = np.frombuffer(part, np.uint8)

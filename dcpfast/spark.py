@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from . import protocol as P
 from . import schema as S
-from .batch import FrameBatch, _byte_view, _core, _scan
+from .batch import FrameBatch, _byte_view, _core, _recycled, _scan
 from .errors import DcpFormatError
 
 log = logging.getLogger(__name__)
@@ -434,7 +434,7 @@ def _compressed(uri: str) -> bool:
 
 def _read_into(f, pos: int, tail: np.ndarray, n: int) -> np.ndarray:
     """``tail`` followed by ``n`` bytes of ``f`` from ``pos``."""
-    buf = np.frombuffer(_core.room(len(tail) + n), np.uint8)
+    buf = _recycled(len(tail) + n, np.uint8)
     buf[:len(tail)] = tail
     got = len(tail)
     f.seek(pos)
