@@ -17,14 +17,16 @@ import numpy as np
 
 from . import protocol as P
 from . import schema as S
-from ._wire cimport DCP_LE64, DCP_PREFETCH, be16, be32, be64, le32, le64
+from ._wire cimport DCP_LE64, DCP_PREFETCH, DCP_PREFETCH_L2, be16, be32, be64, le32, le64
 
 DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
 DEF MAX_COLUMNS = 64
 DEF BLOCK = 512            # frames decoded before their columns are written
+DEF LANES = 4              # counters per kind in the counting sort of a block
 DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
-DEF PREFETCH_AHEAD = 1024 # bytes ahead of the frame being parsed
+DEF PREFETCH_NEAR = 1024  # input bytes fetched ahead of the frame being parsed: at least ...
+DEF PREFETCH_FAR = 131072 # ... and at most
 DEF VIEW_AHEAD = 16       # slices ahead of the binary view being written
 
 cdef enum:
@@ -491,6 +493,37 @@ cdef void make_plan(Plan* plan, char** cols) noexcept nogil:
     plan.first[n_kinds] = m
 
 
+# The input is fetched by a cursor running ahead of the parse: the parse loop moves it three
+# lines a frame, and the loops that write a block's columns a line a row, so the memory
+# system keeps reading the next frames while the columns are written (measured 25% faster
+# than fetching only while parsing).
+
+cdef struct Ahead:
+    const uint8_t* p        # next line to fetch
+    const uint8_t* stop     # the column writers fetch no further
+    const uint8_t* last     # nor anybody beyond (the end of the input, less three lines)
+
+
+cdef inline void ahead(Ahead* a) noexcept nogil:
+    """Fetch one more line, if it is before ``a.stop``."""
+    if a.p < a.stop:
+        DCP_PREFETCH_L2(a.p)
+        a.p += 64
+
+
+cdef inline void ahead_of(Ahead* a, const uint8_t* h) noexcept nogil:
+    """Fetch three more lines, if they are less than PREFETCH_FAR past ``h`` (the frame being
+    parsed); start PREFETCH_NEAR past it if the cursor is behind."""
+    if a.p < h + PREFETCH_FAR:
+        if a.p < h + PREFETCH_NEAR:
+            a.p = h + PREFETCH_NEAR
+        if a.p < a.last:
+            DCP_PREFETCH_L2(a.p)
+            DCP_PREFETCH_L2(a.p + 64)
+            DCP_PREFETCH_L2(a.p + 128)
+            a.p += 192
+
+
 cdef inline void store_rows(const Store* st, const uint8_t* buf, const size_t* starts,
                             const uint16_t* which, size_t m, size_t i0) noexcept nogil:
     """One field of the rows ``which[:m]`` (all of one kind), read at ``starts[row]`` plus
@@ -512,15 +545,19 @@ cdef inline void store_rows(const Store* st, const uint8_t* buf, const size_t* s
 
 
 cdef void fields(const Plan* plan, const uint8_t* buf, const Frame* rows, size_t i0,
-                 size_t n) noexcept nogil:
+                 size_t n, Ahead* a) noexcept nogil:
     """Rows ``i0 ...`` of the requested field columns: zeros, then what each kind carries,
     kind by kind, so a field's offset and width are looked up once per block."""
     cdef uint16_t which[BLOCK]             # row numbers grouped by kind
     cdef size_t starts[2][BLOCK]           # where each row's extras and value start
-    cdef uint32_t at[MAX_KINDS + 1]
+    # the counting sort keeps LANES counters per kind (row b uses lane b % LANES): runs of
+    # one kind then update different counters, not one counter through memory frame by frame
+    cdef uint16_t at[LANES][MAX_KINDS]
+    cdef uint16_t end[MAX_KINDS]
     cdef const Frame* f
     cdef size_t b, m
-    cdef int k, j
+    cdef int k, j, lane
+    cdef uint16_t total
     cdef const Store* st
     for j in range(plan.n_fields):
         memset(plan.fields[j] + i0 * plan.widths[j], 0, n * plan.widths[j])
@@ -529,21 +566,26 @@ cdef void fields(const Plan* plan, const uint8_t* buf, const Frame* rows, size_t
     memset(at, 0, sizeof(at))
     for b in range(n):
         f = &rows[b]
-        at[f.kind + 1] += 1
+        at[b % LANES][f.kind] += 1
+        ahead(a)
         starts[0][b] = f.pos + 24 + f.fel
         starts[1][b] = starts[0][b] + f.extlen + f.keylen
-    for k in range(n_kinds):
-        at[k + 1] += at[k]
-    for b in range(n):                      # at[k] ends as the start of kind k + 1
+    total = 0
+    for k in range(n_kinds):               # counts -> where each lane's rows of kind k go
+        for lane in range(LANES):
+            at[lane][k], total = total, total + at[lane][k]
+        end[k] = total
+    for b in range(n):
         k = rows[b].kind
-        which[at[k]] = <uint16_t>b
-        at[k] += 1
+        which[at[b % LANES][k]] = <uint16_t>b
+        ahead(a)
+        at[b % LANES][k] += 1
     m = 0
     for k in range(n_kinds):
         for j in range(plan.first[k], plan.first[k + 1]):
             st = &plan.stores[j]
-            store_rows(st, buf, starts[st.base], which + m, at[k] - m, i0)
-        m = at[k]
+            store_rows(st, buf, starts[st.base], which + m, end[k] - m, i0)
+        m = end[k]
 
 
 # header values that depend on the frame's kind (0 where it does not carry them)
@@ -573,7 +615,7 @@ cdef inline uint32_t value_len(const Frame* f) noexcept nogil:
 
 
 cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
-                size_t n) noexcept nogil:
+                size_t n, Ahead* a) noexcept nogil:
     """Write ``n`` decoded frames as rows ``i0 ...`` of the requested columns."""
     cdef size_t b
     cdef const uint8_t* buf = w.buf
@@ -584,9 +626,9 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
     cdef uint8_t* kinds = w.kinds
     for b in range(n):
         kinds[i0 + b] = rows[b].kind
-    fields(plan, buf, rows, i0, n)
+    fields(plan, buf, rows, i0, n, a)
     if plan.all_header:
-        all_header(w, rows, i0, n)
+        all_header(w, rows, i0, n, a)
         return
     # a projection: the header columns asked for, one at a time
     for c in range(n_columns):
@@ -596,52 +638,68 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
         if c == C_OFFSET:
             for b in range(n):
                 (<uint64_t*>dst)[i0 + b] = base + rows[b].pos
+                ahead(a)
         elif c == C_MAGIC or c == C_OPCODE or c == C_DATATYPE:
             at = 0 if c == C_MAGIC else (1 if c == C_OPCODE else 5)
             for b in range(n):
                 (<uint8_t*>dst)[i0 + b] = buf[rows[b].pos + at]
+                ahead(a)
         elif c == C_VBUCKET:
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = vbucket(buf, &rows[b])
+                ahead(a)
         elif c == C_STATUS:
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = status(buf, &rows[b])
+                ahead(a)
         elif c == C_OPAQUE:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = be32(buf + rows[b].pos + 12)
+                ahead(a)
         elif c == C_CAS:
             for b in range(n):
                 (<uint64_t*>dst)[i0 + b] = be64(buf + rows[b].pos + 16)
+                ahead(a)
         elif c == C_BODY_LEN:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = rows[b].body
+                ahead(a)
         elif c == C_FRAMING_LEN:
             for b in range(n):
                 (<uint8_t*>dst)[i0 + b] = rows[b].fel
+                ahead(a)
         elif c == C_EXTRAS_LEN:
             for b in range(n):
                 (<uint8_t*>dst)[i0 + b] = rows[b].extlen
+                ahead(a)
         elif c == C_KEY_OFFSET:
             for b in range(n):
                 (<uint64_t*>dst)[i0 + b] = key_offset(base, &rows[b])
+                ahead(a)
         elif c == C_KEY_LEN:
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = key_len(&rows[b])
+                ahead(a)
         elif c == C_VALUE_OFFSET:
             for b in range(n):
                 (<uint64_t*>dst)[i0 + b] = value_offset(base, &rows[b])
+                ahead(a)
         elif c == C_VALUE_LEN:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = value_len(&rows[b])
+                ahead(a)
         elif c == C_COLLECTION_ID:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = rows[b].cid
+                ahead(a)
         elif c == C_STREAM_ID:
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = rows[b].sid
+                ahead(a)
 
 
-cdef inline void all_header(Walk* w, const Frame* rows, size_t i0, size_t n) noexcept nogil:
+cdef inline void all_header(Walk* w, const Frame* rows, size_t i0, size_t n,
+                            Ahead* a) noexcept nogil:
     """Every header column: one pass over the rows, each frame's header loaded once."""
     cdef char** cols = w.cols
     cdef const uint8_t* buf = w.buf
@@ -686,6 +744,8 @@ cdef inline void all_header(Walk* w, const Frame* rows, size_t i0, size_t n) noe
         value_lens[b] = value_len(f)
         collection_id[b] = f.cid
         stream_id[b] = f.sid
+        ahead(a)
+        ahead(a)
 
 
 cdef int walk(Walk* w) noexcept nogil:
@@ -693,6 +753,7 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef Frame rows[BLOCK]
     cdef Plan plan
     cdef Problem e
+    cdef Ahead a
     cdef size_t n = 0
     cdef Frame* f
     cdef int s, after, rc = 0
@@ -704,10 +765,11 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef uint64_t max_frame = w.max_frame
     cdef bint checking = w.unverified    # the first frame of a resumed walk (see resync)
     make_plan(&plan, w.cols)
+    a.p = buf + pos
+    a.last = buf + end - 192 if end > 192 else buf
     while count < stop:
         f = &rows[n]
-        if end - pos > PREFETCH_AHEAD:
-            DCP_PREFETCH(buf + pos + PREFETCH_AHEAD)
+        ahead_of(&a, buf + pos)
         s = parse(buf, pos, end, collections, max_frame, f, &e)
         if checking and s != INCOMPLETE:
             # still resynchronising: only a frame start that resync would accept will do
@@ -728,7 +790,8 @@ cdef int walk(Walk* w) noexcept nogil:
             count += 1
             n += 1
             if n == BLOCK:
-                flush(w, &plan, rows, count - n, n)
+                a.stop = min(a.last, buf + pos + PREFETCH_FAR)
+                flush(w, &plan, rows, count - n, n, &a)
                 n = 0
             continue
         if s == INCOMPLETE:
@@ -755,7 +818,8 @@ cdef int walk(Walk* w) noexcept nogil:
     else:
         if count == w.cap and count < w.limit:
             rc = 1
-    flush(w, &plan, rows, count - n, n)
+    a.stop = a.p
+    flush(w, &plan, rows, count - n, n, &a)
     w.count = count
     w.pos = pos
     return rc

@@ -37,8 +37,10 @@ cdef extern from *:
     #endif
     #if defined(__GNUC__) || defined(__clang__)
     #  define DCP_PREFETCH(p) __builtin_prefetch(p)
+    #  define DCP_PREFETCH_L2(p) __builtin_prefetch(p, 0, 2)
     #else
     #  define DCP_PREFETCH(p) ((void)(p))
+    #  define DCP_PREFETCH_L2(p) ((void)(p))
     #endif
     """
     uint16_t DCP_BE16(uint16_t) noexcept nogil
@@ -48,6 +50,7 @@ cdef extern from *:
     uint32_t DCP_LE32(uint32_t) noexcept nogil
     uint64_t DCP_LE64(uint64_t) noexcept nogil
     void DCP_PREFETCH(const void*) noexcept nogil
+    void DCP_PREFETCH_L2(const void*) noexcept nogil
 
 
 cdef inline uint16_t be16(const uint8_t* p) noexcept nogil:
