@@ -4,8 +4,10 @@ import numpy as np
 
 def scan_buffer(buf: Buffer, start: int, names: tuple[str, ...], collections: bool, skip: bool,
                 max_frames: int, max_frame_size: int, base: int, final: bool,
+                unverified: bool = ..., binary_views: bool = ...,
                 ) -> tuple[tuple[int, int, dict[str, np.ndarray], np.ndarray,
-                                 list[tuple[int, int, int, int, int]]] | None,
+                                 list[tuple[int, int, int, int, int]], bool,
+                                 dict[str, np.ndarray] | None] | None,
                            tuple[int, int, int, int] | None]: ...
 def sniff_collections(buf: Buffer, start: int) -> bool: ...
 def gather(buf: Buffer, starts: np.ndarray, bounds: np.ndarray, out: np.ndarray) -> None: ...

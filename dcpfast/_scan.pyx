@@ -4,7 +4,7 @@ The frame kinds, field layouts and column order come from ``protocol`` and ``sch
 at import time; this module holds only the loop. ``_scan_py`` is its pure-Python twin.
 """
 
-from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport INT32_MAX, int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
@@ -226,6 +226,9 @@ cdef struct Walk:
     # output
     char** cols
     uint8_t* kinds
+    uint8_t* views[2]    # binary-view structs of the keys and the values, or NULL
+    int window_bits      # the views' data buffers: windows of the input this long ...
+    bint view_too_long   # ... which a value did not fit in
 
 
 cdef int marker(const uint8_t* h, const Frame* f, Problem* e) noexcept nogil:
@@ -522,8 +525,8 @@ cdef struct Out:
     int n                   # columns (and the kinds)
     size_t row0             # the next block's rows
     size_t rows
-    char* cols[MAX_COLUMNS + 1]
-    size_t width[MAX_COLUMNS + 1]
+    char* cols[MAX_COLUMNS + 3]
+    size_t width[MAX_COLUMNS + 3]
 
 
 cdef inline void out_block(Out* o, size_t row0, size_t rows) noexcept nogil:
@@ -544,6 +547,11 @@ cdef void out_columns(Out* o, const Walk* w) noexcept nogil:
     o.cols[o.n] = <char*>w.kinds
     o.width[o.n] = 1
     o.n += 1
+    for c in range(2):
+        if w.views[c] != NULL:
+            o.cols[o.n] = <char*>w.views[c]
+            o.width[o.n] = 16
+            o.n += 1
     out_block(o, 0, 0)
 
 
@@ -661,6 +669,52 @@ cdef inline uint32_t value_len(const Frame* f) noexcept nogil:
     return f.value_len & value_mask[f.kind]
 
 
+cdef inline void put_view(uint8_t* v, const uint8_t* buf, size_t end, uint64_t start,
+                          uint32_t size, int window_bits, uint64_t mask) noexcept nogil:
+    """One 16-byte binary-view struct, written as two little-endian words: the length and
+    up to 12 inline bytes (zero-padded), or the length, a 4-byte prefix, the data buffer
+    index and the offset in it."""
+    cdef uint64_t lo, hi
+    cdef uint8_t tail[12]
+    cdef const uint8_t* p = buf + start
+    if size <= 12:
+        if end - start < 12:              # too near the end to load 12 bytes at once
+            memset(tail, 0, 12)
+            memcpy(tail, p, size)
+            p = tail
+        lo = le64(p)
+        hi = (lo >> 32) | (<uint64_t>le32(p + 8) << 32)
+        lo = <uint64_t>size | (lo << 32)
+        if size < 4:
+            lo &= (<uint64_t>1 << (32 + 8 * size)) - 1
+        if size <= 4:
+            hi = 0
+        else:
+            hi &= <uint64_t>0xFFFFFFFFFFFFFFFF >> (8 * (12 - size))
+    else:
+        lo = <uint64_t>size | (<uint64_t>le32(p) << 32)
+        hi = (start >> window_bits) | ((start & mask) << 32)
+    lo = DCP_LE64(lo)
+    hi = DCP_LE64(hi)
+    memcpy(v, &lo, 8)
+    memcpy(v + 8, &hi, 8)
+
+
+cdef void put_views(Walk* w, const Frame* rows, size_t i0, size_t n) noexcept nogil:
+    """Rows ``i0 ...`` of the key and value views (zeros where a kind carries none)."""
+    cdef size_t b
+    cdef const Frame* f
+    cdef uint64_t mask = (<uint64_t>1 << w.window_bits) - 1
+    for b in range(n):
+        f = &rows[b]
+        if value_len(f) > mask:
+            w.view_too_long = True
+        put_view(w.views[0] + 16 * (i0 + b), w.buf, w.end, f.pos + 24 + f.fel + f.extlen
+                 + f.prefix, key_len(f), w.window_bits, mask)
+        put_view(w.views[1] + 16 * (i0 + b), w.buf, w.end, f.pos + length(f) - f.value_len,
+                 value_len(f), w.window_bits, mask)
+
+
 cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
                 size_t n, Ahead* a) noexcept nogil:
     """Write ``n`` decoded frames as rows ``i0 ...`` of the requested columns."""
@@ -674,6 +728,8 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
     for b in range(n):
         kinds[i0 + b] = rows[b].kind
     fields(plan, buf, rows, i0, n, a)
+    if w.views[0] != NULL:
+        put_views(w, rows, i0, n)
     if plan.all_header:
         all_header(w, rows, i0, n, a)
         return
@@ -1093,7 +1149,7 @@ cdef object finish(Room r, size_t count, dtype):
 
 def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint collections,
                 bint skip, Py_ssize_t max_frames, uint64_t max_frame_size, uint64_t base,
-                bint final, bint unverified=False):
+                bint final, bint unverified=False, bint binary_views=False):
     """Scan ``buf[start:]``; see ``_scan_py.scan_buffer`` for the contract."""
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
@@ -1107,6 +1163,8 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     w.base = base
     w.pos = w.start = start
     w.unverified = unverified
+    w.window_bits = 31 if w.end <= INT32_MAX else 30
+    w.view_too_long = False
     w.stalled = False
     w.count = w.n_regions = w.cap_regions = 0
     w.regions = NULL
@@ -1114,12 +1172,13 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     upper = (w.end - start) // 24 + 1          # no frame is shorter than its header
     w.limit = min(<size_t>max_frames, upper) if max_frames >= 0 else upper
     w.cap = min(w.limit, estimate_frames(w.buf, start, w.end))
-    row_bytes = 1 + sum(S.DTYPES[name].itemsize for name in names)
+    row_bytes = 1 + sum(S.DTYPES[name].itemsize for name in names) + 32 * binary_views
     if w.cap * row_bytes > 2 * (w.end - start) + (16 << 20):
         w.cap = min(w.cap, FIRST_ROWS)      # the first frames are no guide: measure, then grow
     widths = [S.DTYPES[name].itemsize for name in names]
     columns = [new_room(w.cap * widths[i]) for i in range(len(names))]
     kinds = new_room(w.cap)
+    views = [new_room(w.cap * 16) for c in range(2 * binary_views)]
     try:
         while True:
             for c in range(n_columns):
@@ -1128,6 +1187,8 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
                 cols[S.INDEX[name]] = (<Room>columns[i]).at
             w.cols = cols
             w.kinds = <uint8_t*>(<Room>kinds).at
+            for c in range(2):
+                w.views[c] = <uint8_t*>(<Room>views[c]).at if binary_views else NULL
             with nogil:
                 rc = walk(&w)
             if rc < 0:
@@ -1144,15 +1205,21 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
             columns = [regrow(columns[i], w.count, w.cap, widths[i])
                        for i in range(len(names))]
             kinds = regrow(kinds, w.count, w.cap, 1)
+            views = [regrow(v, w.count, w.cap, 16) for v in views]
         if w.fail_code:
             return None, (w.fail_pos, w.fail_code, w.fail_a, w.fail_b)
         arrays = {name: finish(columns[i], w.count, S.DTYPES[name])
                   for i, name in enumerate(names)}
         kinds = finish(kinds, w.count, np.dtype(np.uint8))
+        if binary_views and not w.view_too_long:
+            views = {name: finish(views[c], 16 * w.count, np.dtype(np.uint8)).reshape(-1, 16)
+                     for c, name in enumerate(S.BINARY)}
+        else:
+            views = None
         regions = [(w.regions[r].start, w.regions[r].end - w.regions[r].start,
                     w.regions[r].code, w.regions[r].a, w.regions[r].b)
                    for r in range(w.n_regions)]
-        return (w.count, w.pos, arrays, kinds, regions, bool(w.unverified)), None
+        return (w.count, w.pos, arrays, kinds, regions, bool(w.unverified), views), None
     finally:
         free(w.regions)
 
@@ -1226,37 +1293,6 @@ def gather(const uint8_t[::1] buf, const uint64_t[::1] starts, const int64_t[::1
             size = bounds[i + 1] - bounds[i]
             if size:
                 memcpy(&out[bounds[i]], &buf[starts[i]], size)
-
-
-cdef inline void put_view(uint8_t* v, const uint8_t* buf, size_t end, uint64_t start,
-                          uint32_t size, int window_bits, uint64_t mask) noexcept nogil:
-    """One 16-byte binary-view struct, written as two little-endian words: the length and
-    up to 12 inline bytes (zero-padded), or the length, a 4-byte prefix, the data buffer
-    index and the offset in it."""
-    cdef uint64_t lo, hi
-    cdef uint8_t tail[12]
-    cdef const uint8_t* p = buf + start
-    if size <= 12:
-        if end - start < 12:              # too near the end to load 12 bytes at once
-            memset(tail, 0, 12)
-            memcpy(tail, p, size)
-            p = tail
-        lo = le64(p)
-        hi = (lo >> 32) | (<uint64_t>le32(p + 8) << 32)
-        lo = <uint64_t>size | (lo << 32)
-        if size < 4:
-            lo &= (<uint64_t>1 << (32 + 8 * size)) - 1
-        if size <= 4:
-            hi = 0
-        else:
-            hi &= <uint64_t>0xFFFFFFFFFFFFFFFF >> (8 * (12 - size))
-    else:
-        lo = <uint64_t>size | (<uint64_t>le32(p) << 32)
-        hi = (start >> window_bits) | ((start & mask) << 32)
-    lo = DCP_LE64(lo)
-    hi = DCP_LE64(hi)
-    memcpy(v, &lo, 8)
-    memcpy(v + 8, &hi, 8)
 
 
 def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):

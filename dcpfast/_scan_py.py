@@ -273,17 +273,21 @@ class _Walk:
 
 
 def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size, base, final,
-                unverified=False):
+                unverified=False, binary_views=False):
     """Scan ``buf[start:]``.
 
     Returns ``(result, None)`` with ``result = (count, consumed, arrays, kinds, regions,
-    unverified)``, or ``(None, (offset, code, a, b))`` for the first problem in strict mode.
+    unverified, views)``, or ``(None, (offset, code, a, b))`` for the first problem in
+    strict mode.
     ``arrays`` maps each of ``names`` to a numpy column; ``kinds`` indexes
     ``protocol.KINDS``; ``regions`` lists skipped bytes as ``(start, length, code, a, b)``;
     offsets in the columns are ``base`` plus the position in ``buf``. ``final``: no bytes
     follow ``buf``, so a frame cut short is damage. ``unverified`` (skip mode, in and out):
     the frame at ``start`` (or at ``consumed``) was found by resynchronising at the end of
-    a chunk and must still show a plausible frame after it.
+    a chunk and must still show a plausible frame after it. ``binary_views``: ``views``
+    maps ``key`` and ``value`` to their Arrow binary-view structs over ``buf`` (``(count,
+    16)`` uint8, see ``views``; data buffers are windows of 2**31 bytes, 2**30 past 2 GiB),
+    else it is None, as it is when a value is longer than a window.
     """
     buf = memoryview(buf).cast("B")
     if not 0 <= start <= len(buf):
@@ -301,7 +305,26 @@ def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size
         for name, value in _row(buf, pos, f, base).items():
             if name in arrays:
                 arrays[name][i] = value
-    return (n, consumed, arrays, kinds, regions, walk.unverified), None
+    views = _binary_views(buf, starts) if binary_views else None
+    return (n, consumed, arrays, kinds, regions, walk.unverified, views), None
+
+
+def _binary_views(buf, frames):
+    """The key and value views of ``frames`` (``(pos, frame)`` pairs), or None when a value
+    is longer than a data buffer window."""
+    bits = 31 if len(buf) < 2**31 else 30
+    starts = np.zeros((len(S.BINARY), len(frames)), np.uint64)
+    lengths = np.zeros((len(S.BINARY), len(frames)), np.int64)
+    for i, (pos, f) in enumerate(frames):
+        row = _row(buf, pos, f, 0)
+        for j, (off, length) in enumerate(S.BINARY.values()):
+            if off in row:
+                starts[j, i], lengths[j, i] = row[off], row[length]
+    if lengths.size and lengths.max() >= 1 << bits:
+        return None
+    out = np.zeros((len(S.BINARY), 16 * len(frames)), np.uint8)
+    views(buf, starts, lengths, out, bits)
+    return {name: out[j].reshape(-1, 16) for j, name in enumerate(S.BINARY)}
 
 
 def _row(buf, pos, f, base):

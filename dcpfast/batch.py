@@ -40,7 +40,7 @@ def _byte_view(data) -> memoryview:
 def scan(data, *, collections: bool | None = None, columns=None, errors: str = "strict",
          start: int = 0, max_frames: int | None = None,
          max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, base_offset: int = 0,
-         final: bool = False) -> FrameBatch:
+         final: bool = False, binary_views: bool = False) -> FrameBatch:
     """Decode the concatenated DCP frames in ``data[start:]`` into columns.
 
     ``data`` is any contiguous buffer; it is not copied, and the batch keeps it alive.
@@ -54,14 +54,18 @@ def scan(data, *, collections: bool | None = None, columns=None, errors: str = "
     to every offset column and error offset. ``final=True`` says ``data`` ends the
     stream: a frame cut short there is damage, and skip mode may rely on the end of the
     data when it resynchronises (otherwise it stops where more bytes would decide).
+    ``binary_views=True`` also writes the Arrow views of keys and values while each frame
+    is in cache, so ``to_arrow(binary_view=True)`` and ``to_polars()`` need no pass of
+    their own over the data (the scan takes about 13% longer).
     """
     return _scan(data, _byte_view(data), start=start, collections=collections,
                  columns=columns, errors=errors, max_frames=max_frames,
-                 max_frame_size=max_frame_size, base_offset=base_offset, final=final)
+                 max_frame_size=max_frame_size, base_offset=base_offset, final=final,
+                 binary_views=binary_views)
 
 
 def _scan(data, view, *, start, collections, columns, errors, max_frames, max_frame_size,
-          base_offset, final, unverified=False) -> FrameBatch:
+          base_offset, final, unverified=False, binary_views=False) -> FrameBatch:
     if errors not in _ERRORS:
         raise ValueError(f"errors must be one of {_ERRORS}, not {errors!r}")
     if max_frame_size < P.HEADER_SIZE:
@@ -76,16 +80,16 @@ def _scan(data, view, *, start, collections, columns, errors, max_frames, max_fr
     result, failure = _core.scan_buffer(
         view, start, names, bool(collections), errors == "skip",
         -1 if max_frames is None else max_frames, min(max_frame_size, _LARGEST_FRAME),
-        base_offset, final, unverified)
+        base_offset, final, unverified, binary_views)
     if failure:
         pos, code, a, b = failure
         raise DcpFormatError(base_offset + pos, describe(code, a, b))
-    count, consumed, arrays, kinds, regions, unverified = result
+    count, consumed, arrays, kinds, regions, unverified, views = result
     skipped = [SkippedRegion(base_offset + pos, length, describe(code, a, b))
                for pos, length, code, a, b in regions]
     batch = FrameBatch(data, view, arrays, kinds, start=start, consumed=consumed,
                        errors=skipped, collections=bool(collections), base_offset=base_offset,
-                       mode=errors)
+                       mode=errors, views=views)
     batch._unverified = unverified
     return batch
 
@@ -125,11 +129,12 @@ class FrameBatch:
     """
 
     def __init__(self, data, view, arrays, kinds, *, start, consumed, errors, collections,
-                 base_offset, mode="strict"):
+                 base_offset, mode="strict", views=None):
         self.data = data
         self._view = view
         self._arrays = arrays
         self._kinds = kinds
+        self._views = views          # binary-view structs by name (scan(binary_views=True))
         self._unverified = False
         #: Where in ``data`` the scan began.
         self.start = start
@@ -228,11 +233,12 @@ class FrameBatch:
         mask = np.asarray(mask)
         if mask.dtype == bool and mask.shape != (len(self),):
             raise ValueError(f"mask of shape {mask.shape} for {len(self)} frames")
+        views = self._views and {n: v[mask] for n, v in self._views.items()}
         return FrameBatch(self.data, self._view,
                           {n: a[mask] for n, a in self._arrays.items()}, self._kinds[mask],
                           start=self.start, consumed=self.consumed, errors=self.errors,
                           collections=self.collections, base_offset=self.base_offset,
-                          mode=self.mode)
+                          mode=self.mode, views=views)
 
     def only(self, *opcodes) -> FrameBatch:
         """The frames with one of ``opcodes`` (ints, ``Opcode`` members or their names)."""
@@ -278,7 +284,7 @@ class FrameBatch:
         pairs = {name: pair for name, pair in S.BINARY.items()
                  if pair[0] in self._arrays and pair[1] in self._arrays}
         if binary_view:
-            arrays += self._binary_views(list(pairs.values()), bitmaps)
+            arrays += self._binary_views(pairs, bitmaps)
         else:
             arrays += [self._binary(off, length, bitmaps(off)) for off, length in pairs.values()]
         fields += pairs
@@ -351,27 +357,31 @@ class FrameBatch:
                                                        pa.py_buffer(data)])
 
     def _binary_views(self, pairs, bitmaps):
-        """``binary_view`` columns over ``data``, no bytes copied, one for each offset/length
-        pair in ``pairs``; ``bitmaps(off)`` gives a column's validity buffer. The structs of
-        all pairs are written in one pass over the frames."""
+        """``binary_view`` columns over ``data``, no bytes copied, one for each of ``pairs``
+        (name: offset/length columns); ``bitmaps(off)`` gives a column's validity buffer.
+        The structs come from the scan when it wrote them, else from one pass over the
+        frames for all pairs."""
         import pyarrow as pa
 
         if not pairs:
             return []
         n, size = len(self), len(self._view)
-        starts = _recycled((len(pairs), n), np.uint64)
-        lengths = _recycled((len(pairs), n), np.int64)
-        for row, (off, length) in enumerate(pairs):
-            self._starts(off, starts[row])
-            lengths[row] = self[length]
         bits = 31 if size <= _INT32_MAX else _WINDOW_BITS
-        views = _recycled((len(pairs), 16 * n), np.uint8)
-        _core.views(self._view, starts, lengths, views, bits)
+        if self._views is not None:
+            views = [self._views[name] for name in pairs]
+        else:
+            starts = _recycled((len(pairs), n), np.uint64)
+            lengths = _recycled((len(pairs), n), np.int64)
+            for row, (off, length) in enumerate(pairs.values()):
+                self._starts(off, starts[row])
+                lengths[row] = self[length]
+            views = _recycled((len(pairs), 16 * n), np.uint8)
+            _core.views(self._view, starts, lengths, views, bits)
         windows = [pa.py_buffer(self._view[lo:lo + 2 * (1 << bits)])
                    for lo in range(0, max(size, 1), 1 << bits)]
         return [pa.Array.from_buffers(pa.binary_view(), n,
                                       [*bitmaps(off), pa.py_buffer(views[row]), *windows])
-                for row, (off, _) in enumerate(pairs)]
+                for row, (off, _) in enumerate(pairs.values())]
 
     def __arrow_c_stream__(self, requested_schema=None):
         return self.to_arrow().__arrow_c_stream__(requested_schema)

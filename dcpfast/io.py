@@ -244,14 +244,15 @@ def _read_all(stream: DecodedStream) -> bytes:
 
 
 def read(path, *, collections: bool | None = None, columns=None, errors: str = "strict",
-         max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> FrameBatch:
+         max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE,
+         binary_views: bool = False) -> FrameBatch:
     """Scan a whole dump file through a read-only memory map (no copy).
 
     The file is the complete stream: a frame cut short at its end is an error
     (``DcpFormatError``, or an entry in ``batch.errors`` with ``errors="skip"``).
     A gzip, zstd or lz4 file is decompressed into memory first; damaged compressed
     data is an error too (in skip mode: the stream ends there, and ``batch.errors``
-    says so).
+    says so). The options are those of ``scan``.
     """
     with open_stream(path, errors=errors) as stream:
         info = os.fstat(stream._raw.fileno())
@@ -263,7 +264,7 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
         damage = stream.damage
     batch = _scan(data, _byte_view(data), start=0, collections=collections, columns=columns,
                   errors=errors, max_frames=None, max_frame_size=max_frame_size,
-                  base_offset=0, final=True)
+                  base_offset=0, final=True, binary_views=binary_views)
     if damage:
         batch.errors.append(damage)
     return batch
@@ -271,7 +272,8 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
 
 def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
                  collections: bool | None = None, columns=None, errors: str = "strict",
-                 max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> Iterator[FrameBatch]:
+                 max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE,
+                 binary_views: bool = False) -> Iterator[FrameBatch]:
     """Yield batches over a whole stream, about ``batch_bytes`` of input each.
 
     ``source`` is a path, a binary file object, an iterable of byte chunks, or one
@@ -289,7 +291,7 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
     """
     if batch_bytes < 1:
         raise ValueError("batch_bytes must be positive")
-    options = (batch_bytes, collections, columns, errors, max_frame_size)
+    options = (batch_bytes, collections, columns, errors, max_frame_size, binary_views)
     try:
         view = _byte_view(source)
     except TypeError:
@@ -412,7 +414,8 @@ def _iterable_chunks(chunks):
     return fill
 
 
-def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size, stream=None):
+def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size, binary_views,
+             stream=None):
     tail = np.empty(0, np.uint8)
     unverified = False
     # an undecided collections setting is judged on the first MiB at least
@@ -425,7 +428,8 @@ def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size, st
             collections = bool(_core.sniff_collections(view, 0))
         batch = _scan(buf, view, start=0, collections=collections, columns=columns,
                       errors=errors, max_frames=None, max_frame_size=max_frame_size,
-                      base_offset=base, final=eof, unverified=unverified)
+                      base_offset=base, final=eof, unverified=unverified,
+                      binary_views=binary_views)
         unverified = batch._unverified
         if eof and stream is not None and stream.damage:
             batch.errors.append(stream.damage)

@@ -8,11 +8,14 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dcpfast
 from dcpfast import batch as batch_module
 from dcpfast import schema
 from dcpfast import testing as t
+from strategies import streams
 
 DATA = t.synthetic_stream(80, seed=21, stream_ids=True, marker_version=2)
 
@@ -283,3 +286,41 @@ def test_column_memory_kept_for_reuse_is_bounded_in_time():
     dcpfast.scan(unit * 60, columns=["opcode"])     # any request looks at the clock
     kept = batch_module._core.mapped()[2]
     assert kept <= 2 << 20                          # just the opcode span, given back
+
+
+@settings(max_examples=60, deadline=None)
+@given(streams(max_frames=10), st.integers(0, 2**40), st.binary(max_size=30), st.data())
+def test_views_written_by_the_scan_equal_the_ones_to_arrow_makes(stream, base, junk, data):
+    collections, raw, _ = stream
+    buf = bytes(junk) + raw + bytes(junk[:data.draw(st.integers(0, len(junk)))])
+    columns = data.draw(st.sampled_from([None, ["key", "value"], ["value", "opcode"],
+                                         ["key_len"]]))
+    errors = data.draw(st.sampled_from(["strict", "skip"])) if not junk else "skip"
+    kw = dict(collections=collections, columns=columns, errors=errors, base_offset=base,
+              final=True)
+    start = len(junk) if errors == "strict" else 0
+    plain = dcpfast.scan(buf, start=start, **kw)
+    early = dcpfast.scan(buf, start=start, binary_views=True, **kw)
+    assert plain._views is None and early._views is not None
+    expected = plain.to_arrow(binary_view=True)
+    found = early.to_arrow(binary_view=True)
+    found.validate(full=True)
+    assert found.equals(expected)
+    for name in ("key", "value"):
+        if name in expected.column_names:       # the very structs, not only equal values
+            assert (found.column(name).chunk(0).buffers()[1]
+                    == expected.column(name).chunk(0).buffers()[1])
+    mask = np.arange(len(plain)) % 2 == 0
+    assert early.filter(mask).to_arrow(binary_view=True).equals(
+        plain.filter(mask).to_arrow(binary_view=True))
+
+
+def test_views_written_by_the_scan_reach_polars_and_iter_batches():
+    pytest.importorskip("polars")
+    expected = dcpfast.scan(DATA).to_arrow(binary_view=True)
+    chunks = [DATA[i:i + 3000] for i in range(0, len(DATA), 3000)]
+    batches = list(dcpfast.iter_batches(chunks, 4096, collections=True, binary_views=True))
+    assert len(batches) > 1 and all(b._views is not None for b in batches)
+    assert pa.concat_tables(b.to_arrow(binary_view=True) for b in batches).equals(expected)
+    frame = dcpfast.scan(DATA, binary_views=True).to_polars()
+    assert frame["value"].to_list() == expected.column("value").to_pylist()

@@ -17,7 +17,7 @@ cython_core = pytest.importorskip("dcpfast._scan", reason="compiled core not bui
 def run(core, data, **kw):
     args = dict(start=0, names=schema.NAMES, collections=True, skip=False, max_frames=-1,
                 max_frame_size=protocol.DEFAULT_MAX_FRAME_SIZE, base=0, final=False,
-                unverified=False)
+                unverified=False, binary_views=True)
     args.update(kw)
     return core.scan_buffer(data, *args.values())
 
@@ -27,14 +27,18 @@ def assert_same(data, **kw):
     assert (fast[0] is None) == (slow[0] is None)
     assert fast[1] == slow[1]                                   # strict failures
     if fast[0] is not None:
-        (n, consumed, arrays, kinds, regions, unverified) = fast[0]
-        (n2, consumed2, arrays2, kinds2, regions2, unverified2) = slow[0]
+        (n, consumed, arrays, kinds, regions, unverified, views) = fast[0]
+        (n2, consumed2, arrays2, kinds2, regions2, unverified2, views2) = slow[0]
         assert (n, consumed, regions, unverified) == (n2, consumed2, regions2, unverified2)
         np.testing.assert_array_equal(kinds, kinds2)
         assert arrays.keys() == arrays2.keys()
         for name in arrays:
             assert arrays[name].dtype == arrays2[name].dtype
             np.testing.assert_array_equal(arrays[name], arrays2[name], err_msg=name)
+        assert views.keys() == views2.keys() == {"key", "value"}
+        for name in views:
+            assert views[name].shape == views2[name].shape == (n, 16)
+            np.testing.assert_array_equal(views[name], views2[name], err_msg=name)
     assert cython_core.sniff_collections(data, 0) == _scan_py.sniff_collections(data, 0)
 
 
