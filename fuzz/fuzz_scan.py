@@ -1,14 +1,14 @@
 """Coverage-guided fuzzing of the scanner (atheris).
 
 Coverage comes from the pure-Python twin, which atheris instruments; the compiled core
-scans the same input and must agree with it exactly, so a divergence, a crash of the core,
-a hang or any exception other than ``DcpFormatError`` is a finding. Each input also goes
-through ``iter_batches`` in small chunks, which must return what one whole scan returns.
-An input that starts with a gzip, zstd or lz4 magic number is decompressed by
-``iter_batches``; when it decompresses whole, the whole scan is of its decompressed bytes
-(``io.open_stream``); when it is damaged, the chunked read must equal the read of the
-input as one chunk (how much decompresses before the damage does not depend on how the
-bytes arrive). An input that inflates past ``_MAX_DECODED`` only has to be read.
+scans the same input and must agree with it exactly (columns and binary views), so a
+divergence, a crash of the core, a hang or any exception other than ``DcpFormatError`` is a
+finding. Each input also goes through ``iter_batches`` in small chunks, which must return
+what one whole scan returns. An input that starts with a gzip, zstd or lz4 magic number is
+decompressed by ``iter_batches``; when it decompresses whole, the whole scan is of its
+decompressed bytes (``io.open_stream``); when it is damaged, the chunked read must equal the
+read of the input as one chunk (how much decompresses before the damage does not depend on
+how the bytes arrive). An input that inflates past ``_MAX_DECODED`` only has to be read.
 
     python fuzz/fuzz_scan.py CORPUS_DIR -max_total_time=60
 
@@ -37,7 +37,7 @@ _MAX_DECODED = 16 * 1024     # longer decompressed inputs are not read in small 
 
 def _run(impl, data, collections, skip, final):
     return impl.scan_buffer(memoryview(data), 0, schema.NAMES, collections, skip, -1,
-                            _MAX_FRAME, 0, final, False)
+                            _MAX_FRAME, 0, final, False, True)
 
 
 def _same(fast, slow):
@@ -45,12 +45,14 @@ def _same(fast, slow):
     assert fast[1] == slow[1], (fast[1], slow[1])
     if fast[0] is None:
         return
-    n, consumed, arrays, kinds, regions, unverified = fast[0]
-    n2, consumed2, arrays2, kinds2, regions2, unverified2 = slow[0]
+    n, consumed, arrays, kinds, regions, unverified, views = fast[0]
+    n2, consumed2, arrays2, kinds2, regions2, unverified2, views2 = slow[0]
     assert (n, consumed, regions, unverified) == (n2, consumed2, regions2, unverified2)
     assert np.array_equal(kinds, kinds2)
     for name in arrays:
         assert np.array_equal(arrays[name], arrays2[name]), name
+    for name in views:
+        assert np.array_equal(views[name], views2[name]), name
 
 
 def _covered(regions):
