@@ -731,18 +731,16 @@ def targets(report: dict) -> list[dict]:
                 target(name, goal, value, f"{value:.0%}", value >= goal)
             else:
                 target(name, goal, None, "no probe", None, report["probe"]["note"])
-        value = t["to_arrow_early"]["over_scan"]
-        views_cost = t["scan_views"]["best"] / t["scan"]["best"] - 1
-        together = (t["scan_views"]["best"] + t["to_arrow_early"]["best"]) \
-            / (t["scan"]["best"] + t["to_arrow_view"]["best"])
+        # Arrow output with keys and values as views, by the faster of two ways: a plain
+        # scan and to_arrow(binary_view=True), or scan(binary_views=True) and the same
+        after = t["to_arrow_view"]["over_scan"]
+        early = (t["scan_views"]["best"] + t["to_arrow_early"]["best"]) / t["scan"]["best"] - 1
+        value = min(after, early)
         target("to_arrow(binary_view=True) adds <= 20% to the scan time", 0.2, value,
-               f"+{value:.0%}", value <= 0.2, "judged here: after scan(binary_views=True), "
-               f"which takes {views_cost:+.0%} over a plain scan; the two together take "
-               f"{together:.0%} of a plain scan and to_arrow(binary_view=True)")
-        value = t["to_arrow_view"]["over_scan"]
-        target("to_arrow(binary_view=True) after a plain scan adds <= 20%", 0.2, value,
-               f"+{value:.0%}", None, "for information: a second pass over the input for "
-               "the views")
+               f"+{value:.0%}", value <= 0.2, "judged here, over a plain scan: "
+               f"+{after:.0%} after it, +{early:.0%} when scan(binary_views=True) wrote the "
+               f"views (that scan +{t['scan_views']['best'] / t['scan']['best'] - 1:.0%}, "
+               f"the conversion then +{t['to_arrow_early']['over_scan']:.0%} of it)")
         value = t["to_arrow"]["over_scan"]
         target("to_arrow() adds <= 20% to the scan time", 0.2, value, f"+{value:.0%}", None,
                "for information: the gather copies every key and value byte")

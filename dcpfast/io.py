@@ -276,17 +276,17 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
                  binary_views: bool = False) -> Iterator[FrameBatch]:
     """Yield batches over a whole stream, about ``batch_bytes`` of input each.
 
-    ``source`` is a path, a binary file object, an iterable of byte chunks, or one
-    buffer. Frames that straddle chunks are carried into the next batch; the input held
-    at once stays near ``batch_bytes`` plus the largest frame (each batch owns its input
-    bytes and about 175 bytes of columns per frame). A plain regular file is read through
-    read-only memory-mapped windows, one per batch, so nothing is copied; a window's pages
-    leave the process when the next batch is asked for, and are faulted in again from the
-    page cache if the batch is read later. Offsets are stream positions. With
-    ``collections=None`` the choice is made on the first batch (at least 1 MiB) and kept.
-    In skip mode the frames found are the same however the stream is chunked; a damaged
-    region that spans two batches is reported by each of them. A source that starts
-    with a gzip, zstd or lz4 magic number is decompressed as it is read (offsets are
+    ``source`` is a path, a binary file object, an iterable of byte chunks, or one buffer.
+    Frames that straddle chunks are carried into the next batch; the input held at once
+    stays near ``batch_bytes`` plus the largest frame (each batch owns its input bytes and
+    about 175 bytes of columns per frame, 32 more with ``binary_views``). A plain regular
+    file is read through read-only memory-mapped windows, one per batch, so nothing is
+    copied; a window's pages leave the process when the next batch is asked for, and are
+    faulted in again from the page cache if the batch is read later. Offsets are stream
+    positions. With ``collections=None`` the choice is made on the first batch (at least 1
+    MiB) and kept. In skip mode the frames found are the same however the stream is chunked;
+    a damaged region that spans two batches is reported by each of them. A source that
+    starts with a gzip, zstd or lz4 magic number is decompressed as it is read (offsets are
     then positions in the decompressed stream); see ``open_stream`` for damaged data.
     """
     if batch_bytes < 1:

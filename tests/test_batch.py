@@ -292,13 +292,16 @@ def test_column_memory_kept_for_reuse_is_bounded_in_time():
 @given(streams(max_frames=10), st.integers(0, 2**40), st.binary(max_size=30), st.data())
 def test_views_written_by_the_scan_equal_the_ones_to_arrow_makes(stream, base, junk, data):
     collections, raw, _ = stream
-    buf = bytes(junk) + raw + bytes(junk[:data.draw(st.integers(0, len(junk)))])
+    errors = data.draw(st.sampled_from(["strict", "skip"]))
     columns = data.draw(st.sampled_from([None, ["key", "value"], ["value", "opcode"],
                                          ["key_len"]]))
-    errors = data.draw(st.sampled_from(["strict", "skip"])) if not junk else "skip"
+    # junk before the stream (skipped by ``start``, or resynchronised over) and, in skip
+    # mode, after it
+    trailing = junk[:data.draw(st.integers(0, len(junk)))] if errors == "skip" else b""
+    buf = bytes(junk) + raw + bytes(trailing)
+    start = len(junk) if errors == "strict" else data.draw(st.sampled_from([0, len(junk)]))
     kw = dict(collections=collections, columns=columns, errors=errors, base_offset=base,
               final=True)
-    start = len(junk) if errors == "strict" else 0
     plain = dcpfast.scan(buf, start=start, **kw)
     early = dcpfast.scan(buf, start=start, binary_views=True, **kw)
     assert plain._views is None and early._views is not None
@@ -313,6 +316,23 @@ def test_views_written_by_the_scan_equal_the_ones_to_arrow_makes(stream, base, j
     mask = np.arange(len(plain)) % 2 == 0
     assert early.filter(mask).to_arrow(binary_view=True).equals(
         plain.filter(mask).to_arrow(binary_view=True))
+
+
+@pytest.mark.parametrize("first", [0, 700])
+def test_views_written_by_the_scan_over_many_blocks_and_a_regrown_reservation(first):
+    # large frames first: the scan's first reservation is far too small for the rest
+    data = (t.synthetic_stream(300, seed=1, value_size=5000)
+            + t.synthetic_stream(3000, seed=2, value_size=3, stream_ids=True))
+    start = int(dcpfast.scan(data, columns=["offset"])["offset"][first])
+    for base in (0, 2**33 + 5):
+        plain = dcpfast.scan(data, start=start, base_offset=base)
+        early = dcpfast.scan(data, start=start, base_offset=base, binary_views=True)
+        assert len(plain) > 5 * 512
+        expected, found = plain.to_arrow(binary_view=True), early.to_arrow(binary_view=True)
+        assert found.equals(expected)
+        for name in ("key", "value"):
+            assert (found.column(name).chunk(0).buffers()[1]
+                    == expected.column(name).chunk(0).buffers()[1])
 
 
 def test_views_written_by_the_scan_reach_polars_and_iter_batches():

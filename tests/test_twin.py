@@ -79,6 +79,15 @@ def test_a_synthetic_conversation():
     assert_same(t.synthetic_stream(400, seed=12, sync_writes=True, marker_version=0))
 
 
+def test_many_blocks_after_a_reservation_that_was_too_small():
+    # the large frames first make the core reserve too few rows for the small ones after
+    # them: it writes several blocks, regrows every column (and the views), writes on
+    data = (t.synthetic_stream(300, seed=1, value_size=5000)
+            + t.synthetic_stream(3000, seed=2, value_size=3, stream_ids=True))
+    assert_same(data)
+    assert_same(data, start=len(t.synthetic_stream(300, seed=1, value_size=5000)), base=99)
+
+
 @settings(max_examples=200)
 @given(st.lists(st.integers(0, len(protocol.KINDS) - 1), max_size=80))
 def test_kind_bitmaps(kinds):
