@@ -25,6 +25,7 @@ DEF MAX_COLUMNS = 64
 DEF BLOCK = 512            # frames decoded before their columns are written
 DEF LANES = 4              # counters per kind in the counting sort of a block
 DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
+DEF MIN_MEAN = 48         # a reservation for frames shorter than this on average is no guide
 DEF PREFETCH_NEAR = 1024  # input bytes fetched ahead of the frame being parsed: at least ...
 DEF PREFETCH_FAR = 131072 # ... and at most
 DEF VIEW_AHEAD = 16       # slices ahead of the binary view being written
@@ -1159,7 +1160,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
     cdef int rc, c
-    cdef size_t upper, mean, row_bytes, rows
+    cdef size_t upper, mean, rows
     if start < 0 or start > buf.shape[0]:
         raise ValueError(f"start {start} outside the buffer of {buf.shape[0]} bytes")
     w.buf = &buf[0] if buf.shape[0] else <const uint8_t*>""
@@ -1177,8 +1178,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     upper = (w.end - start) // 24 + 1          # no frame is shorter than its header
     w.limit = min(<size_t>max_frames, upper) if max_frames >= 0 else upper
     w.cap = min(w.limit, estimate_frames(w.buf, start, w.end))
-    row_bytes = 1 + sum(S.DTYPES[name].itemsize for name in names) + 32 * binary_views
-    if w.cap * row_bytes > 2 * (w.end - start) + (16 << 20):
+    if w.cap > (w.end - start) // MIN_MEAN + FIRST_ROWS:
         w.cap = min(w.cap, FIRST_ROWS)      # the first frames are no guide: measure, then grow
     widths = [S.DTYPES[name].itemsize for name in names]
     columns = [new_room(w.cap * widths[i]) for i in range(len(names))]
@@ -1204,7 +1204,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
             # far copied over
             mean = max(24, (w.pos - w.start) // w.count)
             rows = (w.end - w.pos) // mean * 9 // 8 + 1024
-            if rows * row_bytes > 2 * (w.end - w.pos) + (16 << 20):
+            if rows > (w.end - w.pos) // MIN_MEAN + FIRST_ROWS:
                 rows = w.count + 1024        # the mean is no guide either: double
             w.cap = min(w.limit, w.count + rows)
             columns = [regrow(columns[i], w.count, w.cap, widths[i])
