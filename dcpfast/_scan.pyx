@@ -23,12 +23,13 @@ DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
 DEF MAX_COLUMNS = 64
 DEF BLOCK = 512            # frames decoded before their columns are written
-DEF LANES = 4              # counters per kind in the counting sort of a block
+DEF LANES = 4              # counters per kind when counting rows (runs of one kind)
 DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
 DEF MIN_MEAN = 48         # a reservation for frames shorter than this on average is no guide
 DEF PREFETCH_NEAR = 1024  # input bytes fetched ahead of the frame being parsed: at least ...
 DEF PREFETCH_FAR = 131072 # ... and at most
-DEF VIEW_AHEAD = 16       # slices ahead of the binary view being written
+DEF BITMAP_TILE = 4096    # rows of a tile of kind bitmaps (a few KiB of bits, first-level cache)
+DEF VIEW_AHEAD = 16        # slices ahead of the binary view being written
 
 cdef enum:
     OK = 0
@@ -1344,17 +1345,22 @@ def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):
 def kind_bitmaps(const uint8_t[::1] kinds, int n_kinds):
     """The kinds present in ``kinds`` and, for each, the Arrow bitmap (little-endian bit
     order) of the rows of that kind, as one 2-D uint8 array."""
-    cdef size_t n = kinds.shape[0], nbytes = (kinds.shape[0] + 7) // 8, i
+    cdef size_t n = kinds.shape[0], nbytes = (kinds.shape[0] + 7) // 8, i, t, r
     cdef size_t counts[256]
+    cdef size_t lanes[LANES][256]          # row i counted in lane i % LANES
     cdef int row[256]
     cdef int k, m = 0
     cdef uint8_t* bits
     if not 0 <= n_kinds <= 256:
         raise ValueError("n_kinds outside 0..256")
-    memset(counts, 0, sizeof(counts))
+    memset(lanes, 0, sizeof(lanes))
     with nogil:
         for i in range(n):
-            counts[kinds[i]] += 1
+            lanes[i % LANES][kinds[i]] += 1
+        for k in range(256):
+            counts[k] = 0
+            for r in range(LANES):
+                counts[k] += lanes[r][k]
     for k in range(256):
         if counts[k] and k >= n_kinds:
             raise ValueError(f"kind {k} outside 0..{n_kinds - 1}")
@@ -1367,6 +1373,10 @@ def kind_bitmaps(const uint8_t[::1] kinds, int n_kinds):
         bits = <uint8_t*><size_t>out.ctypes.data
         with nogil:
             memset(bits, 0, m * nbytes)
-            for i in range(n):
-                bits[row[kinds[i]] * nbytes + (i >> 3)] |= <uint8_t>(1 << (i & 7))
+            # a tile at a time, each bit position of its bytes in turn: consecutive updates
+            # then go to different bytes instead of queueing on one (runs of one kind)
+            for t in range(0, n, BITMAP_TILE):
+                for r in range(8):
+                    for i in range(t + r, min(n, t + BITMAP_TILE), 8):
+                        bits[row[kinds[i]] * nbytes + (i >> 3)] |= <uint8_t>(1 << r)
     return present, out

@@ -88,6 +88,15 @@ def test_many_blocks_after_a_reservation_that_was_too_small():
     assert_same(data, start=len(t.synthetic_stream(300, seed=1, value_size=5000)), base=99)
 
 
+@pytest.mark.parametrize("n", [4095, 4096, 4097, 20003])
+def test_kind_bitmaps_over_several_tiles(n):
+    kinds = np.random.default_rng(n).choice([3, 3, 3, 3, 5, 7, 0], n).astype(np.uint8)
+    present, bits = cython_core.kind_bitmaps(kinds, len(protocol.KINDS))
+    present2, bits2 = _scan_py.kind_bitmaps(kinds, len(protocol.KINDS))
+    np.testing.assert_array_equal(present, present2)
+    np.testing.assert_array_equal(bits, bits2)
+
+
 @settings(max_examples=200)
 @given(st.lists(st.integers(0, len(protocol.KINDS) - 1), max_size=80))
 def test_kind_bitmaps(kinds):
