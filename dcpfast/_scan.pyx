@@ -707,18 +707,23 @@ cdef inline void put_view(uint8_t* v, const uint8_t* buf, size_t end, uint64_t s
 
 
 cdef void put_views(Walk* w, const Frame* rows, size_t i0, size_t n) noexcept nogil:
-    """Rows ``i0 ...`` of the key and value views (zeros where a kind carries none)."""
+    """Rows ``i0 ...`` of the key and value views asked for (zeros where a kind carries
+    none)."""
     cdef size_t b
     cdef const Frame* f
     cdef uint64_t mask = (<uint64_t>1 << w.window_bits) - 1
-    for b in range(n):
-        f = &rows[b]
-        if value_len(f) > mask:
-            w.view_too_long = True
-        put_view(w.views[0] + 16 * (i0 + b), w.buf, w.end, f.pos + 24 + f.fel + f.extlen
-                 + f.prefix, key_len(f), w.window_bits, mask)
-        put_view(w.views[1] + 16 * (i0 + b), w.buf, w.end, f.pos + length(f) - f.value_len,
-                 value_len(f), w.window_bits, mask)
+    if w.views[0] != NULL:
+        for b in range(n):
+            f = &rows[b]
+            put_view(w.views[0] + 16 * (i0 + b), w.buf, w.end, f.pos + 24 + f.fel + f.extlen
+                     + f.prefix, key_len(f), w.window_bits, mask)
+    if w.views[1] != NULL:
+        for b in range(n):
+            f = &rows[b]
+            if value_len(f) > mask:
+                w.view_too_long = True
+            put_view(w.views[1] + 16 * (i0 + b), w.buf, w.end, f.pos + length(f) - f.value_len,
+                     value_len(f), w.window_bits, mask)
 
 
 cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
@@ -734,7 +739,7 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
     for b in range(n):
         kinds[i0 + b] = rows[b].kind
     fields(plan, buf, rows, i0, n, a)
-    if w.views[0] != NULL:
+    if w.views[0] != NULL or w.views[1] != NULL:
         put_views(w, rows, i0, n)
     if plan.all_header:
         all_header(w, rows, i0, n, a)
@@ -1184,7 +1189,9 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     widths = [S.DTYPES[name].itemsize for name in names]
     columns = [new_room(w.cap * widths[i]) for i in range(len(names))]
     kinds = new_room(w.cap)
-    views = [new_room(w.cap * 16) for c in range(2 * binary_views)]
+    # the views of the key and value columns asked for
+    viewed = [name for name, pair in S.BINARY.items() if binary_views and set(pair) <= set(names)]
+    views = [new_room(w.cap * 16) if name in viewed else None for name in S.BINARY]
     try:
         while True:
             for c in range(n_columns):
@@ -1194,7 +1201,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
             w.cols = cols
             w.kinds = <uint8_t*>(<Room>kinds).at
             for c in range(2):
-                w.views[c] = <uint8_t*>(<Room>views[c]).at if binary_views else NULL
+                w.views[c] = <uint8_t*>(<Room>views[c]).at if views[c] is not None else NULL
             with nogil:
                 rc = walk(&w)
             if rc < 0:
@@ -1211,7 +1218,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
             columns = [regrow(columns[i], w.count, w.cap, widths[i])
                        for i in range(len(names))]
             kinds = regrow(kinds, w.count, w.cap, 1)
-            views = [regrow(v, w.count, w.cap, 16) for v in views]
+            views = [None if v is None else regrow(v, w.count, w.cap, 16) for v in views]
         if w.fail_code:
             return None, (w.fail_pos, w.fail_code, w.fail_a, w.fail_b)
         arrays = {name: finish(columns[i], w.count, S.DTYPES[name])
@@ -1219,7 +1226,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
         kinds = finish(kinds, w.count, np.dtype(np.uint8))
         if binary_views and not w.view_too_long:
             views = {name: finish(views[c], 16 * w.count, np.dtype(np.uint8)).reshape(-1, 16)
-                     for c, name in enumerate(S.BINARY)}
+                     for c, name in enumerate(S.BINARY) if name in viewed}
         else:
             views = None
         regions = [(w.regions[r].start, w.regions[r].end - w.regions[r].start,

@@ -285,9 +285,10 @@ def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size
     follow ``buf``, so a frame cut short is damage. ``unverified`` (skip mode, in and out):
     the frame at ``start`` (or at ``consumed``) was found by resynchronising at the end of
     a chunk and must still show a plausible frame after it. ``binary_views``: ``views``
-    maps ``key`` and ``value`` to their Arrow binary-view structs over ``buf`` (``(count,
-    16)`` uint8, see ``views``; data buffers are windows of 2**31 bytes, 2**30 past 2 GiB),
-    else it is None, as it is when a value is longer than a window.
+    maps ``key`` and ``value`` (those whose offset and length are in ``names``) to their
+    Arrow binary-view structs over ``buf`` (``(count, 16)`` uint8, see ``views``; data
+    buffers are windows of 2**31 bytes, 2**30 past 2 GiB), else it is None, as it is when a
+    value is longer than a window.
     """
     buf = memoryview(buf).cast("B")
     if not 0 <= start <= len(buf):
@@ -305,26 +306,27 @@ def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size
         for name, value in _row(buf, pos, f, base).items():
             if name in arrays:
                 arrays[name][i] = value
-    views = _binary_views(buf, starts) if binary_views else None
+    views = _binary_views(buf, starts, names) if binary_views else None
     return (n, consumed, arrays, kinds, regions, walk.unverified, views), None
 
 
-def _binary_views(buf, frames):
-    """The key and value views of ``frames`` (``(pos, frame)`` pairs), or None when a value
-    is longer than a data buffer window."""
+def _binary_views(buf, frames, names):
+    """The key and value views of ``frames`` (``(pos, frame)`` pairs) for the pairs in
+    ``names``, or None when a value is longer than a data buffer window."""
+    pairs = {name: pair for name, pair in S.BINARY.items() if set(pair) <= set(names)}
     bits = 31 if len(buf) < 2**31 else 30
-    starts = np.zeros((len(S.BINARY), len(frames)), np.uint64)
-    lengths = np.zeros((len(S.BINARY), len(frames)), np.int64)
+    starts = np.zeros((len(pairs), len(frames)), np.uint64)
+    lengths = np.zeros((len(pairs), len(frames)), np.int64)
     for i, (pos, f) in enumerate(frames):
         row = _row(buf, pos, f, 0)
-        for j, (off, length) in enumerate(S.BINARY.values()):
+        for j, (off, length) in enumerate(pairs.values()):
             if off in row:
                 starts[j, i], lengths[j, i] = row[off], row[length]
     if lengths.size and lengths.max() >= 1 << bits:
         return None
-    out = np.zeros((len(S.BINARY), 16 * len(frames)), np.uint8)
+    out = np.zeros((len(pairs), 16 * len(frames)), np.uint8)
     views(buf, starts, lengths, out, bits)
-    return {name: out[j].reshape(-1, 16) for j, name in enumerate(S.BINARY)}
+    return {name: out[j].reshape(-1, 16) for j, name in enumerate(pairs)}
 
 
 def _row(buf, pos, f, base):

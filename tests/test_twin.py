@@ -35,7 +35,9 @@ def assert_same(data, **kw):
         for name in arrays:
             assert arrays[name].dtype == arrays2[name].dtype
             np.testing.assert_array_equal(arrays[name], arrays2[name], err_msg=name)
-        assert views.keys() == views2.keys() == {"key", "value"}
+        names = kw.get("names", schema.NAMES)
+        assert views.keys() == views2.keys() == {
+            name for name, pair in schema.BINARY.items() if set(pair) <= set(names)}
         for name in views:
             assert views[name].shape == views2[name].shape == (n, 16)
             np.testing.assert_array_equal(views[name], views2[name], err_msg=name)
@@ -69,7 +71,8 @@ def test_damaged_streams(stream, data):
                     max_frame_size=data.draw(st.sampled_from([24, 100, 1 << 26])))
 
 
-@pytest.mark.parametrize("names", [(), ("opcode",), ("key_offset", "stream_id", "purge_seqno")])
+@pytest.mark.parametrize("names", [(), ("opcode",), ("key_offset", "stream_id", "purge_seqno"),
+                                   ("opcode", "value_offset", "value_len")])
 def test_projections(names):
     data = t.synthetic_stream(150, seed=11, stream_ids=True, marker_version=2)
     assert_same(data, names=names)
