@@ -54,8 +54,8 @@ def scan(data, *, collections: bool | None = None, columns=None, errors: str = "
     to every offset column and error offset. ``final=True`` says ``data`` ends the
     stream: a frame cut short there is damage, and skip mode may rely on the end of the
     data when it resynchronises (otherwise it stops where more bytes would decide).
-    ``binary_views=True`` also writes the Arrow views of keys and values while each frame
-    is in cache, so ``to_arrow(binary_view=True)`` and ``to_polars()`` need no pass of
+    ``binary_views=True`` also writes the Arrow views of keys and values (those the columns
+    include) while each frame is in cache, so ``to_arrow(binary_view=True)`` and ``to_polars()`` need no pass of
     their own over the data (the scan takes about a fifth longer, the conversion about a
     fifth of its time without them).
     """
