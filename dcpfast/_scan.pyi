@@ -4,7 +4,7 @@ import numpy as np
 
 def scan_buffer(buf: Buffer, start: int, names: tuple[str, ...], collections: bool, skip: bool,
                 max_frames: int, max_frame_size: int, base: int, final: bool,
-                unverified: bool = ..., binary_views: bool = ...,
+                unverified: bool = ..., view_bits: int = ...,
                 ) -> tuple[tuple[int, int, dict[str, np.ndarray], np.ndarray,
                                  list[tuple[int, int, int, int, int]], bool,
                                  dict[str, np.ndarray] | None] | None,

@@ -4,7 +4,7 @@ The frame kinds, field layouts and column order come from ``protocol`` and ``sch
 at import time; this module holds only the loop. ``_scan_py`` is its pure-Python twin.
 """
 
-from libc.stdint cimport INT32_MAX, int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
@@ -1161,7 +1161,7 @@ cdef object finish(Room r, size_t count, dtype):
 
 def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint collections,
                 bint skip, Py_ssize_t max_frames, uint64_t max_frame_size, uint64_t base,
-                bint final, bint unverified=False, bint binary_views=False):
+                bint final, bint unverified=False, int view_bits=0):
     """Scan ``buf[start:]``; see ``_scan_py.scan_buffer`` for the contract."""
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
@@ -1169,13 +1169,15 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     cdef size_t upper, mean, rows
     if start < 0 or start > buf.shape[0]:
         raise ValueError(f"start {start} outside the buffer of {buf.shape[0]} bytes")
+    if not 0 <= view_bits <= 31:
+        raise ValueError(f"view_bits {view_bits} outside 0..31")
     w.buf = &buf[0] if buf.shape[0] else <const uint8_t*>""
     w.end = buf.shape[0]
     w.collections, w.skip, w.final, w.max_frame = collections, skip, final, max_frame_size
     w.base = base
     w.pos = w.start = start
     w.unverified = unverified
-    w.window_bits = 31 if w.end <= INT32_MAX else 30
+    w.window_bits = view_bits
     w.view_too_long = False
     w.stalled = False
     w.count = w.n_regions = w.cap_regions = 0
@@ -1190,7 +1192,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
     columns = [new_room(w.cap * widths[i]) for i in range(len(names))]
     kinds = new_room(w.cap)
     # the views of the key and value columns asked for
-    viewed = [name for name, pair in S.BINARY.items() if binary_views and set(pair) <= set(names)]
+    viewed = [name for name, pair in S.BINARY.items() if view_bits and set(pair) <= set(names)]
     views = [new_room(w.cap * 16) if name in viewed else None for name in S.BINARY]
     try:
         while True:
@@ -1224,7 +1226,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
         arrays = {name: finish(columns[i], w.count, S.DTYPES[name])
                   for i, name in enumerate(names)}
         kinds = finish(kinds, w.count, np.dtype(np.uint8))
-        if binary_views and not w.view_too_long:
+        if view_bits and not w.view_too_long:
             views = {name: finish(views[c], 16 * w.count, np.dtype(np.uint8)).reshape(-1, 16)
                      for c, name in enumerate(S.BINARY) if name in viewed}
         else:

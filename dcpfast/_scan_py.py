@@ -273,7 +273,7 @@ class _Walk:
 
 
 def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size, base, final,
-                unverified=False, binary_views=False):
+                unverified=False, view_bits=0):
     """Scan ``buf[start:]``.
 
     Returns ``(result, None)`` with ``result = (count, consumed, arrays, kinds, regions,
@@ -284,15 +284,17 @@ def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size
     offsets in the columns are ``base`` plus the position in ``buf``. ``final``: no bytes
     follow ``buf``, so a frame cut short is damage. ``unverified`` (skip mode, in and out):
     the frame at ``start`` (or at ``consumed``) was found by resynchronising at the end of
-    a chunk and must still show a plausible frame after it. ``binary_views``: ``views``
-    maps ``key`` and ``value`` (those whose offset and length are in ``names``) to their
-    Arrow binary-view structs over ``buf`` (``(count, 16)`` uint8, see ``views``; data
-    buffers are windows of 2**31 bytes, 2**30 past 2 GiB), else it is None, as it is when a
-    value is longer than a window.
+    a chunk and must still show a plausible frame after it. ``view_bits`` (0: none):
+    ``views`` maps ``key`` and ``value`` (those whose offset and length are in ``names``) to
+    their Arrow binary-view structs over ``buf`` (``(count, 16)`` uint8, see ``views``, with
+    data buffers of ``2 ** view_bits`` bytes), else it is None, as it is when a value is
+    longer than a data buffer.
     """
     buf = memoryview(buf).cast("B")
     if not 0 <= start <= len(buf):
         raise ValueError(f"start {start} outside the buffer of {len(buf)} bytes")
+    if not 0 <= view_bits <= 31:
+        raise ValueError(f"view_bits {view_bits} outside 0..31")
     walk = _Walk(buf, collections, skip, final, max_frame_size, unverified)
     limit = max_frames if max_frames >= 0 else float("inf")
     starts, consumed, regions, failure = walk.count(start, limit)
@@ -306,15 +308,14 @@ def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size
         for name, value in _row(buf, pos, f, base).items():
             if name in arrays:
                 arrays[name][i] = value
-    views = _binary_views(buf, starts, names) if binary_views else None
+    views = _binary_views(buf, starts, names, view_bits) if view_bits else None
     return (n, consumed, arrays, kinds, regions, walk.unverified, views), None
 
 
-def _binary_views(buf, frames, names):
+def _binary_views(buf, frames, names, bits):
     """The key and value views of ``frames`` (``(pos, frame)`` pairs) for the pairs in
     ``names``, or None when a value is longer than a data buffer window."""
     pairs = {name: pair for name, pair in S.BINARY.items() if set(pair) <= set(names)}
-    bits = 31 if len(buf) < 2**31 else 30
     starts = np.zeros((len(pairs), len(frames)), np.uint64)
     lengths = np.zeros((len(pairs), len(frames)), np.int64)
     for i, (pos, f) in enumerate(frames):

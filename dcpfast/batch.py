@@ -55,9 +55,9 @@ def scan(data, *, collections: bool | None = None, columns=None, errors: str = "
     stream: a frame cut short there is damage, and skip mode may rely on the end of the
     data when it resynchronises (otherwise it stops where more bytes would decide).
     ``binary_views=True`` also writes the Arrow views of keys and values (those the columns
-    include) while each frame is in cache, so ``to_arrow(binary_view=True)`` and ``to_polars()`` need no pass of
-    their own over the data (the scan takes about a fifth longer, the conversion about a
-    fifth of its time without them).
+    include) while each frame is in cache, so ``to_arrow(binary_view=True)`` and
+    ``to_polars()`` need no pass of their own over the data (the scan takes about a fifth
+    longer, the conversion about a fifth of its time without them).
     """
     return _scan(data, _byte_view(data), start=start, collections=collections,
                  columns=columns, errors=errors, max_frames=max_frames,
@@ -81,7 +81,7 @@ def _scan(data, view, *, start, collections, columns, errors, max_frames, max_fr
     result, failure = _core.scan_buffer(
         view, start, names, bool(collections), errors == "skip",
         -1 if max_frames is None else max_frames, min(max_frame_size, _LARGEST_FRAME),
-        base_offset, final, unverified, binary_views)
+        base_offset, final, unverified, _window_bits(len(view)) if binary_views else 0)
     if failure:
         pos, code, a, b = failure
         raise DcpFormatError(base_offset + pos, describe(code, a, b))
@@ -367,7 +367,7 @@ class FrameBatch:
         if not pairs:
             return []
         n, size = len(self), len(self._view)
-        bits = 31 if size <= _INT32_MAX else _WINDOW_BITS
+        bits = _window_bits(size)
         if self._views is not None:
             views = [self._views[name] for name in pairs]
         else:
@@ -401,6 +401,12 @@ class FrameBatch:
         import polars as pl
 
         return pl.from_arrow(self.to_arrow(binary_view=True))
+
+
+def _window_bits(size: int) -> int:
+    """Log2 of the data buffers of binary views over ``size`` bytes (one buffer, or windows
+    overlapping by half past 2 GiB, since a view's offset is a signed 32-bit number)."""
+    return 31 if size <= _INT32_MAX else _WINDOW_BITS
 
 
 def _recycled(shape, dtype) -> np.ndarray:

@@ -37,7 +37,7 @@ _MAX_DECODED = 16 * 1024     # longer decompressed inputs are not read in small 
 
 def _run(impl, data, collections, skip, final):
     return impl.scan_buffer(memoryview(data), 0, schema.NAMES, collections, skip, -1,
-                            _MAX_FRAME, 0, final, False, True)
+                            _MAX_FRAME, 0, final, False, 31)
 
 
 def _same(fast, slow):

@@ -149,6 +149,11 @@ def test_large_inputs_use_wide_offsets_and_view_windows(batch, monkeypatch):
     assert len(views.column("value").chunk(0).buffers()) > 4       # several data windows
     assert views.column("value").to_pylist() == wide.column("value").to_pylist()
     assert expected.column("value").type == pa.binary()
+    early = dcpfast.scan(t.synthetic_stream(60, seed=2, value_size=40), binary_views=True)
+    found = early.to_arrow(binary_view=True)                 # the scan's views use the windows
+    found.validate(full=True)
+    structs = [table.column("value").chunk(0).buffers()[1] for table in (found, views)]
+    assert structs[0] == structs[1]
 
 
 def _scan_cores():

@@ -17,7 +17,7 @@ cython_core = pytest.importorskip("dcpfast._scan", reason="compiled core not bui
 def run(core, data, **kw):
     args = dict(start=0, names=schema.NAMES, collections=True, skip=False, max_frames=-1,
                 max_frame_size=protocol.DEFAULT_MAX_FRAME_SIZE, base=0, final=False,
-                unverified=False, binary_views=True)
+                unverified=False, view_bits=31)
     args.update(kw)
     return core.scan_buffer(data, *args.values())
 
