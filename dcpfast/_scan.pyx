@@ -28,7 +28,6 @@ DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frame
 DEF MIN_MEAN = 48         # a reservation for frames shorter than this on average is no guide
 DEF PREFETCH_NEAR = 1024  # input bytes fetched ahead of the frame being parsed: at least ...
 DEF PREFETCH_FAR = 131072 # ... and at most
-DEF BITMAP_TILE = 4096    # rows of a tile of kind bitmaps (a few KiB of bits, first-level cache)
 DEF VIEW_AHEAD = 16        # slices ahead of the binary view being written
 
 cdef enum:
@@ -1351,41 +1350,120 @@ def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):
         raise ValueError(f"views: range {bad} longer than a window")
 
 
-def kind_bitmaps(const uint8_t[::1] kinds, int n_kinds):
-    """The kinds present in ``kinds`` and, for each, the Arrow bitmap (little-endian bit
-    order) of the rows of that kind, as one 2-D uint8 array."""
-    cdef size_t n = kinds.shape[0], nbytes = (kinds.shape[0] + 7) // 8, i, t, r
-    cdef size_t counts[256]
-    cdef size_t lanes[LANES][256]          # row i counted in lane i % LANES
-    cdef int row[256]
-    cdef int k, m = 0
-    cdef uint8_t* bits
-    if not 0 <= n_kinds <= 256:
-        raise ValueError("n_kinds outside 0..256")
-    memset(lanes, 0, sizeof(lanes))
+cdef extern from *:
+    """
+    #if defined(__SSE2__)
+    #  include <emmintrin.h>
+    #endif
+    /* Bits [0, n) of the bitmaps of groups of kinds, into zeroed rows: row rows[g] of out
+       (stride bytes a row) gets the OR of the rows of the kinds present[members[x]] for x in
+       first[g] .. first[g + 1], negated where negate[g]; member[g * 256 + kind] says whether
+       a kind is one of them. With SSE2, 64 rows at a time: a 64-bit mask per present kind
+       (sixteen compares at once), ORed into the groups' words. */
+    static void dcp_group_bits(const uint8_t *kinds, size_t n, int n_present,
+                               const uint8_t *present, int n_groups, const int *rows,
+                               const int *first, const uint8_t *members,
+                               const uint8_t *member, const uint8_t *negate,
+                               uint8_t *out, size_t stride)
+    {
+        size_t i = 0;
+        int g, j, x, c;
+    #if defined(__SSE2__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint64_t mask[256];
+        __m128i want[256];
+        for (j = 0; j < n_present; j++)
+            want[j] = _mm_set1_epi8((char)present[j]);
+        for (; i + 64 <= n; i += 64) {
+            for (j = 0; j < n_present; j++)
+                mask[j] = 0;
+            for (c = 0; c < 4; c++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(kinds + i + 16 * c));
+                for (j = 0; j < n_present; j++)
+                    mask[j] |= (uint64_t)(uint32_t)_mm_movemask_epi8(
+                        _mm_cmpeq_epi8(v, want[j])) << (16 * c);
+            }
+            for (g = 0; g < n_groups; g++) {
+                uint64_t bits = 0;
+                for (x = first[g]; x < first[g + 1]; x++)
+                    bits |= mask[members[x]];
+                if (negate[g])
+                    bits = ~bits;
+                memcpy(out + (size_t)rows[g] * stride + i / 8, &bits, 8);
+            }
+        }
+    #endif
+        for (; i < n; i++)           /* the last rows, or all of them without SSE2 */
+            for (g = 0; g < n_groups; g++)
+                if (member[g * 256 + kinds[i]] ^ negate[g])
+                    out[(size_t)rows[g] * stride + i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+    """
+    void dcp_group_bits(const uint8_t* kinds, size_t n, int n_present, const uint8_t* present,
+                        int n_groups, const int* rows, const int* first,
+                        const uint8_t* members, const uint8_t* member, const uint8_t* negate,
+                        uint8_t* out, size_t stride) noexcept nogil
+
+
+def validity_bitmaps(const uint8_t[::1] kinds, const uint8_t[:, ::1] carried):
+    """Arrow validity bitmaps (little-endian bit order) of groups of frame kinds: bit i of
+    row g is set where ``carried[g, kinds[i]]`` is not 0 (bits past the rows are 0). Also
+    the state of each group: 2 every row valid (so too with no rows), 0 none, 1 some.
+
+    One pass finds the kinds present; a second ORs, for each group with some rows valid,
+    the rows of its kinds, or negates the rows of the kinds it lacks where those are fewer."""
+    cdef size_t n = kinds.shape[0], nbytes = (kinds.shape[0] + 7) // 8, i
+    cdef int n_groups = carried.shape[0], n_kinds = carried.shape[1]
+    cdef uint8_t seen[256]
+    cdef uint8_t present[256]
+    cdef int n_present = 0, g, k, inside, active = 0, n_members = 0
+    cdef uint8_t neg
+    if n_groups and n_kinds > 256:
+        raise ValueError("more than 256 kinds")
+    memset(seen, 0, sizeof(seen))
     with nogil:
         for i in range(n):
-            lanes[i % LANES][kinds[i]] += 1
-        for k in range(256):
-            counts[k] = 0
-            for r in range(LANES):
-                counts[k] += lanes[r][k]
+            seen[kinds[i]] = 1
     for k in range(256):
-        if counts[k] and k >= n_kinds:
-            raise ValueError(f"kind {k} outside 0..{n_kinds - 1}")
-    present = np.array([k for k in range(n_kinds) if counts[k]], np.intp)
-    for k in range(n_kinds):
-        row[k] = m
-        m += counts[k] != 0
-    out = np.frombuffer(new_room(m * nbytes), np.uint8).reshape(m, nbytes)
-    if m and nbytes:
-        bits = <uint8_t*><size_t>out.ctypes.data
+        if seen[k]:
+            if k >= n_kinds:
+                raise ValueError(f"kind {k} outside 0..{n_kinds - 1}")
+            present[n_present] = k
+            n_present += 1
+    state = np.empty(n_groups, np.int8)
+    out = np.frombuffer(new_room(n_groups * nbytes), np.uint8).reshape(n_groups, nbytes)
+    # the groups with some rows valid: their rows in out, kinds (indexes into present)
+    cdef int[::1] rows = np.zeros(n_groups + 1, np.intc)
+    cdef int[::1] first = np.zeros(n_groups + 1, np.intc)
+    cdef uint8_t[::1] members = np.zeros(n_groups * n_present + 1, np.uint8)
+    cdef uint8_t[::1] member = np.zeros(n_groups * 256 + 1, np.uint8)
+    cdef uint8_t[::1] negate = np.zeros(n_groups + 1, np.uint8)
+    cdef int8_t[::1] states = state
+    cdef uint8_t[:, ::1] bits = out
+    for g in range(n_groups):
+        inside = 0
+        for k in range(n_present):
+            inside += carried[g, present[k]] != 0
+        states[g] = 2 if inside == n_present else (0 if inside == 0 else 1)
+        if not nbytes:
+            continue
+        memset(&bits[g, 0], 0xFF if states[g] == 2 else 0, nbytes)
+        if states[g] == 2 and n % 8:
+            bits[g, nbytes - 1] = (1 << (n % 8)) - 1
+        if states[g] != 1:
+            continue
+        neg = 2 * inside > n_present
+        rows[active] = g
+        negate[active] = neg
+        first[active] = n_members
+        for k in range(n_present):
+            if (carried[g, present[k]] != 0) != neg:
+                members[n_members] = k
+                member[active * 256 + present[k]] = 1
+                n_members += 1
+        active += 1
+    first[active] = n_members
+    if active:
         with nogil:
-            memset(bits, 0, m * nbytes)
-            # a tile at a time, each bit position of its bytes in turn: consecutive updates
-            # then go to different bytes instead of queueing on one (runs of one kind)
-            for t in range(0, n, BITMAP_TILE):
-                for r in range(8):
-                    for i in range(t + r, min(n, t + BITMAP_TILE), 8):
-                        bits[row[kinds[i]] * nbytes + (i >> 3)] |= <uint8_t>(1 << r)
-    return present, out
+            dcp_group_bits(&kinds[0], n, n_present, present, active, &rows[0], &first[0],
+                           &members[0], &member[0], &negate[0], &bits[0, 0], nbytes)
+    return state, out

@@ -437,17 +437,18 @@ def room(n):
     return np.empty(n, np.uint8)
 
 
-def kind_bitmaps(kinds, n_kinds):
-    """The kinds present in ``kinds`` and, for each, the Arrow bitmap (little-endian bit
-    order) of the rows of that kind, as one 2-D uint8 array."""
+def validity_bitmaps(kinds, carried):
+    """Arrow validity bitmaps (little-endian bit order) of groups of frame kinds: bit i of
+    row g is set where ``carried[g, kinds[i]]`` is not 0 (bits past the rows are 0). Also
+    the state of each group: 2 every row valid (so too with no rows), 0 none, 1 some."""
     kinds = np.asarray(kinds, np.uint8)
-    if not 0 <= n_kinds <= 256:
-        raise ValueError("n_kinds outside 0..256")
-    counts = np.bincount(kinds, minlength=256)
-    if counts[n_kinds:].any():
-        raise ValueError(f"kind {int(np.flatnonzero(counts)[-1])} outside 0..{n_kinds - 1}")
-    present = np.flatnonzero(counts[:n_kinds]).astype(np.intp)
-    out = np.zeros((len(present), (len(kinds) + 7) // 8), np.uint8)
-    for row, kind in enumerate(present):
-        out[row] = np.packbits(kinds == kind, bitorder="little")
-    return present, out
+    carried = np.asarray(carried, np.uint8) != 0
+    if len(carried) and carried.shape[1] > 256:
+        raise ValueError("more than 256 kinds")
+    if kinds.size and kinds.max() >= carried.shape[1]:
+        raise ValueError(f"kind {int(kinds.max())} outside 0..{carried.shape[1] - 1}")
+    valid = carried[:, kinds]
+    count = valid.sum(axis=1)
+    state = np.where(count == len(kinds), 2, np.where(count == 0, 0, 1)).astype(np.int8)
+    bits = np.ascontiguousarray(np.packbits(valid, axis=1, bitorder="little"))
+    return state, bits.reshape(len(carried), (len(kinds) + 7) // 8)

@@ -293,17 +293,23 @@ class FrameBatch:
 
     def _bitmaps(self):
         """A function giving the Arrow validity buffer (``[buffer]``, or ``[None]`` when all
-        valid) of a column. Columns carried by the same frame kinds share one bitmap, an OR
-        of packed per-kind bitmaps that are made once, on the first column that needs them:
-        a few cheap passes over the kinds instead of a gather and a pack per column."""
+        valid) of a column. Columns carried by the same frame kinds share one bitmap; the
+        bitmaps of every such group among the batch's columns are made together, in one
+        compiled pass over the kinds, on the first column that needs one."""
         import pyarrow as pa
 
-        kinds, shared, packed = self._kinds, {}, []
+        shared = {}
 
-        def per_kind():
-            if not packed:
-                packed.extend(_core.kind_bitmaps(kinds, len(P.KINDS)))
-            return packed
+        def make(name):
+            tables = {}
+            for column in (*self._arrays, name):
+                table = S.validity_table(column, self.collections)
+                if table is not None and column != "stream_id":
+                    tables.setdefault(table.tobytes(), table)
+            carried = np.array(list(tables.values()), np.uint8).reshape(len(tables), len(P.KINDS))
+            state, bits = _core.validity_bitmaps(self._kinds, carried)
+            for key, full, row in zip(tables, state, bits):
+                shared[key] = [None] if full == 2 else [pa.py_buffer(row)]
 
         def bitmap(name):
             if name == "stream_id":
@@ -313,15 +319,7 @@ class FrameBatch:
                 return [None]
             key = table.tobytes()
             if key not in shared:
-                present, rows = per_kind()
-                carried = table[present]
-                if carried.all():
-                    shared[key] = [None]
-                elif carried.any():
-                    bits = np.bitwise_or.reduce(rows[carried], axis=0)
-                    shared[key] = [pa.py_buffer(bits)]
-                else:
-                    shared[key] = [pa.py_buffer(np.zeros((len(self) + 7) // 8, np.uint8))]
+                make(name)
             return shared[key]
         return bitmap
 

@@ -128,6 +128,28 @@ def test_to_arrow_keys_values_and_nulls(batch):
         assert by_seqno[i] == batch.frame(i).get("by_seqno")
 
 
+@pytest.mark.parametrize("collections", [True, False])
+def test_arrow_nulls_are_the_frames_that_do_not_carry_a_column(collections):
+    # hundreds of frames of many kinds (the validity bitmaps are made 64 rows at a time),
+    # all columns, a projection and a selection
+    data = (t.synthetic_stream(400, seed=5, collections=collections, marker_version=2,
+                               sync_writes=True)
+            + t.synthetic_stream(200, seed=6, collections=collections, stream_ids=True))
+    whole = dcpfast.scan(data, collections=collections)
+    assert len(whole) > 600 and len(set(whole._kinds.tolist())) > 8
+    for batch in (whole, dcpfast.scan(data, collections=collections,
+                                      columns=["opcode", "by_seqno", "snap_end", "value"]),
+                  whole.filter(whole["opcode"] != dcpfast.Opcode.MUTATION)):
+        for binary_view in (False, True):
+            table = batch.to_arrow(binary_view=binary_view)
+            for name in table.column_names:
+                column = name if name in batch.columns else f"{name}_offset"
+                valid = batch.validity(column)
+                nulls = table.column(name).is_null().to_numpy(zero_copy_only=False)
+                expected = np.zeros(len(batch), bool) if valid is None else ~valid
+                np.testing.assert_array_equal(nulls, expected, err_msg=name)
+
+
 def test_binary_view_is_zero_copy(batch):
     table = batch.to_arrow(binary_view=True)
     table.validate(full=True)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dcpfast
 from dcpfast import _scan_py, protocol, schema
 from dcpfast import testing as t
 from strategies import streams
@@ -91,30 +92,50 @@ def test_many_blocks_after_a_reservation_that_was_too_small():
     assert_same(data, start=len(t.synthetic_stream(300, seed=1, value_size=5000)), base=99)
 
 
-@pytest.mark.parametrize("n", [4095, 4096, 4097, 20003])
-def test_kind_bitmaps_over_several_tiles(n):
-    kinds = np.random.default_rng(n).choice([3, 3, 3, 3, 5, 7, 0], n).astype(np.uint8)
-    present, bits = cython_core.kind_bitmaps(kinds, len(protocol.KINDS))
-    present2, bits2 = _scan_py.kind_bitmaps(kinds, len(protocol.KINDS))
-    np.testing.assert_array_equal(present, present2)
+def assert_validity_bitmaps(kinds, carried):
+    """Core and twin give the same bitmaps and states, and both are what they say."""
+    kinds, carried = np.asarray(kinds, np.uint8), np.asarray(carried, np.uint8)
+    state, bits = cython_core.validity_bitmaps(kinds, carried)
+    state2, bits2 = _scan_py.validity_bitmaps(kinds, carried)
+    np.testing.assert_array_equal(state, state2)
     np.testing.assert_array_equal(bits, bits2)
+    assert bits.shape == (len(carried), (len(kinds) + 7) // 8)
+    for g, table in enumerate(carried):
+        want = table[kinds] != 0
+        rows = np.unpackbits(bits[g], bitorder="little")
+        np.testing.assert_array_equal(rows[:len(kinds)], want)
+        assert not rows[len(kinds):].any()                  # bits past the rows are 0
+        assert state[g] == (2 if want.all() else 1 if want.any() else 0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 63, 64, 65, 127, 128, 129, 4097, 20003])
+def test_validity_bitmaps_across_words(n):
+    # the core takes 64 rows at a time and the rest one by one: both sides of the seam
+    rng = np.random.default_rng(n)
+    kinds = rng.choice([3, 3, 3, 3, 5, 7, 0, 13, 30], n)
+    carried = rng.random((7, len(protocol.KINDS))) < 0.5
+    carried[0], carried[1] = True, False                    # all valid, none valid
+    assert_validity_bitmaps(kinds, carried)
 
 
 @settings(max_examples=200)
-@given(st.lists(st.integers(0, len(protocol.KINDS) - 1), max_size=80))
-def test_kind_bitmaps(kinds):
-    kinds = np.array(kinds, np.uint8)
-    present, bits = cython_core.kind_bitmaps(kinds, len(protocol.KINDS))
-    present2, bits2 = _scan_py.kind_bitmaps(kinds, len(protocol.KINDS))
-    np.testing.assert_array_equal(present, present2)
-    np.testing.assert_array_equal(bits, bits2)
-    assert list(present) == sorted(set(kinds.tolist()))
-    for row, kind in enumerate(present):                  # bit i of a row: row i is of its kind
-        rows = np.unpackbits(bits[row], bitorder="little", count=len(kinds)).astype(bool)
-        np.testing.assert_array_equal(rows, kinds == kind)
+@given(st.lists(st.integers(0, len(protocol.KINDS) - 1), max_size=300),
+       st.lists(st.lists(st.booleans(), min_size=len(protocol.KINDS),
+                         max_size=len(protocol.KINDS)), max_size=6))
+def test_validity_bitmaps(kinds, carried):
+    assert_validity_bitmaps(kinds, np.array(carried, bool).reshape(-1, len(protocol.KINDS)))
 
 
-def test_kind_bitmaps_refuses_unknown_kinds():
+def test_validity_bitmaps_of_the_schema_groups():
+    # the groups to_arrow asks for, over a stream of many kinds
+    batch = dcpfast.scan(t.synthetic_stream(400, seed=3, marker_version=2, sync_writes=True))
+    tables = {schema.validity_table(name, True).tobytes(): schema.validity_table(name, True)
+              for name in schema.NAMES if schema.validity_table(name, True) is not None}
+    assert_validity_bitmaps(batch._kinds, np.array(list(tables.values())))
+
+
+def test_validity_bitmaps_refuse_unknown_kinds():
     for core in (cython_core, _scan_py):
         with pytest.raises(ValueError, match="outside"):
-            core.kind_bitmaps(np.array([0, len(protocol.KINDS)], np.uint8), len(protocol.KINDS))
+            core.validity_bitmaps(np.array([0, len(protocol.KINDS)], np.uint8),
+                                  np.ones((1, len(protocol.KINDS)), np.uint8))
