@@ -1358,48 +1358,64 @@ cdef extern from *:
     /* Bits [0, n) of the bitmaps of groups of kinds, into zeroed rows: row rows[g] of out
        (stride bytes a row) gets the OR of the rows of the kinds present[members[x]] for x in
        first[g] .. first[g + 1], negated where negate[g]; member[g * 256 + kind] says whether
-       a kind is one of them. With SSE2, 64 rows at a time: a 64-bit mask per present kind
-       (sixteen compares at once), ORed into the groups' words. */
+       a kind is one of them, slot[kind] is its index in present. 64 rows at a time: a 64-bit
+       mask per present kind (with SSE2, sixteen compares at once), ORed into the groups. */
     static void dcp_group_bits(const uint8_t *kinds, size_t n, int n_present,
-                               const uint8_t *present, int n_groups, const int *rows,
-                               const int *first, const uint8_t *members,
+                               const uint8_t *present, const uint8_t *slot, int n_groups,
+                               const int *rows, const int *first, const uint8_t *members,
                                const uint8_t *member, const uint8_t *negate,
                                uint8_t *out, size_t stride)
     {
-        size_t i = 0;
-        int g, j, x, c;
-    #if defined(__SSE2__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         uint64_t mask[256];
+    #if !defined(__SSE2__)
+        uint64_t odd[256];
+    #endif
+        size_t i = 0;
+        int g, j, x, r;
+    #if defined(__SSE2__)
         __m128i want[256];
         for (j = 0; j < n_present; j++)
             want[j] = _mm_set1_epi8((char)present[j]);
+    #endif
         for (; i + 64 <= n; i += 64) {
             for (j = 0; j < n_present; j++)
                 mask[j] = 0;
-            for (c = 0; c < 4; c++) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(kinds + i + 16 * c));
+    #if defined(__SSE2__)
+            for (r = 0; r < 4; r++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(kinds + i + 16 * r));
                 for (j = 0; j < n_present; j++)
                     mask[j] |= (uint64_t)(uint32_t)_mm_movemask_epi8(
-                        _mm_cmpeq_epi8(v, want[j])) << (16 * c);
+                        _mm_cmpeq_epi8(v, want[j])) << (16 * r);
             }
+    #else
+            for (j = 0; j < n_present; j++)
+                odd[j] = 0;
+            for (r = 0; r < 64; r += 2) {     /* two sets: a run of one kind is two chains */
+                mask[slot[kinds[i + r]]] |= (uint64_t)1 << r;
+                odd[slot[kinds[i + r + 1]]] |= (uint64_t)2 << r;
+            }
+            for (j = 0; j < n_present; j++)
+                mask[j] |= odd[j];
+    #endif
             for (g = 0; g < n_groups; g++) {
                 uint64_t bits = 0;
+                uint8_t *to = out + (size_t)rows[g] * stride + i / 8;
                 for (x = first[g]; x < first[g + 1]; x++)
                     bits |= mask[members[x]];
                 if (negate[g])
                     bits = ~bits;
-                memcpy(out + (size_t)rows[g] * stride + i / 8, &bits, 8);
+                for (r = 0; r < 8; r++)        /* little-endian bit order, any machine */
+                    to[r] = (uint8_t)(bits >> (8 * r));
             }
         }
-    #endif
-        for (; i < n; i++)           /* the last rows, or all of them without SSE2 */
+        for (; i < n; i++)                     /* the last rows */
             for (g = 0; g < n_groups; g++)
                 if (member[g * 256 + kinds[i]] ^ negate[g])
                     out[(size_t)rows[g] * stride + i / 8] |= (uint8_t)(1u << (i % 8));
     }
     """
     void dcp_group_bits(const uint8_t* kinds, size_t n, int n_present, const uint8_t* present,
-                        int n_groups, const int* rows, const int* first,
+                        const uint8_t* slot, int n_groups, const int* rows, const int* first,
                         const uint8_t* members, const uint8_t* member, const uint8_t* negate,
                         uint8_t* out, size_t stride) noexcept nogil
 
@@ -1415,6 +1431,7 @@ def validity_bitmaps(const uint8_t[::1] kinds, const uint8_t[:, ::1] carried):
     cdef int n_groups = carried.shape[0], n_kinds = carried.shape[1]
     cdef uint8_t seen[256]
     cdef uint8_t present[256]
+    cdef uint8_t slot[256]              # index in present of each kind present
     cdef int n_present = 0, g, k, inside, active = 0, n_members = 0
     cdef uint8_t neg
     if n_groups and n_kinds > 256:
@@ -1428,6 +1445,7 @@ def validity_bitmaps(const uint8_t[::1] kinds, const uint8_t[:, ::1] carried):
             if k >= n_kinds:
                 raise ValueError(f"kind {k} outside 0..{n_kinds - 1}")
             present[n_present] = k
+            slot[k] = n_present
             n_present += 1
     state = np.empty(n_groups, np.int8)
     out = np.frombuffer(new_room(n_groups * nbytes), np.uint8).reshape(n_groups, nbytes)
@@ -1464,6 +1482,6 @@ def validity_bitmaps(const uint8_t[::1] kinds, const uint8_t[:, ::1] carried):
     first[active] = n_members
     if active:
         with nogil:
-            dcp_group_bits(&kinds[0], n, n_present, present, active, &rows[0], &first[0],
-                           &members[0], &member[0], &negate[0], &bits[0, 0], nbytes)
+            dcp_group_bits(&kinds[0], n, n_present, present, slot, active, &rows[0],
+                           &first[0], &members[0], &member[0], &negate[0], &bits[0, 0], nbytes)
     return state, out
