@@ -674,15 +674,26 @@ cdef inline uint32_t value_len(const Frame* f) noexcept nogil:
     return f.value_len & value_mask[f.kind]
 
 
+cdef inline uint64_t far_word(uint64_t start, int window_bits, uint64_t mask) noexcept nogil:
+    """The second word of the view of a slice of more than 12 bytes at ``start``: the index
+    of its data buffer (a window of the input) and its offset in it."""
+    return (start >> window_bits) | ((start & mask) << 32)
+
+
 cdef inline void put_view(uint8_t* v, const uint8_t* buf, size_t end, uint64_t start,
-                          uint32_t size, int window_bits, uint64_t mask) noexcept nogil:
+                          uint32_t size, uint64_t far) noexcept nogil:
     """One 16-byte binary-view struct, written as two little-endian words: the length and
-    up to 12 inline bytes (zero-padded), or the length, a 4-byte prefix, the data buffer
-    index and the offset in it."""
+    up to 12 inline bytes (zero-padded), or the length, a 4-byte prefix and ``far`` (the
+    ``far_word`` of ``start``)."""
     cdef uint64_t lo, hi
     cdef uint8_t tail[12]
     cdef const uint8_t* p = buf + start
-    if size <= 12:
+    if size > 12:
+        lo = <uint64_t>size | (<uint64_t>le32(p) << 32)
+        hi = far
+    elif size == 0:                       # common: deletions, commits, markers
+        lo = hi = 0
+    else:
         if end - start < 12:              # too near the end to load 12 bytes at once
             memset(tail, 0, 12)
             memcpy(tail, p, size)
@@ -696,9 +707,6 @@ cdef inline void put_view(uint8_t* v, const uint8_t* buf, size_t end, uint64_t s
             hi = 0
         else:
             hi &= <uint64_t>0xFFFFFFFFFFFFFFFF >> (8 * (12 - size))
-    else:
-        lo = <uint64_t>size | (<uint64_t>le32(p) << 32)
-        hi = (start >> window_bits) | ((start & mask) << 32)
     lo = DCP_LE64(lo)
     hi = DCP_LE64(hi)
     memcpy(v, &lo, 8)
@@ -707,22 +715,44 @@ cdef inline void put_view(uint8_t* v, const uint8_t* buf, size_t end, uint64_t s
 
 cdef void put_views(Walk* w, const Frame* rows, size_t i0, size_t n) noexcept nogil:
     """Rows ``i0 ...`` of the key and value views asked for (zeros where a kind carries
-    none)."""
-    cdef size_t b
-    cdef const Frame* f
-    cdef uint64_t mask = (<uint64_t>1 << w.window_bits) - 1
-    if w.views[0] != NULL:
-        for b in range(n):
-            f = &rows[b]
-            put_view(w.views[0] + 16 * (i0 + b), w.buf, w.end, f.pos + 24 + f.fel + f.extlen
-                     + f.prefix, key_len(f), w.window_bits, mask)
-    if w.views[1] != NULL:
-        for b in range(n):
-            f = &rows[b]
-            if value_len(f) > mask:
-                w.view_too_long = True
-            put_view(w.views[1] + 16 * (i0 + b), w.buf, w.end, f.pos + length(f) - f.value_len,
-                     value_len(f), w.window_bits, mask)
+    none), both from one read of each frame's row. Everything the loop reads is in locals
+    before a view is stored: the stores go through byte pointers, which may alias
+    anything."""
+    cdef const uint8_t* buf = w.buf
+    cdef size_t end = w.end
+    cdef int bits = w.window_bits
+    cdef uint64_t mask = (<uint64_t>1 << bits) - 1
+    cdef bint one_window = end >> bits == 0     # every buffer index 0, every offset its start
+    cdef uint8_t* keys = w.views[0] + 16 * i0 if w.views[0] != NULL else NULL
+    cdef uint8_t* values = w.views[1] + 16 * i0 if w.views[1] != NULL else NULL
+    cdef bint check = w.max_frame > mask       # a value may be longer than a window
+    cdef bint too_long = False
+    cdef size_t b, pos, key_start, value_start
+    cdef uint64_t key_far, value_far
+    cdef uint32_t key_size, value_size
+    cdef uint8_t kind
+    for b in range(n):
+        pos = rows[b].pos
+        kind = rows[b].kind
+        key_start = pos + 24 + rows[b].fel + rows[b].extlen + rows[b].prefix
+        key_size = (rows[b].keylen - rows[b].prefix) & key_mask[kind]
+        value_size = rows[b].value_len
+        value_start = pos + 24 + rows[b].body - value_size
+        value_size &= value_mask[kind]
+        if check:
+            too_long |= value_size > mask
+        if one_window:
+            key_far = key_start << 32
+            value_far = value_start << 32
+        else:
+            key_far = far_word(key_start, bits, mask)
+            value_far = far_word(value_start, bits, mask)
+        if keys != NULL:
+            put_view(keys + 16 * b, buf, end, key_start, key_size, key_far)
+        if values != NULL:
+            put_view(values + 16 * b, buf, end, value_start, value_size, value_far)
+    if too_long:
+        w.view_too_long = True
 
 
 cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
@@ -1340,7 +1370,7 @@ def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):
                     bad = i
                     break
                 put_view(structs + 16 * (j * n + i), data, end, start, <uint32_t>length,
-                         window_bits, mask)
+                         far_word(start, window_bits, mask))
             if bad >= 0:
                 break
     if bad >= 0:

@@ -92,6 +92,22 @@ def test_many_blocks_after_a_reservation_that_was_too_small():
     assert_same(data, start=len(t.synthetic_stream(300, seed=1, value_size=5000)), base=99)
 
 
+@pytest.mark.parametrize("bits", [5, 7, 9, 12])
+def test_views_over_small_windows(bits):
+    # views whose data buffers are windows of 2**bits bytes (the scan's views past 2 GiB),
+    # and none at all where a value is longer than a window
+    data = t.synthetic_stream(400, seed=4, value_size=60)
+    fast, slow = (run(core, data, view_bits=bits)[0] for core in (cython_core, _scan_py))
+    longest = int(fast[2]["value_len"].max())
+    assert longest > 31 and (longest > (1 << bits) - 1) == (bits < 9)
+    if bits < 9:
+        assert fast[6] is None and slow[6] is None
+    else:
+        assert_same(data, view_bits=bits)
+        starts = fast[2]["value_offset"][fast[2]["value_len"] > 12]
+        assert len(np.unique(starts >> bits)) > 10                   # many windows in use
+
+
 def assert_validity_bitmaps(kinds, carried):
     """Core and twin give the same bitmaps and states, and both are what they say."""
     kinds, carried = np.asarray(kinds, np.uint8), np.asarray(carried, np.uint8)
