@@ -437,10 +437,11 @@ def room(n):
     return np.empty(n, np.uint8)
 
 
-def validity_bitmaps(kinds, carried):
+def validity_bitmaps(kinds, carried, wide=True):
     """Arrow validity bitmaps (little-endian bit order) of groups of frame kinds: bit i of
     row g is set where ``carried[g, kinds[i]]`` is not 0 (bits past the rows are 0). Also
-    the state of each group: 2 every row valid (so too with no rows), 0 none, 1 some."""
+    the state of each group: 2 every row valid (so too with no rows), 0 none, 1 some.
+    (``wide`` chooses between the compiled core's two paths; numpy has one.)"""
     kinds = np.asarray(kinds, np.uint8)
     carried = np.asarray(carried, np.uint8) != 0
     if len(carried) and carried.shape[1] > 256:
