@@ -1,7 +1,8 @@
 """Coverage-guided fuzzing of the scanner (atheris).
 
 Coverage comes from the pure-Python twin, which atheris instruments; the compiled core
-scans the same input and must agree with it exactly (columns and binary views), so a
+scans the same input and must agree with it exactly (columns, binary views and the Arrow
+validity bitmaps of the kinds found, on each of the core's paths), so a
 divergence, a crash of the core, a hang or any exception other than ``DcpFormatError`` is a
 finding. Each input also goes through ``iter_batches`` in small chunks, which must return
 what one whole scan returns. An input that starts with a gzip, zstd or lz4 magic number is
@@ -33,6 +34,9 @@ from dcpfast import _scan as core     # compiled: not instrumented, checked agai
 
 _MAX_FRAME = 1 << 20
 _MAX_DECODED = 16 * 1024     # longer decompressed inputs are not read in small chunks
+# the groups of frame kinds whose validity bitmaps to_arrow asks for
+_TABLES = (schema.validity_table(name, True) for name in schema.NAMES)
+_CARRIED = np.array(list({t.tobytes(): t for t in _TABLES if t is not None}.values()), np.uint8)
 
 
 def _run(impl, data, collections, skip, final):
@@ -53,6 +57,10 @@ def _same(fast, slow):
         assert np.array_equal(arrays[name], arrays2[name]), name
     for name in views:
         assert np.array_equal(views[name], views2[name]), name
+    found = [impl.validity_bitmaps(kinds, _CARRIED, **kw)
+             for impl, kw in ((core, {}), (core, {"wide": False}), (_scan_py, {}))]
+    for state, bits in found[1:]:
+        assert np.array_equal(state, found[0][0]) and np.array_equal(bits, found[0][1])
 
 
 def _covered(regions):
