@@ -725,7 +725,7 @@ cdef void put_views(Walk* w, const Frame* rows, size_t i0, size_t n) noexcept no
     cdef bint one_window = end >> bits == 0     # every buffer index 0, every offset its start
     cdef uint8_t* keys = w.views[0] + 16 * i0 if w.views[0] != NULL else NULL
     cdef uint8_t* values = w.views[1] + 16 * i0 if w.views[1] != NULL else NULL
-    cdef bint check = w.max_frame > mask       # a value may be longer than a window
+    cdef bint check = values != NULL and w.max_frame > mask   # a value may exceed a window
     cdef bint too_long = False
     cdef size_t b, pos, key_start, value_start
     cdef uint64_t key_far, value_far
@@ -1382,37 +1382,70 @@ def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):
 
 cdef extern from *:
     """
-    #if defined(__SSE2__)
+    #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
+    #  define DCP_SSE2 1
     #  include <emmintrin.h>
+    #else
+    #  define DCP_SSE2 0
     #endif
-    /* Bits [start, n) of the bitmaps of groups of kinds, into zeroed rows: row rows[g] of out
-       (stride bytes a row) gets the OR of the rows of the kinds present[members[x]] for x in
-       first[g] .. first[g + 1], negated where negate[g]; member[g * 256 + kind] says whether
-       a kind is one of them, slot[kind] is its index in present. 64 rows at a time: a 64-bit
-       mask per present kind (with SSE2, sixteen compares at once), ORed into the groups. */
-    static void dcp_group_bits(const uint8_t *kinds, size_t start, size_t n, int n_present,
+    #if defined(__x86_64__) && !defined(_MSC_VER) && \
+        ((defined(__clang__) && __clang_major__ >= 8) || \
+         (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 8))
+    #  define DCP_BITALG 1
+    #  include <immintrin.h>
+    #else
+    #  define DCP_BITALG 0
+    #endif
+
+    /* The 64 kinds from at, or the last used < 64 of them padded with pad. */
+    static const uint8_t *dcp_word(const uint8_t *at, size_t used, uint8_t pad, uint8_t *last)
+    {
+        if (used == 64)
+            return at;
+        memset(last, pad, 64);
+        memcpy(last, at, used);
+        return last;
+    }
+
+    /* Bit (i % 64) of word i / 64, little-endian byte order on any machine, bits past the
+       rows cleared. */
+    static void dcp_put_word(uint8_t *to, uint64_t bits, size_t used)
+    {
+        int r;
+        if (used < 64)
+            bits &= ((uint64_t)1 << used) - 1;
+        for (r = 0; r < 8; r++)
+            to[r] = (uint8_t)(bits >> (8 * r));
+    }
+
+    /* The bitmaps of groups of kinds, 64 rows a word (rows of stride bytes, a multiple of
+       8): row rows[g] of out gets the OR of the rows of the kinds present[members[x]] for x
+       in first[g] .. first[g + 1]. A 64-bit mask per present kind, with SSE2 from sixteen
+       compares at once. */
+    static void dcp_group_bits(const uint8_t *kinds, size_t n, int n_present,
                                const uint8_t *present, const uint8_t *slot, int n_groups,
                                const int *rows, const int *first, const uint8_t *members,
-                               const uint8_t *member, const uint8_t *negate,
                                uint8_t *out, size_t stride)
     {
         uint64_t mask[256];
-    #if !defined(__SSE2__)
-        uint64_t odd[256];
-    #endif
-        size_t i = start;
+        uint8_t last[64];
+        size_t i, used;
         int g, j, x, r;
-    #if defined(__SSE2__)
+    #if DCP_SSE2
         __m128i want[256];
         for (j = 0; j < n_present; j++)
             want[j] = _mm_set1_epi8((char)present[j]);
+    #else
+        uint64_t odd[256];
     #endif
-        for (; i + 64 <= n; i += 64) {
+        for (i = 0; i < n; i += 64) {
+            used = n - i < 64 ? n - i : 64;
+            const uint8_t *at = dcp_word(kinds + i, used, present[0], last);
             for (j = 0; j < n_present; j++)
                 mask[j] = 0;
-    #if defined(__SSE2__)
+    #if DCP_SSE2
             for (r = 0; r < 4; r++) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(kinds + i + 16 * r));
+                __m128i v = _mm_loadu_si128((const __m128i *)(at + 16 * r));
                 for (j = 0; j < n_present; j++)
                     mask[j] |= (uint64_t)(uint32_t)_mm_movemask_epi8(
                         _mm_cmpeq_epi8(v, want[j])) << (16 * r);
@@ -1421,51 +1454,41 @@ cdef extern from *:
             for (j = 0; j < n_present; j++)
                 odd[j] = 0;
             for (r = 0; r < 64; r += 2) {     /* two sets: a run of one kind is two chains */
-                mask[slot[kinds[i + r]]] |= (uint64_t)1 << r;
-                odd[slot[kinds[i + r + 1]]] |= (uint64_t)2 << r;
+                mask[slot[at[r]]] |= (uint64_t)1 << r;
+                odd[slot[at[r + 1]]] |= (uint64_t)2 << r;
             }
             for (j = 0; j < n_present; j++)
                 mask[j] |= odd[j];
     #endif
             for (g = 0; g < n_groups; g++) {
                 uint64_t bits = 0;
-                uint8_t *to = out + (size_t)rows[g] * stride + i / 8;
                 for (x = first[g]; x < first[g + 1]; x++)
                     bits |= mask[members[x]];
-                if (negate[g])
-                    bits = ~bits;
-                for (r = 0; r < 8; r++)        /* little-endian bit order, any machine */
-                    to[r] = (uint8_t)(bits >> (8 * r));
+                dcp_put_word(out + (size_t)rows[g] * stride + i / 8, bits, used);
             }
         }
-        for (; i < n; i++)                     /* the last rows */
-            for (g = 0; g < n_groups; g++)
-                if (member[g * 256 + kinds[i]] ^ negate[g])
-                    out[(size_t)rows[g] * stride + i / 8] |= (uint8_t)(1u << (i % 8));
     }
 
-    /* The same bits where the processor has AVX-512 BITALG (asked at run time) and every kind
-       is below 64: each group's 64 rows in one instruction, which picks the bit of each
-       row's kind out of the group's set of kinds (bit k of sets[g]: kind k is in group g).
-       Returns the rows done, a multiple of 64. */
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    #  include <immintrin.h>
+    /* The same where the processor has AVX-512 BITALG (asked at run time) and every kind is
+       below 64: each group's 64 rows in one instruction, which picks the bit of each row's
+       kind out of the group's set of kinds (bit k of sets[g]: kind k is in group g). */
+    #if DCP_BITALG
     __attribute__((target("avx512f,avx512bw,avx512bitalg")))
-    static size_t dcp_group_bits_bitalg(const uint8_t *kinds, size_t n, int n_groups,
-                                        const int *rows, const uint64_t *sets,
-                                        uint8_t *out, size_t stride)
+    static void dcp_group_bits_bitalg(const uint8_t *kinds, size_t n, int n_groups,
+                                      const int *rows, const uint64_t *sets,
+                                      uint8_t *out, size_t stride)
     {
-        size_t i = 0;
+        uint8_t last[64];
+        size_t i, used;
         int g;
-        for (; i + 64 <= n; i += 64) {
-            __m512i v = _mm512_loadu_si512((const void *)(kinds + i));
-            for (g = 0; g < n_groups; g++) {
-                uint64_t bits = (uint64_t)_mm512_bitshuffle_epi64_mask(
-                    _mm512_set1_epi64((long long)sets[g]), v);
-                memcpy(out + (size_t)rows[g] * stride + i / 8, &bits, 8);
-            }
+        for (i = 0; i < n; i += 64) {
+            used = n - i < 64 ? n - i : 64;
+            __m512i v = _mm512_loadu_si512((const void *)dcp_word(kinds + i, used, 0, last));
+            for (g = 0; g < n_groups; g++)
+                dcp_put_word(out + (size_t)rows[g] * stride + i / 8,
+                             (uint64_t)_mm512_bitshuffle_epi64_mask(
+                                 _mm512_set1_epi64((long long)sets[g]), v), used);
         }
-        return i;
     }
     static int dcp_has_bitalg(void)
     {
@@ -1473,11 +1496,10 @@ cdef extern from *:
         return __builtin_cpu_supports("avx512bitalg") && __builtin_cpu_supports("avx512bw");
     }
     #else
-    static size_t dcp_group_bits_bitalg(const uint8_t *kinds, size_t n, int n_groups,
-                                        const int *rows, const uint64_t *sets,
-                                        uint8_t *out, size_t stride)
+    static void dcp_group_bits_bitalg(const uint8_t *kinds, size_t n, int n_groups,
+                                      const int *rows, const uint64_t *sets,
+                                      uint8_t *out, size_t stride)
     {
-        return 0;
     }
     static int dcp_has_bitalg(void)
     {
@@ -1485,13 +1507,11 @@ cdef extern from *:
     }
     #endif
     """
-    void dcp_group_bits(const uint8_t* kinds, size_t start, size_t n, int n_present,
-                        const uint8_t* present, const uint8_t* slot, int n_groups,
-                        const int* rows, const int* first, const uint8_t* members,
-                        const uint8_t* member, const uint8_t* negate, uint8_t* out,
-                        size_t stride) noexcept nogil
-    size_t dcp_group_bits_bitalg(const uint8_t* kinds, size_t n, int n_groups, const int* rows,
-                                 const uint64_t* sets, uint8_t* out, size_t stride) noexcept nogil
+    void dcp_group_bits(const uint8_t* kinds, size_t n, int n_present, const uint8_t* present,
+                        const uint8_t* slot, int n_groups, const int* rows, const int* first,
+                        const uint8_t* members, uint8_t* out, size_t stride) noexcept nogil
+    void dcp_group_bits_bitalg(const uint8_t* kinds, size_t n, int n_groups, const int* rows,
+                               const uint64_t* sets, uint8_t* out, size_t stride) noexcept nogil
     bint dcp_has_bitalg() noexcept
 
 
@@ -1504,16 +1524,15 @@ def validity_bitmaps(const uint8_t[::1] kinds, const uint8_t[:, ::1] carried, bi
     the state of each group: 2 every row valid (so too with no rows), 0 none, 1 some.
 
     One pass finds the kinds present; a second ORs, for each group with some rows valid,
-    the rows of its kinds, or negates the rows of the kinds it lacks where those are fewer.
-    With AVX-512 BITALG a bit lookup per group does it instead, unless ``wide`` is false
-    (the tests compare the two)."""
-    cdef size_t n = kinds.shape[0], nbytes = (kinds.shape[0] + 7) // 8, i, done = 0
+    the rows of its kinds, 64 at a time. With AVX-512 BITALG a bit lookup per group does it
+    instead, unless ``wide`` is false (the tests compare the two)."""
+    cdef size_t n = kinds.shape[0], nbytes = (kinds.shape[0] + 7) // 8, i
+    cdef size_t stride = (nbytes + 7) // 8 * 8          # whole 64-bit words a row
     cdef int n_groups = carried.shape[0], n_kinds = carried.shape[1]
     cdef uint8_t seen[256]
     cdef uint8_t present[256]
     cdef uint8_t slot[256]              # index in present of each kind present
     cdef int n_present = 0, g, k, inside, active = 0, n_members = 0
-    cdef uint8_t neg
     if n_groups and n_kinds > 256:
         raise ValueError("more than 256 kinds")
     memset(seen, 0, sizeof(seen))
@@ -1528,13 +1547,11 @@ def validity_bitmaps(const uint8_t[::1] kinds, const uint8_t[:, ::1] carried, bi
             slot[k] = n_present
             n_present += 1
     state = np.empty(n_groups, np.int8)
-    out = np.frombuffer(new_room(n_groups * nbytes), np.uint8).reshape(n_groups, nbytes)
-    # the groups with some rows valid: their rows in out, kinds (indexes into present)
+    out = np.frombuffer(new_room(n_groups * stride), np.uint8).reshape(n_groups, stride)
+    # the groups with some rows valid: their rows in out, their kinds (indexes into present)
     cdef int[::1] rows = np.zeros(n_groups + 1, np.intc)
     cdef int[::1] first = np.zeros(n_groups + 1, np.intc)
     cdef uint8_t[::1] members = np.zeros(n_groups * n_present + 1, np.uint8)
-    cdef uint8_t[::1] member = np.zeros(n_groups * 256 + 1, np.uint8)
-    cdef uint8_t[::1] negate = np.zeros(n_groups + 1, np.uint8)
     cdef uint64_t[::1] sets = np.zeros(n_groups + 1, np.uint64)   # bit k: kind k in the group
     cdef int8_t[::1] states = state
     cdef uint8_t[:, ::1] bits = out
@@ -1543,31 +1560,28 @@ def validity_bitmaps(const uint8_t[::1] kinds, const uint8_t[:, ::1] carried, bi
         for k in range(n_present):
             inside += carried[g, present[k]] != 0
         states[g] = 2 if inside == n_present else (0 if inside == 0 else 1)
-        if not nbytes:
-            continue
-        memset(&bits[g, 0], 0xFF if states[g] == 2 else 0, nbytes)
-        if states[g] == 2 and n % 8:
-            bits[g, nbytes - 1] = (1 << (n % 8)) - 1
         if states[g] != 1:
+            if nbytes:
+                memset(&bits[g, 0], 0xFF if states[g] == 2 else 0, nbytes)
+                if states[g] == 2 and n % 8:
+                    bits[g, nbytes - 1] = (1 << (n % 8)) - 1
             continue
-        neg = 2 * inside > n_present
         rows[active] = g
-        negate[active] = neg
         first[active] = n_members
         for k in range(n_present):
-            if carried[g, present[k]] and present[k] < 64:
-                sets[active] |= <uint64_t>1 << present[k]
-            if (carried[g, present[k]] != 0) != neg:
+            if carried[g, present[k]]:
                 members[n_members] = k
-                member[active * 256 + present[k]] = 1
                 n_members += 1
+                if present[k] < 64:
+                    sets[active] |= <uint64_t>1 << present[k]
         active += 1
     first[active] = n_members
     if active:
         with nogil:
             if wide and has_bitalg and present[n_present - 1] < 64:
-                done = dcp_group_bits_bitalg(&kinds[0], n, active, &rows[0], &sets[0],
-                                             &bits[0, 0], nbytes)
-            dcp_group_bits(&kinds[0], done, n, n_present, present, slot, active, &rows[0],
-                           &first[0], &members[0], &member[0], &negate[0], &bits[0, 0], nbytes)
-    return state, out
+                dcp_group_bits_bitalg(&kinds[0], n, active, &rows[0], &sets[0], &bits[0, 0],
+                                      stride)
+            else:
+                dcp_group_bits(&kinds[0], n, n_present, present, slot, active, &rows[0],
+                               &first[0], &members[0], &bits[0, 0], stride)
+    return state, out[:, :nbytes]

@@ -106,6 +106,9 @@ def test_views_over_small_windows(bits):
         assert_same(data, view_bits=bits)
         starts = fast[2]["value_offset"][fast[2]["value_len"] > 12]
         assert len(np.unique(starts >> bits)) > 10                   # many windows in use
+    # without the value columns, only the key views, whatever the values' lengths
+    keys_only = tuple(n for n in schema.NAMES if n not in schema.BINARY["value"])
+    assert_same(data, names=keys_only, view_bits=bits)
 
 
 def assert_validity_bitmaps(kinds, carried):
@@ -134,6 +137,16 @@ def test_validity_bitmaps_across_words(n):
     carried = rng.random((7, len(protocol.KINDS))) < 0.5
     carried[0], carried[1] = True, False                    # all valid, none valid
     assert_validity_bitmaps(kinds, carried)
+
+
+@pytest.mark.parametrize("n", [63, 64, 200])
+def test_validity_bitmaps_of_kinds_past_63(n):
+    # kinds of 64 and more: no 64-bit set of kinds holds them, so every path must do without
+    rng = np.random.default_rng(n)
+    kinds = rng.choice([1, 63, 64, 200, 255], n)
+    carried = rng.random((5, 256)) < 0.5
+    assert_validity_bitmaps(kinds, carried)
+    assert_validity_bitmaps(kinds % 64, carried)
 
 
 @settings(max_examples=200)
