@@ -1,4 +1,4 @@
-"""Build the Cython cores (DCP frame scan, packet-capture walk, document values).
+"""Build the Cython cores of ``dcpfast._core`` (DCP frame scan, packet-capture walk, values).
 
 DCPFAST_DEBUG=1 builds with bounds checks, assertions and no optimisation;
 DCPFAST_SANITIZE=1 adds AddressSanitizer and UndefinedBehaviorSanitizer;
@@ -25,9 +25,10 @@ if flag("DCPFAST_SANITIZE"):
     compile_args += sanitize
     link_args += sanitize
 
-extensions = [Extension(f"dcpfast.{name}", [f"dcpfast/{name}.pyx"],
+extensions = [Extension(f"dcpfast._core.{name}", [f"dcpfast/_core/{name}.pyx"],
+                        include_dirs=["dcpfast/_core"],
                         extra_compile_args=compile_args, extra_link_args=link_args)
-              for name in ("_scan", "_pcap", "_values")]
+              for name in ("cscan", "cpcap", "cvalues")]
 
 setup(ext_modules=cythonize(extensions, compiler_directives=directives,
                             annotate=flag("DCPFAST_ANNOTATE")))

@@ -62,7 +62,7 @@ def single_process(paths, columns) -> int:
     frames = 0
     for path in paths:
         for batch in dcpfast.iter_batches(path, dspark.BATCH_BYTES,
-                                          columns=dspark._scanner_columns(schema.names)):
+                                          columns=dspark.convert.scanner_columns(schema.names)):
             frames += dspark.to_record_batch(batch, path, schema).num_rows
     return frames
 

@@ -2,13 +2,13 @@
 
 from .batch import IMPLEMENTATION, Frame, FrameBatch, scan
 from .errors import DcpFormatError, SkippedRegion
-from .events import Manifest
+from .content.events import Manifest
+from .content.streams import StreamTracker, Summary, summarize
 from .io import iter_batches, read
-from .pcap import read_pcap
+from .capture import read_pcap
 from .protocol import (Datatype, DurabilityLevel, Magic, Opcode, SnapshotFlag, Status,
                        StreamEndStatus, SystemEventId, VBucketState)
 from .schema import COLUMNS, arrow_schema
-from .streams import StreamTracker, Summary, summarize
 
 __version__ = "0.1.0"
 

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from . import _core
 from . import protocol as P
 from . import schema as S
+from ._core import ScanRequest
 from .errors import DcpFormatError, SkippedRegion, describe
 
-if os.environ.get("DCPFAST_PUREPYTHON", "") not in ("", "0"):
-    from . import _scan_py as _core
-else:
-    try:
-        from . import _scan as _core
-    except ImportError:      # no compiled core for this interpreter: the twin does the work
-        from . import _scan_py as _core
-
-#: "cython" or "python": which scan core this process uses.
-IMPLEMENTATION = "cython" if _core.__name__.endswith("._scan") else "python"
+#: "cython" or "python": which cores (scan, capture walk, values) this process uses.
+IMPLEMENTATION = _core.IMPLEMENTATION
 
 _ERRORS = ("strict", "skip")
 _LARGEST_FRAME = P.HEADER_SIZE + 0xFFFFFFFF   # the body length is 32 bits
@@ -27,7 +19,7 @@ _WINDOW_BITS = 30                     # binary_view data buffers for inputs over
 _INT32_MAX = 2**31 - 1
 
 
-def _byte_view(data) -> memoryview:
+def byte_view(data) -> memoryview:
     """A flat unsigned-byte view of any contiguous buffer, without copying."""
     view = memoryview(data)
     if not view.contiguous:
@@ -59,14 +51,20 @@ def scan(data, *, collections: bool | None = None, columns=None, errors: str = "
     ``to_polars()`` need no pass of their own over the data (the scan takes up to a fifth
     longer; the conversion then costs a few per cent of the scan instead of about half).
     """
-    return _scan(data, _byte_view(data), start=start, collections=collections,
-                 columns=columns, errors=errors, max_frames=max_frames,
-                 max_frame_size=max_frame_size, base_offset=base_offset, final=final,
-                 binary_views=binary_views)
+    batch, _ = scan_view(data, byte_view(data), start=start, collections=collections,
+                         columns=columns, errors=errors, max_frames=max_frames,
+                         max_frame_size=max_frame_size, base_offset=base_offset,
+                         final=final, binary_views=binary_views)
+    return batch
 
 
-def _scan(data, view, *, start, collections, columns, errors, max_frames, max_frame_size,
-          base_offset, final, unverified=False, binary_views=False) -> FrameBatch:
+def scan_view(data, view, *, start, collections, columns, errors, max_frames, max_frame_size,
+              base_offset, final, unverified=False, binary_views=False
+              ) -> tuple[FrameBatch, bool]:
+    """``scan`` of ``view`` (the byte view of ``data``), resuming a skip-mode scan whose
+    first frame still awaits its resynchronisation checks when ``unverified``. Returns the
+    batch and whether the frame at its ``consumed`` position awaits them (see
+    ``_core.ScanRequest``): the state ``io.resume`` carries from chunk to chunk."""
     if errors not in _ERRORS:
         raise ValueError(f"errors must be one of {_ERRORS}, not {errors!r}")
     if max_frame_size < P.HEADER_SIZE:
@@ -77,22 +75,21 @@ def _scan(data, view, *, start, collections, columns, errors, max_frames, max_fr
         raise ValueError(f"max_frames must be None or at least 0, not {max_frames}")
     names = S.resolve(columns)
     if collections is None:
-        collections = bool(_core.sniff_collections(view, start))
-    result, failure = _core.scan_buffer(
-        view, start, names, bool(collections), errors == "skip",
+        collections = bool(_core.scan.sniff_collections(view, start))
+    request = ScanRequest(
+        start, names, bool(collections), errors == "skip",
         -1 if max_frames is None else max_frames, min(max_frame_size, _LARGEST_FRAME),
-        base_offset, final, unverified, _window_bits(len(view)) if binary_views else 0)
-    if failure:
-        pos, code, a, b = failure
+        base_offset, final, unverified, window_bits(len(view)) if binary_views else 0)
+    result = _core.scan.scan_buffer(view, request)
+    if result.failure:
+        pos, code, a, b = result.failure
         raise DcpFormatError(base_offset + pos, describe(code, a, b))
-    count, consumed, arrays, kinds, regions, unverified, views = result
     skipped = [SkippedRegion(base_offset + pos, length, describe(code, a, b))
-               for pos, length, code, a, b in regions]
-    batch = FrameBatch(data, view, arrays, kinds, start=start, consumed=consumed,
-                       errors=skipped, collections=bool(collections), base_offset=base_offset,
-                       mode=errors, views=views)
-    batch._unverified = unverified
-    return batch
+               for pos, length, code, a, b in result.regions]
+    batch = FrameBatch(data, view, result.arrays, result.kinds, start=start,
+                       consumed=result.consumed, errors=skipped, collections=bool(collections),
+                       base_offset=base_offset, mode=errors, views=result.views)
+    return batch, result.unverified
 
 
 class Frame(dict):
@@ -136,7 +133,6 @@ class FrameBatch:
         self._arrays = arrays
         self._kinds = kinds
         self._views = views          # binary-view structs by name (scan(binary_views=True))
-        self._unverified = False
         #: Where in ``data`` the scan began.
         self.start = start
         #: End of the complete frames in ``data`` (resume a chunked stream there).
@@ -149,6 +145,30 @@ class FrameBatch:
         self.collections = collections
         #: Stream position of ``data[0]``.
         self.base_offset = base_offset
+
+    # -- the internal API: for dcpfast's own modules (content, capture, io, spark) --------
+
+    @property
+    def view(self) -> memoryview:
+        """The flat byte view of ``data`` the columns point into (positions are
+        ``offset - base_offset``)."""
+        return self._view
+
+    @property
+    def kinds(self) -> np.ndarray:
+        """The kind of each frame: an index into ``protocol.KINDS``."""
+        return self._kinds
+
+    def state(self) -> dict:
+        """The constructor arguments of this batch, for a subclass that adds to it."""
+        return dict(data=self.data, view=self._view, arrays=self._arrays, kinds=self._kinds,
+                    start=self.start, consumed=self.consumed, errors=self.errors,
+                    collections=self.collections, base_offset=self.base_offset,
+                    mode=self.mode, views=self._views)
+
+    def keep_columns(self, names) -> None:
+        """Drop every numpy column but ``names`` (a capture scans a few more than asked)."""
+        self._arrays = {k: v for k, v in self._arrays.items() if k in names}
 
     def __len__(self):
         return len(self._kinds)
@@ -251,14 +271,14 @@ class FrameBatch:
     def values(self, *, decompress: bool = True, xattrs: str = "split", errors=None):
         """Document bodies, xattrs and JSON flags of the frames that carry a value.
 
-        See ``dcpfast.values.values``.
+        See ``dcpfast.content.values.values``.
         """
-        from .values import values
+        from .content.values import values
         return values(self, decompress=decompress, xattrs=xattrs, errors=errors)
 
     def system_events(self):
-        """One row per system event (collection and scope changes); see ``dcpfast.events``."""
-        from .events import system_events
+        """One row per system event (collection and scope changes); see ``dcpfast.content.events``."""
+        from .content.events import system_events
         return system_events(self)
 
     def with_names(self, manifest):
@@ -276,7 +296,7 @@ class FrameBatch:
         """
         import pyarrow as pa
 
-        bitmaps = self._bitmaps()
+        bitmaps = self.validity_buffers()
         arrays, fields = [], []
         for name, column in self._arrays.items():
             arrays.append(pa.Array.from_buffers(
@@ -287,11 +307,11 @@ class FrameBatch:
         if binary_view:
             arrays += self._binary_views(pairs, bitmaps)
         else:
-            arrays += [self._binary(off, length, bitmaps(off)) for off, length in pairs.values()]
+            arrays += [self.binary_array(off, length, bitmaps(off)) for off, length in pairs.values()]
         fields += pairs
         return pa.Table.from_arrays(arrays, names=fields)
 
-    def _bitmaps(self):
+    def validity_buffers(self):
         """A function giving the Arrow validity buffer (``[buffer]``, or ``[None]`` when all
         valid) of a column. Columns carried by the same frame kinds share one bitmap; the
         bitmaps of every such group among the batch's columns are made together, in one
@@ -307,7 +327,7 @@ class FrameBatch:
                 if table is not None and column != "stream_id":
                     tables.setdefault(table.tobytes(), table)
             carried = np.array(list(tables.values()), np.uint8)
-            state, bits = _core.validity_bitmaps(self._kinds,
+            state, bits = _core.scan.validity_bitmaps(self._kinds,
                                                  carried.reshape(len(tables), len(P.KINDS)))
             for key, full, row in zip(tables, state, bits):
                 shared[key] = [None] if full == 2 else [pa.py_buffer(row)]
@@ -339,16 +359,16 @@ class FrameBatch:
             out[...] = starts
         return out
 
-    def _binary(self, off, length, validity):
+    def binary_array(self, off, length, validity):
         """The offset/length pair as a ``binary`` column, bytes gathered out of ``data``
         (frames without the field are null and hold no bytes: their length column is 0);
-        ``validity`` is its Arrow validity buffer (from ``_bitmaps``)."""
+        ``validity`` is its Arrow validity buffer (from ``validity_buffers``)."""
         import pyarrow as pa
 
         bounds = np.zeros(len(self) + 1, np.int64)
         np.cumsum(self[length], dtype=np.int64, out=bounds[1:])
         data = np.empty(int(bounds[-1]), np.uint8)
-        _core.gather(self._view, self._starts(off), bounds, data)
+        _core.scan.gather(self._view, self._starts(off), bounds, data)
         if bounds[-1] <= _INT32_MAX:
             kind, offsets = pa.binary(), bounds.astype(np.int32)
         else:
@@ -366,17 +386,17 @@ class FrameBatch:
         if not pairs:
             return []
         n, size = len(self), len(self._view)
-        bits = _window_bits(size)
+        bits = window_bits(size)
         if self._views is not None:
             views = [self._views[name] for name in pairs]
         else:
-            starts = _recycled((len(pairs), n), np.uint64)
-            lengths = _recycled((len(pairs), n), np.int64)
+            starts = recycled((len(pairs), n), np.uint64)
+            lengths = recycled((len(pairs), n), np.int64)
             for row, (off, length) in enumerate(pairs.values()):
                 self._starts(off, starts[row])
                 lengths[row] = self[length]
-            views = _recycled((len(pairs), 16 * n), np.uint8)
-            _core.views(self._view, starts, lengths, views, bits)
+            views = recycled((len(pairs), 16 * n), np.uint8)
+            _core.scan.views(self._view, starts, lengths, views, bits)
         windows = [pa.py_buffer(self._view[lo:lo + 2 * (1 << bits)])
                    for lo in range(0, max(size, 1), 1 << bits)]
         return [pa.Array.from_buffers(pa.binary_view(), n,
@@ -402,17 +422,17 @@ class FrameBatch:
         return pl.from_arrow(self.to_arrow(binary_view=True))
 
 
-def _window_bits(size: int) -> int:
+def window_bits(size: int) -> int:
     """Log2 of the data buffers of binary views over ``size`` bytes (one buffer, or windows
     overlapping by half past 2 GiB, since a view's offset is a signed 32-bit number)."""
     return 31 if size <= _INT32_MAX else _WINDOW_BITS
 
 
-def _recycled(shape, dtype) -> np.ndarray:
+def recycled(shape, dtype) -> np.ndarray:
     """An uninitialised array in memory the scan core recycles (a large one would cost a
     fault and a zeroing per page if it were fresh)."""
     dtype = np.dtype(dtype)
-    return np.frombuffer(_core.room(int(np.prod(shape)) * dtype.itemsize), dtype).reshape(shape)
+    return np.frombuffer(_core.scan.room(int(np.prod(shape)) * dtype.itemsize), dtype).reshape(shape)
 
 
 def _bitmap(valid):

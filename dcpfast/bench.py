@@ -47,14 +47,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _scan_py, protocol, schema, testing
-from .batch import IMPLEMENTATION, FrameBatch, _core, scan
+from . import _core, protocol, schema, testing
+from .batch import IMPLEMENTATION, FrameBatch, scan
 from .io import DEFAULT_BATCH_BYTES, iter_batches
 
-try:
-    from . import _scan
-except ImportError:
-    _scan = None
+_scan_py = _core.twins()["scan"]
+_scan = (_core.compiled() or {}).get("scan")
 
 PROJECTION = schema.resolve(["offset", "opcode", "vbucket", "by_seqno", "key_len"])
 ALL_COLUMNS = schema.resolve(None)
@@ -318,8 +316,9 @@ def take_turns(runs: list[tuple[Timing, Callable]], repeat: int) -> None:
 def core_scan(core, view, names):
     """One ``scan_buffer`` call as ``dcpfast.read`` makes it: collections on, strict, no
     frame limit, the buffer is the whole stream."""
-    return core.scan_buffer(view, 0, names, True, False, -1, protocol.DEFAULT_MAX_FRAME_SIZE,
-                            0, True)
+    result = core.scan_buffer(view, _core.ScanRequest(
+        0, names, True, False, -1, protocol.DEFAULT_MAX_FRAME_SIZE, 0, True))
+    return result, result.failure
 
 
 def header_walk(view) -> tuple[list, list, list, list, list]:
@@ -461,7 +460,7 @@ def verify(name: str, view, expected: dict, subset_frames: int) -> tuple[FrameBa
     what = f"{name}: Cython core"
     result, failure = core_scan(_scan, view, ALL_COLUMNS)
     check(failure is None, f"{what}: strict scan failed at {failure}")
-    count, consumed, columns, kinds, regions, _, _ = result
+    count, consumed, columns, kinds, regions = result[:5]
     check(count == expected["frames"], f"{what}: {count} frames, the generator wrote "
           f"{expected['frames']}")
     check(consumed == len(view) and not regions,
@@ -528,7 +527,7 @@ def traced_memory(view) -> dict:
     gc.collect()
     pool = pa.default_memory_pool()
     before = pool.bytes_allocated()
-    mapped = getattr(_core, "mapped", lambda reset=False: (0, 0, 0))
+    mapped = _core.scan.mapped
     live = mapped(reset=True)[0]
     tracemalloc.start()
     try:

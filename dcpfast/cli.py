@@ -53,9 +53,9 @@ def _shown(name: str) -> str:
 
 
 def _capture_reader():
-    """``(is_capture, read_pcap)`` from ``dcpfast.pcap``, or None where it is missing."""
+    """``(is_capture, read_pcap)`` from ``dcpfast.capture``, or None where it is missing."""
     try:
-        from .pcap import is_capture, read_pcap
+        from .capture import is_capture, read_pcap
     except ImportError:
         return None
     return is_capture, read_pcap

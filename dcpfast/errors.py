@@ -23,6 +23,10 @@ class DcpFormatError(ValueError):
         return type(self), (self.offset, self.reason)
 
 
+class CaptureFormatError(DcpFormatError):
+    """A capture file that cannot be read on; ``offset`` is a position in the file."""
+
+
 class SkippedRegion(NamedTuple):
     """Bytes that ``errors="skip"`` passed over: where, how many, and why."""
 

@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing of the packet-capture reader (atheris).
 
 ``read_pcap`` reads the input as a capture file, once with the compiled record walker
-``_pcap`` and once with its twin ``_pcap_py`` (instrumented: it guides the fuzzer). Both
+``cpcap`` and once with its twin ``pypcap`` (instrumented: it guides the fuzzer). Both
 must yield the same batches, counters and problems. Skip mode may raise only
 ``CaptureFormatError`` (a file that is no capture at all), strict mode only
 ``DcpFormatError`` (of which ``CaptureFormatError`` is a kind).
@@ -20,18 +20,19 @@ from io import BytesIO
 
 import atheris
 
-with atheris.instrument_imports(include=["dcpfast._pcap_py", "dcpfast.pcap"]):
-    from dcpfast import _pcap_py, pcap
+with atheris.instrument_imports(include=["dcpfast._core.pypcap", "dcpfast.capture"]):
+    from dcpfast import _core, pcap
     from dcpfast.errors import DcpFormatError
 
-from dcpfast import _pcap as compiled     # not instrumented, checked against the twin
+    _pcap_py = _core.twins()["pcap"]
+compiled = _core.compiled()["pcap"]     # not instrumented, checked against the twin
 
 
 def _read(walker, data, **options):
     """Everything ``read_pcap`` gives for ``data`` with ``walker`` reading the records (the
     module picks its walker at import): per batch its connection, frames, regions and
     timestamps, then the counters and problems, or the error that ended it."""
-    chosen, pcap._walker = pcap._walker, walker
+    chosen, _core.pcap = _core.pcap, walker
     out = []
     try:
         reader = pcap.read_pcap(BytesIO(data), **options)
@@ -44,7 +45,7 @@ def _read(walker, data, **options):
             raise
         out.append((type(error), str(error)))
     finally:
-        pcap._walker = chosen
+        _core.pcap = chosen
     return out
 
 

@@ -25,12 +25,13 @@ from io import BytesIO
 import atheris
 import numpy as np
 
-with atheris.instrument_imports(include=["dcpfast._scan_py", "dcpfast.batch",
+with atheris.instrument_imports(include=["dcpfast._core.pyscan", "dcpfast.batch",
                                           "dcpfast.io"]):
-    from dcpfast import _scan_py, batch, io, schema
+    from dcpfast import _core, batch, io, schema
     from dcpfast.errors import DcpFormatError
 
-from dcpfast import _scan as core     # compiled: not instrumented, checked against the twin
+    _scan_py = _core.twins()["scan"]
+core = _core.compiled()["scan"]     # compiled: not instrumented, checked against the twin
 
 _MAX_FRAME = 1 << 20
 _MAX_DECODED = 16 * 1024     # longer decompressed inputs are not read in small chunks
@@ -40,17 +41,16 @@ _CARRIED = np.array(list({t.tobytes(): t for t in _TABLES if t is not None}.valu
 
 
 def _run(impl, data, collections, skip, final):
-    return impl.scan_buffer(memoryview(data), 0, schema.NAMES, collections, skip, -1,
-                            _MAX_FRAME, 0, final, False, 31)
+    return impl.scan_buffer(memoryview(data), _core.ScanRequest(
+        0, schema.NAMES, collections, skip, -1, _MAX_FRAME, 0, final, False, 31))
 
 
 def _same(fast, slow):
-    assert (fast[0] is None) == (slow[0] is None), (fast[1], slow[1])
-    assert fast[1] == slow[1], (fast[1], slow[1])
-    if fast[0] is None:
+    assert fast.failure == slow.failure, (fast.failure, slow.failure)
+    if fast.failure is not None:
         return
-    n, consumed, arrays, kinds, regions, unverified, views = fast[0]
-    n2, consumed2, arrays2, kinds2, regions2, unverified2, views2 = slow[0]
+    n, consumed, arrays, kinds, regions, unverified, views, _ = fast
+    n2, consumed2, arrays2, kinds2, regions2, unverified2, views2, _ = slow
     assert (n, consumed, regions, unverified) == (n2, consumed2, regions2, unverified2)
     assert np.array_equal(kinds, kinds2)
     for name in arrays:

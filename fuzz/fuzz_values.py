@@ -1,7 +1,7 @@
 """Coverage-guided fuzzing of the value decoders: Snappy and xattr sections (atheris).
 
 The input's values go into a stream of document frames, which ``values.values`` decodes
-once with the compiled helper ``_values`` and once with its twin ``_values_py`` (the twin
+once with the compiled helper ``cvalues`` and once with its twin ``pyvalues`` (the twin
 is instrumented and guides the fuzzer), in both error modes. The two must agree exactly;
 strict mode may raise only ``DcpFormatError``, skip mode nothing; each damaged value is a
 null body and one skipped region; and a value the Snappy library inflates on its own
@@ -20,13 +20,15 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["dcpfast._values_py", "dcpfast.values"]):
-    from dcpfast import _values_py, batch, protocol, testing, values
+with atheris.instrument_imports(include=["dcpfast._core.pyvalues", "dcpfast.content.values"]):
+    from dcpfast import _core, batch, protocol, testing, values
     from dcpfast.errors import DcpFormatError
+
+    _values_py = _core.twins()["values"]
 
 import cramjam
 
-from dcpfast import _values as compiled   # not instrumented, checked against the twin
+compiled = _core.compiled()["values"]   # not instrumented, checked against the twin
 
 _XATTRS = ("split", "drop", "keep", "split")
 _FRAMES = (testing.mutation, testing.deletion, testing.expiration, testing.prepare)
@@ -48,7 +50,7 @@ def _decode(helper, data, mode, **options):
     work (the module picks its helper at import); the table or the error, and the
     batch's skipped regions."""
     scanned = batch.scan(data, collections=False, errors=mode, final=True)
-    chosen, values._core = values._core, helper
+    chosen, _core.values = _core.values, helper
     try:
         result = values.values(scanned, **options)
     except DcpFormatError as error:
@@ -56,7 +58,7 @@ def _decode(helper, data, mode, **options):
             raise
         result = error
     finally:
-        values._core = chosen
+        _core.values = chosen
     return result, list(scanned.errors)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory-safety run of the compiled cores (_scan, _values, _pcap), in a scratch copy of this
+# Memory-safety run of the compiled cores (cscan, cvalues, cpcap in dcpfast/_core), in a scratch copy of this
 # checkout (its tracked files and new files git does not ignore):
 #   1. build them with bounds checks, AddressSanitizer and UndefinedBehaviorSanitizer (any
 #      finding aborts), replay the fuzz corpora and run the tests but Spark's and the slow;
@@ -38,7 +38,7 @@ done
 # build [sanitize]: compile the extensions from scratch (no object or C file of the other
 # build reused), keeping the compiler's output in build.log
 build() {
-    rm -rf build dcpfast/*.so dcpfast/_scan.c dcpfast/_pcap.c dcpfast/_values.c
+    rm -rf build dcpfast/_core/*.so dcpfast/_core/*.c
     if ! env ${1:+DCPFAST_SANITIZE=1 CFLAGS=-fno-sanitize-recover=all} \
             "$python" setup.py build_ext --inplace >build.log 2>&1; then
         tail -40 build.log
@@ -49,7 +49,7 @@ build() {
 # instrumented yes|no: whether every extension calls the ASan and UBSan runtimes
 instrumented() {
     local so symbols
-    for so in dcpfast/_scan.*.so dcpfast/_values.*.so dcpfast/_pcap.*.so; do
+    for so in dcpfast/_core/c*.so; do
         symbols="$(nm -D --undefined-only "$so")"
         if [[ $symbols == *__asan_report_load* && $symbols == *__ubsan_handle_* ]]; then
             [ "$1" = yes ] || { echo "$so: built with sanitizers" >&2; return 1; }

@@ -7,7 +7,7 @@ import tracemalloc
 
 import pyarrow as pa
 
-from dcpfast.batch import _core
+from dcpfast import _core
 
 _POOLS = []           # a pool must outlive every buffer it handed out
 
@@ -18,7 +18,7 @@ def peak_allocation(fn):
     pool = pa.proxy_memory_pool(previous)
     _POOLS.append(pool)
     pa.set_memory_pool(pool)
-    mapped = getattr(_core, "mapped", lambda reset=False: (0, 0, 0))
+    mapped = _core.scan.mapped
     before = mapped(reset=True)[0]
     tracemalloc.start()
     try:

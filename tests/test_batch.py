@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dcpfast
+from dcpfast import _core
 from dcpfast import batch as batch_module
 from dcpfast import schema
 from dcpfast import testing as t
@@ -179,14 +180,8 @@ def test_large_inputs_use_wide_offsets_and_view_windows(batch, monkeypatch):
 
 
 def _scan_cores():
-    from dcpfast import _scan_py
-    cores = [_scan_py]
-    try:
-        from dcpfast import _scan
-        cores.append(_scan)
-    except ImportError:
-        pass
-    return cores
+    from cores import every
+    return every("scan")
 
 
 @pytest.mark.parametrize("bits", [31, 4])
@@ -296,11 +291,11 @@ def test_a_scan_that_reserved_far_too_many_rows_gives_the_rest_back():
     keep only what they hold."""
     data = t.noop() * 256 + b"".join(
         t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1) for i in range(20))
-    live = batch_module._core.mapped()[0]
+    live = _core.scan.mapped()[0]
     found = dcpfast.scan(data, collections=False, columns=["offset", "by_seqno"])
     assert len(found) == 276
     assert list(found["by_seqno"][256:]) == list(range(1, 21))
-    assert batch_module._core.mapped()[0] - live <= 2 * 4096
+    assert _core.scan.mapped()[0] - live <= 2 * 4096
 
 
 @pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
@@ -308,10 +303,10 @@ def test_column_memory_kept_for_reuse_is_bounded_in_time():
     unit = t.synthetic_stream(2000, seed=5)
     dropped = dcpfast.scan(unit * 60)
     del dropped
-    assert batch_module._core.mapped()[2] > 0       # kept for the next scan
+    assert _core.scan.mapped()[2] > 0       # kept for the next scan
     time.sleep(2.2)
     dcpfast.scan(unit * 60, columns=["opcode"])     # any request looks at the clock
-    kept = batch_module._core.mapped()[2]
+    kept = _core.scan.mapped()[2]
     assert kept <= 2 << 20                          # just the opcode span, given back
 
 

@@ -132,7 +132,7 @@ def _keys_and_values(batches):
 def test_a_regular_file_is_read_through_windows_that_stay_valid(tmp_path, batch_bytes,
                                                                 monkeypatch):
     import mmap
-    monkeypatch.setattr(dcpfast.io, "MAP_MIN_BYTES", 1)       # map even tiny windows
+    monkeypatch.setattr(dcpfast.io.sources, "MAP_MIN_BYTES", 1)       # map even tiny windows
     damaged = bytearray(t.synthetic_stream(200, seed=12))
     damaged[5000:5003] = b"\xff\xff\xff"           # skip mode resynchronises past it
     path = tmp_path / "dump.dcp"
@@ -151,7 +151,7 @@ def test_a_regular_file_is_read_through_windows_that_stay_valid(tmp_path, batch_
 
 def test_a_file_object_is_read_from_its_position(tmp_path, monkeypatch):
     import mmap
-    monkeypatch.setattr(dcpfast.io, "MAP_MIN_BYTES", 1)
+    monkeypatch.setattr(dcpfast.io.sources, "MAP_MIN_BYTES", 1)
     data = t.synthetic_stream(100, seed=13)
     whole = dcpfast.scan(data)
     cut = int(whole["offset"][40])
@@ -170,7 +170,7 @@ def test_a_file_object_is_read_from_its_position(tmp_path, monkeypatch):
         batches = list(dcpfast.iter_batches(stream, batch_bytes=1000, collections=True))
     assert_columns_equal(batches, dcpfast.scan(data[first:], collections=True))
     assert bytes(batches[0].data[:20]) == data[first:first + 20]
-    monkeypatch.setattr(dcpfast.io, "MAP_MIN_BYTES", 1001)    # small batches are copied
+    monkeypatch.setattr(dcpfast.io.sources, "MAP_MIN_BYTES", 1001)    # small batches are copied
     with open(path, "rb") as f:
         batches = list(dcpfast.iter_batches(f, batch_bytes=1000, collections=True))
     assert not isinstance(batches[0].data, memoryview)

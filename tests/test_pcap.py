@@ -13,17 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dcpfast
-from dcpfast import _pcap_py
+from cores import COMPILED, TWINS
+from dcpfast import packets
 from dcpfast import protocol as P
 from dcpfast import testing as t
 from dcpfast.pcap import (CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, CaptureFormatError,
                           is_capture, read_pcap)
 from memory import peak_allocation
 
-try:
-    from dcpfast import _pcap
-except ImportError:
-    _pcap = None
+_pcap_py = TWINS["pcap"]
+_pcap = COMPILED["pcap"] if COMPILED else None
 
 SERVER = t.synthetic_frames(60, seed=11)                      # collections, with a HELLO
 CLIENT = t.synthetic_frames(6, seed=12, collections=False)    # a second, independent stream
@@ -343,7 +342,7 @@ def test_missing_segment_is_reported_and_decoding_resumes(errors, index):
 
 
 def test_gap_held_past_the_reorder_window(monkeypatch):
-    monkeypatch.setattr("dcpfast.pcap.REORDER_WINDOW", 4000)
+    monkeypatch.setattr("dcpfast.capture.reassembly.REORDER_WINDOW", 4000)
     segs = t.tcp_segments(SERVER_BYTES, (1000,), client=False)
     got, reader = decode(t.pcap_file(t.tcp_packets(segs[:5] + segs[6:])), batch_bytes=3000)
     _gap_check(got, SERVER_TO_CLIENT, segs[5].offset, segs[6].offset)
@@ -532,7 +531,7 @@ def _walk(core, capture, fmt, links, tsres, rows=64):
                                            np.array(tsres, np.uint8),
                                            np.zeros(len(links), np.int64), *cols, counters)
         out.append((n, pos, status, detail, [c[:n].tolist() for c in cols]))
-        if status != P.WalkStatus.FULL:
+        if status != packets.WalkStatus.FULL:
             return out, counters.tolist()
 
 

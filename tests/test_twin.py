@@ -8,11 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dcpfast
-from dcpfast import _scan_py, protocol, schema
+from dcpfast import _core, protocol, schema
 from dcpfast import testing as t
 from strategies import streams
 
-cython_core = pytest.importorskip("dcpfast._scan", reason="compiled core not built")
+_scan_py = _core.twins()["scan"]
+if _core.compiled() is None:
+    pytest.skip("compiled core not built", allow_module_level=True)
+cython_core = _core.compiled()["scan"]
 
 
 def run(core, data, **kw):
@@ -20,16 +23,15 @@ def run(core, data, **kw):
                 max_frame_size=protocol.DEFAULT_MAX_FRAME_SIZE, base=0, final=False,
                 unverified=False, view_bits=31)
     args.update(kw)
-    return core.scan_buffer(data, *args.values())
+    return core.scan_buffer(data, _core.ScanRequest(**args))
 
 
 def assert_same(data, **kw):
     fast, slow = run(cython_core, data, **kw), run(_scan_py, data, **kw)
-    assert (fast[0] is None) == (slow[0] is None)
-    assert fast[1] == slow[1]                                   # strict failures
-    if fast[0] is not None:
-        (n, consumed, arrays, kinds, regions, unverified, views) = fast[0]
-        (n2, consumed2, arrays2, kinds2, regions2, unverified2, views2) = slow[0]
+    assert fast.failure == slow.failure                         # strict failures
+    if fast.failure is None:
+        (n, consumed, arrays, kinds, regions, unverified, views, _) = fast
+        (n2, consumed2, arrays2, kinds2, regions2, unverified2, views2, _) = slow
         assert (n, consumed, regions, unverified) == (n2, consumed2, regions2, unverified2)
         np.testing.assert_array_equal(kinds, kinds2)
         assert arrays.keys() == arrays2.keys()
@@ -97,14 +99,14 @@ def test_views_over_small_windows(bits):
     # views whose data buffers are windows of 2**bits bytes (the scan's views past 2 GiB),
     # and none at all where a value is longer than a window
     data = t.synthetic_stream(400, seed=4, value_size=60)
-    fast, slow = (run(core, data, view_bits=bits)[0] for core in (cython_core, _scan_py))
-    longest = int(fast[2]["value_len"].max())
+    fast, slow = (run(core, data, view_bits=bits) for core in (cython_core, _scan_py))
+    longest = int(fast.arrays["value_len"].max())
     assert longest > 31 and (longest > (1 << bits) - 1) == (bits < 9)
     if bits < 9:
-        assert fast[6] is None and slow[6] is None
+        assert fast.views is None and slow.views is None
     else:
         assert_same(data, view_bits=bits)
-        starts = fast[2]["value_offset"][fast[2]["value_len"] > 12]
+        starts = fast.arrays["value_offset"][fast.arrays["value_len"] > 12]
         assert len(np.unique(starts >> bits)) > 10                   # many windows in use
     # without the value columns, only the key views, whatever the values' lengths
     keys_only = tuple(n for n in schema.NAMES if n not in schema.BINARY["value"])

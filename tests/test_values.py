@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dcpfast
-from dcpfast import _values_py, values as V
+from cores import COMPILED, TWINS
+from dcpfast.content import values as V
 from dcpfast import testing as t
 from dcpfast.protocol import Datatype, ValueProblem
 from spec_vectors import VECTORS
@@ -381,10 +382,8 @@ def test_arbitrary_values_never_crash(value, datatype, xattrs, decompress):
 
 # -- the compiled helper against its twin ----------------------------------------------------
 
-try:
-    from dcpfast import _values as compiled
-except ImportError:
-    compiled = None
+_values_py = TWINS["values"]
+compiled = COMPILED["values"] if COMPILED else None
 needs_compiled = pytest.mark.skipif(compiled is None, reason="compiled helper not built")
 
 

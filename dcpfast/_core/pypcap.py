@@ -11,7 +11,7 @@ import struct
 
 import numpy as np
 
-from . import protocol as P
+from .. import packets as P
 
 _S = P.WalkStatus
 _CP = P.CaptureProblem

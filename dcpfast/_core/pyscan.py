@@ -1,4 +1,4 @@
-"""Pure-Python twin of the Cython scan core (``DCPFAST_PUREPYTHON=1`` selects it).
+"""Pure-Python twin of the compiled scan core ``cscan`` (``DCPFAST_PUREPYTHON=1`` selects it).
 
 Same contract, same tables, written for clarity: the test-suite runs against both.
 """
@@ -9,8 +9,9 @@ import struct
 
 import numpy as np
 
-from . import protocol as P
-from . import schema as S
+from .. import protocol as P
+from .. import schema as S
+from .contract import ScanRequest, ScanResult
 
 _HEADER = struct.Struct(">BBHBBHIIQ")
 _U16 = struct.Struct(">H")
@@ -272,44 +273,35 @@ class _Walk:
         return starts, pos, regions, failure
 
 
-def scan_buffer(buf, start, names, collections, skip, max_frames, max_frame_size, base, final,
-                unverified=False, view_bits=0):
-    """Scan ``buf[start:]``.
+def scan_buffer(buf, request: ScanRequest) -> ScanResult:
+    """Scan ``buf[request.start:]`` as ``request`` says (see ``contract``).
 
-    Returns ``(result, None)`` with ``result = (count, consumed, arrays, kinds, regions,
-    unverified, views)``, or ``(None, (offset, code, a, b))`` for the first problem in
-    strict mode.
-    ``arrays`` maps each of ``names`` to a numpy column; ``kinds`` indexes
-    ``protocol.KINDS``; ``regions`` lists skipped bytes as ``(start, length, code, a, b)``;
-    offsets in the columns are ``base`` plus the position in ``buf``. ``final``: no bytes
-    follow ``buf``, so a frame cut short is damage. ``unverified`` (skip mode, in and out):
-    the frame at ``start`` (or at ``consumed``) was found by resynchronising at the end of
-    a chunk and must still show a plausible frame after it. ``view_bits`` (0: none):
-    ``views`` maps ``key`` and ``value`` (those whose offset and length are in ``names``) to
-    their Arrow binary-view structs over ``buf`` (``(count, 16)`` uint8, see ``views``, with
-    data buffers of ``2 ** view_bits`` bytes), else it is None, as it is when a value is
-    longer than a data buffer.
+    Offsets in the columns are ``request.base`` plus the position in ``buf``. The binary
+    views, when asked for, have data buffers of ``2 ** request.view_bits`` bytes (see
+    ``views``); they are None when a value is longer than a data buffer.
     """
     buf = memoryview(buf).cast("B")
+    start, names, view_bits = request.start, request.names, request.view_bits
     if not 0 <= start <= len(buf):
         raise ValueError(f"start {start} outside the buffer of {len(buf)} bytes")
     if not 0 <= view_bits <= 31:
         raise ValueError(f"view_bits {view_bits} outside 0..31")
-    walk = _Walk(buf, collections, skip, final, max_frame_size, unverified)
-    limit = max_frames if max_frames >= 0 else float("inf")
+    walk = _Walk(buf, request.collections, request.skip, request.final,
+                 request.max_frame_size, request.unverified)
+    limit = request.max_frames if request.max_frames >= 0 else float("inf")
     starts, consumed, regions, failure = walk.count(start, limit)
     if failure:
-        return None, failure
+        return ScanResult(0, start, {}, np.zeros(0, np.uint8), [], False, None, failure)
     n = len(starts)
     arrays = {name: np.zeros(n, S.DTYPES[name]) for name in names}
     kinds = np.zeros(n, np.uint8)
     for i, (pos, f) in enumerate(starts):
         kinds[i] = f.kind
-        for name, value in _row(buf, pos, f, base).items():
+        for name, value in _row(buf, pos, f, request.base).items():
             if name in arrays:
                 arrays[name][i] = value
     views = _binary_views(buf, starts, names, view_bits) if view_bits else None
-    return (n, consumed, arrays, kinds, regions, walk.unverified, views), None
+    return ScanResult(n, consumed, arrays, kinds, regions, walk.unverified, views)
 
 
 def _binary_views(buf, frames, names, bits):
@@ -453,3 +445,8 @@ def validity_bitmaps(kinds, carried, wide=True):
     state = np.where(count == len(kinds), 2, np.where(count == 0, 0, 1)).astype(np.int8)
     bits = np.ascontiguousarray(np.packbits(valid, axis=1, bitorder="little"))
     return state, bits.reshape(len(carried), (len(kinds) + 7) // 8)
+
+
+def mapped(reset=False):
+    """The compiled core's account of its mapped output memory; the twin maps none."""
+    return 0, 0, 0

@@ -1,7 +1,7 @@
 """Cython scan core: walks concatenated DCP frames without the GIL into numpy columns.
 
 The frame kinds, field layouts and column order come from ``protocol`` and ``schema``
-at import time; this module holds only the loop. ``_scan_py`` is its pure-Python twin.
+at import time; this module holds only the loop. ``pyscan`` is its pure-Python twin.
 """
 
 from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -15,9 +15,10 @@ from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_
 
 import numpy as np
 
-from . import protocol as P
-from . import schema as S
-from ._wire cimport DCP_LE64, DCP_PREFETCH, DCP_PREFETCH_L2, be16, be32, be64, le32, le64
+from .. import protocol as P
+from .. import schema as S
+from .contract import ScanResult
+from .wire cimport DCP_LE64, DCP_PREFETCH, DCP_PREFETCH_L2, be16, be32, be64, le32, le64
 
 DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
@@ -1188,24 +1189,27 @@ cdef object finish(Room r, size_t count, dtype):
     return np.frombuffer(r, dtype, count)
 
 
-def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint collections,
-                bint skip, Py_ssize_t max_frames, uint64_t max_frame_size, uint64_t base,
-                bint final, bint unverified=False, int view_bits=0):
-    """Scan ``buf[start:]``; see ``_scan_py.scan_buffer`` for the contract."""
+def scan_buffer(const uint8_t[::1] buf, request):
+    """Scan ``buf[request.start:]`` as ``request`` (a ``contract.ScanRequest``) says; see
+    ``pyscan.scan_buffer``."""
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
     cdef int rc, c
     cdef size_t upper, mean, rows
+    cdef Py_ssize_t start = request.start, max_frames = request.max_frames
+    cdef int view_bits = request.view_bits
+    names = request.names
     if start < 0 or start > buf.shape[0]:
         raise ValueError(f"start {start} outside the buffer of {buf.shape[0]} bytes")
     if not 0 <= view_bits <= 31:
         raise ValueError(f"view_bits {view_bits} outside 0..31")
     w.buf = &buf[0] if buf.shape[0] else <const uint8_t*>""
     w.end = buf.shape[0]
-    w.collections, w.skip, w.final, w.max_frame = collections, skip, final, max_frame_size
-    w.base = base
+    w.collections, w.skip, w.final = request.collections, request.skip, request.final
+    w.max_frame = request.max_frame_size
+    w.base = request.base
     w.pos = w.start = start
-    w.unverified = unverified
+    w.unverified = request.unverified
     w.window_bits = view_bits
     w.view_too_long = False
     w.stalled = False
@@ -1251,7 +1255,8 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
             kinds = regrow(kinds, w.count, w.cap, 1)
             views = [None if v is None else regrow(v, w.count, w.cap, 16) for v in views]
         if w.fail_code:
-            return None, (w.fail_pos, w.fail_code, w.fail_a, w.fail_b)
+            return ScanResult(0, start, {}, np.zeros(0, np.uint8), [], False, None,
+                              (w.fail_pos, w.fail_code, w.fail_a, w.fail_b))
         arrays = {name: finish(columns[i], w.count, S.DTYPES[name])
                   for i, name in enumerate(names)}
         kinds = finish(kinds, w.count, np.dtype(np.uint8))
@@ -1263,7 +1268,7 @@ def scan_buffer(const uint8_t[::1] buf, Py_ssize_t start, tuple names, bint coll
         regions = [(w.regions[r].start, w.regions[r].end - w.regions[r].start,
                     w.regions[r].code, w.regions[r].a, w.regions[r].b)
                    for r in range(w.n_regions)]
-        return (w.count, w.pos, arrays, kinds, regions, bool(w.unverified), views), None
+        return ScanResult(w.count, w.pos, arrays, kinds, regions, bool(w.unverified), views)
     finally:
         free(w.regions)
 

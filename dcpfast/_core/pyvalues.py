@@ -8,7 +8,7 @@ Values that are xattr-parsed or gathered live in one of two buffers, chosen per 
 
 from __future__ import annotations
 
-from . import protocol as P
+from .. import protocol as P
 
 _VP = P.ValueProblem
 _LEN = P.XATTR_LENGTH_SIZE

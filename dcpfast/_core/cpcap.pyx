@@ -8,8 +8,8 @@ The numbers come from ``protocol`` at import; ``_pcap_py`` is the pure-Python tw
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from . import protocol as P
-from ._wire cimport be16, be32, le16, le32
+from .. import packets as P
+from .wire cimport be16, be32, le16, le32
 
 cdef int S_END, S_FULL, S_BLOCK, S_BAD
 cdef int RECORD_TOO_LARGE, BLOCK_LENGTH, BLOCK_TRAILER, UNKNOWN_INTERFACE

@@ -13,8 +13,8 @@ from libc.string cimport memcmp, memcpy, memchr
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
 
-from . import protocol as P
-from ._wire cimport be32
+from .. import protocol as P
+from .wire cimport be32
 
 cdef int LEN = P.XATTR_LENGTH_SIZE
 cdef uint32_t MIN_PAIR = P.XATTR_MIN_PAIR

@@ -1,0 +1,508 @@
+"""Packet captures: DCP frames out of pcap/pcapng files of Couchbase traffic.
+
+``read_pcap`` walks the capture's records in a compiled loop (``_core.pcap``), hands each
+TCP segment to its connection direction (``reassembly``), and yields the frames each
+direction's byte stream holds. Every ``CaptureBatch`` holds frames of one connection
+direction, with the capture timestamp of the packet that carried each frame's last byte.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import stat
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+
+from .. import _core as core
+from .. import packets as P
+from .. import protocol
+from ..errors import CaptureFormatError, SkippedRegion
+from .batch import CaptureBatch
+from .reassembly import Direction
+
+#: Capture bytes read per step. Each step's reassembled bytes are scanned while they are
+#: still in the CPU cache, which makes steps of a few MiB faster than larger ones.
+DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
+_ROWS = 1 << 14                # TCP segments per walker call
+_CONTROL = P.TCP_SYN | P.TCP_FIN | P.TCP_RST
+_CLOSED_MEMORY = 4096          # finished directions remembered to drop late retransmissions
+_PROBLEMS = {
+    P.CaptureProblem.RECORD_TOO_LARGE: "capture record longer than 16 MiB",
+    P.CaptureProblem.BLOCK_LENGTH: "pcapng block of impossible length",
+    P.CaptureProblem.BLOCK_TRAILER: "pcapng block whose trailing length differs",
+    P.CaptureProblem.UNKNOWN_INTERFACE: "pcapng packet on an undeclared interface",
+}
+
+
+def is_capture(head: bytes) -> bool:
+    """Whether ``head`` (the first bytes of a file) starts a pcap or pcapng capture."""
+    if len(head) < 4:
+        return False
+    magic = int.from_bytes(head[:4], "little")
+    if magic in (P.PCAP_MAGIC_US, P.PCAP_MAGIC_NS):
+        return True
+    if int.from_bytes(head[:4], "big") in (P.PCAP_MAGIC_US, P.PCAP_MAGIC_NS):
+        return True
+    return magic == P.PCAPNG_SECTION
+
+
+def read_pcap(source, ports=(P.DCP_PORT,), *, collections: bool | None = None, columns=None,
+              errors: str = "skip", batch_bytes: int = DEFAULT_BATCH_BYTES,
+              max_frame_size: int = protocol.DEFAULT_MAX_FRAME_SIZE) -> CaptureReader:
+    """Decode the DCP traffic of a pcap or pcapng capture, one connection direction a batch.
+
+    ``source`` is a path or a binary file object. TCP segments to or from ``ports`` are
+    reassembled per direction (sequence order, retransmitted and overlapping bytes taken
+    once, first copy wins); bytes the capture lacks are reported as a gap in
+    ``batch.errors`` and decoding resumes at the next plausible frame after it, as it
+    does on a connection whose start was not captured. ``collections``, ``columns``,
+    ``errors`` and ``max_frame_size`` are as for ``dcpfast.scan``; ``collections=None``
+    is decided per direction on its first MiB. ``errors="strict"`` raises for malformed
+    DCP frames and for a damaged capture file, but gaps and mid-stream starts are always
+    reported, never raised: they are capture loss. The capture is read ``batch_bytes``
+    at a time; memory stays near that plus, per open direction, its last incomplete frame
+    and at most ``REORDER_WINDOW`` of out-of-order data. Port 11207 carries TLS, which
+    cannot be decoded: asking for it raises ``ValueError``; its traffic seen in the
+    capture brings a warning.
+    """
+    return CaptureReader(source, ports, collections=collections, columns=columns,
+                         errors=errors, batch_bytes=batch_bytes, max_frame_size=max_frame_size)
+
+
+class CaptureReader(Iterator):
+    """The iterator ``read_pcap`` returns; after iteration it tells what it saw.
+
+    ``counters``: packets, TCP segments, packets that are not IPv4/IPv6 TCP, IP
+    fragments (not reassembled), packets whose headers the capture cut short, segments
+    of other ports, and gaps. ``problems``: capture-level damage found in skip mode, as
+    ``SkippedRegion`` entries whose offsets are positions in the capture file.
+    """
+
+    def __init__(self, source, ports, *, collections, columns, errors, batch_bytes,
+                 max_frame_size):
+        ports = tuple(int(p) for p in ports)
+        if P.DCP_TLS_PORT in ports:
+            raise ValueError(f"port {P.DCP_TLS_PORT} carries TLS: encrypted DCP cannot be "
+                             f"decoded from a capture (capture port {P.DCP_PORT}, or decrypt "
+                             "first)")
+        if not ports or not all(0 < p < 65536 for p in ports):
+            raise ValueError(f"ports must be TCP port numbers, not {ports!r}")
+        if errors not in ("strict", "skip"):
+            raise ValueError(f"errors must be 'strict' or 'skip', not {errors!r}")
+        if batch_bytes < 1:
+            raise ValueError("batch_bytes must be positive")
+        self.ports = ports
+        self.counters = dict.fromkeys(P.WALK_COUNTERS + ("other_ports", "gaps"), 0)
+        self.problems: list[SkippedRegion] = []
+        self._options = dict(collections=collections, columns=columns, errors=errors,
+                             max_frame_size=max_frame_size)
+        self._batch_bytes = batch_bytes
+        self._tls_warned = False
+        self._gen = self._run(source)
+
+    def __next__(self) -> CaptureBatch:
+        return next(self._gen)
+
+    def __iter__(self):
+        return self
+
+    # -- capture records -------------------------------------------------------------------
+
+    def _run(self, source):
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, "rb") as f:
+                yield from self._read(f)
+        elif hasattr(source, "readinto") or hasattr(source, "read"):
+            yield from self._read(source)
+        else:
+            raise TypeError(f"cannot read a capture from {type(source).__name__}")
+
+    def _read(self, f):
+        reader = _Chunks(f, self._batch_bytes)
+        buf = reader.next(P.PCAP_HEADER_SIZE)
+        if not is_capture(bytes(buf[:4])):
+            raise CaptureFormatError(0, "not a pcap or pcapng capture (unknown file magic)")
+        self._directions: dict[bytes, Direction] = {}
+        self._closed: dict[bytes, tuple[int, int]] = {}
+        cols = (np.empty(_ROWS, np.int64), np.empty((_ROWS, P.CONNECTION_KEY_SIZE), np.uint8),
+                np.empty(_ROWS, np.uint32), np.empty(_ROWS, np.uint8),
+                np.empty(_ROWS, np.int64), np.empty(_ROWS, np.int32))
+        counters = np.zeros(len(P.WALK_COUNTERS), np.int64)
+        magic = int.from_bytes(bytes(buf[:4]), "little")
+        fmt, pos = (1, 0) if magic == P.PCAPNG_SECTION else (0, P.PCAP_HEADER_SIZE)
+        self._big, self._links, self._tsres, self._tsoff = False, [], [], []
+        if fmt == 0:
+            if len(buf) < P.PCAP_HEADER_SIZE:
+                raise CaptureFormatError(0, "pcap file header cut short")
+            self._big = magic not in (P.PCAP_MAGIC_US, P.PCAP_MAGIC_NS)
+            order = "big" if self._big else "little"
+            nanos = int.from_bytes(bytes(buf[:4]), order) == P.PCAP_MAGIC_NS
+            self._links = [int.from_bytes(bytes(buf[20:24]), order) & 0xFFFF]
+            self._tsres, self._tsoff = [9 if nanos else 6], [0]
+        try:
+            while True:
+                n, pos, status, detail = core.pcap.walk(
+                    buf, pos, fmt, self._big, np.array(self._links, np.int32),
+                    np.array(self._tsres, np.uint8), np.array(self._tsoff, np.int64),
+                    *cols, counters)
+                if n:
+                    yield from self._segments(buf, *(c[:n] for c in cols))
+                if status == P.WalkStatus.FULL:
+                    continue
+                if status == P.WalkStatus.BLOCK:
+                    got = self._block(buf, pos, reader)
+                    if got == -1:
+                        break
+                    if got is not None:
+                        pos = got
+                        continue
+                elif status == P.WalkStatus.BAD:
+                    self._damage(reader.offset(pos), _PROBLEMS[P.CaptureProblem(detail)])
+                    break
+                # the end of the chunk, or a record that continues past it
+                yield from self._flush_all(final=False)
+                if reader.eof:
+                    if pos < len(buf):
+                        self._damage(reader.offset(pos), "capture cut short inside its last "
+                                     f"record ({len(buf) - pos} bytes of it present)")
+                    break
+                buf, pos = reader.more(buf, pos), 0
+        finally:
+            for name, value in zip(P.WALK_COUNTERS, counters.tolist()):
+                self.counters[name] = value
+        yield from self._flush_all(final=True)
+
+    def _damage(self, offset, reason):
+        if self._options["errors"] == "strict":
+            raise CaptureFormatError(offset, reason)
+        self.problems.append(SkippedRegion(offset, 0, reason))
+
+    def _block(self, buf, pos, reader):
+        """Read the pcapng section header or interface block at ``pos``: where the walk
+        goes on, None when the block is not all in ``buf`` yet, -1 when it is damaged."""
+        head = bytes(buf[pos:pos + 12])
+        if len(head) < 12:
+            return None
+        if int.from_bytes(head[:4], "little") == P.PCAPNG_SECTION:
+            bom = int.from_bytes(head[8:12], "little")
+            if bom not in (P.PCAPNG_BYTE_ORDER, int.from_bytes(
+                    P.PCAPNG_BYTE_ORDER.to_bytes(4, "little"), "big")):
+                self._damage(reader.offset(pos), "pcapng section header with an unknown "
+                             "byte-order magic")
+                return -1
+            self._big = bom != P.PCAPNG_BYTE_ORDER
+            self._links, self._tsres, self._tsoff = [], [], []
+        order = "big" if self._big else "little"
+        length = int.from_bytes(head[4:8], order)
+        if length < 12 or length % 4 or length > P.MAX_CAPTURE_RECORD:
+            self._damage(reader.offset(pos), _PROBLEMS[P.CaptureProblem.BLOCK_LENGTH])
+            return -1
+        if len(buf) - pos < length:
+            return None
+        block = bytes(buf[pos:pos + length])
+        if int.from_bytes(block[-4:], order) != length:
+            self._damage(reader.offset(pos), _PROBLEMS[P.CaptureProblem.BLOCK_TRAILER])
+            return -1
+        if int.from_bytes(head[:4], order) == P.PCAPNG_INTERFACE:
+            if length < 20:
+                self._damage(reader.offset(pos), _PROBLEMS[P.CaptureProblem.BLOCK_LENGTH])
+                return -1
+            code, offset, at = 6, 0, 16
+            while at + 4 <= length - 4:
+                opt = int.from_bytes(block[at:at + 2], order)
+                size = int.from_bytes(block[at + 2:at + 4], order)
+                if opt == P.PCAPNG_OPT_END:
+                    break
+                value = block[at + 4:at + 4 + size]
+                if opt == P.PCAPNG_OPT_TSRESOL and size >= 1:
+                    code = value[0]
+                elif opt == P.PCAPNG_OPT_TSOFFSET and size >= 8:
+                    offset = int.from_bytes(value[:8], order, signed=True)
+                at += 4 + size + (-size % 4)
+            self._links.append(int.from_bytes(block[8:10], order))
+            self._tsres.append(code)
+            self._tsoff.append(offset)
+        return pos + length
+
+    # -- segments to directions ------------------------------------------------------------
+
+    def _segments(self, buf, ts, keys, seqs, flags, starts, lengths):
+        """Hand the walked TCP segments of one chunk to their connection directions."""
+        sport = (keys[:, 32].astype(np.int32) << 8) | keys[:, 33]
+        dport = (keys[:, 34].astype(np.int32) << 8) | keys[:, 35]
+        mine = np.zeros(len(ts), bool)
+        for port in self.ports:
+            mine |= (dport == port) | (sport == port)
+        if not self._tls_warned and ((sport == P.DCP_TLS_PORT) |
+                                     (dport == P.DCP_TLS_PORT)).any():
+            self._tls_warned = True
+            warnings.warn(f"the capture holds TLS traffic on port {P.DCP_TLS_PORT}: it is "
+                          "encrypted and cannot be decoded", stacklevel=4)
+        self.counters["other_ports"] += int(len(mine) - np.count_nonzero(mine))
+        mine &= (lengths > 0) | ((flags & _CONTROL) != 0)      # pure ACKs carry nothing
+        if not mine.all():
+            index = np.flatnonzero(mine)
+            ts, keys, seqs, flags, starts, lengths, dport = (
+                a[index] for a in (ts, keys, seqs, flags, starts, lengths, dport))
+        if not len(ts):
+            return
+        for rows in _groups(keys):
+            yield from self._feed(bytes(keys[rows[0]]), int(dport[rows[0]]), buf, ts[rows],
+                                  seqs[rows], flags[rows], starts[rows],
+                                  lengths[rows].astype(np.int64))
+
+    def _feed(self, key, dport, buf, ts, seqs, flags, starts, lengths):
+        control = np.flatnonzero(flags & _CONTROL)
+        at = 0
+        for i in control.tolist():
+            self._direction(key, dport).data(buf, ts[at:i], seqs[at:i], starts[at:i],
+                                             lengths[at:i])
+            yield from self._control(key, dport, buf, int(ts[i]), int(seqs[i]),
+                                     int(flags[i]), int(starts[i]), int(lengths[i]))
+            at = i + 1
+        if at < len(ts):
+            self._direction(key, dport).data(buf, ts[at:], seqs[at:], starts[at:],
+                                             lengths[at:])
+
+    def _direction(self, key, dport):
+        d = self._directions.get(key)
+        if d is None:
+            d = self._directions[key] = Direction(key, dport, self._closed.pop(key, None), ports=self.ports,
+                                                 options=self._options, counters=self.counters)
+        return d
+
+    def _control(self, key, dport, buf, ts, seq, flags, start, length):
+        one = (np.array([ts], np.int64), np.array([seq], np.uint32),
+               np.array([start], np.int64), np.array([length], np.int64))
+        d = self._directions.get(key)
+        if flags & P.TCP_SYN:
+            if d is not None and d.origin is not None and d.origin != (seq + 1) & P.TCP_SEQ_MASK:
+                yield from self._close(key)            # the ports are reused: a new connection
+                d = None
+            if d is None or d.origin is None:
+                d = self._direction(key, dport)
+                d.start((seq + 1) & P.TCP_SEQ_MASK)
+            one[1][0] = (seq + 1) & P.TCP_SEQ_MASK
+        d = self._direction(key, dport)
+        d.data(buf, *one)
+        if flags & P.TCP_RST:
+            yield from self._close(key)
+        elif flags & P.TCP_FIN:
+            if d.origin is not None:
+                d.fin_at = int(d.offsets(np.array([(seq + length) & P.TCP_SEQ_MASK], np.uint32))[0])
+            if d.finished():
+                yield from self._close(key)
+
+    def _close(self, key):
+        d = self._directions.pop(key)
+        yield from d.flush(final=True)
+        if d.origin is not None:
+            self._closed[key] = (d.origin, d.next)
+            while len(self._closed) > _CLOSED_MEMORY:
+                del self._closed[next(iter(self._closed))]
+
+    def _flush_all(self, final):
+        for key in list(self._directions):
+            d = self._directions[key]
+            if final:
+                yield from self._close(key)
+            else:
+                yield from d.flush(final=False)
+                if d.finished():
+                    yield from self._close(key)
+
+
+_MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                 0x27D4EB2F165667C5, 0xFF51AFD7ED558CCD], np.uint64)
+
+
+def _groups(keys) -> list[np.ndarray]:
+    """Row indices (in order) of each distinct connection key, first appearance first."""
+    words = keys.view(np.uint64)
+    hashes = (words * _MIX).sum(axis=1, dtype=np.uint64)
+    rest, out = np.arange(len(keys)), []
+    while len(rest) and len(out) < 16:           # few connections: peel them one by one
+        same = hashes[rest] == hashes[rest[0]]
+        out.append(rest[same])
+        rest = rest[~same]
+    if len(rest):
+        _, inverse = np.unique(hashes[rest], return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+        out += [rest[g] for g in np.split(order, bounds)]
+    checked = []
+    for rows in out:                              # a hash collision splits by the key itself
+        group = keys[rows]
+        if (group == group[0]).all():
+            checked.append(rows)
+            continue
+        void = group.view(np.dtype((np.void, P.CONNECTION_KEY_SIZE))).ravel()
+        _, inverse = np.unique(void, return_inverse=True)
+        checked += [rows[inverse == g] for g in range(inverse.max() + 1)]
+    return checked
+
+
+class _Chunks:
+    """Reads a capture in chunks, carrying the unwalked end of one into the next.
+
+    A regular file is memory-mapped and walked in place (pages behind the walk are
+    handed back to the system); other file objects are read into fresh buffers.
+    """
+
+    def __init__(self, f, size):
+        self.f, self.size, self.eof, self.base = f, size, False, 0
+        self.readinto = hasattr(f, "readinto")
+        self.map, self.released = None, 0
+        try:
+            info = os.fstat(f.fileno())
+            start = f.tell()
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            return
+        if stat.S_ISREG(info.st_mode) and info.st_size > start:
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.start = start
+
+    def next(self, want):
+        if self.map is not None:
+            return self._window(0, max(want, self.size))
+        return self._fill(np.empty(0, np.uint8), max(want, self.size))
+
+    def more(self, buf, pos):
+        """The rest of ``buf`` from ``pos`` followed by the next chunk of the file."""
+        self.base += pos
+        if self.map is not None:
+            # no progress: a record longer than a chunk; take a window big enough for it
+            size = self.size if pos else max(self.size, 2 * len(buf))
+            return self._window(self.base, size)
+        return self._fill(buf[pos:], self.size)
+
+    def offset(self, pos):
+        """File position of ``pos`` in the current chunk."""
+        return self.base + pos
+
+    def _window(self, base, size):
+        total = len(self.map) - self.start
+        end = min(total, base + size)
+        self.eof = end == total
+        release = (self.start + base) // mmap.PAGESIZE * mmap.PAGESIZE
+        if release > self.released:
+            self.map.madvise(mmap.MADV_DONTNEED, self.released, release - self.released)
+            self.released = release
+        return np.frombuffer(self.map, np.uint8, end - base, self.start + base)
+
+    def _fill(self, tail, size):
+        buf = np.empty(len(tail) + size, np.uint8)
+        buf[:len(tail)] = tail
+        view, filled = memoryview(buf), len(tail)
+        while filled < len(buf):
+            if self.readinto:
+                n = self.f.readinto(view[filled:])
+            else:
+                chunk = self.f.read(len(buf) - filled)
+                n = len(chunk)
+                buf[filled:filled + n] = np.frombuffer(chunk, np.uint8)
+            if not n:
+                self.eof = True
+                return buf[:filled]
+            filled += n
+        return buf
+
+
+_MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+                 0x27D4EB2F165667C5, 0xFF51AFD7ED558CCD], np.uint64)
+
+
+def _groups(keys) -> list[np.ndarray]:
+    """Row indices (in order) of each distinct connection key, first appearance first."""
+    words = keys.view(np.uint64)
+    hashes = (words * _MIX).sum(axis=1, dtype=np.uint64)
+    rest, out = np.arange(len(keys)), []
+    while len(rest) and len(out) < 16:           # few connections: peel them one by one
+        same = hashes[rest] == hashes[rest[0]]
+        out.append(rest[same])
+        rest = rest[~same]
+    if len(rest):
+        _, inverse = np.unique(hashes[rest], return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+        out += [rest[g] for g in np.split(order, bounds)]
+    checked = []
+    for rows in out:                              # a hash collision splits by the key itself
+        group = keys[rows]
+        if (group == group[0]).all():
+            checked.append(rows)
+            continue
+        void = group.view(np.dtype((np.void, P.CONNECTION_KEY_SIZE))).ravel()
+        _, inverse = np.unique(void, return_inverse=True)
+        checked += [rows[inverse == g] for g in range(inverse.max() + 1)]
+    return checked
+
+
+class _Chunks:
+    """Reads a capture in chunks, carrying the unwalked end of one into the next.
+
+    A regular file is memory-mapped and walked in place (pages behind the walk are
+    handed back to the system); other file objects are read into fresh buffers.
+    """
+
+    def __init__(self, f, size):
+        self.f, self.size, self.eof, self.base = f, size, False, 0
+        self.readinto = hasattr(f, "readinto")
+        self.map, self.released = None, 0
+        try:
+            info = os.fstat(f.fileno())
+            start = f.tell()
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            return
+        if stat.S_ISREG(info.st_mode) and info.st_size > start:
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.start = start
+
+    def next(self, want):
+        if self.map is not None:
+            return self._window(0, max(want, self.size))
+        return self._fill(np.empty(0, np.uint8), max(want, self.size))
+
+    def more(self, buf, pos):
+        """The rest of ``buf`` from ``pos`` followed by the next chunk of the file."""
+        self.base += pos
+        if self.map is not None:
+            # no progress: a record longer than a chunk; take a window big enough for it
+            size = self.size if pos else max(self.size, 2 * len(buf))
+            return self._window(self.base, size)
+        return self._fill(buf[pos:], self.size)
+
+    def offset(self, pos):
+        """File position of ``pos`` in the current chunk."""
+        return self.base + pos
+
+    def _window(self, base, size):
+        total = len(self.map) - self.start
+        end = min(total, base + size)
+        self.eof = end == total
+        release = (self.start + base) // mmap.PAGESIZE * mmap.PAGESIZE
+        if release > self.released:
+            self.map.madvise(mmap.MADV_DONTNEED, self.released, release - self.released)
+            self.released = release
+        return np.frombuffer(self.map, np.uint8, end - base, self.start + base)
+
+    def _fill(self, tail, size):
+        buf = np.empty(len(tail) + size, np.uint8)
+        buf[:len(tail)] = tail
+        view, filled = memoryview(buf), len(tail)
+        while filled < len(buf):
+            if self.readinto:
+                n = self.f.readinto(view[filled:])
+            else:
+                chunk = self.f.read(len(buf) - filled)
+                n = len(chunk)
+                buf[filled:filled + n] = np.frombuffer(chunk, np.uint8)
+            if not n:
+                self.eof = True
+                return buf[:filled]
+            filled += n
+        return buf

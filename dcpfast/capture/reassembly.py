@@ -1,0 +1,291 @@
+"""TCP reassembly: each connection direction's segments in sequence order, then scanned.
+
+A ``Direction`` takes the segments of one direction in arrival order, keeps retransmitted
+and overlapping bytes once (the first copy wins), holds segments that arrive early until
+the hole before them fills (or gives up on it: a gap), and scans what is in order with
+the DCP scan core, resuming across flushes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core as core
+from .. import packets as P
+from .. import protocol
+from .. import schema as S
+from ..batch import byte_view, scan_view
+from ..errors import DcpFormatError, SkippedRegion
+from ..io.resume import Resume
+from .batch import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, Connection
+
+#: Out-of-order bytes held per direction before the hole in front of them is a gap.
+REORDER_WINDOW = 16 * 1024 * 1024
+#: Bytes of a direction gathered before ``collections=None`` is decided for it.
+SNIFF_BYTES = 1024 * 1024
+
+
+class Span:
+    """Contiguous bytes of one direction: pieces ``src[starts[i]:][:lengths[i]]`` that end
+    at stream offsets ``ends[i]``, each with its packet's capture time."""
+
+    __slots__ = ("src", "starts", "lengths", "ends", "ts")
+
+    def __init__(self, src, starts, lengths, ends, ts):
+        self.src, self.starts, self.lengths, self.ends, self.ts = src, starts, lengths, ends, ts
+
+    @property
+    def lo(self) -> int:
+        return int(self.ends[0] - self.lengths[0])
+
+    @property
+    def hi(self) -> int:
+        return int(self.ends[-1])
+
+    def cut(self, lo, hi) -> Span:
+        """The part of this span between stream offsets ``lo`` and ``hi`` (non-empty)."""
+        keep = np.flatnonzero((self.ends > lo) & (self.ends - self.lengths < hi))
+        starts, lengths = self.starts[keep], self.lengths[keep]
+        ends, ts = self.ends[keep], self.ts[keep]
+        head = lo - int(ends[0] - lengths[0])
+        if head > 0:
+            starts[0] += head
+            lengths[0] -= head
+        tail = int(ends[-1]) - hi
+        if tail > 0:
+            lengths[-1] -= tail
+            ends[-1] = hi
+        return Span(self.src, starts, lengths, ends, ts)
+
+    def owned(self) -> Span:
+        """A copy that holds its own bytes (the capture chunk it points into goes away)."""
+        bounds = np.zeros(len(self.lengths) + 1, np.int64)
+        np.cumsum(self.lengths, out=bounds[1:])
+        data = np.empty(int(bounds[-1]), np.uint8)
+        core.scan.gather(self.src, self.starts.astype(np.uint64), bounds, data)
+        return Span(data, bounds[:-1].copy(), self.lengths, self.ends, self.ts)
+
+
+def _address(key: bytes, at: int) -> str:
+    import ipaddress
+    return str(ipaddress.ip_address(key[at:at + (4 if key[36] == 4 else 16)]))
+
+
+class Direction:
+    """Reassembly and scanning state of one direction of one TCP connection.
+
+    ``origin`` is the sequence number of stream offset 0 (None until the first segment);
+    ``next`` the offset of the first byte not yet in order. In-order bytes wait in
+    ``parts`` (spans and gap markers) until a flush scans them after ``tail``, the bytes
+    the previous scan left (an incomplete frame).
+    """
+
+    def __init__(self, key: bytes, dport: int, closed, *, ports, options: dict,
+                 counters: dict):
+        sport = int.from_bytes(key[32:34], "big")
+        self.connection = Connection(_address(key, 0), sport, _address(key, 16), dport,
+                                     CLIENT_TO_SERVER if dport in ports else SERVER_TO_CLIENT)
+        self.options, self.counters = options, counters
+        self.closed = closed
+        self.origin = None
+        self.next = 0
+        self.fin_at = None
+        self.parts = []
+        self.pending = []
+        self.pending_bytes = 0
+        columns = options["columns"]
+        #: The scan's state between flushes: the unscanned tail, its offset, and whether
+        #: the next scan starts at no known frame boundary.
+        self.resume = Resume(
+            collections=options["collections"], errors=options["errors"],
+            max_frame_size=options["max_frame_size"],
+            columns=None if columns is None else
+            tuple(dict.fromkeys((*S.resolve(columns), "offset", "body_len"))))
+        self.tail_ends = np.empty(0, np.int64)     # where the tail's packets end ...
+        self.tail_ts = np.empty(0, np.int64)       # ... and their capture times
+        self.resync = False          # looking for the first frame after a gap or mid-stream
+
+    def start(self, origin):
+        self.origin, self.next = origin, 0
+
+    def offsets(self, seqs) -> np.ndarray:
+        """Stream offsets of 32-bit sequence numbers, unwrapped around ``next``."""
+        rel = (seqs.astype(np.uint32) - np.uint32(self.origin)).astype(np.uint32)
+        delta = (rel - np.uint32(self.next & P.TCP_SEQ_MASK)).view(np.int32)
+        return self.next + delta.astype(np.int64)
+
+    def finished(self) -> bool:
+        return self.fin_at is not None and self.next >= self.fin_at and not self.pending
+
+    # -- reassembly ----------------------------------------------------------------------
+
+    def data(self, buf, ts, seqs, starts, lengths):
+        """Take segments (arrival order) whose payloads lie in ``buf``."""
+        keep = lengths > 0
+        if not keep.all():
+            ts, seqs, starts, lengths = ts[keep], seqs[keep], starts[keep], lengths[keep]
+        if not len(ts):
+            return
+        if self.origin is None:
+            if self.closed is not None:          # late copies of a finished connection
+                origin, end = self.closed
+                rel = (seqs.astype(np.uint32) - np.uint32(origin)).astype(np.int64)
+                late = rel + lengths <= end
+                ts, seqs, starts, lengths = (a[~late] for a in (ts, seqs, starts, lengths))
+                if not len(ts):
+                    return
+            self.start(int(seqs[0]))            # the capture began inside this stream
+            self.resume.unverified = self.resync = True
+        off = self.offsets(seqs)
+        ends = off + lengths
+        if off[0] < 0 or (off < 0).any():          # bytes before the SYN or capture start
+            early = ends <= 0
+            cut = np.maximum(0, -off)
+            starts, lengths, off = starts + cut, lengths - cut, off + cut
+            ts, starts, lengths, off, ends = (a[~early] for a in (ts, starts, lengths, off,
+                                                                  ends))
+            if not len(ts):
+                return
+        if not self.pending and off[0] == self.next and (off[1:] == ends[:-1]).all():
+            self.parts.append(Span(buf, starts, lengths, ends, ts))     # in order
+            self.next = int(ends[-1])
+            return
+        runs = np.flatnonzero(off[1:] != ends[:-1]) + 1
+        for a, b in zip([0, *runs.tolist()], [*runs.tolist(), len(off)]):
+            self._run(Span(buf, starts[a:b], lengths[a:b], ends[a:b], ts[a:b]))
+
+    def _run(self, span):
+        if span.hi <= self.next:
+            return                                   # all retransmitted
+        if span.lo < self.next:
+            span = span.cut(self.next, span.hi)
+        if span.lo == self.next:
+            self.parts.append(span)
+            self.next = span.hi
+            self._drain()
+        else:
+            self._hold(span)
+
+    def _hold(self, span):
+        """Keep an out-of-order span, minus bytes already held (the first copy wins)."""
+        cursor, new = span.lo, []
+        for held in self.pending:
+            if held.hi <= cursor or held.lo >= span.hi:
+                continue
+            if held.lo > cursor:
+                new.append(span.cut(cursor, held.lo).owned())
+            cursor = max(cursor, held.hi)
+        if cursor < span.hi:
+            new.append(span.cut(cursor, span.hi).owned())
+        self.pending = sorted(self.pending + new, key=lambda s: s.lo)
+        self.pending_bytes += sum(s.hi - s.lo for s in new)
+        while self.pending_bytes > REORDER_WINDOW:
+            self._gap()
+
+    def _drain(self):
+        while self.pending and self.pending[0].lo <= self.next:
+            held = self.pending.pop(0)
+            self.pending_bytes -= held.hi - held.lo
+            if held.hi > self.next:
+                self.parts.append(held.cut(self.next, held.hi))
+                self.next = held.hi
+
+    def _gap(self, to=None):
+        """Give up on the bytes before the first held span (or before ``to``)."""
+        lo = self.pending[0].lo if to is None else to
+        self.parts.append((self.next, lo))
+        self.counters["gaps"] += 1
+        self.next = lo
+        self._drain()
+
+    # -- scanning ------------------------------------------------------------------------
+
+    def flush(self, final):
+        """Scan what is in order; ``final``: the direction ends here."""
+        if final:
+            while self.pending:
+                self._gap()
+            if self.fin_at is not None and self.next < self.fin_at:
+                self._gap(self.fin_at)
+        parts, self.parts, group = self.parts, [], []
+        for part in parts:
+            if isinstance(part, tuple):
+                yield from self._scan(group, part, False)
+                group = []
+            else:
+                group.append(part)
+        yield from self._scan(group, None, final)
+
+    def _scan(self, spans, gap, final):
+        resume, opts = self.resume, self.options
+        tail = resume.take_tail()
+        size = len(tail) + sum(s.hi - s.lo for s in spans)
+        if not size and gap is None:
+            return
+        buf = np.empty(size, np.uint8)
+        buf[:len(tail)] = tail
+        at = len(tail)
+        for s in spans:
+            bounds = np.empty(len(s.lengths) + 1, np.int64)
+            bounds[0] = at
+            np.cumsum(s.lengths, out=bounds[1:])
+            bounds[1:] += at
+            core.scan.gather(s.src, s.starts.astype(np.uint64), bounds, buf)
+            at = int(bounds[-1])
+        ends = np.concatenate([self.tail_ends, *(s.ends for s in spans)])
+        stamps = np.concatenate([self.tail_ts, *(s.ts for s in spans)])
+        base, ended = resume.base, final or gap is not None
+        if resume.collections is None and not ended and size < SNIFF_BYTES:
+            resume.tail, self.tail_ends, self.tail_ts = buf, ends, stamps   # decide later
+            return
+        if resume.collections is None:
+            resume.collections = self._sniff(buf, ended)
+        skip = opts["errors"] == "skip" or self.resync
+        batch = resume.scan(buf, final=ended and skip, errors="skip" if skip else "strict")
+        if self.resync and len(batch):
+            self.resync = False
+            if opts["errors"] == "strict":
+                first = int(batch["offset"][0])
+                for region in batch.errors:
+                    if region.offset > first:
+                        raise DcpFormatError(region.offset, region.reason)
+        batch.errors = list(batch.errors)
+        left = size - batch.consumed
+        if ended:
+            if left:
+                why = "a capture gap" if gap is not None else "the end of the capture"
+                batch.errors.append(SkippedRegion(base + batch.consumed, left,
+                                                  f"frame cut short by {why}"))
+            if gap is not None:
+                lo, hi = gap
+                batch.errors.append(SkippedRegion(lo, hi - lo, f"capture gap: {hi - lo} "
+                                                  "bytes of the TCP stream are not in the "
+                                                  "capture"))
+                resume.restart(hi)
+                self.resync = True
+            else:
+                resume.restart(base + size, unverified=resume.unverified)
+            self.tail_ends = self.tail_ts = np.empty(0, np.int64)
+        else:
+            keep = ends > resume.base
+            self.tail_ends, self.tail_ts = ends[keep], stamps[keep]
+        if not len(batch) and not batch.errors:
+            return
+        frame_ends = batch["offset"].astype(np.int64) + protocol.HEADER_SIZE + batch["body_len"]
+        times = stamps[np.searchsorted(ends, frame_ends - 1, side="right")] \
+            if len(batch) else np.empty(0, np.int64)
+        if opts["columns"] is not None:
+            batch.keep_columns(S.resolve(opts["columns"]))
+        yield CaptureBatch(batch, self.connection, times)
+
+    def _sniff(self, buf, ended) -> bool:
+        """Collections on or off, judged from the first frame of ``buf`` on (past the
+        bytes before it when the stream was joined mid-way)."""
+        first = 0
+        if self.resume.unverified:
+            probe, _ = scan_view(buf, byte_view(buf), start=0, collections=False,
+                                 columns=("offset",), errors="skip", max_frames=1,
+                                 max_frame_size=self.options["max_frame_size"],
+                                 base_offset=0, final=ended, unverified=True)
+            first = int(probe["offset"][0]) if len(probe) else len(buf)
+        return bool(core.scan.sniff_collections(byte_view(buf), first))

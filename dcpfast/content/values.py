@@ -1,0 +1,242 @@
+"""Document values in bulk: bodies (Snappy inflated, xattr section removed), xattrs, JSON flag.
+
+The per-value loops (Snappy preambles, xattr sections, the final copy) run in the values
+core (``_core.values``: compiled, or its pure-Python twin); the only
+Python call made per value is the Snappy library's, for the values that are compressed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core as core
+from .. import protocol as P
+from ..errors import DcpFormatError, SkippedRegion
+
+_XATTRS = ("split", "drop", "keep")
+_ERRORS = ("strict", "skip")
+_NEEDED = ("offset", "datatype", "value_offset", "value_len")
+_INT32_MAX = 2**31 - 1
+#: Frame kinds whose value is a document: mutation, prepare, deletion and expiration.
+_DOCUMENT = np.array([k.opcode in (P.Opcode.MUTATION, P.Opcode.PREPARE, P.Opcode.DELETION,
+                                   P.Opcode.EXPIRATION) and not k.response
+                      for k in P.KINDS], dtype=bool)
+_REASONS = {
+    P.ValueProblem.SNAPPY_PREAMBLE: "Snappy value: no valid length preamble",
+    P.ValueProblem.SNAPPY_LENGTH: "Snappy value: a {b}-byte block cannot inflate to the {a} "
+                                  "bytes it declares",
+    P.ValueProblem.SNAPPY: "Snappy value does not inflate: {a}",
+    P.ValueProblem.XATTR_SHORT: "xattr section: a {a}-byte value has no room for its length",
+    P.ValueProblem.XATTR_SECTION: "xattr section of {a} bytes overruns the {b}-byte value",
+    P.ValueProblem.XATTR_PAIR_HEADER: "xattr pair at byte {a}: its length word crosses the "
+                                      "section end at byte {b}",
+    P.ValueProblem.XATTR_PAIR_LENGTH: "xattr pair at byte {a}: length {b} is below 3 or "
+                                      "overruns the section",
+    P.ValueProblem.XATTR_KEY: "xattr pair at byte {a}: no key followed by a NUL and a value",
+    P.ValueProblem.XATTR_VALUE: "xattr pair at byte {a}: the value is not one NUL-terminated "
+                                "string",
+    P.ValueProblem.XATTR_UTF8: "xattr pair at byte {a}: key or value is not valid UTF-8",
+    P.ValueProblem.XATTR_DUPLICATE: "xattr pair at byte {a}: duplicate key",
+}
+
+
+def values_schema(*, large: bool = False):
+    """Arrow schema of ``values``; ``large`` is the form for more than 2 GiB of bodies or
+    of xattr text (``large_binary``/``large_string``)."""
+    import pyarrow as pa
+
+    text = pa.large_string() if large else pa.string()
+    return pa.schema([("index", pa.int64()), ("offset", pa.uint64()),
+                      ("body", pa.large_binary() if large else pa.binary()),
+                      ("xattrs", pa.map_(text, text)), ("is_json", pa.bool_())])
+
+
+def values(batch, *, decompress: bool = True, xattrs: str = "split", errors: str | None = None):
+    """The document values of ``batch`` as a ``pyarrow.Table`` (see ``values_schema``).
+
+    One row per mutation, prepare, deletion and expiration, in batch order: every frame
+    whose kind can carry a document, including those whose value is empty (a plain
+    tombstone, a prepared delete, a stream opened without values), so that the rows are
+    exactly the batch's document changes and line up with its keys and seqnos. ``index``
+    is the frame's row in ``batch`` and ``offset`` its stream position, for joining back.
+
+    ``body``: the value, Snappy-inflated when its datatype has 0x02 and ``decompress`` is
+    true, without its xattr section when the datatype has 0x04, unless ``xattrs="keep"``.
+    ``xattrs`` is the section as a map under ``"split"``, and null for values without a
+    section or under ``"drop"``/``"keep"``. ``is_json`` is datatype bit 0x01 as sent.
+
+    An empty value gives an empty body and null xattrs whatever its datatype says: a
+    stream opened with NoValueWithUnderlyingDatatype keeps the document's bits on empty
+    values (MB-40493), so nothing is inflated or parsed there. With ``decompress=False``
+    a Snappy value is returned as sent, with null xattrs: its section cannot be found
+    without inflating it; uncompressed values are split as usual.
+
+    A section must be well formed (the reference's rules): its length fits the value,
+    each pair is a length word, a non-empty key, NUL, the value, NUL, with the length
+    exact, the pairs end exactly at the section's end, keys and values are valid UTF-8
+    without NULs and keys are unique. Values are not checked to be JSON and the server's
+    key-naming rules are not applied: they restrict what clients may store, not how the
+    bytes read. ``"split"`` and ``"drop"`` check sections alike; ``"keep"`` does not look
+    inside them.
+
+    ``errors`` (None: ``batch.mode``): under ``"strict"`` the first value that does not
+    decode (broken Snappy block or xattr section) raises ``DcpFormatError`` with its
+    frame's offset; under ``"skip"`` its body and xattrs are null and the frame is added
+    to ``batch.errors`` as ``SkippedRegion(frame offset, frame length, reason)``. Batches
+    made by ``filter`` share that list; an entry already in it is not added again, so
+    calling ``values`` repeatedly, or on a batch and its selections, lists each damaged
+    value once, after the scan's own entries.
+    """
+    import pyarrow as pa
+
+    mode = batch.mode if errors is None else errors
+    if mode not in _ERRORS:
+        raise ValueError(f"errors must be None or one of {_ERRORS}, not {mode!r}")
+    if xattrs not in _XATTRS:
+        raise ValueError(f"xattrs must be one of {_XATTRS}, not {xattrs!r}")
+    missing = [name for name in _NEEDED if name not in batch.columns]
+    if missing:
+        raise ValueError(f"values() needs the columns {', '.join(_NEEDED)}; this batch was "
+                         f"scanned without {', '.join(missing)}")
+
+    view = batch.view
+    rows = np.flatnonzero(_DOCUMENT[batch.kinds])
+    n = len(rows)
+    offsets = batch["offset"][rows]
+    datatype = batch["datatype"][rows]
+    starts = batch["value_offset"][rows].astype(np.int64)
+    starts -= batch.base_offset
+    lengths = batch["value_len"][rows].astype(np.int64)
+    frame_ends = starts + lengths       # the value ends its frame
+    source = np.zeros(n, np.uint8)
+    present = lengths > 0
+    problems = []
+
+    compressed = present & (datatype & int(P.Datatype.SNAPPY) != 0)
+    inflated = np.empty(0, np.uint8)
+    if decompress and compressed.any():
+        inflated = _inflate(view, np.flatnonzero(compressed), starts, lengths, source,
+                            problems)
+        compressed[:] = False           # every block is inflated or failed
+        present = lengths > 0
+    failed = np.zeros(n, bool)
+    for row, *_ in problems:
+        failed[row] = True
+
+    sections = present & ~compressed & ~failed & (datatype & int(P.Datatype.XATTR) != 0)
+    map_array = None
+    if xattrs != "keep" and sections.any():
+        map_array = _split(view, inflated, np.flatnonzero(sections), starts, lengths, source,
+                           failed, problems, build=xattrs == "split", n=n)
+
+    if problems:
+        _report(batch, mode, problems, offsets, frame_ends)
+    lengths[failed] = 0
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    data = np.empty(int(bounds[-1]), np.uint8)
+    core.values.gather(view, inflated, source, starts, bounds, data)
+
+    large = bounds[-1] > _INT32_MAX or (map_array is not None and
+                                       pa.types.is_large_string(map_array.type.key_type))
+    schema = values_schema(large=large)
+    body = pa.Array.from_buffers(schema.field("body").type, n, [
+        _bitmap(~failed), pa.py_buffer(bounds if large else bounds.astype(np.int32)),
+        pa.py_buffer(data)])
+    if map_array is None:
+        map_array = pa.nulls(n, schema.field("xattrs").type)
+    elif map_array.type != schema.field("xattrs").type:     # large bodies, small xattrs
+        map_array = map_array.cast(schema.field("xattrs").type)
+    is_json = datatype & int(P.Datatype.JSON) != 0
+    return pa.Table.from_arrays([pa.array(rows), pa.array(offsets), body, map_array,
+                                 pa.array(is_json)], schema=schema)
+
+
+def _inflate(view, rows, starts, lengths, source, problems) -> np.ndarray:
+    """Inflate the Snappy values at ``rows`` into one buffer; point their ``starts``,
+    ``lengths`` and ``source`` at it. Failures join ``problems`` with a zero length."""
+    import cramjam
+
+    declared = np.empty(len(rows), np.int64)
+    for i, *problem in core.values.snappy_lengths(view, starts[rows], lengths[rows], declared):
+        problems.append((int(rows[i]), *problem))
+    sound = declared >= 0
+    rows, declared = rows[sound], declared[sound]
+    bounds = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(declared, out=bounds[1:])
+    out = np.empty(int(bounds[-1]), np.uint8)
+    for i, *problem in core.values.inflate(view, starts[rows], lengths[rows], out, bounds,
+                                     cramjam.snappy.decompress_raw_into):
+        problems.append((int(rows[i]), *problem))
+    starts[rows] = bounds[:-1]
+    lengths[rows] = declared
+    source[rows] = 1
+    return out
+
+
+def _split(view, inflated, rows, starts, lengths, source, failed, problems, *, build, n):
+    """Check the xattr sections of the values at ``rows`` and move their ``starts`` past
+    them; mark damaged ones in ``failed``. With ``build``, return the sections as an
+    Arrow map column of ``n`` rows (null where a row has no sound section)."""
+    import pyarrow as pa
+
+    skip = np.empty(len(rows), np.int64)
+    pairs = np.empty(len(rows), np.int64)
+    key_bytes, value_bytes, found = core.values.parse_xattrs(
+        view, inflated, source[rows], starts[rows], lengths[rows], skip, pairs)
+    for i, *problem in found:
+        problems.append((int(rows[i]), *problem))
+        failed[rows[i]] = True
+    result = None
+    if build:
+        total = int(pairs.sum())
+        key_offsets = np.empty(total + 1, np.int64)
+        value_offsets = np.empty(total + 1, np.int64)
+        key_data = np.empty(key_bytes, np.uint8)
+        value_data = np.empty(value_bytes, np.uint8)
+        core.values.xattr_strings(view, inflated, source[rows], starts[rows], lengths[rows], pairs,
+                            key_offsets, key_data, value_offsets, value_data)
+        large = max(key_bytes, value_bytes) > _INT32_MAX
+        text = pa.large_string() if large else pa.string()
+        offset_type = np.int64 if large else np.int32
+        keys = pa.Array.from_buffers(text, total, [None, pa.py_buffer(
+            key_offsets.astype(offset_type)), pa.py_buffer(key_data)])
+        texts = pa.Array.from_buffers(text, total, [None, pa.py_buffer(
+            value_offsets.astype(offset_type)), pa.py_buffer(value_data)])
+        counts = np.zeros(n, np.int64)
+        counts[rows] = pairs
+        map_offsets = np.zeros(n + 1, np.int32)
+        np.cumsum(counts, out=map_offsets[1:])
+        valid = np.zeros(n, bool)
+        valid[rows] = True
+        valid &= ~failed
+        result = pa.MapArray.from_arrays(pa.array(map_offsets), keys, texts,
+                                         type=pa.map_(text, text), mask=pa.array(~valid))
+    starts[rows] += skip
+    lengths[rows] -= skip
+    return result
+
+
+def _report(batch, mode, problems, offsets, frame_ends) -> None:
+    """Raise for the first damaged value (strict) or list each in ``batch.errors``."""
+    problems.sort(key=lambda p: p[0])
+    if mode == "strict":
+        row, code, a, b = problems[0]
+        raise DcpFormatError(int(offsets[row]), _REASONS[code].format(a=a, b=b))
+    known = set(batch.errors)
+    for row, code, a, b in problems:
+        start = int(offsets[row])
+        region = SkippedRegion(start, int(frame_ends[row]) + batch.base_offset - start,
+                               _REASONS[code].format(a=a, b=b))
+        if region not in known:
+            known.add(region)
+            batch.errors.append(region)
+
+
+def _bitmap(valid):
+    """Arrow validity buffer for a bool mask, or None when every row is valid."""
+    import pyarrow as pa
+
+    if valid.all():
+        return None
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))

@@ -1,0 +1,84 @@
+"""The rows Spark gets: output columns, their Arrow and Spark schemas, unsigned values.
+
+Spark has no unsigned integers: uint8 columns become ``short``, uint16 ``int``, uint32
+``long`` (values kept), and uint64 columns (CAS, seqnos, offsets) become ``long`` by
+reinterpreting their 64 bits, so values of 2**63 and above read as negative numbers.
+``unsigned`` turns such a column back into its unsigned value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from .. import schema as S
+
+_SPARK_INT = {"uint8": "int16", "uint16": "int32", "uint32": "int64", "uint64": "int64"}
+#: Columns that are not scanner columns, in output order.
+EXTRA = ("key", "key_str", "value", "source")
+VALUE_COLUMNS = ("content", "xattrs")
+#: Scanner columns that every frame carries, whatever the kind and the collections mode.
+_ALWAYS = frozenset(n for n in S.NAMES if n != "stream_id" and all(
+    S.validity_table(n, c) is None for c in (False, True)))
+ERRORS = ("strict", "skip")
+
+
+def output_columns(columns: Sequence[str] | str | None = None, values: bool = False
+                   ) -> tuple[str, ...]:
+    """The output column names for a projection, in schema order.
+
+    ``columns`` names any of the scanner columns, ``key``, ``key_str``, ``value``,
+    ``source``, and with ``values`` ``content``/``xattrs`` (None: all of them).
+    """
+    everything = S.NAMES + EXTRA + (VALUE_COLUMNS if values else ())
+    if columns is None:
+        return everything
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    unknown = [c for c in columns if c not in everything]
+    if unknown:
+        more = "" if values else " (content and xattrs need values=True)"
+        raise ValueError(f"unknown column(s) {', '.join(map(repr, unknown))}{more}; "
+                         f"known: {', '.join(everything)}")
+    return tuple(c for c in everything if c in columns)
+
+
+def arrow_schema(columns: Sequence[str] | str | None = None, values: bool = False):
+    """The Arrow schema of the batches handed to Spark (signed types). The header columns
+    every frame carries are not nullable, which spares Spark a null check per value."""
+
+    kinds = {"key": pa.binary(), "key_str": pa.string(), "value": pa.binary(),
+             "source": pa.string(), "content": pa.binary(),
+             "xattrs": pa.map_(pa.string(), pa.string())}
+    fields = []
+    for name in output_columns(columns, values):
+        if name in S.DTYPES:
+            kind = getattr(pa, _SPARK_INT.get(S.DTYPES[name].name, S.DTYPES[name].name))()
+            fields.append(pa.field(name, kind, nullable=name not in _ALWAYS))
+        else:
+            fields.append(pa.field(name, kinds[name]))
+    return pa.schema(fields)
+
+
+def spark_schema(columns: Sequence[str] | str | None = None, values: bool = False):
+    """The Spark ``StructType`` matching ``arrow_schema`` exactly."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema(columns, values))
+
+
+def unsigned(column):
+    """A uint64 column read back as its unsigned value (``decimal(20,0)``).
+
+    ``column`` is a column name or a Spark ``Column``. Seqnos and CAS stay below 2**63
+    in practice, so the ``long`` columns already sort and compare correctly; this
+    matters for values such as a snapshot end of 0xffffffffffffffff (read as -1).
+    On numpy data, ``array.view(numpy.uint64)`` does the same.
+    """
+    from pyspark.sql import functions as F
+
+    col = F.col(column) if isinstance(column, str) else column
+    wide = col.cast("decimal(20,0)")
+    return F.when(col < 0, wide + F.lit(2 ** 64).cast("decimal(20,0)")).otherwise(wide) \
+        .cast("decimal(20,0)")
