@@ -33,7 +33,6 @@ import dcpfast
 from dcpfast import bench
 from dcpfast.bench import CheckFailed, check
 from dcpfast import testing
-from dcpfast import values as values_module
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_JSON = HERE / "results" / "bench_values.json"
@@ -48,7 +47,7 @@ JSON = int(dcpfast.Datatype.JSON)
 def machine() -> dict:
     """``dcpfast.bench.machine()`` plus the Snappy library and the values helper in use."""
     return {**bench.machine(), "cramjam": cramjam.__version__,
-            "helper": values_module._core.__name__}
+            "helper": dcpfast._core.values.__name__}
 
 
 def verify(table: pa.Table, documents: list) -> None:
