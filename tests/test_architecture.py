@@ -1,0 +1,253 @@
+"""The rules of docs/development.md, checked on the source: layers, privacy, sizes, cores.
+
+Each test reads the code as text or syntax trees; none imports what it checks, so a rule
+broken in a module that fails to import is still reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "dcpfast"
+
+#: The layers, lowest first: a module may import its own layer's modules (within its
+#: own subpackage) and the layers below, never one above.
+LAYERS = (
+    ("protocol", "packets"),
+    ("errors", "schema", "testing"),
+    ("_core",),
+    ("batch",),
+    ("io",),
+    ("content", "capture"),
+    ("spark",),
+    ("cli",),
+    ("__init__", "__main__", "pcap", "streams", "values", "events"),   # the public paths
+)
+#: Imports that run against the layers on purpose, each with its reason.
+ALLOWED_UPWARD = {
+    # FrameBatch.values() and .system_events() are conveniences for content's functions,
+    # imported when called.
+    ("batch", "content.values"), ("batch", "content.events"),
+}
+#: The compiled cores: only ``_core`` imports them.
+COMPILED = ("cscan", "cpcap", "cvalues")
+MAX_FILE_LINES = 900
+MAX_FUNCTION_LINES = 80
+#: A function longer than MAX_FUNCTION_LINES says why in a comment next to its ``def``
+#: (on the line above it, or ending the line itself) that starts with this.
+LONG_REASON = "# long:"
+#: Underscore names that are public API of the standard library (NamedTuple's methods).
+STDLIB_UNDERSCORE = frozenset({"_asdict", "_replace", "_fields", "_make"})
+
+
+def sources(*suffixes: str, roots=(PACKAGE,)) -> list[Path]:
+    return sorted(p for root in roots for s in suffixes for p in root.rglob(f"*{s}")
+                  if ".venv" not in p.parts and "build" not in p.parts)
+
+
+def module_name(path: Path) -> str:
+    """``content.streams.summary`` for dcpfast/content/streams/summary.py."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
+
+
+def layer(name: str) -> int:
+    top = name.split(".")[0]
+    for level, names in enumerate(LAYERS):
+        if top in names:
+            return level
+    raise AssertionError(f"module {name} is in no layer: add it to LAYERS")
+
+
+def imported(path: Path) -> list[tuple[str, int]]:
+    """The dcpfast modules a file imports (relative or absolute), with line numbers."""
+    tree = ast.parse(path.read_text())
+    here = module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            elif node.module and node.module.split(".")[0] == "dcpfast":
+                target = ".".join(node.module.split(".")[1:])
+            else:
+                continue
+            names = [a.name for a in node.names]
+            for name in names:          # ``from . import io`` names a module
+                sub = f"{target}.{name}" if target else name
+                if (PACKAGE / sub.replace(".", "/")).exists() or \
+                        (PACKAGE / (sub.replace(".", "/") + ".py")).exists():
+                    found.append((sub, node.lineno))
+                    break
+            else:
+                if target:
+                    found.append((target, node.lineno))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "dcpfast" and "." in alias.name:
+                    found.append((alias.name.split(".", 1)[1], node.lineno))
+    return found
+
+
+PY_SOURCES = sources(".py")
+
+
+@pytest.mark.parametrize("path", PY_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_dependencies_run_one_way(path):
+    here = module_name(path)
+    wrong = []
+    for target, line in imported(path):
+        allowed = (here, target) in ALLOWED_UPWARD or target.split(".")[0] == "_core" and \
+            here.split(".")[0] == "_core"
+        if layer(target) > layer(here) and not allowed:
+            wrong.append(f"line {line}: {here} imports {target}, a higher layer")
+        elif (layer(target) == layer(here) and target.split(".")[0] != here.split(".")[0]
+              and here not in ("__init__",) and here.split(".")[0] not in LAYERS[-1]):
+            wrong.append(f"line {line}: {here} imports {target}, a sibling of its layer")
+    assert not wrong, "\n".join(wrong)
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    """Every name a module defines: functions, classes, assigned names and attributes,
+    parameters and imported aliases."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def _is_module(path: Path, node: ast.ImportFrom, name: str) -> bool:
+    """Whether ``from ... import name`` imports a module of dcpfast (a package-private
+    module such as ``_core`` may be imported by the package's other modules)."""
+    if not node.level:
+        return False
+    base = path.parent
+    for _ in range(node.level - 1):
+        base = base.parent
+    for part in (node.module or "").split(".") if node.module else ():
+        base = base / part
+    return (base / name).is_dir() or (base / f"{name}.py").exists()
+
+
+@pytest.mark.parametrize("path", PY_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_underscore_names_stay_in_their_module(path):
+    tree = ast.parse(path.read_text())
+    defined = _defined_names(tree)
+    wrong = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and not _is_module(path, node, alias.name):
+                    wrong.append(f"line {node.lineno}: imports {alias.name} from {node.module}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            name = node.attr
+            if name.startswith("_") and not name.startswith("__") and name not in defined \
+                    and name not in STDLIB_UNDERSCORE:
+                wrong.append(f"line {node.lineno}: reads {ast.unparse(node)}, "
+                             "private to another module")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_core_picks_the_cores():
+    """No module but ``_core`` reads the switch or imports a compiled core by name (tests,
+    benchmarks and fuzz targets ask ``_core.compiled()``/``_core.twins()``)."""
+    reads = re.compile(r"environ[^\n]*DCPFAST_PUREPYTHON|getenv\([^)]*DCPFAST_PUREPYTHON")
+    imports = re.compile(r"^\s*(import|from)\b[^\n]*\b(" + "|".join(COMPILED) + r")\b", re.M)
+    offenders = []
+    for path in sources(".py", roots=(PACKAGE, ROOT / "tests", ROOT / "benchmarks",
+                                      ROOT / "fuzz")):
+        if path == PACKAGE / "_core" / "__init__.py":
+            continue
+        text = path.read_text()
+        if (path.is_relative_to(PACKAGE) and reads.search(text)) or imports.search(text):
+            offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders
+
+
+def test_the_package_neither_compiles_nor_writes_the_repository():
+    forbidden = re.compile(r"^\s*(import|from)\s+(subprocess|distutils|setuptools|sysconfig|"
+                           r"Cython)\b|README", re.M)
+    offenders = [str(p.relative_to(ROOT)) for p in PY_SOURCES
+                 if forbidden.search(p.read_text())]
+    assert not offenders
+
+
+ALL_SOURCES = sources(".py", ".pyx", ".pxi", ".pxd", ".h", ".pyi",
+                      roots=(PACKAGE, ROOT / "tests", ROOT / "benchmarks", ROOT / "fuzz"))
+
+
+@pytest.mark.parametrize("path", ALL_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_file_is_too_long(path):
+    assert path.read_text().count("\n") <= MAX_FILE_LINES
+
+
+def _python_functions(text: str):
+    """(name, first line, code lines) of every function, its docstring not counted."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0]
+            doc = (first.end_lineno - first.lineno + 1
+                   if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                   and isinstance(first.value.value, str) else 0)
+            yield node.name, node.lineno, node.end_lineno - node.lineno + 1 - doc
+
+
+def _cython_functions(text: str):
+    """(name, first line, code lines) of the functions of a .pyx/.pxi file, judged by
+    indentation: a function ends where the code returns to its ``def``'s indentation."""
+    lines = text.splitlines()
+    head = re.compile(r"^(\s*)(?:cdef|cpdef|def)\s[^=]*?\b(\w+)\s*\(")
+    for i, line in enumerate(lines):
+        found = head.match(line)
+        if not found or line.rstrip().endswith(("nogil", "noexcept")) and "(" not in line:
+            continue
+        indent, end = len(found.group(1)), i + 1
+        while end < len(lines) and (not lines[end].strip() or
+                                    len(lines[end]) - len(lines[end].lstrip()) > indent or
+                                    lines[end].lstrip().startswith(")")):
+            end += 1
+        body = lines[i:end]
+        doc = 0
+        quote = next((j for j, b in enumerate(body[1:], 1) if b.strip()), None)
+        if quote is not None and body[quote].strip().startswith('"""'):
+            closing = next((j for j in range(quote, len(body))
+                            if body[j].rstrip().endswith('"""') and
+                            (j > quote or body[j].strip().count('"""') == 2)), quote)
+            doc = closing - quote + 1
+        code = [b for b in body if b.strip()]
+        yield found.group(2), i + 1, len(code) - doc
+
+
+@pytest.mark.parametrize("path", sources(".py", ".pyx", ".pxi", roots=(PACKAGE,)),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_long_functions_say_why(path):
+    text = path.read_text()
+    lines = text.splitlines()
+    functions = _python_functions(text) if path.suffix == ".py" else _cython_functions(text)
+    unexplained = []
+    for name, first, length in functions:
+        if length <= MAX_FUNCTION_LINES:
+            continue
+        around = lines[first - 2:first]
+        if not any(LONG_REASON in line for line in around):
+            unexplained.append(f"{name} (line {first}): {length} lines")
+    assert not unexplained, "\n".join(unexplained)
