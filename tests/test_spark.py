@@ -351,8 +351,8 @@ def test_decode_to_parquet_and_the_readme_examples(spark, tmp_path):
 def _readme_examples() -> str:
     from pathlib import Path
 
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    section = text[text.index("### Spark examples"):]
+    text = (Path(__file__).parent.parent / "docs" / "spark.md").read_text()
+    section = text[text.index("## Spark examples"):]
     start = section.index("```python\n") + len("```python\n")
     return section[start:section.index("```\n", start)]
 
