@@ -13,18 +13,16 @@ import json
 import os
 import sys
 import time
-from collections import Counter
 
 import click
 import numpy as np
 
 from . import io as dio
 from . import schema as S
+from .content.inventory import Inventory
 from .errors import DcpFormatError
-from .protocol import COLLECTION_PREFIXED, HEADER_SIZE, Datatype, Opcode, Status
+from .protocol import Datatype, Opcode, Status
 
-_DOCUMENTS = np.array(sorted(COLLECTION_PREFIXED), np.uint8)
-_SEQNO_FLOOR = np.iinfo(np.uint64).max
 _INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)
 _HEAD_BATCH = 1024 * 1024
 
@@ -138,49 +136,12 @@ def info(files, sample, collections, errors, as_json):
 
 def _summarise(path, collections, errors) -> dict:
     """Counts and seqno ranges over every batch of one input, in bounded memory."""
+    found = Inventory()
     with _opened(path, errors) as source:
-        summary = _summary(source.batches(collections=collections, columns=_INFO_COLUMNS,
-                                          errors=errors))
-        summary.update(compression=source.compression, capture=source.capture)
-    return summary
-
-
-_INFO_COLUMNS = ["opcode", "vbucket", "by_seqno", "collection_id", "body_len"]
-
-
-def _summary(batches) -> dict:
-    opcodes = np.zeros(256, np.int64)
-    vbuckets: dict[int, list[int]] = {}    # vbucket -> [frames, documents, low, high]
-    by_collection: Counter = Counter()
-    frames = size = 0
-    skipped = []
-    uses_collections = None
-    connections: Counter = Counter()
-    for batch in batches:
-        uses_collections = batch.collections
-        if hasattr(batch, "connection"):          # a capture: one direction per batch
-            connections[batch.connection] += len(batch)
-        frames += len(batch)
-        size += int(batch["body_len"].sum()) + HEADER_SIZE * len(batch)
-        skipped += batch.errors
-        opcodes += np.bincount(batch["opcode"], minlength=256)
-        requests = batch.validity("vbucket")
-        docs = np.isin(batch["opcode"], _DOCUMENTS) & requests
-        for vb in np.unique(batch["vbucket"][requests]):
-            mine = requests & (batch["vbucket"] == vb)
-            seqnos = batch["by_seqno"][mine & docs]
-            entry = vbuckets.setdefault(int(vb), [0, 0, int(_SEQNO_FLOOR), 0])
-            entry[0] += int(mine.sum())
-            entry[1] += len(seqnos)
-            if len(seqnos):
-                entry[2] = min(entry[2], int(seqnos.min()))
-                entry[3] = max(entry[3], int(seqnos.max()))
-        if batch.collections:
-            ids, counts = np.unique(batch["collection_id"][docs], return_counts=True)
-            by_collection.update(dict(zip(ids.tolist(), counts.tolist())))
-    return dict(frames=frames, size=size, skipped=skipped, opcodes=opcodes,
-                vbuckets=vbuckets, collections=by_collection, uses_collections=uses_collections,
-                connections=connections)
+        for batch in source.batches(collections=collections, columns=list(Inventory.COLUMNS),
+                                    errors=errors):
+            found.update(batch)
+    return dict(inventory=found, compression=source.compression, capture=source.capture)
 
 
 def _opcode_name(op: int) -> str:
@@ -197,47 +158,48 @@ def _origin(s) -> str:
 
 
 def _report(path, s) -> str:
-    lines = [f"{_shown(path)}{_origin(s)}: {s['frames']:,} frames, {s['size']:,} bytes of "
-             f"frames, collections {'on' if s['uses_collections'] else 'off'}, "
-             f"{len(s['skipped'])} skipped regions"]
+    i = s["inventory"]
+    lines = [f"{_shown(path)}{_origin(s)}: {i.frames:,} frames, {i.bytes:,} bytes of "
+             f"frames, collections {'on' if i.collections_on else 'off'}, "
+             f"{len(i.skipped)} skipped regions"]
     lines.append("\n  opcode                    frames")
-    for op in np.flatnonzero(s["opcodes"]):
-        lines.append(f"  {_opcode_name(op):<22} {int(s['opcodes'][op]):>9,}")
+    for op in np.flatnonzero(i.opcodes):
+        lines.append(f"  {_opcode_name(op):<22} {int(i.opcodes[op]):>9,}")
     lines.append("\n  vbucket    frames  documents   first seqno    last seqno")
-    for vb, (n, docs, low, high) in sorted(s["vbuckets"].items()):
-        span = f"{low:>13,} {high:>13,}" if docs else f"{'-':>13} {'-':>13}"
-        lines.append(f"  {vb:>7} {n:>9,} {docs:>10,} {span}")
-    if s["collections"]:
+    for vb, v in sorted(i.vbuckets.items()):
+        span = f"{v.first_seqno:>13,} {v.last_seqno:>13,}" if v.documents \
+            else f"{'-':>13} {'-':>13}"
+        lines.append(f"  {vb:>7} {v.frames:>9,} {v.documents:>10,} {span}")
+    if i.collections:
         lines.append("\n  collection   documents")
-        for cid, n in sorted(s["collections"].items()):
+        for cid, n in sorted(i.collections.items()):
             lines.append(f"  {f'0x{cid:x}':>10} {n:>11,}")
-    if s["connections"]:
+    if i.connections:
         lines.append("\n  connection                                              frames")
-        for c, n in sorted(s["connections"].items()):
+        for c, n in sorted(i.connections.items()):
             flow = f"{c.src}:{c.src_port} -> {c.dst}:{c.dst_port}"
             lines.append(f"  {flow:<46} {c.direction:<15} {n:>9,}")
-    if s["skipped"]:
+    if i.skipped:
         lines.append("\n  errors")
-    for region in s["skipped"]:
+    for region in i.skipped:
         lines.append(f"  skipped {region.length} bytes at {region.offset}: {region.reason}")
     return "\n".join(lines)
 
 
 def _as_json(path, s) -> dict:
+    i = s["inventory"]
     return {
         "file": _shown(path), "compression": s["compression"], "capture": s["capture"],
-        "frames": s["frames"], "bytes": s["size"], "collections": s["uses_collections"],
-        "opcodes": {_opcode_name(op): int(s["opcodes"][op])
-                    for op in np.flatnonzero(s["opcodes"])},
-        "vbuckets": {str(vb): {"frames": n, "documents": docs,
-                               "first_seqno": low if docs else None,
-                               "last_seqno": high if docs else None}
-                     for vb, (n, docs, low, high) in sorted(s["vbuckets"].items())},
+        "frames": i.frames, "bytes": i.bytes, "collections": i.collections_on,
+        "opcodes": {_opcode_name(op): int(i.opcodes[op]) for op in np.flatnonzero(i.opcodes)},
+        "vbuckets": {str(vb): {"frames": v.frames, "documents": v.documents,
+                               "first_seqno": v.first_seqno, "last_seqno": v.last_seqno}
+                     for vb, v in sorted(i.vbuckets.items())},
         "documents_by_collection": {f"0x{cid:x}": n
-                                    for cid, n in sorted(s["collections"].items())},
+                                    for cid, n in sorted(i.collections.items())},
         "connections": [{**c._asdict(), "frames": n}
-                        for c, n in sorted(s["connections"].items())],
-        "errors": [r._asdict() for r in s["skipped"]],
+                        for c, n in sorted(i.connections.items())],
+        "errors": [r._asdict() for r in i.skipped],
     }
 
 

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +23,9 @@ from click.testing import CliRunner
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.cli import main
+from dcpfast.content.inventory import Inventory
 from dcpfast.io import SAMPLE
+from dcpfast.protocol import Opcode
 
 
 def run(*args, input=None):
@@ -61,6 +64,62 @@ def test_bad_arguments():
     assert run("info").exit_code == 2
     assert run("info", "/no/such/file").exit_code == 2
     assert run("info", "--errors", "ignore", "--sample").exit_code == 2
+
+
+def _inventory(batches) -> Inventory:
+    found = Inventory()
+    for batch in batches:
+        found.update(batch)
+    return found
+
+
+def test_inventory_counts_from_first_principles():
+    """The counts of ``Inventory`` over many batches of a damaged stream equal the same
+    counts taken frame by frame in plain Python from the decoded columns."""
+    data = t.synthetic_stream(3000, seed=5, vbuckets=7, collections=True, sync_writes=True)
+    cut = len(data) // 3
+    damaged = data[:cut] + b"\x00" * 50 + data[cut:]
+    chunks = [damaged[i:i + 50_000] for i in range(0, len(damaged), 50_000)]
+    batches = list(dcpfast.iter_batches(chunks, 64 << 10, collections=True, errors="skip",
+                                        columns=list(Inventory.COLUMNS)))
+    assert len(batches) > 5 and sum(len(b.errors) for b in batches) >= 1
+    found = _inventory(batches)
+
+    documents = {Opcode.MUTATION, Opcode.DELETION, Opcode.EXPIRATION, Opcode.PREPARE,
+                 Opcode.COMMIT, Opcode.ABORT}
+    frames = size = 0
+    opcodes, collections, vbuckets = Counter(), Counter(), {}
+    for b in batches:
+        for op, vb, seqno, cid, body, request in zip(
+                b["opcode"].tolist(), b["vbucket"].tolist(), b["by_seqno"].tolist(),
+                b["collection_id"].tolist(), b["body_len"].tolist(),
+                b.validity("vbucket").tolist()):
+            frames += 1
+            size += 24 + body
+            opcodes[op] += 1
+            if not request:
+                continue
+            entry = vbuckets.setdefault(vb, [0, 0, []])
+            entry[0] += 1
+            if op in documents:
+                entry[1] += 1
+                entry[2].append(seqno)
+                collections[cid] += 1
+    assert found.frames == frames and found.bytes == size and found.collections_on
+    assert {op: n for op, n in enumerate(found.opcodes.tolist()) if n} == dict(opcodes)
+    assert found.collections == collections and len(collections) > 1
+    assert {vb: (v.frames, v.documents, v.first_seqno, v.last_seqno)
+            for vb, v in found.vbuckets.items()} == \
+        {vb: (n, docs, min(s) if s else None, max(s) if s else None)
+         for vb, (n, docs, s) in vbuckets.items()}
+    assert len(vbuckets) == 8 and any(not v.documents for v in found.vbuckets.values())
+    assert found.skipped == [r for b in batches for r in b.errors]
+    assert not found.connections
+
+    plain = _inventory(dcpfast.iter_batches([damaged], errors="skip", collections=False))
+    assert plain.frames == frames and not plain.collections and not plain.collections_on
+    empty = Inventory()
+    assert empty.frames == 0 and empty.collections_on is None and not empty.vbuckets
 
 
 # -- inputs of every kind ------------------------------------------------------------------
@@ -284,6 +343,10 @@ def capture(tmp_path_factory):
 
 def test_capture_commands(capture, tmp_path):
     path, client, server = capture
+    found = _inventory(dcpfast.pcap.read_pcap(path))
+    assert sorted(found.connections.values()) == sorted(
+        [len(dcpfast.scan(client)), len(dcpfast.scan(server))])
+    assert found.frames == sum(found.connections.values())
     result = run("info", "--json", path)
     _clean(result, 0)
     [summary] = json.loads(result.output)

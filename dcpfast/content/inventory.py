@@ -1,0 +1,93 @@
+"""Counts over a stream of batches: what ``dcpfast info`` reports about an input.
+
+An ``Inventory`` takes the batches of one input one at a time (``update``) and keeps only
+counts, so any input is summarised in bounded memory: frames and bytes, frames by opcode,
+frames, documents and the seqno range by vbucket, documents by collection, frames by
+capture connection, and the regions skipped as damage.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..protocol import COLLECTION_PREFIXED, HEADER_SIZE
+
+#: Document changes: the opcodes counted as documents, by vbucket and by collection.
+DOCUMENT_OPCODES = np.array(sorted(COLLECTION_PREFIXED), np.uint8)
+
+
+@dataclass
+class VbucketCounts:
+    """Request frames of one vbucket, how many of them change a document, and the lowest
+    and highest ``by_seqno`` of those (None without documents)."""
+
+    frames: int = 0
+    documents: int = 0
+    first_seqno: int | None = None
+    last_seqno: int | None = None
+
+
+class Inventory:
+    """Frames, bytes, opcodes, vbuckets, collections, connections and damage of a stream."""
+
+    #: The columns ``update`` reads; a scan may leave out every other.
+    COLUMNS = ("opcode", "vbucket", "by_seqno", "collection_id", "body_len")
+
+    def __init__(self) -> None:
+        #: Frames seen.
+        self.frames = 0
+        #: Bytes of those frames, headers included.
+        self.bytes = 0
+        #: Frames by opcode, indexed by the opcode (256 entries).
+        self.opcodes = np.zeros(256, np.int64)
+        #: Counts by vbucket, for the vbuckets of request frames.
+        self.vbuckets: dict[int, VbucketCounts] = {}
+        #: Document changes by collection id (only batches with collections on).
+        self.collections: Counter = Counter()
+        #: Frames by capture connection direction (empty for DCP dumps).
+        self.connections: Counter = Counter()
+        #: The regions skipped as damage, in order.
+        self.skipped: list = []
+        #: Whether the last batch had collections on; None before any batch.
+        self.collections_on: bool | None = None
+
+    def update(self, batch) -> None:
+        """Add one batch (a ``FrameBatch``, or a capture batch with its ``connection``)."""
+        n = len(batch)
+        self.collections_on = batch.collections
+        connection = getattr(batch, "connection", None)
+        if connection is not None:            # a capture: one direction per batch
+            self.connections[connection] += n
+        self.frames += n
+        self.bytes += int(batch["body_len"].sum()) + HEADER_SIZE * n
+        self.skipped += batch.errors
+        opcodes = batch["opcode"]
+        self.opcodes += np.bincount(opcodes, minlength=256)
+        requests = batch.validity("vbucket")
+        documents = np.isin(opcodes, DOCUMENT_OPCODES) & requests
+        vbuckets = batch["vbucket"]
+        frames = np.bincount(vbuckets[requests])
+        for vb in np.flatnonzero(frames).tolist():
+            self.vbuckets.setdefault(vb, VbucketCounts()).frames += int(frames[vb])
+        self._add_seqnos(vbuckets[documents], batch["by_seqno"][documents])
+        if batch.collections:
+            ids, counts = np.unique(batch["collection_id"][documents], return_counts=True)
+            self.collections.update(dict(zip(ids.tolist(), counts.tolist())))
+
+    def _add_seqnos(self, vbuckets: np.ndarray, seqnos: np.ndarray) -> None:
+        """Count the documents of each vbucket and widen its seqno range."""
+        if not len(vbuckets):
+            return
+        order = np.lexsort((seqnos, vbuckets))
+        vbuckets, seqnos = vbuckets[order], seqnos[order]
+        starts = np.flatnonzero(np.r_[True, vbuckets[1:] != vbuckets[:-1]])
+        ends = np.append(starts[1:], len(vbuckets))
+        for vb, start, end in zip(vbuckets[starts].tolist(), starts.tolist(), ends.tolist()):
+            entry = self.vbuckets[vb]
+            low, high = int(seqnos[start]), int(seqnos[end - 1])
+            entry.documents += end - start
+            entry.first_seqno = low if entry.first_seqno is None else min(entry.first_seqno, low)
+            entry.last_seqno = high if entry.last_seqno is None else max(entry.last_seqno, high)
