@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import dcpfast
-from dcpfast import bench
 from dcpfast import testing as t
 from dcpfast.events import Manifest, system_events
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:              # the suite package next to this script
+    sys.path.insert(0, str(HERE))
+
+from suite.timing import best  # noqa: E402
 
 
 def event_stream(count: int, flatbuffers: bool) -> bytes:
@@ -41,8 +47,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     batch = dcpfast.scan(t.synthetic_stream(args.items, seed=1), final=True)
-    plain = bench.best(batch.to_arrow, args.repeat)
-    named = bench.best(lambda: batch.with_names(Manifest()), args.repeat)
+    plain = best(batch.to_arrow, args.repeat)
+    named = best(lambda: batch.with_names(Manifest()), args.repeat)
     frames = len(batch)
     print(f"core {dcpfast.IMPLEMENTATION}; {frames:,} frames, "
           f"{len(batch.data) / 1e6:.1f} MB")
@@ -57,7 +63,7 @@ def main(argv=None) -> int:
         if rows["collection_id"].to_pylist() != [8 + i for i in range(args.events)]:
             print("system_events does not match the encoder's input", file=sys.stderr)
             return 1
-        took = bench.best(lambda: system_events(events), args.repeat)
+        took = best(lambda: system_events(events), args.repeat)
         print(f"system_events(), {label:14} {took * 1e3:8.1f} ms  "
               f"{args.events / took / 1e3:6.1f} k events/s")
     return 0

@@ -26,9 +26,15 @@ from pathlib import Path
 import numpy as np
 
 import dcpfast
-from dcpfast import bench
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:              # the suite package next to this script
+    sys.path.insert(0, str(HERE))
+
+from suite.common import arguments, machine, settle  # noqa: E402
+from suite.corpora import CORPORA, load_corpus  # noqa: E402
+from suite.timing import best  # noqa: E402
+
 CACHE = HERE / "results" / "cache"
 COLUMNS = ["offset", "opcode", "vbucket", "by_seqno", "key_len"]
 DEFAULTS = dict(items=880_000, repeat=3)
@@ -66,12 +72,12 @@ def read_alone(opener, path) -> int:
 
 
 def main(argv=None) -> int:
-    args = bench.settle(bench.arguments(__doc__, DEFAULTS, QUICK), argv, DEFAULTS, QUICK)
+    args = settle(arguments(__doc__, DEFAULTS, QUICK), argv, DEFAULTS, QUICK)
 
-    info = bench.machine()
+    info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores; python {info['python']}, "
           f"dcpfast {info['dcpfast']} ({info['implementation']} core)")
-    data, expected, origin = bench.load_corpus(bench.CORPORA[0], args.items, CACHE)
+    data, expected, origin = load_corpus(CORPORA[0], args.items, CACHE)
     print(f"corpus ({origin}): {expected['frames']:,} frames, {len(data):,} bytes")
     whole = dcpfast.scan(data, collections=True, columns=COLUMNS)
 
@@ -103,8 +109,8 @@ def main(argv=None) -> int:
 
         frames, size = len(whole), len(raw.read_bytes())
         for name, path, opener, nbytes in files:
-            t_scan = bench.best(lambda: scan_file(path), args.repeat)
-            t_alone = bench.best(lambda: read_alone(opener, path), args.repeat) \
+            t_scan = best(lambda: scan_file(path), args.repeat)
+            t_alone = best(lambda: read_alone(opener, path), args.repeat) \
                 if opener else None
             rows.append((name, nbytes, t_alone, t_scan))
 

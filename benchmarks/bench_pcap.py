@@ -27,9 +27,15 @@ from pathlib import Path
 import numpy as np
 
 import dcpfast
-from dcpfast import bench, pcap, testing
+from dcpfast import pcap, testing
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:              # the suite package next to this script
+    sys.path.insert(0, str(HERE))
+
+from suite.common import arguments, settle  # noqa: E402
+from suite.timing import best  # noqa: E402
+
 CACHE = HERE / "results" / "cache"
 DEFAULT_JSON = HERE / "results" / "bench_pcap.json"
 CORPUS = dict(seed=0, vbuckets=4, collections=True, sync_writes=True, value_size=205)
@@ -83,8 +89,7 @@ def check(raw: Path, capture: Path) -> int:
 
 
 def main(argv=None) -> int:
-    args = bench.settle(bench.arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON), argv,
-                        DEFAULTS, QUICK)
+    args = settle(arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON), argv, DEFAULTS, QUICK)
     raw, capture = corpus(args.items)
     frames = check(raw, capture)
     data = raw.read_bytes()
@@ -101,7 +106,7 @@ def main(argv=None) -> int:
         "read(raw dump path)": lambda: len(dcpfast.read(raw)),
         "iter_batches(raw dump path)": lambda: count(dcpfast.iter_batches(raw)),
     }
-    seconds = {name: bench.best(fn, args.repeat) for name, fn in runs.items()}
+    seconds = {name: best(fn, args.repeat) for name, fn in runs.items()}
     capture_time = seconds["read_pcap(path), all columns"]
     print(f"corpus: {frames:,} frames, {size / 1e6:.1f} MB of DCP; capture "
           f"{capture_size / 1e6:.1f} MB in {MSS}-byte segments "

@@ -36,8 +36,15 @@ from pathlib import Path
 import pyarrow as pa
 
 import dcpfast
-from dcpfast import bench, testing
 from dcpfast import spark as dspark
+from dcpfast import testing
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:              # the suite package next to this script
+    sys.path.insert(0, str(HERE))
+
+from suite.common import machine, print_machine  # noqa: E402
+from suite.timing import best  # noqa: E402
 
 PROJECTION = ["opcode", "vbucket", "cas", "by_seqno", "key", "value"]
 TARGET_MB_S, TARGET_RATIO = 300, 3.0
@@ -115,6 +122,72 @@ def ceiling_source():
     return Replay
 
 
+def column_set(spark, label: str, columns, root: Path, paths: list[str], joined: Path,
+               size: int, repeat: int) -> dict | None:
+    """Check and time every path for one column set, print its table and targets; its
+    part of the report, or None when a path's frame count differs from the scan's."""
+    names = dspark.output_columns(columns)
+    print(f"{label}: {', '.join(names)}")
+    seconds = best(lambda: single_process(paths, columns), repeat)
+    frames = single_process(paths, columns)
+    rows = [("single process: iter_batches + Arrow", "single", seconds)]
+    replay = root / f"replay-{len(names)}.arrow"
+    write_batches(paths[0], columns, replay)
+    runs = [("datasource", root / "files", f"{len(paths)} files"),
+            ("datasource", joined, "one file in byte ranges"),
+            ("arrow", root / "files", f"{len(paths)} files"),
+            ("pandas", root / "files", f"{len(paths)} files"),
+            ("ceiling", replay, "replayed record batches, no decoding")]
+    planned = dspark.read_dcp(spark, str(root / "files"), "datasource",
+                              columns=columns).rdd.getNumPartitions()
+    frames_of = []
+    for method, where, what in runs:
+        if method == "ceiling":
+            df = (spark.read.format("dcpfast_replay").option("batches", str(where))
+                  .option("partitions", planned).option("times", len(paths)).load())
+        else:
+            df = dspark.read_dcp(spark, str(where), method, columns=columns)
+        count = df.count()                      # the check
+        if count != frames:
+            print(f"FAILED: {method} ({what}) gave {count:,} frames, the scan {frames:,}")
+            return None
+        frames_of.append(df)
+    # every path once more to warm Spark's JIT, then the paths take turns
+    times = [[] for _ in runs]
+    for turn in range(repeat + 1):
+        for i, df in enumerate(frames_of):
+            start = time.perf_counter()
+            df.write.format("noop").mode("overwrite").save()
+            if turn:
+                times[i].append(time.perf_counter() - start)
+    for (method, _, what), taken in zip(runs, times):
+        rows.append((f"spark {method}, {what}, noop sink", method, min(taken)))
+
+    print(f"\n{frames:,} frames; the data source plans {planned} partitions for "
+          f"{len(paths)} files")
+    print("\n| path | seconds | MB/s | frames/s |\n|---|---|---|---|")
+    for text, _, seconds in rows:
+        print(f"| {text} | {seconds:.2f} | {size / 1e6 / seconds:,.0f} | "
+              f"{frames / seconds / 1e6:,.2f} M |")
+    first = {}
+    for _, method, seconds in rows:
+        first.setdefault(method, seconds)
+    mb_s = size / 1e6 / first["datasource"]
+    ratio = first["pandas"] / first["datasource"]
+    ceiling = size / 1e6 / first["ceiling"]
+    print(f"\ndata source {mb_s:,.0f} MB/s (target >= {TARGET_MB_S}: "
+          f"{'MET' if mb_s >= TARGET_MB_S else 'NOT MET'}); "
+          f"{ratio:.1f}x mapInPandas (target >= {TARGET_RATIO:.0f}x: "
+          f"{'MET' if ratio >= TARGET_RATIO else 'NOT MET'}); "
+          f"Spark's ceiling for these rows {ceiling:,.0f} MB/s, the data source "
+          f"reaches {mb_s / ceiling:.0%} of it\n")
+    return {"label": label, "columns": list(names), "frames": frames, "partitions": planned,
+            "paths": [{"path": text, "seconds": s, "mb_per_s": size / 1e6 / s,
+                       "frames_per_s": frames / s} for text, _, s in rows],
+            "datasource_mb_per_s": mb_s, "datasource_over_pandas": ratio,
+            "ceiling_mb_per_s": ceiling}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small corpus, one timed run")
@@ -139,8 +212,8 @@ def main(argv=None) -> int:
     with open(joined, "wb") as out:
         for path in paths:
             out.write(Path(path).read_bytes())
-    info = bench.machine()
-    bench.print_machine(info)
+    info = machine()
+    print_machine(info)
     print(f"corpus: {len(paths)} files, {size / 1e6:,.1f} MB in {root} "
           f"({time.perf_counter() - start:.1f} s)")
 
@@ -155,69 +228,10 @@ def main(argv=None) -> int:
     try:
         for label, columns in (("all columns", None),
                                (f"{len(PROJECTION)} columns", PROJECTION)):
-            names = dspark.output_columns(columns)
-            print(f"{label}: {', '.join(names)}")
-            seconds = bench.best(lambda: single_process(paths, columns), args.repeat)
-            frames = single_process(paths, columns)
-            rows = [("single process: iter_batches + Arrow", "single", seconds)]
-            replay = root / f"replay-{len(names)}.arrow"
-            write_batches(paths[0], columns, replay)
-            runs = [("datasource", root / "files", f"{len(paths)} files"),
-                    ("datasource", joined, "one file in byte ranges"),
-                    ("arrow", root / "files", f"{len(paths)} files"),
-                    ("pandas", root / "files", f"{len(paths)} files"),
-                    ("ceiling", replay, "replayed record batches, no decoding")]
-            planned = dspark.read_dcp(spark, str(root / "files"), "datasource",
-                                      columns=columns).rdd.getNumPartitions()
-            frames_of = []
-            for method, where, what in runs:
-                if method == "ceiling":
-                    df = (spark.read.format("dcpfast_replay").option("batches", str(where))
-                          .option("partitions", planned).option("times", len(paths)).load())
-                else:
-                    df = dspark.read_dcp(spark, str(where), method, columns=columns)
-                count = df.count()                      # the check
-                if count != frames:
-                    print(f"FAILED: {method} ({what}) gave {count:,} frames, the scan "
-                          f"{frames:,}")
-                    return 1
-                frames_of.append(df)
-            # every path once more to warm Spark's JIT, then the paths take turns
-            times = [[] for _ in runs]
-            for turn in range(args.repeat + 1):
-                for i, df in enumerate(frames_of):
-                    start = time.perf_counter()
-                    df.write.format("noop").mode("overwrite").save()
-                    if turn:
-                        times[i].append(time.perf_counter() - start)
-            for (method, _, what), taken in zip(runs, times):
-                rows.append((f"spark {method}, {what}, noop sink", method, min(taken)))
-
-            print(f"\n{frames:,} frames; the data source plans {planned} partitions for "
-                  f"{len(paths)} files")
-            print("\n| path | seconds | MB/s | frames/s |\n|---|---|---|---|")
-            for text, _, seconds in rows:
-                print(f"| {text} | {seconds:.2f} | {size / 1e6 / seconds:,.0f} | "
-                      f"{frames / seconds / 1e6:,.2f} M |")
-            first = {}
-            for _, method, seconds in rows:
-                first.setdefault(method, seconds)
-            mb_s = size / 1e6 / first["datasource"]
-            ratio = first["pandas"] / first["datasource"]
-            ceiling = size / 1e6 / first["ceiling"]
-            print(f"\ndata source {mb_s:,.0f} MB/s (target >= {TARGET_MB_S}: "
-                  f"{'MET' if mb_s >= TARGET_MB_S else 'NOT MET'}); "
-                  f"{ratio:.1f}x mapInPandas (target >= {TARGET_RATIO:.0f}x: "
-                  f"{'MET' if ratio >= TARGET_RATIO else 'NOT MET'}); "
-                  f"Spark's ceiling for these rows {ceiling:,.0f} MB/s, the data source "
-                  f"reaches {mb_s / ceiling:.0%} of it\n")
-            report["column_sets"].append({
-                "label": label, "columns": list(names), "frames": frames,
-                "partitions": planned,
-                "paths": [{"path": text, "seconds": s, "mb_per_s": size / 1e6 / s,
-                           "frames_per_s": frames / s} for text, _, s in rows],
-                "datasource_mb_per_s": mb_s, "datasource_over_pandas": ratio,
-                "ceiling_mb_per_s": ceiling})
+            part = column_set(spark, label, columns, root, paths, joined, size, args.repeat)
+            if part is None:
+                return 1
+            report["column_sets"].append(part)
     finally:
         spark.stop()
     if args.json:

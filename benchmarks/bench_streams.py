@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import dcpfast
-from dcpfast import bench
 from dcpfast import streams, testing
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:              # the suite package next to this script
+    sys.path.insert(0, str(HERE))
+
+from suite.timing import best  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -38,7 +44,7 @@ def main(argv=None) -> int:
             ("scan + summarize (iter_batches 8 MiB)",
              lambda: streams.summarize(dcpfast.iter_batches([data], batch_bytes=8 << 20)))]
     for name, fn in runs:
-        seconds = bench.best(fn, args.repeat)
+        seconds = best(fn, args.repeat)
         print(f"{name:38s} {seconds * 1e3:8.1f} ms  {len(batch) / seconds / 1e6:6.2f} M frames/s")
     return 0
 

@@ -30,11 +30,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import dcpfast
-from dcpfast import bench
-from dcpfast.bench import CheckFailed, check
+from dcpfast import _core as core
 from dcpfast import testing
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:              # the suite package next to this script
+    sys.path.insert(0, str(HERE))
+
+from suite import common  # noqa: E402
+from suite.common import CheckFailed, arguments, check, settle  # noqa: E402
+from suite.timing import Timing, take_turns  # noqa: E402
+
 DEFAULT_JSON = HERE / "results" / "bench_values.json"
 #: Generator settings; the value mix is ``synthetic_frames``' default.
 CORPUS = dict(seed=0, vbuckets=4, collections=True, sync_writes=True)
@@ -45,9 +51,9 @@ JSON = int(dcpfast.Datatype.JSON)
 
 
 def machine() -> dict:
-    """``dcpfast.bench.machine()`` plus the Snappy library and the values helper in use."""
-    return {**bench.machine(), "cramjam": cramjam.__version__,
-            "helper": dcpfast._core.values.__name__}
+    """``suite.common.machine()`` plus the Snappy library and the values helper in use."""
+    return {**common.machine(), "cramjam": cramjam.__version__,
+            "helper": core.values.__name__}
 
 
 def verify(table: pa.Table, documents: list) -> None:
@@ -63,9 +69,34 @@ def verify(table: pa.Table, documents: list) -> None:
         check(flag == bool(doc.fields["datatype"] & JSON), f"row {i}: is_json differs")
 
 
+def timed_rows(batch, compressed: list, documents: int, value_bytes: int, repeat: int
+               ) -> list[Timing]:
+    """``values()`` in four settings and, last, the Snappy library alone on the compressed
+    values, taking turns; prints their table."""
+    baseline = Timing("cramjam decompress_raw, one call per value", len(compressed),
+                      sum(map(len, compressed)))
+    rows = [Timing(label, documents, value_bytes) for label in
+            ("values()", "values(xattrs='drop')", "values(xattrs='keep')",
+             "values(decompress=False)")] + [baseline]
+    decompress_raw = cramjam.snappy.decompress_raw
+    take_turns(list(zip(rows, [batch.values, lambda: batch.values(xattrs="drop"),
+                               lambda: batch.values(xattrs="keep"),
+                               lambda: batch.values(decompress=False),
+                               lambda: [decompress_raw(v) for v in compressed]])), repeat)
+
+    print(f"\nspeed (best of {repeat} after a warm-up, measurements taking turns, gc paused; "
+          "MB/s counts\nvalue bytes as sent; x baseline compares times)")
+    print(f"{'measurement':<44} {'values':>9} {'best':>10} {'values/s':>10} {'MB/s':>8}"
+          f" {'x baseline':>10}")
+    for t in rows:
+        print(f"{t.label:<44} {t.frames:>9,} {t.best * 1e3:>7.2f} ms "
+              f"{t.frames / t.best / 1e6:>8.2f} M {t.nbytes / t.best / 1e6:>8.1f}"
+              f" {t.best / baseline.best:>9.2f}x")
+    return rows
+
+
 def main(argv=None) -> int:
-    args = bench.settle(bench.arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON), argv,
-                        DEFAULTS, QUICK)
+    args = settle(arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON), argv, DEFAULTS, QUICK)
     if dcpfast.IMPLEMENTATION != "cython":
         print("the compiled helpers are not in use: build them with `python setup.py "
               "build_ext --inplace` and unset DCPFAST_PUREPYTHON", file=sys.stderr)
@@ -110,25 +141,8 @@ def main(argv=None) -> int:
           "document;\n  xattrs='keep' bodies add up to the library's inflated bytes")
 
     r = args.repeat
-    baseline = bench.Timing("cramjam decompress_raw, one call per value", len(compressed),
-                      snappy_bytes)
-    rows = [bench.Timing(label, n, value_bytes) for label in
-            ("values()", "values(xattrs='drop')", "values(xattrs='keep')",
-             "values(decompress=False)")] + [baseline]
-    decompress_raw = cramjam.snappy.decompress_raw
-    bench.take_turns(list(zip(rows, [batch.values, lambda: batch.values(xattrs="drop"),
-                          lambda: batch.values(xattrs="keep"),
-                          lambda: batch.values(decompress=False),
-                          lambda: [decompress_raw(v) for v in compressed]])), r)
-
-    print(f"\nspeed (best of {r} after a warm-up, measurements taking turns, gc paused; "
-          "MB/s counts\nvalue bytes as sent; x baseline compares times)")
-    print(f"{'measurement':<44} {'values':>9} {'best':>10} {'values/s':>10} {'MB/s':>8}"
-          f" {'x baseline':>10}")
-    for t in rows:
-        print(f"{t.label:<44} {t.frames:>9,} {t.best * 1e3:>7.2f} ms "
-              f"{t.frames / t.best / 1e6:>8.2f} M {t.nbytes / t.best / 1e6:>8.1f}"
-              f" {t.best / baseline.best:>9.2f}x")
+    rows = timed_rows(batch, compressed, n, value_bytes, r)
+    baseline = rows[-1]
     ratio = rows[0].best / baseline.best
     print(f"\nvalues() takes {ratio:.2f}x the time the Snappy library alone needs for the "
           f"{len(compressed):,} compressed values")

@@ -552,6 +552,29 @@ def spark_decode(inputs, sample, out, master, method, partition_by, columns, wit
 
 # -- bench ---------------------------------------------------------------------------------
 
+#: The benchmark suite's runner in the source checkout this package sits in; an installed
+#: dcpfast has none (the suite compiles a C probe and writes files, so it is not shipped).
+BENCH_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
+                            "benchmarks", "bench_scan.py")
+
+
+def _relayed(command: list[str], env: dict) -> int:
+    """Run ``command``, echoing its standard output and error as they come; its status."""
+    import subprocess
+    import threading
+
+    def relay(stream, err):
+        for line in stream:
+            click.echo(line, nl=False, err=err)
+
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=env) as child:
+        errors = threading.Thread(target=relay, args=(child.stderr, True))
+        errors.start()
+        relay(child.stdout, False)
+        errors.join()
+    return child.returncode
+
 
 @main.command()
 @click.option("--quick", is_flag=True, help="A smoke run (about 100,000 mixed frames, no "
@@ -572,16 +595,29 @@ def spark_decode(inputs, sample, out, master, method, partition_by, columns, wit
               help="Keep the generated corpora in this directory for later runs.")
 @click.option("--readme", type=click.Path(dir_okay=False, exists=True),
               help="Rewrite the performance table between the benchmark markers of this "
-              "README.")
+              "file (docs/benchmarks.md in the source tree).")
 def bench(quick, items, repeat, python_items, corpora, rss, json_path, cache, readme):
     """Check and time the scanner on synthetic corpora against baselines and a C probe,
-    and print the table and the targets."""
-    from . import bench as b
+    and print the table and the targets.
 
-    settings = dict(b.QUICK if quick else b.DEFAULTS)
-    for name, value in (("items", items), ("repeat", repeat), ("python_items", python_items)):
+    Runs benchmarks/bench_scan.py of the source checkout dcpfast is used from.
+    """
+    if not os.path.isfile(BENCH_SCRIPT):
+        raise click.ClickException(
+            "the benchmark suite lives in the source tree's benchmarks/ (python "
+            "benchmarks/bench_scan.py in a checkout of dcpfast); this dcpfast has none")
+    args = ["--quick"] if quick else []
+    for flag, value in (("--items", items), ("--repeat", repeat),
+                        ("--python-items", python_items), ("--json", json_path),
+                        ("--cache", cache), ("--readme", readme)):
         if value is not None:
-            settings[name] = value
-    sys.exit(b.run(**settings, corpora=corpora or b.CORPUS_NAMES,
-                   rss=not quick if rss is None else rss, json_path=json_path, cache=cache,
-                   readme=readme))
+            args.append(f"{flag}={value}")
+    if cache is None:
+        args.append("--no-cache")
+    if rss is not None:
+        args.append("--rss" if rss else "--no-rss")
+    args += [f"--corpus={name}" for name in corpora]
+    root = os.path.dirname(os.path.dirname(BENCH_SCRIPT))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+    sys.exit(_relayed([sys.executable, BENCH_SCRIPT, *args], env))

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import dcpfast
+from dcpfast import cli
 from dcpfast import testing as t
 from dcpfast.cli import main
 from dcpfast.content.inventory import Inventory
@@ -372,36 +374,88 @@ def test_capture_commands(capture, tmp_path):
 
 # -- bench and the installed command ---------------------------------------------------------
 
-def test_bench_prints_its_table(tmp_path):
-    from dcpfast import bench
-    if bench._scan is None or dcpfast.IMPLEMENTATION != "cython":
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture
+def suite(monkeypatch):
+    """``benchmarks/suite`` of the source tree (skipped where the tests run without it)."""
+    if not (BENCHMARKS / "suite" / "__init__.py").is_file():
+        pytest.skip("the benchmark suite lives in the source tree's benchmarks/")
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import suite.corpora
+    import suite.scan
+    import suite.table
+    return suite
+
+
+def test_bench_prints_its_table(suite, tmp_path):
+    from cores import COMPILED
+    if not COMPILED or dcpfast.IMPLEMENTATION != "cython":
         result = run("bench", "--quick")
         assert result.exit_code == 2
         return
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# speed\n{bench.README_BEGIN}\nold table\n{bench.README_END}\nafter\n")
+    table = suite.table
+    readme = tmp_path / "benchmarks.md"
+    readme.write_text(f"# speed\n{table.BEGIN}\nold table\n{table.END}\nafter\n")
     small = ("--items", 2000, "--python-items", 500, "--repeat", 1, "--no-rss")
     result = run("bench", *small, "--json", tmp_path / "b.json", "--cache", tmp_path,
                  "--readme", readme)
     _clean(result, 0)
     assert "checks passed" in result.output and "scan, all 39 columns" in result.output
     report = json.loads((tmp_path / "b.json").read_text())
-    assert list(report["corpora"]) == list(bench.CORPUS_NAMES)
+    assert list(report["corpora"]) == list(suite.corpora.CORPUS_NAMES)
     assert report["corpora"]["mixed"]["items"] == 2000
     assert {t["met"] for t in report["targets"]} <= {True, False, None}
     text = readme.read_text()
-    assert "old table" not in text and text.endswith(f"{bench.README_END}\nafter\n")
+    assert "old table" not in text and text.endswith(f"{table.END}\nafter\n")
     assert "| `scan`, all 39 columns |" in text
     again = run("bench", *small, "--corpus", "small", "--cache", tmp_path)
     assert "corpus small" in again.output and "corpus mixed" not in again.output
     assert "(cache " in again.output
+    # the table rewritten from the JSON report alone is the one the run wrote
+    copy = tmp_path / "copy.md"
+    copy.write_text(f"{table.BEGIN}\n{table.END}\n")
+    assert suite.scan.main(["--readme", str(copy), "--from-json", str(tmp_path / "b.json")]) == 0
+    assert copy.read_text() == text[len("# speed\n"):-len("after\n")]
 
 
-def test_bench_corpus_choices_are_the_suites():
-    from dcpfast import bench
-    from dcpfast.cli import bench as command
-    option = next(p for p in command.params if p.name == "corpora")
-    assert tuple(option.type.choices) == bench.CORPUS_NAMES
+def test_bench_table_needs_a_marked_file(suite, tmp_path, capfd):
+    report = tmp_path / "report.json"
+    report.write_text("{}")
+    unmarked = tmp_path / "unmarked.md"
+    unmarked.write_text("# no markers\n")
+    for target, why in ((tmp_path / "missing.md", "does not exist"),
+                        (unmarked, "has no benchmark markers")):
+        with pytest.raises(SystemExit) as stopped:
+            suite.scan.main(["--readme", str(target), "--from-json", str(report)])
+        assert stopped.value.code == 2
+        assert why in capfd.readouterr().err
+    assert unmarked.read_text() == "# no markers\n"
+
+
+def test_bench_corpus_choices_are_the_suites(suite):
+    option = next(p for p in cli.bench.params if p.name == "corpora")
+    assert tuple(option.type.choices) == suite.corpora.CORPUS_NAMES
+
+
+def test_bench_outside_a_source_tree(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "BENCH_SCRIPT", str(tmp_path / "benchmarks" / "bench_scan.py"))
+    result = run("bench", "--quick")
+    _clean(result, 1)
+    assert result.output.startswith("Error: ") and len(result.output.splitlines()) == 1
+    assert "benchmarks/" in result.output
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("bench_*.py")))
+def test_benchmark_scripts_start(suite, script, tmp_path):
+    """Every benchmark script finds the suite next to it, from any directory, even with
+    the script's directory left off ``sys.path`` (``python -P``)."""
+    if script == "bench_spark.py":
+        pytest.importorskip("pyspark")
+    done = subprocess.run([sys.executable, "-P", str(BENCHMARKS / script), "--help"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
 
 
 def _command():
