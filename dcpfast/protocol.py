@@ -8,8 +8,11 @@ and where its fields sit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
+
+import numpy as np
 
 HEADER_SIZE = 24
 #: Default cap on ``24 + body length``; the server's own limit is 30 MiB (``max_packet_size``).
@@ -289,9 +292,20 @@ ROLLBACK_VALUE = ">Q"
 STREAM_REQUEST_SID = "sid"
 
 
-#: Opcodes whose key starts with a LEB128 collection id on collection-enabled streams.
-COLLECTION_PREFIXED = frozenset({Opcode.MUTATION, Opcode.DELETION, Opcode.EXPIRATION,
-                                 Opcode.PREPARE, Opcode.COMMIT, Opcode.ABORT})
+#: Opcodes that change a document: mutation, deletion, expiration, prepare, and the commit
+#: or abort that resolves a prepare. Their key is the document's.
+DOCUMENT_CHANGES = frozenset({Opcode.MUTATION, Opcode.DELETION, Opcode.EXPIRATION,
+                              Opcode.PREPARE, Opcode.COMMIT, Opcode.ABORT})
+#: Opcodes whose value is a document (possibly empty): the changes that carry one, all but
+#: commit and abort.
+DOCUMENT_VALUES = frozenset({Opcode.MUTATION, Opcode.DELETION, Opcode.EXPIRATION,
+                             Opcode.PREPARE})
+#: Opcodes whose key starts with a LEB128 collection id on collection-enabled streams:
+#: the document changes.
+COLLECTION_PREFIXED = DOCUMENT_CHANGES
+#: Stream messages with a seqno of their own (by_seqno): the stream's position moves with
+#: each. The document changes, system events and seqno advances.
+SEQNO_ITEMS = DOCUMENT_CHANGES | {Opcode.SYSTEM_EVENT, Opcode.SEQNO_ADVANCED}
 #: Opcodes that occur only on collection-enabled streams (evidence for auto-detection).
 COLLECTIONS_ONLY = frozenset({Opcode.SYSTEM_EVENT, Opcode.SEQNO_ADVANCED})
 #: Opcodes a resynchronising scanner accepts as a frame start: DCP plus its handshake.
@@ -408,6 +422,20 @@ MARKER_V2_KINDS = {(k.marker_version, k.value[0]): i for i, k in enumerate(KINDS
                    if k.marker_version is not None}
 #: Extras length of a V2.x snapshot marker (its one extras byte is the version).
 MARKER_V2_EXTRAS_LEN = 1
+
+
+def kinds_where(predicate: Callable[[Kind], bool]) -> np.ndarray:
+    """Read-only bool lookup table indexed by kind number (``FrameBatch.kinds``): which
+    kinds ``predicate`` holds for."""
+    table = np.array([bool(predicate(k)) for k in KINDS], dtype=bool)
+    table.flags.writeable = False
+    return table
+
+
+#: Per kind: frames that change a document (requests with an opcode in DOCUMENT_CHANGES).
+DOCUMENT_CHANGE_KINDS = kinds_where(lambda k: k.opcode in DOCUMENT_CHANGES and not k.response)
+#: Per kind: frames whose value is a document (requests with an opcode in DOCUMENT_VALUES).
+DOCUMENT_VALUE_KINDS = kinds_where(lambda k: k.opcode in DOCUMENT_VALUES and not k.response)
 
 
 def request_kinds(opcode: int) -> dict[int, int]:

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from ..batch import FrameBatch
 
 _SYSTEM_EVENT_KIND = P.KIND_INDEX["system_event"]
-_PREFIXED = np.array([k.prefixed for k in P.KINDS], dtype=bool)
 #: Columns of the batch that ``system_events`` reads.
 NEEDED = ("offset", "vbucket", "stream_id", "by_seqno", "event_id", "event_version",
           "key_offset", "key_len", "value_offset", "value_len")
@@ -284,7 +283,7 @@ class Manifest:
         self.update(batch)
         if batch.collections and "collection_id" not in batch:
             raise ValueError("with_names needs the collection_id column")
-        documents = _PREFIXED[batch.kinds]
+        documents = P.DOCUMENT_CHANGE_KINDS[batch.kinds]
         if batch.collections:
             ids = batch["collection_id"][documents]
         else:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..protocol import COLLECTION_PREFIXED, HEADER_SIZE
+from ..protocol import DOCUMENT_CHANGES, HEADER_SIZE
 
 #: Document changes: the opcodes counted as documents, by vbucket and by collection.
-DOCUMENT_OPCODES = np.array(sorted(COLLECTION_PREFIXED), np.uint8)
+DOCUMENT_OPCODES = np.array(sorted(DOCUMENT_CHANGES), np.uint8)
 
 
 @dataclass

@@ -17,10 +17,6 @@ _XATTRS = ("split", "drop", "keep")
 _ERRORS = ("strict", "skip")
 _NEEDED = ("offset", "datatype", "value_offset", "value_len")
 _INT32_MAX = 2**31 - 1
-#: Frame kinds whose value is a document: mutation, prepare, deletion and expiration.
-_DOCUMENT = np.array([k.opcode in (P.Opcode.MUTATION, P.Opcode.PREPARE, P.Opcode.DELETION,
-                                   P.Opcode.EXPIRATION) and not k.response
-                      for k in P.KINDS], dtype=bool)
 _REASONS = {
     P.ValueProblem.SNAPPY_PREAMBLE: "Snappy value: no valid length preamble",
     P.ValueProblem.SNAPPY_LENGTH: "Snappy value: a {b}-byte block cannot inflate to the {a} "
@@ -100,7 +96,7 @@ def values(batch, *, decompress: bool = True, xattrs: str = "split", errors: str
                          f"scanned without {', '.join(missing)}")
 
     view = batch.view
-    rows = np.flatnonzero(_DOCUMENT[batch.kinds])
+    rows = np.flatnonzero(P.DOCUMENT_VALUE_KINDS[batch.kinds])
     n = len(rows)
     offsets = batch["offset"][rows]
     datatype = batch["datatype"][rows]

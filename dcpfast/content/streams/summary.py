@@ -54,27 +54,24 @@ _NO_ROWS = np.zeros(0, np.int64)
 #: Responses that carry a failover log when successful.
 _FAILOVER_OPCODES = (P.Opcode.STREAM_REQUEST, P.Opcode.GET_FAILOVER_LOG,
                      P.Opcode.GET_FAILOVER_LOG_NON_DCP)
-#: Stream messages with a seqno (by_seqno column): the stream's position moves with each.
-_ITEM_OPCODES = (P.Opcode.MUTATION, P.Opcode.DELETION, P.Opcode.EXPIRATION, P.Opcode.PREPARE,
-                 P.Opcode.COMMIT, P.Opcode.ABORT, P.Opcode.SYSTEM_EVENT,
-                 P.Opcode.SEQNO_ADVANCED)
-#: Producer messages of a stream; each carries the opaque of the request that opened it.
-_MESSAGE_OPCODES = _ITEM_OPCODES + (P.Opcode.SNAPSHOT_MARKER, P.Opcode.OSO_SNAPSHOT,
-                                    P.Opcode.STREAM_END)
+#: Producer messages of a stream (its seqno items, markers, its end); each carries the
+#: opaque of the request that opened it.
+_MESSAGE_OPCODES = P.SEQNO_ITEMS | {P.Opcode.SNAPSHOT_MARKER, P.Opcode.OSO_SNAPSHOT,
+                                    P.Opcode.STREAM_END}
 #: Every request counted against a vbucket stream (consumer requests included).
-_STREAM_OPCODES = _MESSAGE_OPCODES + (
+_STREAM_OPCODES = _MESSAGE_OPCODES | {
     P.Opcode.STREAM_REQUEST, P.Opcode.ADD_STREAM, P.Opcode.CLOSE_STREAM,
     P.Opcode.SET_VBUCKET_STATE, P.Opcode.SEQNO_ACKNOWLEDGED, P.Opcode.CACHE_TRANSFER,
-    P.Opcode.CACHE_TRANSFER_END)
+    P.Opcode.CACHE_TRANSFER_END}
 
 
 def _lut(opcodes) -> np.ndarray:
     table = np.zeros(256, bool)
-    table[list(opcodes)] = True
+    table[sorted(opcodes)] = True
     return table
 
 
-_IS_ITEM = _lut(_ITEM_OPCODES)
+_IS_ITEM = _lut(P.SEQNO_ITEMS)
 _IS_MESSAGE = _lut(_MESSAGE_OPCODES)
 _IS_STREAM = _lut(_STREAM_OPCODES)
 _OPCODE_NAMES = [P.Opcode(op).name.lower() if op in P.Opcode._value2member_map_
