@@ -1,10 +1,14 @@
-"""Errors raised for malformed input, and the words for each scan problem."""
+"""Errors raised for malformed input, the words of every reason dcpfast gives for one, and
+the one way an errors mode reports damage (``Reporter``)."""
 
 from __future__ import annotations
 
+import bisect
+from enum import Enum
 from typing import NamedTuple
 
-from .protocol import Problem
+from .packets import CaptureProblem
+from .protocol import Problem, ValueProblem
 
 
 class DcpFormatError(ValueError):
@@ -35,7 +39,37 @@ class SkippedRegion(NamedTuple):
     reason: str
 
 
-_TEXT = {
+class Reporter:
+    """Damage reported under an errors mode: ``"strict"`` raises ``error(offset, reason)``;
+    ``"skip"`` lists a ``SkippedRegion`` in ``regions`` once, keeping the list in stream order.
+
+    A reporter serves one pass over its list: it remembers what the list held when it
+    first recorded, so that a region already listed (by this pass or an earlier one, on
+    the same batch or a batch sharing its list) is not listed again.
+    """
+
+    def __init__(self, mode: str, regions: list[SkippedRegion],
+                 error: type[DcpFormatError] = DcpFormatError):
+        self.mode, self.regions, self.error = mode, regions, error
+        self._listed: set[SkippedRegion] | None = None
+
+    def report(self, offset: int, length: int, reason: str) -> None:
+        """Raise for ``offset`` (strict), or list ``(offset, length, reason)`` once (skip)."""
+        if self.mode == "strict":
+            raise self.error(offset, reason)
+        region = SkippedRegion(offset, length, reason)
+        if self._listed is None:
+            self._listed = set(self.regions)
+        if region not in self._listed:
+            self._listed.add(region)
+            bisect.insort(self.regions, region)
+
+
+# -- reasons -------------------------------------------------------------------------------
+# Problems found by compiled loops come as (code, a, b): ``describe`` words them. Every
+# other reason has a short name and named fields: ``text`` words it.
+
+_SCAN = {
     Problem.BAD_MAGIC: "unknown magic 0x{a:02x}",
     Problem.FRAME_TOO_LARGE: "frame of {a} bytes exceeds max_frame_size {b}",
     Problem.LENGTHS: "body length {a} is shorter than framing extras + extras + key ({b})",
@@ -47,7 +81,8 @@ _TEXT = {
     Problem.VALUE_LENGTH: "value length {b} not allowed for opcode 0x{a:02x}",
     Problem.MARKER_VERSION: "snapshot marker version {a} with a {b}-byte value",
     Problem.LEB128_NO_STOP: "collection id prefix has no stop byte in its first {a} bytes",
-    Problem.LEB128_NON_CANONICAL: "collection id prefix is overlong (non-canonical {a}-byte encoding)",
+    Problem.LEB128_NON_CANONICAL: "collection id prefix is overlong (non-canonical {a}-byte "
+                                  "encoding)",
     Problem.LEB128_OVERFLOW: "collection id prefix exceeds 32 bits (5th byte 0x{a:02x})",
     Problem.RESERVED_COLLECTION: "reserved collection id {a}",
     Problem.EMPTY_LOGICAL_KEY: "empty logical key after the collection id prefix",
@@ -55,7 +90,87 @@ _TEXT = {
     Problem.RESYNC: "no frame boundary here: the bytes after this frame do not hold together",
 }
 
+#: Document values that do not decode (``content.values``).
+_VALUE = {
+    ValueProblem.SNAPPY_PREAMBLE: "Snappy value: no valid length preamble",
+    ValueProblem.SNAPPY_LENGTH: "Snappy value: a {b}-byte block cannot inflate to the {a} "
+                                "bytes it declares",
+    ValueProblem.SNAPPY: "Snappy value does not inflate: {a}",
+    ValueProblem.XATTR_SHORT: "xattr section: a {a}-byte value has no room for its length",
+    ValueProblem.XATTR_SECTION: "xattr section of {a} bytes overruns the {b}-byte value",
+    ValueProblem.XATTR_PAIR_HEADER: "xattr pair at byte {a}: its length word crosses the "
+                                    "section end at byte {b}",
+    ValueProblem.XATTR_PAIR_LENGTH: "xattr pair at byte {a}: length {b} is below 3 or "
+                                    "overruns the section",
+    ValueProblem.XATTR_KEY: "xattr pair at byte {a}: no key followed by a NUL and a value",
+    ValueProblem.XATTR_VALUE: "xattr pair at byte {a}: the value is not one NUL-terminated "
+                              "string",
+    ValueProblem.XATTR_UTF8: "xattr pair at byte {a}: key or value is not valid UTF-8",
+    ValueProblem.XATTR_DUPLICATE: "xattr pair at byte {a}: duplicate key",
+}
 
-def describe(code: int, a: int = 0, b: int = 0) -> str:
-    """Human-readable reason for a scanner problem code and its two details."""
-    return _TEXT[Problem(code)].format(a=a, b=b)
+#: Capture records the packet walkers refuse (``capture.reader``).
+_CAPTURE = {
+    CaptureProblem.RECORD_TOO_LARGE: "capture record longer than 16 MiB",
+    CaptureProblem.BLOCK_LENGTH: "pcapng block of impossible length",
+    CaptureProblem.BLOCK_TRAILER: "pcapng block whose trailing length differs",
+    CaptureProblem.UNKNOWN_INTERFACE: "pcapng packet on an undeclared interface",
+}
+
+_CODED: dict[type, dict] = {Problem: _SCAN, ValueProblem: _VALUE, CaptureProblem: _CAPTURE}
+
+_SPLIT = "byte-range split of {uri} at {lo}..{hi}: "
+_NAMED = {
+    # capture files and their reassembly (capture.reader, capture.reassembly)
+    "not_a_capture": "not a pcap or pcapng capture (unknown file magic)",
+    "pcap_header_cut": "pcap file header cut short",
+    "pcapng_byte_order": "pcapng section header with an unknown byte-order magic",
+    "capture_cut_short": "capture cut short inside its last record ({present} bytes of it "
+                         "present)",
+    "capture_gap": "capture gap: {length} bytes of the TCP stream are not in the capture",
+    "frame_cut_by_gap": "frame cut short by a capture gap",
+    "frame_cut_by_end": "frame cut short by the end of the capture",
+    # compressed dumps (io.compression)
+    "damaged_compressed": "damaged {codec} data: {error}",
+    # byte ranges of a file (io.ranges); ``anchor``: where a range's frames start or end
+    "range_overlaps": _SPLIT + "the range after byte {hi} starts before this one (at "
+                               "{anchor})",
+    "range_misaligned": _SPLIT + "the frames before byte {anchor} do not end there (frames "
+                                 "embedded in a value near the cut?); use a larger partition "
+                                 "size or lead-in",
+    # system events (content.events)
+    "event_id": "unknown system event id {id}",
+    "event_version": "system event {event} has no version {version}",
+    "event_name": "{event} name is not UTF-8",
+    "event_size": "{event} version {version} value of {size} bytes (must be {must})",
+    "fb_short": "FlatBuffers value of {size} bytes is too short for a table",
+    "fb_root": "FlatBuffers root table at {root} outside the {size}-byte value",
+    "fb_vtable": "FlatBuffers vtable at {vtable} outside the {size}-byte value",
+    "fb_vtable_size": "FlatBuffers vtable of {vtable_size} bytes at {vtable} does not fit "
+                      "the {size}-byte value",
+    "fb_table_size": "FlatBuffers table of {table_size} bytes at {root} does not fit the "
+                     "{size}-byte value",
+    "fb_field": "FlatBuffers field {name} at {field} outside its {table_size}-byte table",
+    "fb_string_at": "FlatBuffers string {name} at {start} outside the {size}-byte value",
+    "fb_string_overrun": "FlatBuffers string {name} of {length} bytes at {start} overruns "
+                         "the {size}-byte value",
+    # stream setup and responses (content.streams)
+    "stream_request_value": "stream request value is not a JSON object",
+    "stream_request_sid": "stream request sid {sid!r} is not in 1..65535",
+    "failover_log_size": "failover log of {size} bytes is not a multiple of {entry}",
+    "rollback_size": "rollback response value of {size} bytes (must be {must})",
+}
+
+
+def describe(code: int | Enum, a: object = 0, b: object = 0) -> str:
+    """The reason for a problem code and its two details: a scan ``Problem`` (a plain int
+    is one), a ``ValueProblem`` or a ``CaptureProblem``."""
+    table = _CODED.get(type(code))
+    if table is None:
+        code, table = Problem(code), _SCAN
+    return table[code].format(a=a, b=b)
+
+
+def text(name: str, /, **fields: object) -> str:
+    """The reason named ``name`` with its format ``fields`` filled in."""
+    return _NAMED[name].format(**fields)

@@ -99,7 +99,7 @@ SNAPPY_MAX_EXPANSION = (64, 3)
 
 
 class ValueProblem(IntEnum):
-    """Why a document value failed to decode (``values.values`` words them)."""
+    """Why a document value failed to decode (``errors.describe`` words them)."""
 
     SNAPPY_PREAMBLE = 1          # detail: -
     SNAPPY_LENGTH = 2            # detail: declared length, block length

@@ -20,7 +20,7 @@ import numpy as np
 from .. import _core as core
 from .. import packets as P
 from .. import protocol
-from ..errors import CaptureFormatError, SkippedRegion
+from ..errors import CaptureFormatError, Reporter, SkippedRegion, describe, text
 from .batch import CaptureBatch
 from .reassembly import Direction
 
@@ -30,12 +30,6 @@ DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
 _ROWS = 1 << 14                # TCP segments per walker call
 _CONTROL = P.TCP_SYN | P.TCP_FIN | P.TCP_RST
 _CLOSED_MEMORY = 4096          # finished directions remembered to drop late retransmissions
-_PROBLEMS = {
-    P.CaptureProblem.RECORD_TOO_LARGE: "capture record longer than 16 MiB",
-    P.CaptureProblem.BLOCK_LENGTH: "pcapng block of impossible length",
-    P.CaptureProblem.BLOCK_TRAILER: "pcapng block whose trailing length differs",
-    P.CaptureProblem.UNKNOWN_INTERFACE: "pcapng packet on an undeclared interface",
-}
 
 
 def is_capture(head: bytes) -> bool:
@@ -98,6 +92,7 @@ class CaptureReader(Iterator):
         self.ports = ports
         self.counters = dict.fromkeys(P.WALK_COUNTERS + ("other_ports", "gaps"), 0)
         self.problems: list[SkippedRegion] = []
+        self._damage = Reporter(errors, self.problems, CaptureFormatError)
         self._options = dict(collections=collections, columns=columns, errors=errors,
                              max_frame_size=max_frame_size)
         self._batch_bytes = batch_bytes
@@ -125,7 +120,7 @@ class CaptureReader(Iterator):
         reader = _Chunks(f, self._batch_bytes)
         buf = reader.next(P.PCAP_HEADER_SIZE)
         if not is_capture(bytes(buf[:4])):
-            raise CaptureFormatError(0, "not a pcap or pcapng capture (unknown file magic)")
+            raise CaptureFormatError(0, text("not_a_capture"))
         self._directions: dict[bytes, Direction] = {}
         self._closed: dict[bytes, tuple[int, int]] = {}
         cols = (np.empty(_ROWS, np.int64), np.empty((_ROWS, P.CONNECTION_KEY_SIZE), np.uint8),
@@ -137,7 +132,7 @@ class CaptureReader(Iterator):
         self._big, self._links, self._tsres, self._tsoff = False, [], [], []
         if fmt == 0:
             if len(buf) < P.PCAP_HEADER_SIZE:
-                raise CaptureFormatError(0, "pcap file header cut short")
+                raise CaptureFormatError(0, text("pcap_header_cut"))
             self._big = magic not in (P.PCAP_MAGIC_US, P.PCAP_MAGIC_NS)
             order = "big" if self._big else "little"
             nanos = int.from_bytes(bytes(buf[:4]), order) == P.PCAP_MAGIC_NS
@@ -161,25 +156,20 @@ class CaptureReader(Iterator):
                         pos = got
                         continue
                 elif status == P.WalkStatus.BAD:
-                    self._damage(reader.offset(pos), _PROBLEMS[P.CaptureProblem(detail)])
+                    self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem(detail)))
                     break
                 # the end of the chunk, or a record that continues past it
                 yield from self._flush_all(final=False)
                 if reader.eof:
                     if pos < len(buf):
-                        self._damage(reader.offset(pos), "capture cut short inside its last "
-                                     f"record ({len(buf) - pos} bytes of it present)")
+                        self._damage.report(reader.offset(pos), 0, text(
+                            "capture_cut_short", present=len(buf) - pos))
                     break
                 buf, pos = reader.more(buf, pos), 0
         finally:
             for name, value in zip(P.WALK_COUNTERS, counters.tolist()):
                 self.counters[name] = value
         yield from self._flush_all(final=True)
-
-    def _damage(self, offset, reason):
-        if self._options["errors"] == "strict":
-            raise CaptureFormatError(offset, reason)
-        self.problems.append(SkippedRegion(offset, 0, reason))
 
     def _block(self, buf, pos, reader):
         """Read the pcapng section header or interface block at ``pos``: where the walk
@@ -191,25 +181,24 @@ class CaptureReader(Iterator):
             bom = int.from_bytes(head[8:12], "little")
             if bom not in (P.PCAPNG_BYTE_ORDER, int.from_bytes(
                     P.PCAPNG_BYTE_ORDER.to_bytes(4, "little"), "big")):
-                self._damage(reader.offset(pos), "pcapng section header with an unknown "
-                             "byte-order magic")
+                self._damage.report(reader.offset(pos), 0, text("pcapng_byte_order"))
                 return -1
             self._big = bom != P.PCAPNG_BYTE_ORDER
             self._links, self._tsres, self._tsoff = [], [], []
         order = "big" if self._big else "little"
         length = int.from_bytes(head[4:8], order)
         if length < 12 or length % 4 or length > P.MAX_CAPTURE_RECORD:
-            self._damage(reader.offset(pos), _PROBLEMS[P.CaptureProblem.BLOCK_LENGTH])
+            self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem.BLOCK_LENGTH))
             return -1
         if len(buf) - pos < length:
             return None
         block = bytes(buf[pos:pos + length])
         if int.from_bytes(block[-4:], order) != length:
-            self._damage(reader.offset(pos), _PROBLEMS[P.CaptureProblem.BLOCK_TRAILER])
+            self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem.BLOCK_TRAILER))
             return -1
         if int.from_bytes(head[:4], order) == P.PCAPNG_INTERFACE:
             if length < 20:
-                self._damage(reader.offset(pos), _PROBLEMS[P.CaptureProblem.BLOCK_LENGTH])
+                self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem.BLOCK_LENGTH))
                 return -1
             code, offset, at = 6, 0, 16
             while at + 4 <= length - 4:

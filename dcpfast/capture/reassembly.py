@@ -15,7 +15,7 @@ from .. import packets as P
 from .. import protocol
 from .. import schema as S
 from ..batch import byte_view, scan_view
-from ..errors import DcpFormatError, SkippedRegion
+from ..errors import DcpFormatError, SkippedRegion, text
 from ..io.resume import Resume
 from .batch import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, Connection
 
@@ -253,14 +253,12 @@ class Direction:
         left = size - batch.consumed
         if ended:
             if left:
-                why = "a capture gap" if gap is not None else "the end of the capture"
-                batch.errors.append(SkippedRegion(base + batch.consumed, left,
-                                                  f"frame cut short by {why}"))
+                why = "frame_cut_by_gap" if gap is not None else "frame_cut_by_end"
+                batch.errors.append(SkippedRegion(base + batch.consumed, left, text(why)))
             if gap is not None:
                 lo, hi = gap
-                batch.errors.append(SkippedRegion(lo, hi - lo, f"capture gap: {hi - lo} "
-                                                  "bytes of the TCP stream are not in the "
-                                                  "capture"))
+                batch.errors.append(SkippedRegion(lo, hi - lo,
+                                                  text("capture_gap", length=hi - lo)))
                 resume.restart(hi)
                 self.resync = True
             else:

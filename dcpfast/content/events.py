@@ -8,7 +8,6 @@ itself trusts its input.
 
 from __future__ import annotations
 
-import bisect
 import struct
 from typing import TYPE_CHECKING
 
@@ -17,7 +16,7 @@ from flatbuffers import number_types as fbn
 from flatbuffers.table import Table
 
 from .. import protocol as P
-from ..errors import DcpFormatError, SkippedRegion
+from ..errors import Reporter, text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -88,32 +87,20 @@ def system_events(batch: FrameBatch) -> pa.Table:
     index = np.flatnonzero(batch.kinds == _SYSTEM_EVENT_KIND)
     columns = {name: batch[name][index].tolist() for name in NEEDED}
     columns["index"] = index.tolist()
-    seen = None
+    reporter = Reporter(batch.mode, batch.errors)
     for values in zip(*columns.values()):
         frame = dict(zip(columns, values))
         try:
             fields = _decode(batch, frame)
         except _Malformed as exc:
-            seen = _reject(batch, frame, str(exc), seen)
+            offset = frame["offset"]
+            reporter.report(offset, frame["value_offset"] + frame["value_len"] - offset,
+                            str(exc))
             continue
         for name, column in rows.items():
             column.append(fields.get(name))
     return pa.table({name: pa.array(column, type=schema.field(name).type)
                      for name, column in rows.items()}, schema=schema)
-
-
-def _reject(batch, frame, reason, seen):
-    """Raise for a strict batch, else record the frame once in ``batch.errors``."""
-    offset = frame["offset"]
-    if batch.mode == "strict":
-        raise DcpFormatError(offset, reason)
-    region = SkippedRegion(offset, frame["value_offset"] + frame["value_len"] - offset, reason)
-    if seen is None:
-        seen = set(batch.errors)
-    if region not in seen:
-        seen.add(region)
-        bisect.insort(batch.errors, region)      # kept in stream order
-    return seen
 
 
 def _bytes(batch, start, length) -> bytes:
@@ -130,7 +117,7 @@ def _decode(batch, frame) -> dict:
     try:
         event = P.SystemEventId(event_id)
     except ValueError:
-        raise _Malformed(f"unknown system event id {event_id}") from None
+        raise _Malformed(text("event_id", id=event_id)) from None
     row["event"] = P.SYSTEM_EVENT_NAMES[event]
     key = _bytes(batch, frame["key_offset"], frame["key_len"])
     value = _bytes(batch, frame["value_offset"], frame["value_len"])
@@ -139,22 +126,22 @@ def _decode(batch, frame) -> dict:
     elif (event, version) in _FIXED:
         row.update(_fixed_fields(event, version, value))
     else:
-        raise _Malformed(f"system event {row['event']} has no version {version}")
+        raise _Malformed(text("event_version", event=row["event"], version=version))
     if row.get("name") is None and key:
         row["name"] = key
     if row.get("name") is not None:
         try:
             row["name"] = row["name"].decode("utf-8")
         except UnicodeDecodeError:
-            raise _Malformed(f"{row['event']} name is not UTF-8") from None
+            raise _Malformed(text("event_name", event=row["event"])) from None
     return row
 
 
 def _fixed_fields(event, version, value: bytes) -> dict:
     layout = _FIXED[event, version]
     if len(value) != layout.size:
-        raise _Malformed(f"{P.SYSTEM_EVENT_NAMES[event]} version {version} value of "
-                         f"{len(value)} bytes (must be {layout.size})")
+        raise _Malformed(text("event_size", event=P.SYSTEM_EVENT_NAMES[event],
+                              version=version, size=len(value), must=layout.size))
     values = layout.unpack(value)
     out = {"manifest_uid": values[0], "scope_id": values[1]}
     if event in _COLLECTION_EVENTS:
@@ -185,21 +172,20 @@ def _read_table(buf: bytes, fields) -> dict:
     """
     size = len(buf)
     if size < 8:
-        raise _Malformed(f"FlatBuffers value of {size} bytes is too short for a table")
+        raise _Malformed(text("fb_short", size=size))
     root = _U32.unpack_from(buf, 0)[0]
     if not 4 <= root <= size - 4:
-        raise _Malformed(f"FlatBuffers root table at {root} outside the {size}-byte value")
+        raise _Malformed(text("fb_root", root=root, size=size))
     vtable = root - _I32.unpack_from(buf, root)[0]
     if not 0 <= vtable <= size - 4:
-        raise _Malformed(f"FlatBuffers vtable at {vtable} outside the {size}-byte value")
+        raise _Malformed(text("fb_vtable", vtable=vtable, size=size))
     vtable_size = _U16.unpack_from(buf, vtable)[0]
     table_size = _U16.unpack_from(buf, vtable + 2)[0]
     if vtable_size < 4 or vtable_size % 2 or vtable + vtable_size > size:
-        raise _Malformed(f"FlatBuffers vtable of {vtable_size} bytes at {vtable} does not "
-                         f"fit the {size}-byte value")
+        raise _Malformed(text("fb_vtable_size", vtable_size=vtable_size, vtable=vtable,
+                              size=size))
     if table_size < 4 or root + table_size > size:
-        raise _Malformed(f"FlatBuffers table of {table_size} bytes at {root} does not fit "
-                         f"the {size}-byte value")
+        raise _Malformed(text("fb_table_size", table_size=table_size, root=root, size=size))
     table = Table(buf, root)
     out = {}
     for slot, (name, kind) in enumerate(fields):
@@ -208,18 +194,16 @@ def _read_table(buf: bytes, fields) -> dict:
             out[name] = _FB_DEFAULT[kind]
             continue
         if field < 4 or field + _FB_WIDTH[kind] > table_size:
-            raise _Malformed(f"FlatBuffers field {name} at {field} outside its "
-                             f"{table_size}-byte table")
+            raise _Malformed(text("fb_field", name=name, field=field, table_size=table_size))
         pos = root + field
         if kind == "string":
             start = pos + _U32.unpack_from(buf, pos)[0]
             if start > size - 4:
-                raise _Malformed(f"FlatBuffers string {name} at {start} outside the "
-                                 f"{size}-byte value")
+                raise _Malformed(text("fb_string_at", name=name, start=start, size=size))
             length = _U32.unpack_from(buf, start)[0]
             if length > size - start - 5 or buf[start + 4 + length] != 0:
-                raise _Malformed(f"FlatBuffers string {name} of {length} bytes at {start} "
-                                 f"overruns the {size}-byte value")
+                raise _Malformed(text("fb_string_overrun", name=name, length=length,
+                                      start=start, size=size))
             out[name] = table.String(pos)
         else:
             out[name] = table.Get(_FB_FLAGS[kind], pos)

@@ -11,29 +11,12 @@ import numpy as np
 
 from .. import _core as core
 from .. import protocol as P
-from ..errors import DcpFormatError, SkippedRegion
+from ..errors import Reporter, describe
 
 _XATTRS = ("split", "drop", "keep")
 _ERRORS = ("strict", "skip")
 _NEEDED = ("offset", "datatype", "value_offset", "value_len")
 _INT32_MAX = 2**31 - 1
-_REASONS = {
-    P.ValueProblem.SNAPPY_PREAMBLE: "Snappy value: no valid length preamble",
-    P.ValueProblem.SNAPPY_LENGTH: "Snappy value: a {b}-byte block cannot inflate to the {a} "
-                                  "bytes it declares",
-    P.ValueProblem.SNAPPY: "Snappy value does not inflate: {a}",
-    P.ValueProblem.XATTR_SHORT: "xattr section: a {a}-byte value has no room for its length",
-    P.ValueProblem.XATTR_SECTION: "xattr section of {a} bytes overruns the {b}-byte value",
-    P.ValueProblem.XATTR_PAIR_HEADER: "xattr pair at byte {a}: its length word crosses the "
-                                      "section end at byte {b}",
-    P.ValueProblem.XATTR_PAIR_LENGTH: "xattr pair at byte {a}: length {b} is below 3 or "
-                                      "overruns the section",
-    P.ValueProblem.XATTR_KEY: "xattr pair at byte {a}: no key followed by a NUL and a value",
-    P.ValueProblem.XATTR_VALUE: "xattr pair at byte {a}: the value is not one NUL-terminated "
-                                "string",
-    P.ValueProblem.XATTR_UTF8: "xattr pair at byte {a}: key or value is not valid UTF-8",
-    P.ValueProblem.XATTR_DUPLICATE: "xattr pair at byte {a}: duplicate key",
-}
 
 
 def values_schema(*, large: bool = False):
@@ -78,10 +61,10 @@ def values(batch, *, decompress: bool = True, xattrs: str = "split", errors: str
     ``errors`` (None: ``batch.mode``): under ``"strict"`` the first value that does not
     decode (broken Snappy block or xattr section) raises ``DcpFormatError`` with its
     frame's offset; under ``"skip"`` its body and xattrs are null and the frame is added
-    to ``batch.errors`` as ``SkippedRegion(frame offset, frame length, reason)``. Batches
-    made by ``filter`` share that list; an entry already in it is not added again, so
-    calling ``values`` repeatedly, or on a batch and its selections, lists each damaged
-    value once, after the scan's own entries.
+    to ``batch.errors`` as ``SkippedRegion(frame offset, frame length, reason)``, in stream
+    order. Batches made by ``filter`` share that list; an entry already in it is not added
+    again, so calling ``values`` repeatedly, or on a batch and its selections, lists each
+    damaged value once.
     """
     import pyarrow as pa
 
@@ -216,17 +199,11 @@ def _split(view, inflated, rows, starts, lengths, source, failed, problems, *, b
 def _report(batch, mode, problems, offsets, frame_ends) -> None:
     """Raise for the first damaged value (strict) or list each in ``batch.errors``."""
     problems.sort(key=lambda p: p[0])
-    if mode == "strict":
-        row, code, a, b = problems[0]
-        raise DcpFormatError(int(offsets[row]), _REASONS[code].format(a=a, b=b))
-    known = set(batch.errors)
+    reporter = Reporter(mode, batch.errors)
     for row, code, a, b in problems:
         start = int(offsets[row])
-        region = SkippedRegion(start, int(frame_ends[row]) + batch.base_offset - start,
-                               _REASONS[code].format(a=a, b=b))
-        if region not in known:
-            known.add(region)
-            batch.errors.append(region)
+        reporter.report(start, int(frame_ends[row]) + batch.base_offset - start,
+                        describe(P.ValueProblem(code), a, b))
 
 
 def _bitmap(valid):

@@ -11,7 +11,7 @@ import io
 import os
 
 from ..batch import byte_view
-from ..errors import DcpFormatError, SkippedRegion
+from ..errors import DcpFormatError, SkippedRegion, text
 
 #: Magic numbers of the compressed containers read transparently, by codec name.
 COMPRESSION_MAGIC = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd", "lz4": b"\x04\x22\x4d\x18"}
@@ -193,7 +193,7 @@ class DecodedStream(io.RawIOBase):
             try:                                  # read1: a failure loses no earlier bytes;
                 data = self._decoder.read1(_PIECE)    # always the same size, so what is
             except self._damaged as e:            # lost does not depend on the caller
-                reason = f"damaged {self.codec} data: {e}"
+                reason = text("damaged_compressed", codec=self.codec, error=e)
                 if self._errors == "strict":
                     raise DcpFormatError(self._position, reason) from None
                 self.damage = SkippedRegion(self._position, 0, reason)

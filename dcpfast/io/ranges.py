@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import protocol as P
 from ..batch import FrameBatch, recycled
-from ..errors import DcpFormatError
+from ..errors import DcpFormatError, text
 from .resume import Resume
 
 #: Input bytes decoded per batch of a range.
@@ -152,8 +152,8 @@ def range_batches(f, piece: Piece, *, names, collections: bool, errors: str,
     hi = anchor(f, piece.hi, piece.size, collections=collections, lead_in=lead_in,
                  max_frame_size=max_frame_size)
     if hi < lo:
-        raise DcpFormatError(hi, f"{_cut_reason(piece)}: the range after byte {piece.hi} "
-                                 f"starts before this one (at {lo})")
+        raise DcpFormatError(hi, text("range_overlaps", uri=piece.uri, lo=piece.lo,
+                                      hi=piece.hi, anchor=lo))
     if lo == hi:
         return
     names = tuple(names) if "offset" in names else ("offset", *names)
@@ -172,12 +172,7 @@ def range_batches(f, piece: Piece, *, names, collections: bool, errors: str,
             return
         if consumed > hi:
             break
-    raise DcpFormatError(hi, f"{_cut_reason(piece)}: the frames before byte {hi} do not end "
-                             f"there (frames embedded in a value near the cut?); use a larger "
-                             f"partition size or lead-in")
-
-
-def _cut_reason(piece: Piece) -> str:
-    return f"byte-range split of {piece.uri} at {piece.lo}..{piece.hi}"
+    raise DcpFormatError(hi, text("range_misaligned", uri=piece.uri, lo=piece.lo, hi=piece.hi,
+                                  anchor=hi))
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from ... import protocol as P
 from ...batch import FrameBatch
-from ...errors import DcpFormatError, SkippedRegion
+from ...errors import Reporter, text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -125,12 +125,8 @@ def _text(data: bytes) -> str:
 
 def _malformed(batch: FrameBatch, i: int, reason: str) -> None:
     """Raise (strict) or record once (skip) that frame ``i`` has malformed content."""
-    offset = int(batch["offset"][i])
-    if batch.mode == "strict":
-        raise DcpFormatError(offset, reason)
-    region = SkippedRegion(offset, P.HEADER_SIZE + int(batch["body_len"][i]), reason)
-    if region not in batch.errors:
-        batch.errors.append(region)
+    Reporter(batch.mode, batch.errors).report(
+        int(batch["offset"][i]), P.HEADER_SIZE + int(batch["body_len"][i]), reason)
 
 
 def _flag_names(enum, value: int) -> list[str]:
@@ -225,12 +221,12 @@ def _stream_request(batch: FrameBatch, i: int) -> dict | None:
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            _malformed(batch, i, "stream request value is not a JSON object")
+            _malformed(batch, i, text("stream_request_value"))
             return None
         given = body.get(P.STREAM_REQUEST_SID)
         if given is not None:
             if type(given) is not int or not 1 <= given <= 0xFFFF:
-                _malformed(batch, i, f"stream request sid {given!r} is not in 1..65535")
+                _malformed(batch, i, text("stream_request_sid", sid=given))
                 return None
             sid = sid or given
     return {"vbucket": int(batch["vbucket"][i]), "opaque": int(batch["opaque"][i]),
@@ -416,8 +412,7 @@ def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa
     for i in _failover_rows(batch).tolist():
         value = _value(batch, i)
         if len(value) % _ENTRY_SIZE:
-            _malformed(batch, i, f"failover log of {len(value)} bytes is not a multiple of "
-                                 f"{_ENTRY_SIZE}")
+            _malformed(batch, i, text("failover_log_size", size=len(value), entry=_ENTRY_SIZE))
             continue
         entries = np.frombuffer(value, _ENTRY_DTYPE)
         place = match.place(i)
@@ -445,8 +440,7 @@ def _rollback_seqnos(batch: FrameBatch) -> dict[int, int]:
                    status=P.Status.ROLLBACK).tolist():
         value = _value(batch, i)
         if len(value) != _ROLLBACK.size:
-            _malformed(batch, i, f"rollback response value of {len(value)} bytes (must be "
-                                 f"{_ROLLBACK.size})")
+            _malformed(batch, i, text("rollback_size", size=len(value), must=_ROLLBACK.size))
             continue
         out[i] = _ROLLBACK.unpack(value)[0]
     return out
