@@ -4,7 +4,6 @@ the one way an errors mode reports damage (``Reporter``)."""
 from __future__ import annotations
 
 import bisect
-from enum import Enum
 from typing import NamedTuple
 
 from .packets import CaptureProblem
@@ -162,12 +161,12 @@ _NAMED = {
 }
 
 
-def describe(code: int | Enum, a: object = 0, b: object = 0) -> str:
+def describe(code: int, a: object = 0, b: object = 0) -> str:
     """The reason for a problem code and its two details: a scan ``Problem`` (a plain int
     is one), a ``ValueProblem`` or a ``CaptureProblem``."""
     table = _CODED.get(type(code))
     if table is None:
-        code, table = Problem(code), _SCAN
+        return _SCAN[Problem(code)].format(a=a, b=b)
     return table[code].format(a=a, b=b)
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 import dcpfast
 from dcpfast import streams as S
-from dcpfast.content.streams import summary as streams_impl
+from dcpfast.content.streams import frames as stream_frames
 from dcpfast import testing as t
 from dcpfast.protocol import Opcode, SnapshotFlag, Status, StreamEndStatus
 from spec_vectors import VECTORS
@@ -243,7 +243,8 @@ def test_stream_request_round_trip(flags, start, end, uuid, snap_start, snap_end
     (row,) = rows(S.stream_requests(scan(t.noop(), data, collections=True)))
     assert row == {"index": 1, "offset": 24, "vbucket": vbucket, "opaque": opaque,
                    "stream_id": sid, "flags": flags,
-                   "flag_names": streams_impl._flag_names(dcpfast.protocol.StreamRequestFlag, flags),
+                   "flag_names": stream_frames.flag_names(dcpfast.protocol.StreamRequestFlag,
+                                                          flags),
                    "start_seqno": start, "end_seqno": end, "vbucket_uuid": uuid,
                    "snap_start_seqno": snap_start, "snap_end_seqno": snap_end,
                    "filter": value.decode() or None}
@@ -296,11 +297,11 @@ def truth(frames):
     out = defaultdict(lambda: {"counts": Counter(), "seqnos": [], "ranges": []})
     for f in frames:
         d = f.fields
-        if d["magic"] not in (0x80, 0x08) or not streams_impl._IS_STREAM[d["opcode"]]:
+        if d["magic"] not in (0x80, 0x08) or not stream_frames.IS_STREAM[d["opcode"]]:
             continue
         s = out[(d["vbucket"], d.get("stream_id"))]
         s["counts"][Opcode(d["opcode"]).name.lower()] += 1
-        if streams_impl._IS_ITEM[d["opcode"]]:
+        if stream_frames.IS_ITEM[d["opcode"]]:
             s["seqnos"].append(d["by_seqno"])
         if d["opcode"] == Opcode.SNAPSHOT_MARKER:
             s["ranges"].append({"start": d["snap_start"], "end": d["snap_end"],

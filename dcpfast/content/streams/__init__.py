@@ -1,7 +1,14 @@
-"""Stream setup, responses and stream health: what was asked, what was answered, what ran."""
+"""Stream setup, responses and stream health: what was asked, what was answered, what ran.
 
-from .summary import (StreamTracker, Summary, controls, failover_logs, opens, rollbacks,
-                      stream_ends, stream_requests, summarize)
+``tables`` (one row per setup frame or response), ``matching`` (responses placed on the
+request they answer; ``StreamTracker``), ``summary`` (per-stream health: ``Summary``,
+``summarize``); ``frames`` (rows, bytes and single-frame decoders) and ``checks`` (the
+numpy checks behind the summary) serve them.
+"""
+
+from .matching import StreamTracker
+from .summary import Summary, summarize
+from .tables import controls, failover_logs, opens, rollbacks, stream_ends, stream_requests
 
 __all__ = ["StreamTracker", "Summary", "controls", "failover_logs", "opens", "rollbacks",
            "stream_ends", "stream_requests", "summarize"]

@@ -1,32 +1,14 @@
-"""Stream setup, responses and stream health: what was asked, what was answered, what ran.
+"""Stream health: every vbucket stream's seqno range, snapshots, message counts,
+rollbacks, end status and anomalies, built batch by batch.
 
-Per-frame tables (one row per relevant frame; ``index`` is the row in the batch and
-``offset`` the frame's stream offset, for joining back): ``opens``, ``controls``,
-``stream_requests``, ``failover_logs``, ``rollbacks`` and ``stream_ends``. The frames they
-read are few, so each is decoded in Python after a numpy mask has found it.
-
-A response is matched to its request by opcode and opaque: the latest such request
-before it in the batch, else one remembered by a ``StreamTracker`` from earlier batches
-(feed it every batch, e.g. the client-to-server batches of a capture before or alongside
-the server-to-client ones). A Stream Request response with no request in sight is still
-placed when its opaque is used by the messages of exactly one stream: the server sends
-every message of a stream under the opaque of the request that opened it.
-
-``summarize`` (or ``Summary.update`` per batch) reports every vbucket stream: its seqno
-range, snapshots, message counts, rollbacks, end status, and anomalies. Its per-frame
-checks run on numpy arrays; only per-stream bookkeeping is Python.
-
-Malformed content (a failover log whose length is not a multiple of 16, a rollback value
-that is not 8 bytes, a Stream Request value that is not a JSON object with a valid
-``sid``) follows ``batch.mode``: ``DcpFormatError`` in strict mode; in skip mode the frame
-gets no row and a ``SkippedRegion`` for the whole frame is added to ``batch.errors`` once,
-however often the tables are built.
+``summarize`` (or ``Summary.update`` per batch) reports every vbucket stream. Its
+per-frame checks run on numpy arrays (``checks``); only per-stream bookkeeping is Python.
+Responses are placed on their streams as ``matching`` says. A malformed Stream Request or
+Rollback value follows ``batch.mode`` as in the ``tables``.
 """
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -34,464 +16,15 @@ import numpy as np
 
 from ... import protocol as P
 from ...batch import FrameBatch
-from ...errors import Reporter, text
+from . import checks as K
+from . import frames as F
+from .checks import ANOMALIES, MARKER, U64, UNMATCHED
+from .matching import (AMBIGUOUS, Matcher, StreamTracker, batch_requests, learn,
+                       message_opaques, stream_key)
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
-
-__all__ = ["StreamTracker", "Summary", "controls", "failover_logs", "opens", "rollbacks",
-           "stream_ends", "stream_requests", "summarize"]
-
-_OPEN = struct.Struct(P.OPEN_EXTRAS)
-_STREAM_REQUEST = struct.Struct(P.STREAM_REQUEST_EXTRAS)
-_ROLLBACK = struct.Struct(P.ROLLBACK_VALUE)
-_ENTRY_SIZE = struct.calcsize(P.FAILOVER_ENTRY)
-_ENTRY_DTYPE = np.dtype([("vbucket_uuid", ">u8"), ("seqno", ">u8")])
-assert _ENTRY_DTYPE.itemsize == _ENTRY_SIZE
-_NO_ROWS = np.zeros(0, np.int64)
-
-#: Responses that carry a failover log when successful.
-_FAILOVER_OPCODES = (P.Opcode.STREAM_REQUEST, P.Opcode.GET_FAILOVER_LOG,
-                     P.Opcode.GET_FAILOVER_LOG_NON_DCP)
-#: Producer messages of a stream (its seqno items, markers, its end); each carries the
-#: opaque of the request that opened it.
-_MESSAGE_OPCODES = P.SEQNO_ITEMS | {P.Opcode.SNAPSHOT_MARKER, P.Opcode.OSO_SNAPSHOT,
-                                    P.Opcode.STREAM_END}
-#: Every request counted against a vbucket stream (consumer requests included).
-_STREAM_OPCODES = _MESSAGE_OPCODES | {
-    P.Opcode.STREAM_REQUEST, P.Opcode.ADD_STREAM, P.Opcode.CLOSE_STREAM,
-    P.Opcode.SET_VBUCKET_STATE, P.Opcode.SEQNO_ACKNOWLEDGED, P.Opcode.CACHE_TRANSFER,
-    P.Opcode.CACHE_TRANSFER_END}
-
-
-def _lut(opcodes) -> np.ndarray:
-    table = np.zeros(256, bool)
-    table[sorted(opcodes)] = True
-    return table
-
-
-_IS_ITEM = _lut(P.SEQNO_ITEMS)
-_IS_MESSAGE = _lut(_MESSAGE_OPCODES)
-_IS_STREAM = _lut(_STREAM_OPCODES)
-_OPCODE_NAMES = [P.Opcode(op).name.lower() if op in P.Opcode._value2member_map_
-                 else f"0x{op:02x}" for op in range(256)]
-
-
-# -- shared helpers ----------------------------------------------------------------------
-
-
-def _requests(batch: FrameBatch) -> np.ndarray:
-    magic = batch["magic"]
-    return (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
-
-
-def _responses(batch: FrameBatch) -> np.ndarray:
-    magic = batch["magic"]
-    return (magic == P.Magic.CLIENT_RESPONSE) | (magic == P.Magic.ALT_CLIENT_RESPONSE)
-
-
-def _rows(batch: FrameBatch, opcode: int, *, response: bool, status=None) -> np.ndarray:
-    """Rows of the requests (or responses, optionally of one status) with ``opcode``."""
-    if not len(batch):
-        return _NO_ROWS
-    mask = (batch["opcode"] == opcode) & (_responses(batch) if response else _requests(batch))
-    if status is not None:
-        mask &= batch["status"] == status
-    return np.flatnonzero(mask)
-
-
-def _bytes(batch: FrameBatch, start: int, length: int) -> bytes:
-    at = start - batch.base_offset
-    return bytes(batch.view[at:at + length])
-
-
-def _extras(batch: FrameBatch, i: int) -> bytes:
-    start = int(batch["offset"][i]) + P.HEADER_SIZE + int(batch["framing_len"][i])
-    return _bytes(batch, start, int(batch["extras_len"][i]))
-
-
-def _key(batch: FrameBatch, i: int) -> bytes:
-    return _bytes(batch, int(batch["key_offset"][i]), int(batch["key_len"][i]))
-
-
-def _value(batch: FrameBatch, i: int) -> bytes:
-    return _bytes(batch, int(batch["value_offset"][i]), int(batch["value_len"][i]))
-
-
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", "backslashreplace")
-
-
-def _malformed(batch: FrameBatch, i: int, reason: str) -> None:
-    """Raise (strict) or record once (skip) that frame ``i`` has malformed content."""
-    Reporter(batch.mode, batch.errors).report(
-        int(batch["offset"][i]), P.HEADER_SIZE + int(batch["body_len"][i]), reason)
-
-
-def _flag_names(enum, value: int) -> list[str]:
-    """Names of the set flags; a bit with no name appears as its hex value."""
-    known = {int(member): member.name.lower() for member in enum}
-    names, bit = [], 1
-    while bit <= value:
-        if value & bit:
-            names.append(known.get(bit, f"0x{bit:x}"))
-        bit <<= 1
-    return names
-
-
-def _enum_name(enum, value: int) -> str | None:
-    try:
-        return enum(value).name.lower()
-    except ValueError:
-        return None
-
-
-def _table(columns: dict, schema):
-    import pyarrow as pa
-
-    return pa.Table.from_pydict(columns, schema=schema)
-
-
-def _schema(*fields):
-    import pyarrow as pa
-
-    return pa.schema([pa.field(name, kind) for name, kind in fields])
-
-
-def _index_fields():
-    import pyarrow as pa
-
-    return [("index", pa.int64()), ("offset", pa.uint64())]
-
-
-# -- connection setup --------------------------------------------------------------------
-
-
-def opens(batch: FrameBatch) -> pa.Table:
-    """DCP Open requests: ``index, offset, opaque, name, flags, flag_names``.
-
-    ``name`` is the connection name (invalid UTF-8 shown as ``\\x..`` escapes); flags
-    without a name in ``protocol.OpenFlag`` appear in ``flag_names`` as hex.
-    """
-    import pyarrow as pa
-
-    out = {"index": [], "offset": [], "opaque": [], "name": [], "flags": [], "flag_names": []}
-    for i in _rows(batch, P.Opcode.OPEN, response=False).tolist():
-        _, flags = _OPEN.unpack(_extras(batch, i))
-        out["index"].append(i)
-        out["offset"].append(int(batch["offset"][i]))
-        out["opaque"].append(int(batch["opaque"][i]))
-        out["name"].append(_text(_key(batch, i)))
-        out["flags"].append(flags)
-        out["flag_names"].append(_flag_names(P.OpenFlag, flags))
-    return _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
-                               ("name", pa.string()), ("flags", pa.uint32()),
-                               ("flag_names", pa.list_(pa.string()))))
-
-
-def controls(batch: FrameBatch) -> pa.Table:
-    """DCP Control requests: ``index, offset, opaque, key, value`` (strings)."""
-    import pyarrow as pa
-
-    out = {"index": [], "offset": [], "opaque": [], "key": [], "value": []}
-    for i in _rows(batch, P.Opcode.CONTROL, response=False).tolist():
-        out["index"].append(i)
-        out["offset"].append(int(batch["offset"][i]))
-        out["opaque"].append(int(batch["opaque"][i]))
-        out["key"].append(_text(_key(batch, i)))
-        out["value"].append(_text(_value(batch, i)))
-    return _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
-                               ("key", pa.string()), ("value", pa.string())))
-
-
-_SEQNO_COLUMNS = ("start_seqno", "end_seqno", "vbucket_uuid", "snap_start_seqno",
-                  "snap_end_seqno")
-
-
-def _stream_request(batch: FrameBatch, i: int) -> dict | None:
-    """The decoded Stream Request at row ``i``, or None when its value is malformed."""
-    flags, _, start, end, uuid, snap_start, snap_end = _STREAM_REQUEST.unpack(
-        _extras(batch, i))
-    sid = int(batch["stream_id"][i])
-    value = _value(batch, i)
-    if value:
-        try:
-            body = json.loads(value)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            _malformed(batch, i, text("stream_request_value"))
-            return None
-        given = body.get(P.STREAM_REQUEST_SID)
-        if given is not None:
-            if type(given) is not int or not 1 <= given <= 0xFFFF:
-                _malformed(batch, i, text("stream_request_sid", sid=given))
-                return None
-            sid = sid or given
-    return {"vbucket": int(batch["vbucket"][i]), "opaque": int(batch["opaque"][i]),
-            "stream_id": sid or None, "flags": flags, "start_seqno": start,
-            "end_seqno": end, "vbucket_uuid": uuid, "snap_start_seqno": snap_start,
-            "snap_end_seqno": snap_end, "filter": _text(value) if value else None}
-
-
-def _decoded_requests(batch: FrameBatch) -> dict[int, dict]:
-    """Row -> decoded Stream Request, for every well-formed one in the batch."""
-    out = {}
-    for i in _rows(batch, P.Opcode.STREAM_REQUEST, response=False).tolist():
-        request = _stream_request(batch, i)
-        if request is not None:
-            out[i] = request
-    return out
-
-
-def stream_requests(batch: FrameBatch) -> pa.Table:
-    """Stream Requests: ``index, offset, vbucket, opaque, stream_id, flags, flag_names,
-    start_seqno, end_seqno, vbucket_uuid, snap_start_seqno, snap_end_seqno, filter``.
-
-    ``stream_id`` comes from the stream-id frame info or the JSON value's ``sid`` (null
-    when neither); ``filter`` is the JSON value as sent (null when empty).
-    """
-    import pyarrow as pa
-
-    names = ("index", "offset", "vbucket", "opaque", "stream_id", "flags", "flag_names",
-             *_SEQNO_COLUMNS, "filter")
-    out = {name: [] for name in names}
-    for i, request in _decoded_requests(batch).items():
-        out["index"].append(i)
-        out["offset"].append(int(batch["offset"][i]))
-        out["flag_names"].append(_flag_names(P.StreamRequestFlag, request["flags"]))
-        for name in names[2:]:
-            if name != "flag_names":
-                out[name].append(request[name])
-    u64 = pa.uint64()
-    return _table(out, _schema(*_index_fields(), ("vbucket", pa.uint16()),
-                               ("opaque", pa.uint32()), ("stream_id", pa.uint16()),
-                               ("flags", pa.uint32()), ("flag_names", pa.list_(pa.string())),
-                               *((n, u64) for n in _SEQNO_COLUMNS),
-                               ("filter", pa.string())))
-
-
-# -- matching responses to requests ------------------------------------------------------
-
-_AMBIGUOUS = -1
-
-
-def _stream_key(vbucket: int, stream_id: int) -> int:
-    return vbucket << 16 | stream_id
-
-
-class StreamTracker:
-    """What a response needs from earlier batches: requests and stream opaques.
-
-    ``update(batch)`` remembers, by opaque, the Stream Requests and Get Failover Log
-    requests of the batch (the latest wins) and the opaques that the producer messages
-    of each vbucket stream carry (an opaque seen on two streams places nothing). Pass the
-    tracker to ``failover_logs``/``rollbacks`` *before* updating it with the same batch.
-    """
-
-    def __init__(self):
-        #: (opcode, opaque) -> (vbucket, stream_id or 0)
-        self.requests: dict[tuple[int, int], tuple[int, int]] = {}
-        #: opaque -> stream key (vbucket << 16 | stream_id), or -1 when ambiguous
-        self.opaques: dict[int, int] = {}
-
-    def update(self, batch: FrameBatch) -> None:
-        """Learn the requests and stream opaques of ``batch``."""
-        self._learn(_batch_requests(batch), _message_opaques(batch))
-
-    def _learn(self, requests: dict, opaques: dict) -> None:
-        self.requests.update(requests)
-        for opaque, firsts in opaques.items():
-            for _, key in firsts:
-                known = self.opaques.get(opaque, key)
-                self.opaques[opaque] = key if known == key else _AMBIGUOUS
-
-
-def _batch_requests(batch: FrameBatch, decoded: dict | None = None) -> dict:
-    """(opcode, opaque) -> (vbucket, stream_id) of the batch's requests, latest last."""
-    if decoded is None:
-        decoded = _decoded_requests(batch)
-    out = {}
-    rows = [(i, P.Opcode.STREAM_REQUEST, r["vbucket"], r["stream_id"] or 0)
-            for i, r in decoded.items()]
-    for opcode in (P.Opcode.GET_FAILOVER_LOG, P.Opcode.GET_FAILOVER_LOG_NON_DCP):
-        rows += [(i, opcode, int(batch["vbucket"][i]), 0)
-                 for i in _rows(batch, opcode, response=False).tolist()]
-    for i, opcode, vbucket, sid in sorted(rows):
-        out[(int(opcode), int(batch["opaque"][i]))] = (vbucket, sid)
-    return out
-
-
-def _message_opaques(batch: FrameBatch) -> dict[int, list[tuple[int, int]]]:
-    """opaque -> [(first row, stream key)] of the producer messages in ``batch``."""
-    if not len(batch):
-        return {}
-    rows = np.flatnonzero(_requests(batch) & _IS_MESSAGE[batch["opcode"]])
-    pairs = batch["opaque"][rows].astype(np.uint64) << np.uint64(32)
-    pairs |= batch["vbucket"][rows].astype(np.uint64) << np.uint64(16)
-    pairs |= batch["stream_id"][rows]
-    if len(pairs) > 1:              # runs first: streams arrive in long stretches
-        heads = np.concatenate(([True], pairs[1:] != pairs[:-1]))
-        rows, pairs = rows[heads], pairs[heads]
-    unique, first = np.unique(pairs, return_index=True)
-    out: dict[int, list[tuple[int, int]]] = {}
-    for pair, row in sorted(zip(unique.tolist(), rows[first].tolist()), key=lambda x: x[1]):
-        out.setdefault(pair >> 32, []).append((row, pair & 0xFFFFFFFF))
-    return out
-
-
-class _Matcher:
-    """Places responses of one batch: request in the batch, then tracker, then opaques."""
-
-    def __init__(self, batch: FrameBatch, tracker: StreamTracker | None,
-                 decoded: dict | None = None, *, prefix: bool = False, opaques=None):
-        self.batch, self.tracker, self.prefix = batch, tracker, prefix
-        self.by_opaque: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
-        if decoded is None:
-            decoded = _decoded_requests(batch)
-        for i, r in decoded.items():
-            self._add(i, P.Opcode.STREAM_REQUEST, r["vbucket"], r["stream_id"] or 0)
-        for opcode in (P.Opcode.GET_FAILOVER_LOG, P.Opcode.GET_FAILOVER_LOG_NON_DCP):
-            for i in _rows(batch, opcode, response=False).tolist():
-                self._add(i, opcode, int(batch["vbucket"][i]), 0)
-        self._opaques = opaques
-
-    def _add(self, i, opcode, vbucket, sid):
-        key = (int(opcode), int(self.batch["opaque"][i]))
-        self.by_opaque.setdefault(key, []).append((i, vbucket, sid))
-
-    def place(self, i: int) -> tuple[int, int] | None:
-        """(vbucket, stream_id) of the request answered by response row ``i``.
-
-        With ``prefix`` only the stream messages before the response are considered,
-        so that the answer does not depend on where a stream is cut into batches.
-        """
-        opcode, opaque = int(self.batch["opcode"][i]), int(self.batch["opaque"][i])
-        before = [r for r in self.by_opaque.get((opcode, opaque), ()) if r[0] < i]
-        if before:
-            return before[-1][1:]
-        if self.tracker is not None and (opcode, opaque) in self.tracker.requests:
-            return self.tracker.requests[(opcode, opaque)]
-        if opcode != P.Opcode.STREAM_REQUEST:
-            return None
-        if self._opaques is None:
-            self._opaques = _message_opaques(self.batch)
-        keys = {key for row, key in self._opaques.get(opaque, ()) if row < i or not self.prefix}
-        if self.tracker is not None and opaque in self.tracker.opaques:
-            keys.add(self.tracker.opaques[opaque])
-        if len(keys) != 1 or _AMBIGUOUS in keys:
-            return None
-        key = keys.pop()
-        return key >> 16, key & 0xFFFF
-
-
-# -- responses ---------------------------------------------------------------------------
-
-
-def _failover_rows(batch: FrameBatch) -> np.ndarray:
-    if not len(batch):
-        return _NO_ROWS
-    mask = _responses(batch) & (batch["status"] == P.Status.SUCCESS)
-    mask &= np.isin(batch["opcode"], _FAILOVER_OPCODES)
-    return np.flatnonzero(mask)
-
-
-def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Table:
-    """Failover logs of successful Stream Request / Get Failover Log responses, one row
-    per entry: ``index, offset, opcode, opaque, vbucket, stream_id, entry, vbucket_uuid,
-    seqno``. ``entry`` 0 is the newest; ``vbucket``/``stream_id`` are those of the
-    matching request (see the module docstring), null when none is found.
-    """
-    import pyarrow as pa
-
-    match = _Matcher(batch, tracker)
-    names = ("index", "offset", "opcode", "opaque", "vbucket", "stream_id", "entry",
-             "vbucket_uuid", "seqno")
-    out = {name: [] for name in names}
-    for i in _failover_rows(batch).tolist():
-        value = _value(batch, i)
-        if len(value) % _ENTRY_SIZE:
-            _malformed(batch, i, text("failover_log_size", size=len(value), entry=_ENTRY_SIZE))
-            continue
-        entries = np.frombuffer(value, _ENTRY_DTYPE)
-        place = match.place(i)
-        vbucket, sid = place if place else (None, None)
-        n = len(entries)
-        out["index"] += [i] * n
-        out["offset"] += [int(batch["offset"][i])] * n
-        out["opcode"] += [int(batch["opcode"][i])] * n
-        out["opaque"] += [int(batch["opaque"][i])] * n
-        out["vbucket"] += [vbucket] * n
-        out["stream_id"] += [sid or None] * n
-        out["entry"] += range(n)
-        out["vbucket_uuid"] += entries["vbucket_uuid"].tolist()
-        out["seqno"] += entries["seqno"].tolist()
-    return _table(out, _schema(*_index_fields(), ("opcode", pa.uint8()),
-                               ("opaque", pa.uint32()), ("vbucket", pa.uint16()),
-                               ("stream_id", pa.uint16()), ("entry", pa.int32()),
-                               ("vbucket_uuid", pa.uint64()), ("seqno", pa.uint64())))
-
-
-def _rollback_seqnos(batch: FrameBatch) -> dict[int, int]:
-    """Row -> rollback seqno of each well-formed Rollback response."""
-    out = {}
-    for i in _rows(batch, P.Opcode.STREAM_REQUEST, response=True,
-                   status=P.Status.ROLLBACK).tolist():
-        value = _value(batch, i)
-        if len(value) != _ROLLBACK.size:
-            _malformed(batch, i, text("rollback_size", size=len(value), must=_ROLLBACK.size))
-            continue
-        out[i] = _ROLLBACK.unpack(value)[0]
-    return out
-
-
-def rollbacks(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Table:
-    """Stream Request responses with status Rollback (0x23): ``index, offset, opaque,
-    vbucket, stream_id, rollback_seqno`` (vbucket/stream id of the matching request)."""
-    import pyarrow as pa
-
-    match = _Matcher(batch, tracker)
-    names = ("index", "offset", "opaque", "vbucket", "stream_id", "rollback_seqno")
-    out = {name: [] for name in names}
-    for i, seqno in _rollback_seqnos(batch).items():
-        place = match.place(i)
-        vbucket, sid = place if place else (None, None)
-        for name, value in zip(names, (i, int(batch["offset"][i]), int(batch["opaque"][i]),
-                                       vbucket, sid or None, seqno)):
-            out[name].append(value)
-    return _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
-                               ("vbucket", pa.uint16()), ("stream_id", pa.uint16()),
-                               ("rollback_seqno", pa.uint64())))
-
-
-def stream_ends(batch: FrameBatch) -> pa.Table:
-    """Stream End messages: ``index, offset, vbucket, opaque, stream_id, end_status,
-    end_status_name`` (name null for a status the protocol does not define)."""
-    import pyarrow as pa
-
-    rows = _rows(batch, P.Opcode.STREAM_END, response=False)
-    status = batch["end_status"][rows].tolist()
-    sids = batch["stream_id"][rows].tolist()
-    return _table({
-        "index": rows.tolist(), "offset": batch["offset"][rows].tolist(),
-        "vbucket": batch["vbucket"][rows].tolist(), "opaque": batch["opaque"][rows].tolist(),
-        "stream_id": [s or None for s in sids], "end_status": status,
-        "end_status_name": [_enum_name(P.StreamEndStatus, s) for s in status],
-    }, _schema(*_index_fields(), ("vbucket", pa.uint16()), ("opaque", pa.uint32()),
-               ("stream_id", pa.uint16()), ("end_status", pa.uint32()),
-               ("end_status_name", pa.string())))
-
-
-# -- stream health -----------------------------------------------------------------------
-
-#: Anomaly kinds, in code order.
-ANOMALIES = ("seqno_not_increasing", "outside_snapshot", "snapshot_ended_early",
-             "ended_in_snapshot", "unmatched_rollback")
-_BACKWARDS, _OUTSIDE, _EARLY, _ENDED_INSIDE, _UNMATCHED = range(len(ANOMALIES))
-#: What opened the snapshot a frame belongs to.
-_NO_SNAPSHOT, _MARKER, _OSO_OPEN, _OSO_CLOSED = range(4)
-_U64 = np.uint64
 
 
 class _Carry:
@@ -504,7 +37,7 @@ class _Carry:
         self.last_start = last_start    # its latest message is that request or response
         self.opaque = opaque            # opaque of its latest message, or None
         self.chain = chain              # by_seqno the next item must exceed, or None
-        self.snapshot = snapshot        # _NO_SNAPSHOT, _MARKER, _OSO_OPEN or _OSO_CLOSED
+        self.snapshot = snapshot        # NO_SNAPSHOT, MARKER, OSO_OPEN or OSO_CLOSED (checks)
         self.range = range_             # (start, end, flags) of the current marker
         self.reach = reach              # highest seqno since the snapshot opened, or None
 
@@ -523,6 +56,7 @@ class _Stream:
         self.end_status = None
         self.anomalies = 0
         self.carry: _Carry | None = None
+
 
 
 class Summary:
@@ -573,10 +107,10 @@ class Summary:
         self.frames += len(batch)
         if not len(batch):
             return self
-        decoded = _decoded_requests(batch)
-        opaques = _message_opaques(batch)
+        decoded = F.decoded_requests(batch)
+        opaques = message_opaques(batch)
         self._update(batch, decoded, opaques)
-        self.tracker._learn(_batch_requests(batch, decoded), opaques)
+        learn(self.tracker, batch_requests(batch, decoded), opaques)
         return self
 
     def _stream(self, key: int) -> _Stream:
@@ -591,13 +125,13 @@ class Summary:
     def _place_responses(self, batch, match) -> dict[int, int]:
         """Stream keys of the Stream Request responses that open (or refuse) a stream;
         rollback seqnos go to their stream or wait for an opaque to place them."""
-        rolled = _rollback_seqnos(batch)
-        ok = _rows(batch, P.Opcode.STREAM_REQUEST, response=True, status=P.Status.SUCCESS)
+        rolled = F.rollback_seqnos(batch)
+        ok = F.rows(batch, P.Opcode.STREAM_REQUEST, response=True, status=P.Status.SUCCESS)
         placed = {}
         for i in sorted([*ok.tolist(), *rolled]):
             where = match.place(i)
             if where is not None:
-                placed[i] = _stream_key(*where)
+                placed[i] = stream_key(*where)
             if i in rolled:
                 if where is None:
                     self._pending.append((int(batch["opaque"][i]), rolled[i],
@@ -608,8 +142,8 @@ class Summary:
 
     def _update(self, batch: FrameBatch, decoded: dict, opaques: dict) -> None:
         op = batch["opcode"]
-        real_mask = _requests(batch) & _IS_STREAM[op]
-        placed = self._place_responses(batch, _Matcher(batch, self.tracker, decoded,
+        real_mask = F.requests(batch) & F.IS_STREAM[op]
+        placed = self._place_responses(batch, Matcher(batch, self.tracker, decoded,
                                                        prefix=True, opaques=opaques))
         mask = real_mask.copy()
         mask[list(placed)] = True
@@ -617,8 +151,8 @@ class Summary:
         keys = batch["vbucket"][rows].astype(np.uint32) << 16 | batch["stream_id"][rows]
         start = ~real_mask[rows]                       # placed responses
         chain = np.zeros(len(rows), bool)
-        chain_val = np.zeros(len(rows), _U64)
-        fixes = {**placed, **{i: _stream_key(r["vbucket"], r["stream_id"] or 0)
+        chain_val = np.zeros(len(rows), U64)
+        fixes = {**placed, **{i: stream_key(r["vbucket"], r["stream_id"] or 0)
                               for i, r in decoded.items()}}
         if fixes:
             keys[np.searchsorted(rows, list(fixes))] = list(fixes.values())
@@ -642,18 +176,18 @@ class Summary:
         oso = batch["oso_flags"][rows]
         c.update(
             row=rows.astype(np.int64, copy=False), real=real, op=op,
-            opaque=batch["opaque"][rows], item=real & _IS_ITEM[op], reach_val=seq,
-            def_kind=np.where(real & (op == P.Opcode.SNAPSHOT_MARKER), _MARKER,
+            opaque=batch["opaque"][rows], item=real & F.IS_ITEM[op], reach_val=seq,
+            def_kind=np.where(real & (op == P.Opcode.SNAPSHOT_MARKER), MARKER,
                               np.where(real & (op == P.Opcode.OSO_SNAPSHOT)
                                        & (oso & P.OsoFlag.START != 0)
-                                       & (oso & P.OsoFlag.END == 0), _OSO_OPEN,
-                                       _NO_SNAPSHOT)).astype(np.int8),
+                                       & (oso & P.OsoFlag.END == 0), K.OSO_OPEN,
+                                       K.NO_SNAPSHOT)).astype(np.int8),
             oso_end=real & (op == P.Opcode.OSO_SNAPSHOT) & (oso & P.OsoFlag.END != 0),
             end=real & (op == P.Opcode.STREAM_END),
             snap_start=batch["snap_start"][rows], snap_end=batch["snap_end"][rows],
             snap_flags=batch["snap_flags"][rows], end_status=batch["end_status"][rows],
             offset=batch["offset"][rows])
-        c["msg"] = (real & _IS_MESSAGE[op]) | c["start"]
+        c["msg"] = (real & F.IS_MESSAGE[op]) | c["start"]
         c["opens"] = c["start"].copy()
         c["reach"] = c["item"].copy()
         c["chain_val"] = np.where(c["item"], seq, c["chain_val"])
@@ -665,7 +199,7 @@ class Summary:
         stream; returns the columns and the first row of each stream group."""
         keys = c["key"]
         firsts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) \
-            if len(keys) else _NO_ROWS
+            if len(keys) else F.NO_ROWS
         where, carries = [], []
         for g, key in zip(firsts.tolist(), keys[firsts].tolist()):
             carry = self._stream(key).carry
@@ -695,131 +229,27 @@ class Summary:
 
     def _scan_rows(self, c: dict, firsts: np.ndarray) -> None:
         """The checks proper, on rows sorted by stream (pseudo rows first)."""
-        m = len(c["key"])
-        if not m:
+        if not len(c["key"]):
             return
-        key, real, item, start, msg = c["key"], c["real"], c["item"], c["start"], c["msg"]
-        end, opaque, def_kind, seq = c["end"], c["opaque"], c["def_kind"], c["reach_val"]
-        snap_start, snap_end = c["snap_start"], c["snap_end"]
+        runs = K.runs(c, firsts)
+        spans = K.spans(c, runs)
+        chain, found = K.chain(c, runs, spans)
+        found += K.outside(c, runs, spans, chain.checked)
+        found += K.ended_early(c, runs, spans)
+        self._record([f for f in found if f is not None])
+        self._tally(c, firsts, runs, spans, chain)
 
-        # runs of a stream: new at its first row, after a Stream End, at a request or
-        # placed response (unless it answers the request just before it), at a new opaque
-        run_start = np.zeros(m, bool)
-        run_start[firsts] = True
-        run_start[1:] |= end[:-1]
-        mpos = np.flatnonzero(msg)
-        if len(mpos):
-            a, b = mpos[:-1], mpos[1:]
-            same = key[a] == key[b]
-            same_opaque = same & (opaque[a] == opaque[b])
-            run_start[b[(start[b] & ~(same_opaque & start[a])) | (same & ~same_opaque)]] = True
-            run_start[mpos[0]] |= start[mpos[0]]
-        run_id = np.cumsum(run_start, dtype=np.int32) - 1
-        run_first = np.flatnonzero(run_start)
-        started = c["opens"][run_first]                        # per run
+    def _record(self, found: list[dict[str, np.ndarray]]) -> None:
+        """Keep the anomaly columns found in a batch; count them against their streams."""
+        if not found:
+            return
+        self._anomalies.append({name: np.concatenate([f[name] for f in found])
+                                for name in found[0]})
+        for k, n in zip(*np.unique(np.concatenate([f["key"] for f in found]),
+                                   return_counts=True)):
+            self._stream(int(k)).anomalies += int(n)
 
-        # intervals between run starts, snapshot starts (markers, OSO starts), OSO ends
-        # and Stream Ends; an OSO end counts when its run's latest snapshot start is OSO
-        is_def = def_kind != _NO_SNAPSHOT
-        dpos = np.flatnonzero(is_def)
-        opos = np.flatnonzero(c["oso_end"]) if len(dpos) else _NO_ROWS
-        if len(opos):
-            k = np.searchsorted(dpos, opos) - 1
-            d = dpos[np.maximum(k, 0)]
-            opos = opos[(k >= 0) & (run_id[d] == run_id[opos]) & (def_kind[d] == _OSO_OPEN)]
-        bound = run_start | is_def | end
-        bound[opos] = True
-        bpos = np.flatnonzero(bound)
-        bkind = def_kind[bpos]
-        bkind[np.searchsorted(bpos, opos)] = _OSO_CLOSED
-        reach = c["reach"]
-        rmax = np.maximum.reduceat(np.where(reach, seq, _U64(0)), bpos)
-        rmin = np.minimum.reduceat(np.where(reach, seq, _U64(2**64 - 1)), bpos)
-        rcnt = np.add.reduceat(reach, bpos, dtype=np.int64)
-        bounds_end = np.append(bpos[1:], m)
-
-        # the chain of seqnos that must rise: items outside OSO snapshots, a request's
-        # start seqno, the highest seqno of an OSO snapshot at its end, the carried one
-        check = item.copy()
-        for j in np.flatnonzero(bkind == _OSO_OPEN).tolist():
-            check[bpos[j]:bounds_end[j]] = False
-        chain = check | c["chain"]
-        chain_val = c["chain_val"]
-        if len(opos):
-            j = np.searchsorted(bpos, opos) - 1
-            filled = rcnt[j] > 0
-            chain[opos[filled]] = True
-            chain_val = chain_val.copy()
-            chain_val[opos[filled]] = rmax[j[filled]]
-        found = []
-        cpos = np.flatnonzero(chain)
-        if len(cpos) > 1:
-            cv = chain_val[cpos]
-            back = np.flatnonzero(check[cpos[1:]] & (run_id[cpos[1:]] == run_id[cpos[:-1]])
-                                  & (cv[1:] <= cv[:-1]))
-            found.append(self._found(_BACKWARDS, c, cpos[back + 1], cv[back + 1], cv[back]))
-
-        # items outside their marker's range, or (once the request was seen) before any
-        runs = run_id[bpos]
-        suspect = (bkind == _MARKER) & (rcnt > 0) & ((rmin < snap_start[bpos])
-                                                    | (rmax > snap_end[bpos]))
-        loose = (bkind == _NO_SNAPSHOT) & (rcnt > 0) & started[runs]
-        for j in np.flatnonzero(suspect | loose).tolist():
-            lo, hi, b = bpos[j], bounds_end[j], bpos[j]
-            s = seq[lo:hi]
-            if suspect[j]:
-                at = lo + np.flatnonzero(check[lo:hi] & ((s < snap_start[b]) | (s > snap_end[b])))
-                found.append(self._found(_OUTSIDE, c, at, seq[at],
-                                         np.full(len(at), snap_start[b]),
-                                         np.full(len(at), snap_end[b])))
-            else:
-                at = lo + np.flatnonzero(check[lo:hi])
-                found.append(self._found(_OUTSIDE, c, at, seq[at]))
-
-        # a snapshot start or Stream End before the previous snapshot reached its end
-        closer = np.flatnonzero(real & (is_def | end))
-        cj = np.searchsorted(bpos, closer) - 1
-        pj = np.maximum(cj, 0)
-        p = bpos[pj]
-        ok = (cj >= 0) & (runs[pj] == run_id[closer])
-        pk = bkind[pj]
-        reached, has = rmax[pj], rcnt[pj] > 0
-        short = ok & (pk == _MARKER) & (~has | (reached < snap_end[p]))
-        unended = ok & (pk == _OSO_OPEN)
-        for kind, sel in ((_EARLY, ~end[closer]), (_ENDED_INSIDE, end[closer])):
-            hit = short & sel
-            found.append(self._found(kind, c, closer[hit], reached[hit], snap_start[p[hit]],
-                                     snap_end[p[hit]], seqno_ok=has[hit]))
-            hit = unended & sel
-            found.append(self._found(kind, c, closer[hit], reached[hit], seqno_ok=has[hit]))
-        found = [f for f in found if f is not None]
-        if found:
-            self._anomalies.append({name: np.concatenate([f[name] for f in found])
-                                    for name in found[0]})
-            for k, n in zip(*np.unique(np.concatenate([f["key"] for f in found]),
-                                       return_counts=True)):
-                self._stream(int(k)).anomalies += int(n)
-
-        state = {"mpos": mpos, "cpos": cpos, "chain_val": chain_val, "bpos": bpos,
-                 "bkind": bkind, "rmax": rmax, "rcnt": rcnt, "run_first": run_first,
-                 "run_id": run_id, "started": started}
-        self._tally(c, firsts, run_start, state)
-
-    @staticmethod
-    def _found(kind, c, at, seqno, low=None, high=None, seqno_ok=None):
-        """Anomaly columns for rows ``at``."""
-        n = len(at)
-        if not n:
-            return None
-        return {"kind": np.full(n, kind, np.int8), "offset": c["offset"][at],
-                "key": c["key"][at], "seqno": seqno.astype(_U64),
-                "seqno_ok": np.ones(n, bool) if seqno_ok is None else seqno_ok,
-                "low": np.zeros(n, _U64) if low is None else low.astype(_U64),
-                "high": np.zeros(n, _U64) if high is None else high.astype(_U64),
-                "range_ok": np.full(n, low is not None),
-                "end_status": c["end_status"][at].astype(np.int64)}
-
-    def _tally(self, c: dict, firsts: np.ndarray, run_start: np.ndarray, state: dict) -> None:
+    def _tally(self, c: dict, firsts: np.ndarray, r: K.Runs, s: K.Spans, ch: K.Chain) -> None:
         """Per-stream counts, seqnos, snapshots and end status; carry the check state."""
         m = len(c["key"])
         real, seq = c["real"], c["reach_val"]
@@ -828,38 +258,37 @@ class Summary:
         gid = np.repeat(np.arange(groups), np.diff(np.append(firsts, m)))
         counts = np.bincount(gid[real] * 256 + c["op"][real], minlength=groups * 256)
         counts = counts.reshape(groups, 256)
-        news = np.flatnonzero(run_start & (c["row"] >= 0))
+        news = np.flatnonzero(r.start & (c["row"] >= 0))
         runs = np.diff(np.searchsorted(news, np.append(firsts, m))).tolist()
-        markers = np.flatnonzero(real & (c["def_kind"] == _MARKER))
+        markers = np.flatnonzero(real & (c["def_kind"] == MARKER))
         bounds = np.searchsorted(markers, np.append(firsts, m)).tolist()
         snapshots = np.stack([c["snap_start"][markers], c["snap_end"][markers],
-                              c["snap_flags"][markers].astype(_U64)], axis=1)
+                              c["snap_flags"][markers].astype(U64)], axis=1)
 
         items = np.flatnonzero(c["item"])
-        first_item, has_item = _first_from(items, firsts, lasts)
-        last_item, _ = _last_upto(items, lasts, firsts)
-        first_seq, last_seq = _pick(seq, first_item, has_item), _pick(seq, last_item, has_item)
-        end, has_end = _last_upto(np.flatnonzero(c["end"]), lasts, firsts)
-        end_status = _pick(c["end_status"], end, has_end)
-        msg, has_msg = _last_upto(state["mpos"], lasts, firsts)
-        opaque = _pick(c["opaque"], msg, has_msg & (c["row"][msg] >= 0))
-        run_first = state["run_first"][state["run_id"][lasts]]
+        first_item, has_item = K.first_from(items, firsts, lasts)
+        last_item, _ = K.last_upto(items, lasts, firsts)
+        first_seq, last_seq = K.pick(seq, first_item, has_item), K.pick(seq, last_item, has_item)
+        end, has_end = K.last_upto(np.flatnonzero(c["end"]), lasts, firsts)
+        end_status = K.pick(c["end_status"], end, has_end)
+        msg, has_msg = K.last_upto(r.messages, lasts, firsts)
+        opaque = K.pick(c["opaque"], msg, has_msg & (c["row"][msg] >= 0))
+        run_first = r.first[r.id[lasts]]
         in_run = has_msg & (msg >= run_first)
-        carried_opaque = _pick(c["opaque"], msg, in_run)
+        carried_opaque = K.pick(c["opaque"], msg, in_run)
         last_start = (in_run & c["start"][msg]).tolist()
-        chain_row, has_chain = _last_upto(state["cpos"], lasts, run_first)
-        chain = _pick(state["chain_val"], chain_row, has_chain)
-        j = np.searchsorted(state["bpos"], lasts, "right") - 1
-        b, kind = state["bpos"][j], state["bkind"][j]
-        reach = _pick(state["rmax"], j, np.isin(kind, (_MARKER, _OSO_OPEN))
-                      & (state["rcnt"][j] > 0))
+        chain_row, has_chain = K.last_upto(ch.rows, lasts, run_first)
+        chain = K.pick(ch.values, chain_row, has_chain)
+        j = np.searchsorted(s.at, lasts, "right") - 1
+        b, kind = s.at[j], s.kind[j]
+        reach = K.pick(s.high, j, np.isin(kind, (MARKER, K.OSO_OPEN)) & (s.items[j] > 0))
         ranges = np.stack([c["snap_start"][b], c["snap_end"][b],
-                           c["snap_flags"][b].astype(_U64)], axis=1).tolist()
+                           c["snap_flags"][b].astype(U64)], axis=1).tolist()
         opens = c["opens"][run_first].tolist()
         closed = c["end"][lasts].tolist()
         kind = kind.tolist()
         streams = [self._stream(k) for k in c["key"][firsts].tolist()]
-        self._counts[[s.slot for s in streams]] += counts
+        self._counts[[stream.slot for stream in streams]] += counts
         for g, stream in enumerate(streams):
             stream.streams += runs[g]
             if first_seq[g] is not None:
@@ -874,8 +303,7 @@ class Summary:
                 stream.opaque = opaque[g]
             stream.carry = None if closed[g] else _Carry(
                 opens[g], last_start[g], carried_opaque[g], chain[g], kind[g],
-                tuple(ranges[g]) if kind[g] == _MARKER else None, reach[g])
-
+                tuple(ranges[g]) if kind[g] == MARKER else None, reach[g])
 
     # -- output --------------------------------------------------------------------------
 
@@ -884,8 +312,8 @@ class Summary:
         placed: dict[int, list[int]] = {}
         rest = []
         for opaque, seqno, offset in self._pending:
-            key = self.tracker.opaques.get(opaque, _AMBIGUOUS)
-            if key == _AMBIGUOUS:
+            key = self.tracker.opaques.get(opaque, AMBIGUOUS)
+            if key == AMBIGUOUS:
                 rest.append((opaque, seqno, offset))
             else:
                 placed.setdefault(key, []).append(seqno)
@@ -907,7 +335,7 @@ class Summary:
         streams = [self._streams[k] for k in sorted(self._streams)]
         ranges = []
         for s in streams:
-            chunk = np.concatenate(s.snapshots) if s.snapshots else np.zeros((0, 3), _U64)
+            chunk = np.concatenate(s.snapshots) if s.snapshots else np.zeros((0, 3), U64)
             ranges.append([{"start": a, "end": b, "flags": f} for a, b, f in chunk.tolist()])
         range_type = pa.struct([("start", pa.uint64()), ("end", pa.uint64()),
                                 ("flags", pa.uint32())])
@@ -920,14 +348,14 @@ class Summary:
             "last_seqno": pa.array([s.last_seqno for s in streams], pa.uint64()),
             "snapshots": pa.array([len(r) for r in ranges], pa.int64()),
             "snapshot_ranges": pa.array(ranges, pa.list_(range_type)),
-            "counts": pa.array([[(_OPCODE_NAMES[op], int(self._counts[s.slot, op]))
+            "counts": pa.array([[(F.OPCODE_NAMES[op], int(self._counts[s.slot, op]))
                                  for op in np.flatnonzero(self._counts[s.slot]).tolist()]
                                 for s in streams], pa.map_(pa.string(), pa.int64())),
-            "rollbacks": pa.array([s.rollbacks + late.get(_stream_key(s.vbucket, s.stream_id),
+            "rollbacks": pa.array([s.rollbacks + late.get(stream_key(s.vbucket, s.stream_id),
                                                           [])
                                    for s in streams], pa.list_(pa.uint64())),
             "end_status": pa.array([None if s.end_status is None else
-                                    _enum_name(P.StreamEndStatus, s.end_status)
+                                    F.enum_name(P.StreamEndStatus, s.end_status)
                                     or str(s.end_status) for s in streams], pa.string()),
             "anomalies": pa.array([s.anomalies for s in streams], pa.int64()),
         })
@@ -958,7 +386,7 @@ class Summary:
                                                            (lo, hi) if r_ok else None,
                                                            status)))
         for opaque, seqno, offset in unmatched:
-            rows.append((offset, ANOMALIES[_UNMATCHED], None, None, seqno,
+            rows.append((offset, ANOMALIES[UNMATCHED], None, None, seqno,
                          f"rollback to seqno {seqno} for opaque 0x{opaque:x}: no request "
                          f"or stream uses that opaque"))
         rows.sort(key=lambda r: r[0])
@@ -1003,37 +431,19 @@ class Summary:
                 f"{sum(s.anomalies for s in self._streams.values())} anomalies>")
 
 
-def _first_from(positions: np.ndarray, lows: np.ndarray, highs: np.ndarray):
-    """The first of ``positions`` in each [low, high], and whether there is one."""
-    k = np.searchsorted(positions, lows)
-    at = positions[np.minimum(k, len(positions) - 1)] if len(positions) else lows
-    return at, (k < len(positions)) & (at <= highs)
-
-
-def _last_upto(positions: np.ndarray, highs: np.ndarray, lows: np.ndarray):
-    """The last of ``positions`` in each [low, high], and whether there is one."""
-    k = np.searchsorted(positions, highs, "right") - 1
-    at = positions[np.maximum(k, 0)] if len(positions) else highs
-    return at, (k >= 0) & (at >= lows)
-
-
-def _pick(values: np.ndarray, at: np.ndarray, valid: np.ndarray) -> list:
-    """``values[at]`` as Python numbers, None where not ``valid``."""
-    return [v if ok else None for v, ok in zip(values[at].tolist(), valid.tolist())]
-
-
 def _details(kind: int, seqno, span, status: int) -> str:
+    """The ``details`` text of an anomaly: the seqno found, the span it broke."""
     where = f"snapshot [{span[0]}, {span[1]}]" if span else "an OSO snapshot"
     at = f"seqno {seqno}" if seqno is not None else "no item"
-    if kind == _BACKWARDS:
+    if kind == K.BACKWARDS:
         return f"by_seqno {seqno} does not exceed the previous {span[0]}"
-    if kind == _OUTSIDE:
+    if kind == K.OUTSIDE:
         return (f"by_seqno {seqno} outside {where}" if span
                 else f"by_seqno {seqno} before any snapshot marker of the stream")
-    if kind == _EARLY:
+    if kind == K.EARLY:
         return (f"{where} ended at {at}" if span
                 else "an OSO snapshot ended without its end marker")
-    name = _enum_name(P.StreamEndStatus, status) or str(status)
+    name = F.enum_name(P.StreamEndStatus, status) or str(status)
     return f"stream end ({name}) inside {where}" + (f", reached {at}" if span else "")
 
 
@@ -1043,3 +453,4 @@ def summarize(batches: FrameBatch | Iterable[FrameBatch]) -> Summary:
     for batch in [batches] if isinstance(batches, FrameBatch) else batches:
         summary.update(batch)
     return summary
+

@@ -1,0 +1,178 @@
+"""What the stream tables and the summary read from a batch: which rows, which bytes, and
+the decoders of single frames (a Stream Request, a Rollback response's seqno).
+
+Malformed content (a Rollback value that is not 8 bytes, a Stream Request value that is
+not a JSON object with a valid ``sid``; the failover logs of ``tables`` likewise) follows
+``batch.mode`` through ``malformed``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+
+from ... import protocol as P
+from ...batch import FrameBatch
+from ...errors import Reporter, text
+
+_STREAM_REQUEST = struct.Struct(P.STREAM_REQUEST_EXTRAS)
+_ROLLBACK = struct.Struct(P.ROLLBACK_VALUE)
+NO_ROWS = np.zeros(0, np.int64)
+
+#: Producer messages of a stream (its seqno items, markers, its end); each carries the
+#: opaque of the request that opened it.
+MESSAGE_OPCODES = P.SEQNO_ITEMS | {P.Opcode.SNAPSHOT_MARKER, P.Opcode.OSO_SNAPSHOT,
+                                   P.Opcode.STREAM_END}
+#: Every request counted against a vbucket stream (consumer requests included).
+STREAM_OPCODES = MESSAGE_OPCODES | {
+    P.Opcode.STREAM_REQUEST, P.Opcode.ADD_STREAM, P.Opcode.CLOSE_STREAM,
+    P.Opcode.SET_VBUCKET_STATE, P.Opcode.SEQNO_ACKNOWLEDGED, P.Opcode.CACHE_TRANSFER,
+    P.Opcode.CACHE_TRANSFER_END}
+
+
+def opcode_table(opcodes) -> np.ndarray:
+    """Bool lookup table indexed by opcode: which of the 256 are in ``opcodes``."""
+    table = np.zeros(256, bool)
+    table[sorted(opcodes)] = True
+    return table
+
+
+#: By opcode: a seqno item, a producer message, a request of a vbucket stream.
+IS_ITEM = opcode_table(P.SEQNO_ITEMS)
+IS_MESSAGE = opcode_table(MESSAGE_OPCODES)
+IS_STREAM = opcode_table(STREAM_OPCODES)
+_NAMES = {int(op): op.name.lower() for op in P.Opcode}
+#: By opcode: its lower-case name, or its hex value when the protocol names none.
+OPCODE_NAMES = [_NAMES.get(op, f"0x{op:02x}") for op in range(256)]
+
+
+# -- rows --------------------------------------------------------------------------------
+
+
+def requests(batch: FrameBatch) -> np.ndarray:
+    """Mask of the batch's requests (client magics; DCP producer messages are requests)."""
+    magic = batch["magic"]
+    return (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
+
+
+def responses(batch: FrameBatch) -> np.ndarray:
+    """Mask of the batch's responses."""
+    magic = batch["magic"]
+    return (magic == P.Magic.CLIENT_RESPONSE) | (magic == P.Magic.ALT_CLIENT_RESPONSE)
+
+
+def rows(batch: FrameBatch, opcode: int, *, response: bool, status=None) -> np.ndarray:
+    """Rows of the requests (or responses, optionally of one status) with ``opcode``."""
+    if not len(batch):
+        return NO_ROWS
+    mask = (batch["opcode"] == opcode) & (responses(batch) if response else requests(batch))
+    if status is not None:
+        mask &= batch["status"] == status
+    return np.flatnonzero(mask)
+
+
+# -- bytes -------------------------------------------------------------------------------
+
+
+def _bytes(batch: FrameBatch, start: int, length: int) -> bytes:
+    at = start - batch.base_offset
+    return bytes(batch.view[at:at + length])
+
+
+def extras(batch: FrameBatch, i: int) -> bytes:
+    """The extras of row ``i``."""
+    start = int(batch["offset"][i]) + P.HEADER_SIZE + int(batch["framing_len"][i])
+    return _bytes(batch, start, int(batch["extras_len"][i]))
+
+
+def key(batch: FrameBatch, i: int) -> bytes:
+    """The key of row ``i``."""
+    return _bytes(batch, int(batch["key_offset"][i]), int(batch["key_len"][i]))
+
+
+def value(batch: FrameBatch, i: int) -> bytes:
+    """The value of row ``i``."""
+    return _bytes(batch, int(batch["value_offset"][i]), int(batch["value_len"][i]))
+
+
+def utf8(data: bytes) -> str:
+    """``data`` as text, invalid UTF-8 shown as ``\\x..`` escapes."""
+    return data.decode("utf-8", "backslashreplace")
+
+
+def malformed(batch: FrameBatch, i: int, reason: str) -> None:
+    """Raise (strict) or record once (skip) that frame ``i`` has malformed content."""
+    Reporter(batch.mode, batch.errors).report(
+        int(batch["offset"][i]), P.HEADER_SIZE + int(batch["body_len"][i]), reason)
+
+
+def flag_names(enum, flags: int) -> list[str]:
+    """Names of the set flags; a bit with no name appears as its hex value."""
+    known = {int(member): member.name.lower() for member in enum}
+    names, bit = [], 1
+    while bit <= flags:
+        if flags & bit:
+            names.append(known.get(bit, f"0x{bit:x}"))
+        bit <<= 1
+    return names
+
+
+def enum_name(enum, number: int) -> str | None:
+    """The lower-case name of ``number`` in ``enum``, None when it has none."""
+    try:
+        return enum(number).name.lower()
+    except ValueError:
+        return None
+
+
+# -- single frames -----------------------------------------------------------------------
+
+
+def stream_request(batch: FrameBatch, i: int) -> dict | None:
+    """The decoded Stream Request at row ``i``, or None when its value is malformed."""
+    flags, _, start, end, uuid, snap_start, snap_end = _STREAM_REQUEST.unpack(extras(batch, i))
+    sid = int(batch["stream_id"][i])
+    data = value(batch, i)
+    if data:
+        try:
+            body = json.loads(data)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            malformed(batch, i, text("stream_request_value"))
+            return None
+        given = body.get(P.STREAM_REQUEST_SID)
+        if given is not None:
+            if type(given) is not int or not 1 <= given <= 0xFFFF:
+                malformed(batch, i, text("stream_request_sid", sid=given))
+                return None
+            sid = sid or given
+    return {"vbucket": int(batch["vbucket"][i]), "opaque": int(batch["opaque"][i]),
+            "stream_id": sid or None, "flags": flags, "start_seqno": start,
+            "end_seqno": end, "vbucket_uuid": uuid, "snap_start_seqno": snap_start,
+            "snap_end_seqno": snap_end, "filter": utf8(data) if data else None}
+
+
+def decoded_requests(batch: FrameBatch) -> dict[int, dict]:
+    """Row -> decoded Stream Request, for every well-formed one in the batch."""
+    out = {}
+    for i in rows(batch, P.Opcode.STREAM_REQUEST, response=False).tolist():
+        request = stream_request(batch, i)
+        if request is not None:
+            out[i] = request
+    return out
+
+
+def rollback_seqnos(batch: FrameBatch) -> dict[int, int]:
+    """Row -> rollback seqno of each well-formed Rollback response."""
+    out = {}
+    for i in rows(batch, P.Opcode.STREAM_REQUEST, response=True,
+                  status=P.Status.ROLLBACK).tolist():
+        data = value(batch, i)
+        if len(data) != _ROLLBACK.size:
+            malformed(batch, i, text("rollback_size", size=len(data), must=_ROLLBACK.size))
+            continue
+        out[i] = _ROLLBACK.unpack(data)[0]
+    return out

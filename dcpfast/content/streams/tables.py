@@ -1,0 +1,209 @@
+"""Connection setup and the server's answers, one ``pyarrow.Table`` row per frame.
+
+``opens``, ``controls``, ``stream_requests``, ``failover_logs``, ``rollbacks`` and
+``stream_ends``: ``index`` is the row in the batch and ``offset`` the frame's stream
+offset, for joining back. The frames they read are few, so each is decoded in Python
+after a numpy mask has found it. Responses get the vbucket and stream id of their request
+(``matching``).
+
+Malformed content (a failover log whose length is not a multiple of 16, a rollback value
+that is not 8 bytes, a Stream Request value that is not a JSON object with a valid
+``sid``) follows ``batch.mode``: ``DcpFormatError`` in strict mode; in skip mode the frame
+gets no row and a ``SkippedRegion`` for the whole frame is added to ``batch.errors`` once,
+in stream order, however often the tables are built.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ... import protocol as P
+from ...batch import FrameBatch
+from ...errors import text
+from . import frames as F
+from .matching import Matcher, StreamTracker
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_OPEN = struct.Struct(P.OPEN_EXTRAS)
+_ENTRY_SIZE = struct.calcsize(P.FAILOVER_ENTRY)
+_ENTRY_DTYPE = np.dtype([("vbucket_uuid", ">u8"), ("seqno", ">u8")])
+assert _ENTRY_DTYPE.itemsize == _ENTRY_SIZE
+#: Responses that carry a failover log when successful.
+_FAILOVER_OPCODES = (P.Opcode.STREAM_REQUEST, P.Opcode.GET_FAILOVER_LOG,
+                     P.Opcode.GET_FAILOVER_LOG_NON_DCP)
+_SEQNO_COLUMNS = ("start_seqno", "end_seqno", "vbucket_uuid", "snap_start_seqno",
+                  "snap_end_seqno")
+
+
+def _table(columns: dict, schema):
+    import pyarrow as pa
+
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
+def _schema(*fields):
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, kind) for name, kind in fields])
+
+
+def _index_fields():
+    import pyarrow as pa
+
+    return [("index", pa.int64()), ("offset", pa.uint64())]
+
+
+# -- connection setup --------------------------------------------------------------------
+
+
+def opens(batch: FrameBatch) -> pa.Table:
+    """DCP Open requests: ``index, offset, opaque, name, flags, flag_names``.
+
+    ``name`` is the connection name (invalid UTF-8 shown as ``\\x..`` escapes); flags
+    without a name in ``protocol.OpenFlag`` appear in ``flag_names`` as hex.
+    """
+    import pyarrow as pa
+
+    out = {"index": [], "offset": [], "opaque": [], "name": [], "flags": [], "flag_names": []}
+    for i in F.rows(batch, P.Opcode.OPEN, response=False).tolist():
+        _, flags = _OPEN.unpack(F.extras(batch, i))
+        out["index"].append(i)
+        out["offset"].append(int(batch["offset"][i]))
+        out["opaque"].append(int(batch["opaque"][i]))
+        out["name"].append(F.utf8(F.key(batch, i)))
+        out["flags"].append(flags)
+        out["flag_names"].append(F.flag_names(P.OpenFlag, flags))
+    return _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
+                               ("name", pa.string()), ("flags", pa.uint32()),
+                               ("flag_names", pa.list_(pa.string()))))
+
+
+def controls(batch: FrameBatch) -> pa.Table:
+    """DCP Control requests: ``index, offset, opaque, key, value`` (strings)."""
+    import pyarrow as pa
+
+    out = {"index": [], "offset": [], "opaque": [], "key": [], "value": []}
+    for i in F.rows(batch, P.Opcode.CONTROL, response=False).tolist():
+        out["index"].append(i)
+        out["offset"].append(int(batch["offset"][i]))
+        out["opaque"].append(int(batch["opaque"][i]))
+        out["key"].append(F.utf8(F.key(batch, i)))
+        out["value"].append(F.utf8(F.value(batch, i)))
+    return _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
+                               ("key", pa.string()), ("value", pa.string())))
+
+
+def stream_requests(batch: FrameBatch) -> pa.Table:
+    """Stream Requests: ``index, offset, vbucket, opaque, stream_id, flags, flag_names,
+    start_seqno, end_seqno, vbucket_uuid, snap_start_seqno, snap_end_seqno, filter``.
+
+    ``stream_id`` comes from the stream-id frame info or the JSON value's ``sid`` (null
+    when neither); ``filter`` is the JSON value as sent (null when empty).
+    """
+    import pyarrow as pa
+
+    names = ("index", "offset", "vbucket", "opaque", "stream_id", "flags", "flag_names",
+             *_SEQNO_COLUMNS, "filter")
+    out = {name: [] for name in names}
+    for i, request in F.decoded_requests(batch).items():
+        out["index"].append(i)
+        out["offset"].append(int(batch["offset"][i]))
+        out["flag_names"].append(F.flag_names(P.StreamRequestFlag, request["flags"]))
+        for name in names[2:]:
+            if name != "flag_names":
+                out[name].append(request[name])
+    u64 = pa.uint64()
+    return _table(out, _schema(*_index_fields(), ("vbucket", pa.uint16()),
+                               ("opaque", pa.uint32()), ("stream_id", pa.uint16()),
+                               ("flags", pa.uint32()), ("flag_names", pa.list_(pa.string())),
+                               *((n, u64) for n in _SEQNO_COLUMNS),
+                               ("filter", pa.string())))
+
+
+# -- responses ---------------------------------------------------------------------------
+
+
+def _failover_rows(batch: FrameBatch) -> np.ndarray:
+    if not len(batch):
+        return F.NO_ROWS
+    mask = F.responses(batch) & (batch["status"] == P.Status.SUCCESS)
+    mask &= np.isin(batch["opcode"], _FAILOVER_OPCODES)
+    return np.flatnonzero(mask)
+
+
+def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Table:
+    """Failover logs of successful Stream Request / Get Failover Log responses, one row
+    per entry: ``index, offset, opcode, opaque, vbucket, stream_id, entry, vbucket_uuid,
+    seqno``. ``entry`` 0 is the newest; ``vbucket``/``stream_id`` are those of the
+    matching request (see ``matching``), null when none is found.
+    """
+    import pyarrow as pa
+
+    match = Matcher(batch, tracker)
+    names = ("index", "offset", "opcode", "opaque", "vbucket", "stream_id", "entry",
+             "vbucket_uuid", "seqno")
+    out = {name: [] for name in names}
+    for i in _failover_rows(batch).tolist():
+        value = F.value(batch, i)
+        if len(value) % _ENTRY_SIZE:
+            F.malformed(batch, i, text("failover_log_size", size=len(value), entry=_ENTRY_SIZE))
+            continue
+        entries = np.frombuffer(value, _ENTRY_DTYPE)
+        place = match.place(i)
+        vbucket, sid = place if place else (None, None)
+        n = len(entries)
+        out["index"] += [i] * n
+        out["offset"] += [int(batch["offset"][i])] * n
+        out["opcode"] += [int(batch["opcode"][i])] * n
+        out["opaque"] += [int(batch["opaque"][i])] * n
+        out["vbucket"] += [vbucket] * n
+        out["stream_id"] += [sid or None] * n
+        out["entry"] += range(n)
+        out["vbucket_uuid"] += entries["vbucket_uuid"].tolist()
+        out["seqno"] += entries["seqno"].tolist()
+    return _table(out, _schema(*_index_fields(), ("opcode", pa.uint8()),
+                               ("opaque", pa.uint32()), ("vbucket", pa.uint16()),
+                               ("stream_id", pa.uint16()), ("entry", pa.int32()),
+                               ("vbucket_uuid", pa.uint64()), ("seqno", pa.uint64())))
+
+
+def rollbacks(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Table:
+    """Stream Request responses with status Rollback (0x23): ``index, offset, opaque,
+    vbucket, stream_id, rollback_seqno`` (vbucket/stream id of the matching request)."""
+    import pyarrow as pa
+
+    match = Matcher(batch, tracker)
+    names = ("index", "offset", "opaque", "vbucket", "stream_id", "rollback_seqno")
+    out = {name: [] for name in names}
+    for i, seqno in F.rollback_seqnos(batch).items():
+        place = match.place(i)
+        vbucket, sid = place if place else (None, None)
+        for name, value in zip(names, (i, int(batch["offset"][i]), int(batch["opaque"][i]),
+                                       vbucket, sid or None, seqno)):
+            out[name].append(value)
+    return _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
+                               ("vbucket", pa.uint16()), ("stream_id", pa.uint16()),
+                               ("rollback_seqno", pa.uint64())))
+
+
+def stream_ends(batch: FrameBatch) -> pa.Table:
+    """Stream End messages: ``index, offset, vbucket, opaque, stream_id, end_status,
+    end_status_name`` (name null for a status the protocol does not define)."""
+    import pyarrow as pa
+
+    rows = F.rows(batch, P.Opcode.STREAM_END, response=False)
+    status = batch["end_status"][rows].tolist()
+    sids = batch["stream_id"][rows].tolist()
+    return _table({
+        "index": rows.tolist(), "offset": batch["offset"][rows].tolist(),
+        "vbucket": batch["vbucket"][rows].tolist(), "opaque": batch["opaque"][rows].tolist(),
+        "stream_id": [s or None for s in sids], "end_status": status,
+        "end_status_name": [F.enum_name(P.StreamEndStatus, s) for s in status],
+    }, _schema(*_index_fields(), ("vbucket", pa.uint16()), ("opaque", pa.uint32()),
+               ("stream_id", pa.uint16()), ("end_status", pa.uint32()),
+               ("end_status_name", pa.string())))
