@@ -293,6 +293,16 @@ def test_scan_damage_and_value_damage_share_the_list():
     assert batch.errors[1].offset == len(data) - len(bad)
 
 
+def test_value_damage_is_listed_in_stream_order_among_scan_damage():
+    bad = mutation(b"\xff" * 6, SNAPPY, seqno=1)
+    data = bad + mutation(b"ok", seqno=2) + b"\x99" * 30 + t.noop()
+    batch = dcpfast.scan(data, errors="skip", final=True)
+    assert len(batch.errors) == 1
+    batch.values()
+    assert [r.offset for r in batch.errors] == sorted(r.offset for r in batch.errors)
+    assert batch.errors[0].offset == 0 and len(batch.errors) == 2
+
+
 def test_base_offset_in_errors():
     bad = mutation(b"\x00\x00", XATTR)
     batch = dcpfast.scan(bad, base_offset=1000)
