@@ -558,24 +558,6 @@ BENCH_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__f
                             "benchmarks", "bench_scan.py")
 
 
-def _relayed(command: list[str], env: dict) -> int:
-    """Run ``command``, echoing its standard output and error as they come; its status."""
-    import subprocess
-    import threading
-
-    def relay(stream, err):
-        for line in stream:
-            click.echo(line, nl=False, err=err)
-
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          env=env) as child:
-        errors = threading.Thread(target=relay, args=(child.stderr, True))
-        errors.start()
-        relay(child.stdout, False)
-        errors.join()
-    return child.returncode
-
-
 @main.command()
 @click.option("--quick", is_flag=True, help="A smoke run (about 100,000 mixed frames, no "
               "memory probe).")
@@ -617,7 +599,10 @@ def bench(quick, items, repeat, python_items, corpora, rss, json_path, cache, re
     if rss is not None:
         args.append("--rss" if rss else "--no-rss")
     args += [f"--corpus={name}" for name in corpora]
-    root = os.path.dirname(os.path.dirname(BENCH_SCRIPT))
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
-    sys.exit(_relayed([sys.executable, BENCH_SCRIPT, *args], env))
+    import runpy
+
+    argv, sys.argv = sys.argv, [BENCH_SCRIPT, *args]
+    try:                          # the script exits with its status
+        runpy.run_path(BENCH_SCRIPT, run_name="__main__")
+    finally:
+        sys.argv = argv
