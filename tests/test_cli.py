@@ -435,12 +435,12 @@ def test_bench_table_needs_a_marked_file(suite, tmp_path, capfd):
 
 
 def test_bench_corpus_choices_are_the_suites(suite):
-    option = next(p for p in cli.bench.params if p.name == "corpora")
+    option = next(p for p in cli.bench.bench.params if p.name == "corpora")
     assert tuple(option.type.choices) == suite.corpora.CORPUS_NAMES
 
 
 def test_bench_outside_a_source_tree(monkeypatch, tmp_path):
-    monkeypatch.setattr(cli, "BENCH_SCRIPT", str(tmp_path / "benchmarks" / "bench_scan.py"))
+    monkeypatch.setattr(cli.bench, "BENCH_SCRIPT", str(tmp_path / "benchmarks" / "bench_scan.py"))
     result = run("bench", "--quick")
     _clean(result, 1)
     assert result.output.startswith("Error: ") and len(result.output.splitlines()) == 1

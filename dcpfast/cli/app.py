@@ -1,0 +1,82 @@
+"""The ``dcpfast`` command group and what every command shares: input options, opening an
+input (a dump, a compressed dump or a capture, or ``-``), and one-line errors.
+
+Every command reads raw dumps, gzip/zstd/lz4-compressed dumps and packet captures (told
+apart by their magic numbers), or ``-`` for standard input. User errors (missing or
+unreadable files, malformed input in strict mode, bad options) end with a message and a
+non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import click
+
+from .. import io as dio
+from ..capture import is_capture, read_pcap
+from ..errors import DcpFormatError
+
+#: An input argument: an existing file, or ``-`` for standard input.
+INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dcpfast")
+def main():
+    """Decode Couchbase DCP frame dumps and captures."""
+
+
+def scan_options(command):
+    """The --collections and --errors options every reading command takes."""
+    command = click.option(
+        "--errors", type=click.Choice(["strict", "skip"]), default="strict",
+        show_default=True, help="Stop at the first malformed frame, or skip damage.")(command)
+    return click.option(
+        "--collections/--no-collections", default=None,
+        help="Whether keys carry a collection id (default: infer from the stream).")(command)
+
+
+def shown(name: str) -> str:
+    """How an input is named in messages."""
+    return "<stdin>" if name == "-" else name
+
+
+class Input:
+    """One input opened for reading: its (decompressed) stream and what it holds."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        #: Whether the input is a packet capture (else DCP frames).
+        self.capture = bool(is_capture(stream.head))
+        #: The codec the input was compressed with, or None.
+        self.compression = stream.codec
+
+    def batches(self, *, collections, columns, errors, batch_bytes=dio.DEFAULT_BATCH_BYTES):
+        if self.capture:
+            return read_pcap(self.stream, collections=collections, columns=columns,
+                             errors=errors, batch_bytes=batch_bytes)
+        return dio.iter_batches(self.stream, batch_bytes, collections=collections,
+                                columns=columns, errors=errors)
+
+
+@contextlib.contextmanager
+def opened(name: str, errors: str):
+    """The input ``name`` (``-``: standard input) as an ``Input``."""
+    raw = sys.stdin.buffer if name == "-" else name
+    with dio.open_stream(raw, errors=errors) as stream:
+        yield Input(stream)
+
+
+@contextlib.contextmanager
+def reported(name: str):
+    """Turn malformed input and I/O failures into a clean message and exit status 1."""
+    try:
+        yield
+    except DcpFormatError as e:
+        raise click.ClickException(f"{shown(name)}: {e}") from None
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise click.ClickException(f"{shown(name)}: {e.strerror or e}") from None

@@ -1,0 +1,198 @@
+"""``dcpfast convert``: frames to Parquet, Arrow IPC or CSV, batch by batch."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+
+import click
+import numpy as np
+
+from .. import schema as S
+from ..batch import scan
+from .app import INPUT, main, opened, reported, scan_options, shown
+
+
+_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
+            ".ipc": "ipc", ".csv": "csv"}
+
+
+def _column_list(ctx, param, values) -> list[str] | None:
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    if not names:
+        return None
+    try:
+        S.resolve(names)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return names
+
+
+class _Writer:
+    """Parquet, Arrow IPC or CSV output, written one table at a time."""
+
+    def __init__(self, path: str, fmt: str):
+        import pyarrow as pa
+
+        self.path, self.format = path, fmt
+        self._sink = pa.OSFile(path, "wb")
+        self._writer = None
+        self.schema = None
+
+    def write(self, table) -> None:
+        import pyarrow as pa
+
+        if self.format == "csv":
+            table = _csv_ready(table)
+        elif self.format == "ipc":                # IPC files hold one dictionary per field
+            table = table.cast(pa.schema([
+                f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                for f in table.schema]))
+        if self._writer is not None and table.column_names != self.schema.names:
+            raise click.ClickException(f"{self.path}: cannot write these inputs together "
+                                       f"(columns {', '.join(table.column_names)} after "
+                                       f"{', '.join(self.schema.names)})")
+        if self._writer is None:
+            self.schema = table.schema
+            if self.format == "parquet":
+                import pyarrow.parquet as pq
+                self._writer = pq.ParquetWriter(self._sink, self.schema)
+            elif self.format == "ipc":
+                self._writer = pa.ipc.new_file(self._sink, self.schema)
+            else:
+                import pyarrow.csv as pcsv
+                self._writer = pcsv.CSVWriter(self._sink, self.schema)
+        self._writer.write_table(table.cast(self.schema))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._sink.close()
+
+
+def _csv_ready(table):
+    """CSV holds text: binary columns become hex, maps become JSON objects."""
+    import pyarrow as pa
+
+    columns = []
+    for column in table.columns:
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            column = _hex(column)
+        elif pa.types.is_map(column.type):
+            column = pa.array([None if m is None else json.dumps(dict(m))
+                               for m in column.to_pylist()], pa.string())
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+_HEX = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), np.uint8).reshape(256, 2)
+
+
+def _hex(column):
+    """A binary Arrow array as lower-case hex strings, nulls kept."""
+    import pyarrow as pa
+
+    column = column.cast(pa.large_binary())
+    _, offsets, data = column.buffers()
+    offsets = np.frombuffer(offsets, np.int64)[column.offset:column.offset + len(column) + 1]
+    data = np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)
+    text = _HEX[data[offsets[0]:offsets[-1]]].reshape(-1)
+    validity = None
+    if column.null_count:
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.large_string(), len(column),
+                                 [validity, pa.py_buffer((offsets - offsets[0]) * 2),
+                                  pa.py_buffer(text)])
+
+
+def _with_values(batch, table, keep):
+    """``table`` (only the columns ``keep``) plus body, xattrs and is_json by frame."""
+    import pyarrow as pa
+
+    found = batch.values()
+    rows = np.full(len(batch), -1, np.int64)
+    rows[np.asarray(found.column("index"))] = np.arange(found.num_rows)
+    take = pa.array(rows, mask=rows < 0)
+    table = table.select(keep)
+    for name in ("body", "xattrs", "is_json"):
+        table = table.append_column(name, found.column(name).take(take))
+    return table
+
+
+def _progress(name, source, quiet):
+    """A progress bar over the DCP bytes of one input (on standard error, when a terminal)."""
+    from tqdm import tqdm
+
+    total = None
+    if name != "-" and not source.compression and not source.capture:
+        with contextlib.suppress(OSError):
+            total = os.path.getsize(name)
+    return tqdm(total=total, desc=shown(name), unit="B", unit_scale=True, unit_divisor=1000,
+                disable=quiet or not sys.stderr.isatty())
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=INPUT)
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="OUT.parquet, OUT.arrow / .feather (Arrow IPC) or OUT.csv.")
+@click.option("--columns", "columns", multiple=True, callback=_column_list,
+              metavar="NAME[,NAME...]", help="Only these columns (key and value stand for "
+              "their offset/length pairs and add the bytes).")
+@click.option("--values", "with_values", is_flag=True,
+              help="Add the decoded document bodies, xattrs and is_json.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@scan_options
+def convert(files, output, columns, with_values, quiet, collections, errors):
+    """Write the frames of every FILE to one Parquet, Arrow IPC or CSV file.
+
+    The format follows the extension of OUTPUT. Offsets are positions in each FILE
+    (decompressed). CSV holds binary columns as hex and xattrs as JSON text.
+    """
+    fmt = _FORMATS.get(os.path.splitext(output)[1].lower())
+    if fmt is None:
+        raise click.BadParameter(f"unknown extension; use one of {', '.join(_FORMATS)}",
+                                 param_hint="'-o' / '--output'")
+
+    keep = scan(b"", columns=columns).to_arrow().column_names
+    frame_columns = set(scan(b"").to_arrow().column_names)
+    scanned = None if with_values else columns
+    try:
+        writer = _Writer(output, fmt)
+    except OSError as e:
+        raise click.ClickException(f"{output}: {e.strerror or e}") from None
+    done = False
+    try:
+        for name in files:
+            with reported(name), opened(name, errors) as source, \
+                    _progress(name, source, quiet) as bar:
+                frames, started = 0, time.perf_counter()
+                for batch in source.batches(collections=collections, columns=scanned,
+                                            errors=errors):
+                    table = batch.to_arrow()          # captures add their own columns
+                    names = keep + [n for n in table.column_names if n not in frame_columns]
+                    table = _with_values(batch, table, names) if with_values \
+                        else table.select(names)
+                    writer.write(table)
+                    frames += len(batch)
+                    bar.update(batch.consumed - batch.start)
+                    rate = frames / max(time.perf_counter() - started, 1e-9)
+                    bar.set_postfix_str(f"{frames:,} frames, {rate:,.0f} frames/s")
+        if writer.schema is None:                 # no frames at all: an empty table
+            empty = scan(b"", columns=scanned)
+            table = empty.to_arrow()
+            writer.write(_with_values(empty, table, keep) if with_values
+                         else table.select(keep))
+        done = True
+    except OSError as e:
+        raise click.ClickException(f"{output}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            writer.close()
+        if not done:
+            with contextlib.suppress(OSError):
+                os.unlink(output)

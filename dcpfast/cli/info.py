@@ -1,0 +1,115 @@
+"""``dcpfast info``: frames, bytes, opcodes, vbuckets, collections, seqno ranges and damage."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import numpy as np
+
+from .. import io as dio
+from ..content.inventory import Inventory
+from ..protocol import Opcode
+from .app import INPUT, main, opened, reported, scan_options, shown
+
+
+@main.command()
+@click.argument("files", nargs=-1, type=INPUT)
+@click.option("--sample", is_flag=True, help="Summarise the dump bundled with dcpfast.")
+@scan_options
+@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
+def info(files, sample, collections, errors, as_json):
+    """Frames, bytes, opcodes, vbuckets, collections, seqno ranges and damage of each FILE.
+
+    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input.
+    """
+    paths = list(files) + ([str(dio.SAMPLE)] if sample else [])
+    if not paths:
+        raise click.UsageError("give one or more FILEs, or --sample")
+    failed, summaries = False, []
+    for path in paths:
+        try:
+            with reported(path):
+                summary = _summarise(path, collections, errors)
+        except click.ClickException as e:
+            e.show()
+            failed = True
+            continue
+        if as_json:
+            summaries.append(_as_json(path, summary))
+        else:
+            click.echo(_report(path, summary))
+    if as_json:
+        click.echo(json.dumps(summaries, indent=2))
+    if failed:
+        sys.exit(1)
+
+
+def _summarise(path, collections, errors) -> dict:
+    """Counts and seqno ranges over every batch of one input, in bounded memory."""
+    found = Inventory()
+    with opened(path, errors) as source:
+        for batch in source.batches(collections=collections, columns=list(Inventory.COLUMNS),
+                                    errors=errors):
+            found.update(batch)
+    return dict(inventory=found, compression=source.compression, capture=source.capture)
+
+
+def opcode_name(op: int) -> str:
+    try:
+        return Opcode(op).name
+    except ValueError:
+        return f"0x{op:02x}"
+
+
+def _origin(s) -> str:
+    parts = (["capture"] if s["capture"] else []) + \
+        ([f"{s['compression']}-compressed"] if s["compression"] else [])
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _report(path, s) -> str:
+    i = s["inventory"]
+    lines = [f"{shown(path)}{_origin(s)}: {i.frames:,} frames, {i.bytes:,} bytes of "
+             f"frames, collections {'on' if i.collections_on else 'off'}, "
+             f"{len(i.skipped)} skipped regions"]
+    lines.append("\n  opcode                    frames")
+    for op in np.flatnonzero(i.opcodes):
+        lines.append(f"  {opcode_name(op):<22} {int(i.opcodes[op]):>9,}")
+    lines.append("\n  vbucket    frames  documents   first seqno    last seqno")
+    for vb, v in sorted(i.vbuckets.items()):
+        span = f"{v.first_seqno:>13,} {v.last_seqno:>13,}" if v.documents \
+            else f"{'-':>13} {'-':>13}"
+        lines.append(f"  {vb:>7} {v.frames:>9,} {v.documents:>10,} {span}")
+    if i.collections:
+        lines.append("\n  collection   documents")
+        for cid, n in sorted(i.collections.items()):
+            lines.append(f"  {f'0x{cid:x}':>10} {n:>11,}")
+    if i.connections:
+        lines.append("\n  connection                                              frames")
+        for c, n in sorted(i.connections.items()):
+            flow = f"{c.src}:{c.src_port} -> {c.dst}:{c.dst_port}"
+            lines.append(f"  {flow:<46} {c.direction:<15} {n:>9,}")
+    if i.skipped:
+        lines.append("\n  errors")
+    for region in i.skipped:
+        lines.append(f"  skipped {region.length} bytes at {region.offset}: {region.reason}")
+    return "\n".join(lines)
+
+
+def _as_json(path, s) -> dict:
+    i = s["inventory"]
+    return {
+        "file": shown(path), "compression": s["compression"], "capture": s["capture"],
+        "frames": i.frames, "bytes": i.bytes, "collections": i.collections_on,
+        "opcodes": {opcode_name(op): int(i.opcodes[op]) for op in np.flatnonzero(i.opcodes)},
+        "vbuckets": {str(vb): {"frames": v.frames, "documents": v.documents,
+                               "first_seqno": v.first_seqno, "last_seqno": v.last_seqno}
+                     for vb, v in sorted(i.vbuckets.items())},
+        "documents_by_collection": {f"0x{cid:x}": n
+                                    for cid, n in sorted(i.collections.items())},
+        "connections": [{**c._asdict(), "frames": n}
+                        for c, n in sorted(i.connections.items())],
+        "errors": [r._asdict() for r in i.skipped],
+    }
