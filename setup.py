@@ -25,10 +25,18 @@ if flag("DCPFAST_SANITIZE"):
     compile_args += sanitize
     link_args += sanitize
 
-extensions = [Extension(f"dcpfast._core.{name}", [f"dcpfast/_core/{name}.pyx"],
+# What each extension is built from besides its .pyx: editing any of these rebuilds it.
+core = "dcpfast/_core/"
+wire = [core + "wire.pxd", core + "wire.h"]
+depends = {
+    "cscan": [core + "spans.h", core + "bitmaps.h", *wire],
+    "cpcap": wire,
+    "cvalues": wire,
+}
+extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=files,
                         include_dirs=["dcpfast/_core"],
                         extra_compile_args=compile_args, extra_link_args=link_args)
-              for name in ("cscan", "cpcap", "cvalues")]
+              for name, files in depends.items()]
 
 setup(ext_modules=cythonize(extensions, compiler_directives=directives,
                             annotate=flag("DCPFAST_ANNOTATE")))
