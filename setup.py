@@ -6,6 +6,7 @@ DCPFAST_ANNOTATE=1 writes Cython's HTML annotation next to the sources.
 """
 
 import os
+from glob import glob
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -29,7 +30,7 @@ if flag("DCPFAST_SANITIZE"):
 core = "dcpfast/_core/"
 wire = [core + "wire.pxd", core + "wire.h"]
 depends = {
-    "cscan": [core + "spans.h", core + "bitmaps.h", *wire],
+    "cscan": [*sorted(glob(core + "scan_*.pxi")), core + "spans.h", core + "bitmaps.h", *wire],
     "cpcap": wire,
     "cvalues": wire,
 }
