@@ -2,7 +2,9 @@
 
 Reads pcap records or pcapng blocks, decodes the link layer (Ethernet with VLAN tags,
 Linux cooked SLL/SLL2, raw IP, loopback), IPv4/IPv6 and TCP, and writes numpy columns.
-The numbers come from ``protocol`` at import; ``_pcap_py`` is the pure-Python twin.
+The numbers come from ``packets`` at import; ``pypcap`` is the pure-Python twin, with the
+same names and signatures, the same steps as separate functions, and the contract of
+``walk`` in its docstring.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -80,10 +82,12 @@ cdef inline int64_t ns_of(uint64_t units, int code, int64_t offset) noexcept nog
     return <int64_t>(ns + <uint64_t>offset * <uint64_t>1000000000)
 
 
+# one function: split into the twin's steps (_link_layer, _ipv4...) the walk ran 4-5% slower
 cdef int packet(const uint8_t* b, Py_ssize_t p, Py_ssize_t caplen, int link, uint8_t* key,
                 uint32_t* seq, uint8_t* flags, Py_ssize_t* start,
                 Py_ssize_t* length) noexcept nogil:
-    """Decode one captured packet; 1 for a TCP segment, else the counter index (see twin)."""
+    """Decode one captured packet: the link layer, IPv4 or IPv6, TCP; 1 for a TCP segment,
+    else the counter index (see ``pypcap._packet``)."""
     cdef Py_ssize_t end = p + caplen, ip_end, ihl, total, size, offset, lo
     cdef uint32_t family, a, c
     cdef int ethertype, nxt
@@ -196,13 +200,14 @@ cdef inline uint32_t ld32(const uint8_t* p, bint big) noexcept nogil:
     return be32(p) if big else le32(p)
 
 
+# one function: with the twin's record steps split out, its loop ran 7% more instructions
 def walk(const uint8_t[::1] buf, Py_ssize_t pos, int fmt, bint big, const int32_t[::1] if_link,
          const uint8_t[::1] if_tsres, const int64_t[::1] if_tsoff, int64_t[::1] ts,
          uint8_t[:, ::1] keys, uint32_t[::1] seqs, uint8_t[::1] flags, int64_t[::1] starts,
          int32_t[::1] lengths, int64_t[::1] counters):
     """Walk capture records from ``pos``; returns ``(rows, pos, status, detail)``.
 
-    See ``_pcap_py.walk`` for the contract.
+    See ``pypcap.walk`` for the contract.
     """
     cdef Py_ssize_t end = buf.shape[0], cap = ts.shape[0], n = 0, nxt, data, start, length
     cdef Py_ssize_t n_if = if_link.shape[0]

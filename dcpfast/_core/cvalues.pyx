@@ -1,11 +1,8 @@
 # cython: language_level=3
-"""The per-value loops behind ``values.values``, compiled; ``_values_py`` is the twin.
-
-Every function walks a list of values given as ``starts``/``lengths`` and reports damage
-as ``(row, code, a, b)`` tuples, ``code`` a ``protocol.ValueProblem``. Values that are
-xattr-parsed or gathered live in one of two buffers, chosen per row by ``source``
-(0: ``a``, the stream; 1: ``b``, the inflated Snappy values). No Python object is made
-per value except the two memoryviews handed to the Snappy library.
+"""The per-value loops behind ``values.values``, compiled; ``pyvalues`` is the pure-Python
+twin, with the same names and signatures, and its docstring says how values, their
+buffers and their problems are given. No Python object is made per value here except
+the two memoryviews handed to the Snappy library.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t

@@ -1,8 +1,10 @@
-"""Pure-Python twin of the Cython packet walker (``DCPFAST_PUREPYTHON=1`` selects it).
+"""Pure-Python twin of the compiled packet walker ``cpcap`` (``DCPFAST_PUREPYTHON=1``
+selects it), with the same names and signatures, written for clarity.
 
 ``walk`` reads capture records (pcap or pcapng) from a buffer and writes one row per
 TCP segment: capture timestamp (ns), connection-direction key, sequence number, TCP
-flags and where the captured payload sits in the buffer. Same contract as ``_pcap``.
+flags and where the captured payload sits in the buffer. Its docstring is the contract
+of both walkers.
 """
 
 from __future__ import annotations
@@ -48,6 +50,27 @@ def _packet(buf, p, caplen, link):
     fragment, 4 headers cut short by the capture.
     """
     end = p + caplen
+    got = _link_layer(buf, p, end, link)
+    if isinstance(got, int):
+        return got
+    ethertype, p = got
+    key = bytearray(_KEY)
+    if ethertype == P.ETHERTYPE_IPV4:
+        got = _ipv4(buf, p, end, key)
+    elif ethertype == P.ETHERTYPE_IPV6:
+        got = _ipv6(buf, p, end, key)
+    else:
+        return 2
+    if isinstance(got, int):
+        return got
+    p, ip_end = got
+    return _tcp(buf, p, end, ip_end, key)
+
+
+def _link_layer(buf, p, end, link):
+    """(ethertype, where the IP header starts) of the packet ``buf[p:end]``, past its link
+    header and VLAN tags; or the counter index."""
+    caplen = end - p
     if link == P.LinkType.ETHERNET:
         if caplen < 14:
             return 4
@@ -84,51 +107,60 @@ def _packet(buf, p, caplen, link):
         if end - p < 4:
             return 4
         ethertype, p = _BE16.unpack_from(buf, p + 2)[0], p + 4
-    key = bytearray(_KEY)
-    if ethertype == P.ETHERTYPE_IPV4:
-        if end - p < 20:
-            return 4
-        if buf[p] >> 4 != 4:
-            return 2
-        ihl = (buf[p] & 0x0F) * 4
-        total = _BE16.unpack_from(buf, p + 2)[0]
-        if ihl < 20 or total < ihl:
-            return 2
-        if _BE16.unpack_from(buf, p + 6)[0] & 0x3FFF:
-            return 3
-        if buf[p + 9] != P.IPPROTO_TCP:
-            return 2
-        key[0:4] = buf[p + 12:p + 16]
-        key[16:20] = buf[p + 16:p + 20]
-        key[36] = 4
-        ip_end = p + total
-        p += ihl
-    elif ethertype == P.ETHERTYPE_IPV6:
-        if end - p < 40:
-            return 4
-        if buf[p] >> 4 != 6:
-            return 2
-        payload = _BE16.unpack_from(buf, p + 4)[0]
-        nxt = buf[p + 6]
-        key[0:16] = buf[p + 8:p + 24]
-        key[16:32] = buf[p + 24:p + 40]
-        key[36] = 6
-        ip_end = p + 40 + payload
-        p += 40
-        while nxt != P.IPPROTO_TCP:
-            if nxt == P.IPV6_FRAGMENT:
-                return 3
-            if nxt not in P.IPV6_EXTENSIONS and nxt != P.IPV6_AUTH:
-                return 2
-            if end - p < 8:
-                return 4
-            size = (buf[p + 1] + 2) * 4 if nxt == P.IPV6_AUTH else (buf[p + 1] + 1) * 8
-            nxt = buf[p]
-            p += size
-            if p > ip_end:
-                return 2
-    else:
+    return ethertype, p
+
+
+def _ipv4(buf, p, end, key):
+    """(where the TCP header starts, where the IP packet ends) of the IPv4 header at ``p``
+    of a TCP segment, its addresses put in ``key``; or the counter index."""
+    if end - p < 20:
+        return 4
+    if buf[p] >> 4 != 4:
         return 2
+    ihl = (buf[p] & 0x0F) * 4
+    total = _BE16.unpack_from(buf, p + 2)[0]
+    if ihl < 20 or total < ihl:
+        return 2
+    if _BE16.unpack_from(buf, p + 6)[0] & 0x3FFF:
+        return 3
+    if buf[p + 9] != P.IPPROTO_TCP:
+        return 2
+    key[0:4] = buf[p + 12:p + 16]
+    key[16:20] = buf[p + 16:p + 20]
+    key[36] = 4
+    return p + ihl, p + total
+
+
+def _ipv6(buf, p, end, key):
+    """The IPv6 header at ``p`` of a TCP segment, and its extension headers: as ``_ipv4``."""
+    if end - p < 40:
+        return 4
+    if buf[p] >> 4 != 6:
+        return 2
+    payload = _BE16.unpack_from(buf, p + 4)[0]
+    nxt = buf[p + 6]
+    key[0:16] = buf[p + 8:p + 24]
+    key[16:32] = buf[p + 24:p + 40]
+    key[36] = 6
+    ip_end = p + 40 + payload
+    p += 40
+    while nxt != P.IPPROTO_TCP:
+        if nxt == P.IPV6_FRAGMENT:
+            return 3
+        if nxt not in P.IPV6_EXTENSIONS and nxt != P.IPV6_AUTH:
+            return 2
+        if end - p < 8:
+            return 4
+        size = (buf[p + 1] + 2) * 4 if nxt == P.IPV6_AUTH else (buf[p + 1] + 1) * 8
+        nxt = buf[p]
+        p += size
+        if p > ip_end:
+            return 2
+    return p, ip_end
+
+
+def _tcp(buf, p, end, ip_end, key):
+    """The segment whose TCP header is at ``p``, its port put in ``key``: as ``_packet``."""
     if end - p < 20:
         return 4
     offset = (buf[p + 12] >> 4) * 4
@@ -141,6 +173,61 @@ def _packet(buf, p, caplen, link):
     if end - p < offset:
         return 4
     return bytes(key), seq, flags, start, max(0, min(ip_end, end) - start)
+
+
+def _pcap_record(buf, pos, u32, if_link, if_tsres):
+    """The pcap record at ``pos``: (data, caplen, link, stamp, next record) of its packet,
+    or (status, detail) where the walk stops."""
+    if len(buf) - pos < P.PCAP_RECORD_SIZE:
+        return int(_S.END), 0
+    sec, sub, caplen = u32.unpack_from(buf, pos)[0], u32.unpack_from(buf, pos + 4)[0], \
+        u32.unpack_from(buf, pos + 8)[0]
+    if caplen > P.MAX_CAPTURE_RECORD:
+        return int(_S.BAD), int(_CP.RECORD_TOO_LARGE)
+    if len(buf) - pos - P.PCAP_RECORD_SIZE < caplen:
+        return int(_S.END), 0
+    stamp = sec * 1_000_000_000 + sub * (1000 if if_tsres[0] == 6 else 1)
+    data = pos + P.PCAP_RECORD_SIZE
+    return data, caplen, int(if_link[0]), stamp, data + caplen
+
+
+def _pcapng_block(buf, pos, u32, u16, if_link, if_tsres, if_tsoff):
+    """The pcapng block at ``pos``: as ``_pcap_record``, or where the next block starts
+    when this one holds no packet."""
+    if len(buf) - pos < 12:
+        return int(_S.END), 0
+    btype, blen = u32.unpack_from(buf, pos)[0], u32.unpack_from(buf, pos + 4)[0]
+    if btype in (P.PCAPNG_SECTION, P.PCAPNG_INTERFACE):
+        return int(_S.BLOCK), 0
+    if blen < 12 or blen % 4:
+        return int(_S.BAD), int(_CP.BLOCK_LENGTH)
+    if blen > P.MAX_CAPTURE_RECORD:
+        return int(_S.BAD), int(_CP.RECORD_TOO_LARGE)
+    if len(buf) - pos < blen:
+        return int(_S.END), 0
+    if u32.unpack_from(buf, pos + blen - 4)[0] != blen:
+        return int(_S.BAD), int(_CP.BLOCK_TRAILER)
+    if btype in (P.PCAPNG_ENHANCED_PACKET, P.PCAPNG_PACKET):
+        if blen < 32:
+            return int(_S.BAD), int(_CP.BLOCK_LENGTH)
+        if btype == P.PCAPNG_ENHANCED_PACKET:
+            iface = u32.unpack_from(buf, pos + 8)[0]
+        else:
+            iface = u16.unpack_from(buf, pos + 8)[0]
+        if iface >= len(if_link):
+            return int(_S.BAD), int(_CP.UNKNOWN_INTERFACE)
+        units = (u32.unpack_from(buf, pos + 12)[0] << 32) | u32.unpack_from(buf, pos + 16)[0]
+        caplen = u32.unpack_from(buf, pos + 20)[0]
+        if caplen > blen - 32:
+            return int(_S.BAD), int(_CP.BLOCK_LENGTH)
+        stamp = _ns(units, int(if_tsres[iface]), int(if_tsoff[iface]))
+        return pos + 28, caplen, int(if_link[iface]), stamp, pos + blen
+    if btype == P.PCAPNG_SIMPLE_PACKET:
+        if blen < 16 or not len(if_link):
+            return int(_S.BAD), int(_CP.UNKNOWN_INTERFACE if blen >= 16 else _CP.BLOCK_LENGTH)
+        caplen = min(u32.unpack_from(buf, pos + 8)[0], blen - 16)
+        return pos + 12, caplen, int(if_link[0]), 0, pos + blen
+    return pos + blen              # statistics, name resolution, custom blocks...
 
 
 def walk(buf, pos, fmt, big, if_link, if_tsres, if_tsoff, ts, keys, seqs, flags, starts,
@@ -158,67 +245,24 @@ def walk(buf, pos, fmt, big, if_link, if_tsres, if_tsoff, ts, keys, seqs, flags,
     malformed record (``detail`` is its ``CaptureProblem``) or the end.
     """
     buf = memoryview(buf).cast("B")
-    end, cap, n = len(buf), len(ts), 0
+    cap, n = len(ts), 0
     u32 = struct.Struct(">I" if big else "<I")
     u16 = struct.Struct(">H" if big else "<H")
     while True:
         if n == cap:
             return n, pos, int(_S.FULL), 0
         if fmt == 0:
-            if end - pos < P.PCAP_RECORD_SIZE:
-                return n, pos, int(_S.END), 0
-            sec, sub, caplen = u32.unpack_from(buf, pos)[0], u32.unpack_from(buf, pos + 4)[0], \
-                u32.unpack_from(buf, pos + 8)[0]
-            if caplen > P.MAX_CAPTURE_RECORD:
-                return n, pos, int(_S.BAD), int(_CP.RECORD_TOO_LARGE)
-            if end - pos - P.PCAP_RECORD_SIZE < caplen:
-                return n, pos, int(_S.END), 0
-            stamp = sec * 1_000_000_000 + sub * (1000 if if_tsres[0] == 6 else 1)
-            data, link = pos + P.PCAP_RECORD_SIZE, int(if_link[0])
-            nxt = data + caplen
+            got = _pcap_record(buf, pos, u32, if_link, if_tsres)
         else:
-            if end - pos < 12:
-                return n, pos, int(_S.END), 0
-            btype, blen = u32.unpack_from(buf, pos)[0], u32.unpack_from(buf, pos + 4)[0]
-            if btype in (P.PCAPNG_SECTION, P.PCAPNG_INTERFACE):
-                return n, pos, int(_S.BLOCK), 0
-            if blen < 12 or blen % 4:
-                return n, pos, int(_S.BAD), int(_CP.BLOCK_LENGTH)
-            if blen > P.MAX_CAPTURE_RECORD:
-                return n, pos, int(_S.BAD), int(_CP.RECORD_TOO_LARGE)
-            if end - pos < blen:
-                return n, pos, int(_S.END), 0
-            if u32.unpack_from(buf, pos + blen - 4)[0] != blen:
-                return n, pos, int(_S.BAD), int(_CP.BLOCK_TRAILER)
-            nxt = pos + blen
-            if btype in (P.PCAPNG_ENHANCED_PACKET, P.PCAPNG_PACKET):
-                if blen < 32:
-                    return n, pos, int(_S.BAD), int(_CP.BLOCK_LENGTH)
-                if btype == P.PCAPNG_ENHANCED_PACKET:
-                    iface = u32.unpack_from(buf, pos + 8)[0]
-                else:
-                    iface = u16.unpack_from(buf, pos + 8)[0]
-                if iface >= len(if_link):
-                    return n, pos, int(_S.BAD), int(_CP.UNKNOWN_INTERFACE)
-                units = (u32.unpack_from(buf, pos + 12)[0] << 32) | \
-                    u32.unpack_from(buf, pos + 16)[0]
-                caplen = u32.unpack_from(buf, pos + 20)[0]
-                if caplen > blen - 32:
-                    return n, pos, int(_S.BAD), int(_CP.BLOCK_LENGTH)
-                stamp = _ns(units, int(if_tsres[iface]), int(if_tsoff[iface]))
-                data, link = pos + 28, int(if_link[iface])
-            elif btype == P.PCAPNG_SIMPLE_PACKET:
-                if blen < 16 or not len(if_link):
-                    return n, pos, int(_S.BAD), int(_CP.UNKNOWN_INTERFACE if blen >= 16
-                                                   else _CP.BLOCK_LENGTH)
-                caplen = min(u32.unpack_from(buf, pos + 8)[0], blen - 16)
-                stamp, data, link = 0, pos + 12, int(if_link[0])
-            else:
-                pos = nxt              # statistics, name resolution, custom blocks...
-                continue
+            got = _pcapng_block(buf, pos, u32, u16, if_link, if_tsres, if_tsoff)
+        if isinstance(got, int):       # a block without a packet
+            pos = got
+            continue
+        if len(got) == 2:
+            return n, pos, *got
+        data, caplen, link, stamp, pos = got
         counters[0] += 1
         got = _packet(buf, data, caplen, link)
-        pos = nxt
         if isinstance(got, int):
             counters[got] += 1
             continue

@@ -1,6 +1,7 @@
 """Pure-Python twin of the compiled scan core ``cscan`` (``DCPFAST_PUREPYTHON=1`` selects it).
 
-Same contract, same tables, written for clarity: the test-suite runs against both.
+The same names and signatures and the same tables, written for clarity; what a scan is
+asked and answers is ``contract``. The test-suite runs against both.
 """
 
 from __future__ import annotations
@@ -274,12 +275,8 @@ class _Walk:
 
 
 def scan_buffer(buf, request: ScanRequest) -> ScanResult:
-    """Scan ``buf[request.start:]`` as ``request`` says (see ``contract``).
-
-    Offsets in the columns are ``request.base`` plus the position in ``buf``. The binary
-    views, when asked for, have data buffers of ``2 ** request.view_bits`` bytes (see
-    ``views``); they are None when a value is longer than a data buffer.
-    """
+    """Scan ``buf[request.start:]`` as ``request`` says; see ``contract`` for the fields of
+    the request and of the result."""
     buf = memoryview(buf).cast("B")
     start, names, view_bits = request.start, request.names, request.view_bits
     if not 0 <= start <= len(buf):

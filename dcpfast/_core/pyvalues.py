@@ -1,4 +1,5 @@
-"""Pure-Python twin of ``_values``: the per-value loops behind ``values.values``.
+"""Pure-Python twin of ``cvalues``, the per-value loops behind ``values.values``: the same
+names and signatures, written for clarity.
 
 Every function walks a list of values given as ``starts``/``lengths`` (numpy int arrays)
 and reports damage as ``(row, code, a, b)`` tuples, ``code`` a ``protocol.ValueProblem``.
