@@ -18,7 +18,8 @@ def flag(name):
 
 debug = flag("DCPFAST_DEBUG") or flag("DCPFAST_SANITIZE")
 directives = dict(language_level=3, boundscheck=debug, wraparound=False, cdivision=True,
-                  initializedcheck=debug, freethreading_compatible=True, embedsignature=True)
+                  initializedcheck=debug, freethreading_compatible=True, embedsignature=True,
+                  autotestdict=False)
 compile_args = ["-O0", "-g", "-UNDEBUG"] if debug else ["-O3"]
 link_args = []
 if flag("DCPFAST_SANITIZE"):

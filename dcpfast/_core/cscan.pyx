@@ -134,18 +134,18 @@ cdef void start_walk(Walk* w, const uint8_t[::1] buf, request) except *:
         w.cap = min(w.cap, FIRST_ROWS)      # the first frames are no guide: measure, then grow
 
 
-cdef void point(Walk* w, char** cols, names, list columns, Room kinds,
+cdef void point(Walk* w, char** cols, names, list columns, _Room kinds,
                 list view_rooms) except *:
     """Point the walk at its output memory (again after it grew)."""
     cdef int c
     for c in range(n_columns):
         cols[c] = NULL
     for i, name in enumerate(names):
-        cols[S.INDEX[name]] = (<Room>columns[i]).at
+        cols[S.INDEX[name]] = (<_Room>columns[i]).at
     w.cols = cols
     w.kinds = <uint8_t*>kinds.at
     for c in range(2):
-        w.views[c] = <uint8_t*>(<Room>view_rooms[c]).at if view_rooms[c] is not None else NULL
+        w.views[c] = <uint8_t*>(<_Room>view_rooms[c]).at if view_rooms[c] is not None else NULL
 
 
 cdef size_t more_rows(const Walk* w) noexcept nogil:
@@ -158,7 +158,7 @@ cdef size_t more_rows(const Walk* w) noexcept nogil:
     return min(w.limit, w.count + rows)
 
 
-cdef object result(const Walk* w, request, list columns, Room kinds, list view_rooms,
+cdef object result(const Walk* w, request, list columns, _Room kinds, list view_rooms,
                    list viewed):
     """The ``ScanResult`` of a finished walk: its columns cut to the rows written."""
     if w.fail_code:

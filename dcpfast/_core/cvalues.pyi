@@ -4,16 +4,16 @@ from typing_extensions import Buffer
 
 import numpy as np
 
-Problem = tuple[int, int, int | str, int]
+_Problem = tuple[int, int, int | str, int]
 
 def snappy_lengths(buf: Buffer, starts: np.ndarray, lengths: np.ndarray,
-                   out: np.ndarray) -> list[Problem]: ...
+                   out: np.ndarray) -> list[_Problem]: ...
 def inflate(buf: Buffer, starts: np.ndarray, lengths: np.ndarray, out: np.ndarray,
             bounds: np.ndarray, decompress_into: Callable[[Buffer, Buffer], int],
-            ) -> list[Problem]: ...
+            ) -> list[_Problem]: ...
 def parse_xattrs(a: Buffer, b: Buffer, source: np.ndarray, starts: np.ndarray,
                  lengths: np.ndarray, skip: np.ndarray, pairs: np.ndarray,
-                 ) -> tuple[int, int, list[Problem]]: ...
+                 ) -> tuple[int, int, list[_Problem]]: ...
 def xattr_strings(a: Buffer, b: Buffer, source: np.ndarray, starts: np.ndarray,
                   lengths: np.ndarray, pairs: np.ndarray, key_offsets: np.ndarray,
                   key_data: np.ndarray, value_offsets: np.ndarray,

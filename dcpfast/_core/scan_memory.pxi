@@ -61,7 +61,7 @@ cdef int kept_for(size_t size) noexcept nogil:
     return fit if fit >= 0 else under
 
 
-cdef class Room:
+cdef class _Room:
     """Writable memory for one column or buffer, exposed through the buffer protocol."""
     cdef char* at
     cdef size_t size          # bytes exposed
@@ -109,9 +109,9 @@ cdef class Room:
             self.size = min(self.size, keep)
 
 
-cdef Room new_room(size_t n):
+cdef _Room new_room(size_t n):
     global live_bytes, peak_bytes
-    cdef Room r = Room.__new__(Room)
+    cdef _Room r = _Room.__new__(_Room)
     cdef size_t size
     cdef int i
     cdef void* at = MAP_FAILED
@@ -167,15 +167,15 @@ def mapped(bint reset=False):
     return found
 
 
-cdef Room regrow(Room old, size_t count, size_t rows, size_t width):
+cdef _Room regrow(_Room old, size_t count, size_t rows, size_t width):
     """A larger column holding the first ``count`` rows of ``old``."""
-    cdef Room r = new_room(rows * width)
+    cdef _Room r = new_room(rows * width)
     if count:
         memcpy(r.at, old.at, count * width)
     return r
 
 
-cdef object finish(Room r, size_t count, dtype):
+cdef object finish(_Room r, size_t count, dtype):
     """The first ``count`` rows as a numpy array."""
     r.trim(count * dtype.itemsize)
     return np.frombuffer(r, dtype, count)
