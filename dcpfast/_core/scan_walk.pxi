@@ -1,6 +1,7 @@
 # The walk: frames validated one after another, BLOCK at a time written to the columns, damage
 # skipped or reported; the loop that every scan runs without the GIL.
 
+# long: the per-frame loop; its steps are the helpers it calls (parse, resync, flush)
 cdef int walk(Walk* w) noexcept nogil:
     """Validate and emit frames from ``w.pos``; 1 when the columns are full, -1 out of memory."""
     cdef Frame rows[BLOCK]
