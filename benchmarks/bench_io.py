@@ -6,9 +6,9 @@
 The corpus is the mixed one of ``bench_scan.py`` (cached in ``benchmarks/results/cache/``),
 written raw and in each codec to a temporary directory. Before anything is timed, every
 compressed file must decode to the raw file's frames, column for column. For each file
-the table gives the best of R runs (after a warm-up) of ``iter_batches`` (64 MiB batches, collections on,
-five columns) and of the codec's own streaming reader alone, in MB of decompressed DCP
-stream per second. Timings are reported, never judged.
+the table gives the best of R runs (after a warm-up) of ``iter_batches`` (64 MiB batches,
+collections on, five columns) and of the codec's own streaming reader alone, in MB of
+decompressed DCP stream per second. Timings are reported, never judged.
 """
 
 from __future__ import annotations

@@ -1,13 +1,22 @@
 """dcpfast: columnar bulk decoding of Couchbase DCP streams."""
 
 from .batch import IMPLEMENTATION, Frame, FrameBatch, scan
-from .errors import DcpFormatError, SkippedRegion
+from .capture import read_pcap
 from .content.events import Manifest
 from .content.streams import StreamTracker, Summary, summarize
+from .errors import DcpFormatError, SkippedRegion
 from .io import iter_batches, read
-from .capture import read_pcap
-from .protocol import (Datatype, DurabilityLevel, Magic, Opcode, SnapshotFlag, Status,
-                       StreamEndStatus, SystemEventId, VBucketState)
+from .protocol import (
+                       Datatype,
+                       DurabilityLevel,
+                       Magic,
+                       Opcode,
+                       SnapshotFlag,
+                       Status,
+                       StreamEndStatus,
+                       SystemEventId,
+                       VBucketState,
+)
 from .schema import COLUMNS, arrow_schema
 
 __version__ = "0.1.0"

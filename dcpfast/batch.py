@@ -277,7 +277,8 @@ class FrameBatch:
         return values(self, decompress=decompress, xattrs=xattrs, errors=errors)
 
     def system_events(self):
-        """One row per system event (collection and scope changes); see ``dcpfast.content.events``."""
+        """One row per system event (collection and scope changes); see
+        ``dcpfast.content.events``."""
         from .content.events import system_events
         return system_events(self)
 
@@ -307,7 +308,8 @@ class FrameBatch:
         if binary_view:
             arrays += self._binary_views(pairs, bitmaps)
         else:
-            arrays += [self.binary_array(off, length, bitmaps(off)) for off, length in pairs.values()]
+            arrays += [self.binary_array(off, length, bitmaps(off))
+                       for off, length in pairs.values()]
         fields += pairs
         return pa.Table.from_arrays(arrays, names=fields)
 
@@ -432,7 +434,8 @@ def recycled(shape, dtype) -> np.ndarray:
     """An uninitialised array in memory the scan core recycles (a large one would cost a
     fault and a zeroing per page if it were fresh)."""
     dtype = np.dtype(dtype)
-    return np.frombuffer(_core.scan.room(int(np.prod(shape)) * dtype.itemsize), dtype).reshape(shape)
+    room = _core.scan.room(int(np.prod(shape)) * dtype.itemsize)
+    return np.frombuffer(room, dtype).reshape(shape)
 
 
 def _bitmap(valid):

@@ -440,9 +440,10 @@ DOCUMENT_VALUE_KINDS = kinds_where(lambda k: k.opcode in DOCUMENT_VALUES and not
 
 def request_kinds(opcode: int) -> dict[int, int]:
     """Extras length -> kind index for a request opcode (empty for non-DCP opcodes)."""
-    out = {}
+    out: dict[int, int] = {}
     for i, k in enumerate(KINDS):
-        if k.opcode == opcode and not k.response and k.marker_version is None:
+        if k.opcode == opcode and not k.response and k.marker_version is None \
+                and k.extras_len is not None:
             out[k.extras_len] = i
     if opcode == Opcode.SNAPSHOT_MARKER:
         out[MARKER_V2_EXTRAS_LEN] = -1   # resolved by version byte and value length

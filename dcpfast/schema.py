@@ -81,7 +81,7 @@ def resolve(columns) -> tuple[str, ...]:
         return NAMES
     if isinstance(columns, str):
         columns = [columns]
-    wanted = set()
+    wanted: set[str] = set()
     for name in columns:
         if name in BINARY:
             wanted.update(BINARY[name])

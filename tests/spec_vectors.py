@@ -175,8 +175,8 @@ VECTORS = [
                 lock_time=0, collection_id=8, key=b"hello", value=b'{"a":1}', key_offset=59,
                 key_len=5, value_offset=64, value_len=7, **DOC),
            collections=True),
-    Vector("S2", "80580004150403ff0000002f000000070000000000000001000000000000002000000000000000025f"
-                 "5e100000d50a6b31000000120000000e5f73796e63007b2261223a317d00",
+    Vector("S2", "80580004150403ff0000002f00000007000000000000000100000000000000200000000000"
+                 "0000025f5e100000d50a6b31000000120000000e5f73796e63007b2261223a317d00",
            dict(kind="deletion_v2", datatype=4, vbucket=1023, opaque=7, cas=1, by_seqno=32,
                 rev_seqno=2, delete_time=1600000000, collection_id=0x555, key=b"k1",
                 value_len=22),

@@ -10,13 +10,12 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import streams
 
 import dcpfast
-from dcpfast import _core
+from dcpfast import _core, schema
 from dcpfast import batch as batch_module
-from dcpfast import schema
 from dcpfast import testing as t
-from strategies import streams
 
 DATA = t.synthetic_stream(80, seed=21, stream_ids=True, marker_version=2)
 
@@ -38,7 +37,8 @@ def test_column_names_and_dtypes(batch):
         dcpfast.scan(DATA, columns=["seqno"])
 
 
-@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview, lambda d: np.frombuffer(d, np.uint8),
+@pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview,
+                                  lambda d: np.frombuffer(d, np.uint8),
                                   lambda d: np.frombuffer(d[:len(d) // 4 * 4], np.uint32),
                                   pa.py_buffer],
                          ids=["bytes", "bytearray", "memoryview", "numpy", "numpy-uint32",
@@ -203,8 +203,8 @@ def test_view_structs_of_short_slices_up_to_the_end_of_the_buffer(bits):
             array = pa.Array.from_buffers(pa.binary_view(), len(ranges),
                                           [None, pa.py_buffer(out[row]), *windows])
             array.validate(full=True)
-            assert array.to_pylist() == [data[s:s + n].tobytes()
-                                         for s, n in zip(starts2[row].tolist(), lengths2[row].tolist())]
+            pairs = zip(starts2[row].tolist(), lengths2[row].tolist())
+            assert array.to_pylist() == [data[s:s + n].tobytes() for s, n in pairs]
         inline = out.reshape(2, -1, 16)[lengths2 <= 12]
         sizes = lengths2[lengths2 <= 12]
         for struct, size in zip(inline, sizes):         # inline bytes are zero-padded

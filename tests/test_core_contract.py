@@ -12,8 +12,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
 from cores import COMPILED, TWINS
+
 from dcpfast import _core
 
 ROLES = sorted(_core.CORES)

@@ -56,7 +56,8 @@ def test_gigabytes_in_bounded_memory(tmp_path):
     batch_bytes = 64 << 20
     total = int(os.environ.get("DCPFAST_LARGE_BYTES", 2_200_000_000))
     out = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path / "large.dcp"),
-                          str(total), str(batch_bytes)], capture_output=True, text=True, check=True, timeout=1800,
+                          str(total), str(batch_bytes)], capture_output=True, text=True,
+                         check=True, timeout=1800,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     result = json.loads(out.stdout)
     assert result["bytes"] >= total

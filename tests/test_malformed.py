@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory import peak_allocation
+from strategies import streams
 
 import dcpfast
 from dcpfast import testing as t
-from memory import peak_allocation
-from strategies import streams
 
 GOOD = [t.snapshot_marker(1, 3, stream_id=5),
         t.mutation(b"a", b"1", by_seqno=1, collection_id=8, stream_id=5),
@@ -213,7 +213,8 @@ def test_columns_grow_when_early_frames_are_large():
 
 
 def mutations(n, first=1):
-    return b"".join(t.mutation(b"key-%d" % i, b"value", by_seqno=i) for i in range(first, first + n))
+    return b"".join(t.mutation(b"key-%d" % i, b"value", by_seqno=i)
+                    for i in range(first, first + n))
 
 
 def test_a_corrupt_length_mid_file_loses_only_its_frame(tmp_path):

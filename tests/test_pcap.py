@@ -9,17 +9,23 @@ import warnings
 
 import numpy as np
 import pytest
+from cores import COMPILED, TWINS
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory import peak_allocation
 
 import dcpfast
-from cores import COMPILED, TWINS
 from dcpfast import packets
 from dcpfast import protocol as P
 from dcpfast import testing as t
-from dcpfast.pcap import (CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, CaptureFormatError,
-                          is_capture, read_pcap)
-from memory import peak_allocation
+from dcpfast.pcap import (
+    CLIENT_TO_SERVER,
+    SERVER_TO_CLIENT,
+    CaptureBatch,
+    CaptureFormatError,
+    is_capture,
+    read_pcap,
+)
 
 _pcap_py = TWINS["pcap"]
 _pcap = COMPILED["pcap"] if COMPILED else None

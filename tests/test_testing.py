@@ -9,9 +9,10 @@ from pathlib import Path
 
 import cramjam
 import pytest
+from spec_vectors import DOC, FAILOVER_HEX
+from spec_vectors import VECTORS as SPEC_VECTORS
 
 from dcpfast import testing as t
-from spec_vectors import DOC, FAILOVER_HEX, VECTORS as SPEC_VECTORS
 
 REAL_SERVER = Path(__file__).parent / "data" / "real-server"
 HEX = {v.id: v.hex for v in SPEC_VECTORS}

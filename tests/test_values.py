@@ -9,16 +9,16 @@ import cramjam
 import numpy as np
 import pyarrow as pa
 import pytest
+from cores import COMPILED, TWINS
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spec_vectors import VECTORS
 
 import dcpfast
-from cores import COMPILED, TWINS
+from dcpfast import testing as t
 from dcpfast.content import values as V
 from dcpfast.errors import describe
-from dcpfast import testing as t
 from dcpfast.protocol import Datatype, ValueProblem
-from spec_vectors import VECTORS
 
 VP = ValueProblem
 JSON, SNAPPY, XATTR = int(Datatype.JSON), int(Datatype.SNAPPY), int(Datatype.XATTR)

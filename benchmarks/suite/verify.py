@@ -15,7 +15,6 @@ from .common import check
 from .decoders import ALL_COLUMNS, COMPILED, PROJECTION, TWIN, core_scan, header_walk
 
 
-
 def same_columns(a: dict, b: dict, names, what: str) -> None:
     """Columns ``names`` of ``a`` and ``b`` are equal."""
     for name in names:
@@ -56,7 +55,8 @@ def verify(name: str, view, expected: dict, subset_frames: int) -> tuple[FrameBa
             total = pc.sum(pc.binary_length(values)).as_py() or 0
             check(total == expected[f"{column}_len_sum"],
                   f"{name}: to_arrow(binary_view={binary_view}): {column} bytes {total}")
-    documents = sum(n for op, n in expected["opcodes"].items() if int(op) in protocol.DOCUMENT_VALUES)
+    documents = sum(n for op, n in expected["opcodes"].items()
+                    if int(op) in protocol.DOCUMENT_VALUES)
     rows = batch.values().num_rows
     check(rows == documents, f"{name}: values(): {rows} rows, {documents} document changes")
 

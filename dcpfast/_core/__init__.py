@@ -51,9 +51,10 @@ def compiled() -> dict[str, ModuleType] | None:
     if not found:
         return None
     if missing:
+        built = ", ".join(m.__name__ for m in found.values())
         raise ImportError(f"dcpfast was built without the compiled core(s) "
-                          f"{', '.join(missing)} but with {', '.join(m.__name__ for m in found.values())}: "
-                          "rebuild it (pip install --force-reinstall) or set DCPFAST_PUREPYTHON=1")
+                          f"{', '.join(missing)} but with {built}: rebuild it "
+                          "(pip install --force-reinstall) or set DCPFAST_PUREPYTHON=1")
     return found
 
 

@@ -42,7 +42,7 @@ class ScanResult(NamedTuple):
     """What a scan found."""
 
     #: Frames decoded.
-    count: int
+    frames: int
     #: End of the complete frames (where the next chunk resumes).
     consumed: int
     #: A numpy column for each requested name.

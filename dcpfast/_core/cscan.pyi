@@ -1,6 +1,5 @@
-from typing_extensions import Buffer
-
 import numpy as np
+from typing_extensions import Buffer
 
 from .contract import ScanRequest, ScanResult
 

@@ -1,8 +1,7 @@
 from collections.abc import Callable
 
-from typing_extensions import Buffer
-
 import numpy as np
+from typing_extensions import Buffer
 
 _Problem = tuple[int, int, int | str, int]
 

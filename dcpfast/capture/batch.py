@@ -61,9 +61,9 @@ class CaptureBatch(FrameBatch):
         zeros = pa.array(np.zeros(n, np.int32))
         table = table.append_column("timestamp", pa.array(self.timestamps,
                                                           pa.timestamp("ns", "UTC")))
-        for name, value in (("src", c.src), ("dst", c.dst), ("direction", c.direction)):
+        for name, text in (("src", c.src), ("dst", c.dst), ("direction", c.direction)):
             table = table.append_column(name, pa.DictionaryArray.from_arrays(
-                zeros, pa.array([value])))
-        for name, value in (("src_port", c.src_port), ("dst_port", c.dst_port)):
-            table = table.append_column(name, pa.array(np.full(n, value, np.uint16)))
+                zeros, pa.array([text])))
+        for name, port in (("src_port", c.src_port), ("dst_port", c.dst_port)):
+            table = table.append_column(name, pa.array(np.full(n, port, np.uint16)))
         return table

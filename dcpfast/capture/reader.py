@@ -260,8 +260,9 @@ class CaptureReader(Iterator):
     def _direction(self, key, dport):
         d = self._directions.get(key)
         if d is None:
-            d = self._directions[key] = Direction(key, dport, self._closed.pop(key, None), ports=self.ports,
-                                                 options=self._options, counters=self.counters)
+            d = self._directions[key] = Direction(
+                key, dport, self._closed.pop(key, None), ports=self.ports,
+                options=self._options, counters=self.counters)
         return d
 
     def _control(self, key, dport, buf, ts, seq, flags, start, length):
@@ -313,7 +314,7 @@ def _groups(keys) -> list[np.ndarray]:
     """Row indices (in order) of each distinct connection key, first appearance first."""
     words = keys.view(np.uint64)
     hashes = (words * _MIX).sum(axis=1, dtype=np.uint64)
-    rest, out = np.arange(len(keys)), []
+    rest, out = np.arange(len(keys)), list[np.ndarray]()
     while len(rest) and len(out) < 16:           # few connections: peel them one by one
         same = hashes[rest] == hashes[rest[0]]
         out.append(rest[same])

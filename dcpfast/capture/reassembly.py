@@ -87,11 +87,11 @@ class Direction:
                                      CLIENT_TO_SERVER if dport in ports else SERVER_TO_CLIENT)
         self.options, self.counters = options, counters
         self.closed = closed
-        self.origin = None
+        self.origin: int | None = None
         self.next = 0
         self.fin_at = None
-        self.parts = []
-        self.pending = []
+        self.parts: list = []          # spans, and (lo, hi) gap markers
+        self.pending: list[Span] = []
         self.pending_bytes = 0
         columns = options["columns"]
         #: The scan's state between flushes: the unscanned tail, its offset, and whether
@@ -110,6 +110,7 @@ class Direction:
 
     def offsets(self, seqs) -> np.ndarray:
         """Stream offsets of 32-bit sequence numbers, unwrapped around ``next``."""
+        assert self.origin is not None
         rel = (seqs.astype(np.uint32) - np.uint32(self.origin)).astype(np.uint32)
         delta = (rel - np.uint32(self.next & P.TCP_SEQ_MASK)).view(np.int32)
         return self.next + delta.astype(np.int64)

@@ -9,7 +9,6 @@ import click
 
 from .app import main
 
-
 #: The benchmark suite's runner in the source checkout this package sits in; an installed
 #: dcpfast has none (the suite compiles a C probe and writes files, so it is not shipped).
 _CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))

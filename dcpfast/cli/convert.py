@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 import click
 import numpy as np
@@ -14,7 +15,6 @@ import numpy as np
 from .. import schema as S
 from ..batch import scan
 from .app import INPUT, main, opened, reported, scan_options, shown
-
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
             ".ipc": "ipc", ".csv": "csv"}
@@ -39,8 +39,8 @@ class _Writer:
 
         self.path, self.format = path, fmt
         self._sink = pa.OSFile(path, "wb")
-        self._writer = None
-        self.schema = None
+        self._writer: Any = None
+        self.schema: Any = None
 
     def write(self, table) -> None:
         import pyarrow as pa

@@ -37,7 +37,7 @@ def _escaped(key: bytes, width: int) -> str:
 def _datatype(value: int) -> str:
     if value == 0:
         return "raw"
-    names = [d.name.lower() for d in (Datatype.JSON, Datatype.SNAPPY, Datatype.XATTR)
+    names = [str(d.name).lower() for d in (Datatype.JSON, Datatype.SNAPPY, Datatype.XATTR)
              if value & d]
     rest = value & ~0x07
     return ",".join(names + ([f"0x{rest:02x}"] if rest else []))

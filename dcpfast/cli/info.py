@@ -76,7 +76,7 @@ def _report(path, s) -> str:
              f"{len(i.skipped)} skipped regions"]
     lines.append("\n  opcode                    frames")
     for op in np.flatnonzero(i.opcodes):
-        lines.append(f"  {opcode_name(op):<22} {int(i.opcodes[op]):>9,}")
+        lines.append(f"  {opcode_name(int(op)):<22} {int(i.opcodes[op]):>9,}")
     lines.append("\n  vbucket    frames  documents   first seqno    last seqno")
     for vb, v in sorted(i.vbuckets.items()):
         span = f"{v.first_seqno:>13,} {v.last_seqno:>13,}" if v.documents \
@@ -103,7 +103,7 @@ def _as_json(path, s) -> dict:
     return {
         "file": shown(path), "compression": s["compression"], "capture": s["capture"],
         "frames": i.frames, "bytes": i.bytes, "collections": i.collections_on,
-        "opcodes": {opcode_name(op): int(i.opcodes[op]) for op in np.flatnonzero(i.opcodes)},
+        "opcodes": {opcode_name(int(op)): int(i.opcodes[op]) for op in np.flatnonzero(i.opcodes)},
         "vbuckets": {str(vb): {"frames": v.frames, "documents": v.documents,
                                "first_seqno": v.first_seqno, "last_seqno": v.last_seqno}
                      for vb, v in sorted(i.vbuckets.items())},

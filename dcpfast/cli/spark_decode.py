@@ -28,8 +28,9 @@ def spark_decode(inputs, sample, out, master, method, partition_by, columns, wit
                  overwrite, quiet, collections, errors):
     """Decode DCP dumps (files, directories, URIs) into Parquet with Spark."""
     try:
-        from . import spark as dspark
         import pyspark  # noqa: F401
+
+        from . import spark as dspark
     except ImportError:
         raise click.ClickException("spark-decode needs PySpark: pip install 'dcpfast[spark]'")
     paths = list(inputs) + ([str(dio.SAMPLE)] if sample else [])

@@ -16,12 +16,11 @@ from flatbuffers import number_types as fbn
 from flatbuffers.table import Table
 
 from .. import protocol as P
+from ..batch import FrameBatch
 from ..errors import Reporter, text
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-    from ..batch import FrameBatch
 
 _SYSTEM_EVENT_KIND = P.KIND_INDEX["system_event"]
 #: Columns of the batch that ``system_events`` reads.
@@ -83,7 +82,7 @@ def system_events(batch: FrameBatch) -> pa.Table:
         raise ValueError(f"system_events needs the columns {', '.join(missing)}; "
                          "scan with columns=None or include them")
     schema = event_schema()
-    rows = {name: [] for name in schema.names}
+    rows: dict[str, list] = {name: [] for name in schema.names}
     index = np.flatnonzero(batch.kinds == _SYSTEM_EVENT_KIND)
     columns = {name: batch[name][index].tolist() for name in NEEDED}
     columns["index"] = index.tolist()
@@ -239,7 +238,7 @@ class Manifest:
 
     def update(self, source: FrameBatch | pa.Table) -> Manifest:
         """Learn names from a ``FrameBatch`` or a ``system_events`` table; returns self."""
-        events = source if hasattr(source, "column_names") else system_events(source)
+        events = system_events(source) if isinstance(source, FrameBatch) else source
         for row in events.select(["event", "manifest_uid", "scope_id", "collection_id",
                                   "name"]).to_pylist():
             self.uid = max(self.uid, row["manifest_uid"])

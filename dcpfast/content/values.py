@@ -89,7 +89,7 @@ def values(batch, *, decompress: bool = True, xattrs: str = "split", errors: str
     frame_ends = starts + lengths       # the value ends its frame
     source = np.zeros(n, np.uint8)
     present = lengths > 0
-    problems = []
+    problems: list[tuple] = []
 
     compressed = present & (datatype & int(P.Datatype.SNAPPY) != 0)
     inflated = np.empty(0, np.uint8)

@@ -21,7 +21,7 @@ _DRAIN = 1024 * 1024
 _PIECE = 128 * 1024              # decompressed bytes asked for at once
 
 
-def compression(head: bytes) -> str | None:
+def compression(head: bytes | bytearray | memoryview) -> str | None:
     """The codec ("gzip", "zstd" or "lz4") whose magic number starts ``head``, or None.
 
     Leading skippable frames (zstd and lz4 share them; pzstd writes one first) are

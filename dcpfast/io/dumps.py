@@ -16,8 +16,7 @@ from pathlib import Path
 
 from .. import protocol as P
 from ..batch import FrameBatch, byte_view, scan_view
-from .compression import (HEAD_BYTES, ChunkFile, DecodedStream, compression, open_stream,
-                          read_all)
+from .compression import HEAD_BYTES, ChunkFile, DecodedStream, compression, open_stream, read_all
 from .resume import Resume
 from .sources import chunk_filler, read_filler, stream_filler
 
@@ -94,8 +93,8 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
         with open_stream(source, errors=errors) as stream:
             yield from _batches(stream_filler(stream, batch_bytes), *options, stream=stream)
     elif isinstance(source, Iterable):
-        chunks, head = iter(source), []
-        while sum(map(len, head)) < HEAD_BYTES:   # enough leading bytes to sniff a codec
+        chunks, head = iter(source), list[memoryview]()
+        while sum(len(part) for part in head) < HEAD_BYTES:   # enough bytes to sniff a codec
             chunk = next(chunks, None)
             if chunk is None:
                 break

@@ -78,7 +78,7 @@ def _read_into(f, pos: int, tail, n: int) -> np.ndarray:
     buf[:len(tail)] = tail
     got = len(tail)
     f.seek(pos)
-    view = memoryview(buf)
+    view = buf.data
     while got < len(buf):
         read = f.readinto(view[got:])
         if not read:

@@ -158,8 +158,8 @@ def _datasource_classes():
         ``collections`` (true/false/auto), ``partitionBytes`` (default 128m; files above
         it are split into byte ranges), ``parallelism`` (the partition count is made a
         multiple of it; ``read_dcp`` passes the session's), ``leadInBytes``,
-        ``batchBytes``, ``maxFrameSize``. ``load`` takes a file, a directory or a list of them, local or
-        any URI pyarrow's filesystems open (s3://, gs://, hdfs://...).
+        ``batchBytes``, ``maxFrameSize``. ``load`` takes a file, a directory or a list of
+        them, local or any URI pyarrow's filesystems open (s3://, gs://, hdfs://...).
         """
 
         @classmethod

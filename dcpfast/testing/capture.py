@@ -230,7 +230,8 @@ def tcp_conversation(client_bytes: bytes, server_bytes: bytes, *, sizes=(1448,),
         for _ in range(rng.randint(1, 4)):
             if side:
                 data.append(side.pop(0))
-    out, later = [], []
+    out: list = []
+    later: list = []
     for seg, lost in data:
         if not lost:
             out.append(seg)

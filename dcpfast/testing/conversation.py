@@ -7,16 +7,40 @@ import json
 import random
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import cramjam
 
-from ..protocol import (Datatype, DurabilityLevel, Magic, Opcode, SnapshotFlag,
-                        StreamEndStatus, SystemEventId)
-from .frames import (abort, commit, create_collection, create_scope, deletion, expiration,
-                     failover_log_response, hello_response, mutation, noop, prepare,
-                     response, seqno_advanced, snapshot_marker, stream_end, xattr_blob,
-                     xattr_value)
+from ..protocol import (
+    Datatype,
+    DurabilityLevel,
+    Magic,
+    Opcode,
+    SnapshotFlag,
+    StreamEndStatus,
+    SystemEventId,
+)
+from .frames import (
+    abort,
+    commit,
+    create_collection,
+    create_scope,
+    deletion,
+    expiration,
+    failover_log_response,
+    hello_response,
+    mutation,
+    noop,
+    prepare,
+    response,
+    seqno_advanced,
+    snapshot_marker,
+    stream_end,
+    xattr_blob,
+    xattr_value,
+)
 
 __all__ = [
     "SyntheticFrame", "synthetic_frames", "synthetic_manifest", "synthetic_stream",
@@ -91,7 +115,8 @@ class _VBucketStream:
         self.rng, self.mix = rng, mix
         self.vbucket, self.stream_id = vbucket, stream_id
         self.opaque = _stream_opaque(vbucket)
-        self.hdr = {"vbucket": vbucket, "opaque": self.opaque, "stream_id": stream_id}
+        self.hdr: dict[str, Any] = {"vbucket": vbucket, "opaque": self.opaque,
+                                    "stream_id": stream_id}
         self.remaining = items
         self.seqno = 0
         self.cas = (_CAS_EPOCH + rng.randrange(10**15)) & ~0xFFFF
@@ -142,7 +167,7 @@ class _VBucketStream:
 
     def _doc(self, key: tuple[int, bytes]) -> dict:
         cid, name = key
-        out = {"key": name}
+        out: dict[str, Any] = {"key": name}
         if self.mix.collections:
             out["collection_id"] = cid
         return out
@@ -174,12 +199,12 @@ class _VBucketStream:
 
     def _marker(self, start: int, end: int, flags: int, *, disk: bool) -> None:
         version = self.mix.marker_version
-        fields = {"snap_start": start, "snap_end": end, "snap_flags": flags}
+        fields: dict[str, Any] = {"snap_start": start, "snap_end": end, "snap_flags": flags}
         if version is None:
             data = snapshot_marker(start, end, flags, **self.hdr)
             self._emit(data, Opcode.SNAPSHOT_MARKER, **fields)
             return
-        v2 = {"max_visible_seqno": self.visible,
+        v2: dict[str, Any] = {"max_visible_seqno": self.visible,
               "high_completed_seqno": self.completed if disk else 0}
         if version == 2:
             v2["purge_seqno"] = 0
@@ -322,8 +347,8 @@ class _VBucketStream:
                 value = bytes(cramjam.snappy.compress_raw(value))
                 datatype |= Datatype.SNAPPY
         meta = {"by_seqno": seqno, "rev_seqno": rev}
-        common = {"datatype": datatype, "cas": cas,
-                  "collection_id": cid if self.mix.collections else None}
+        common: dict[str, Any] = {"datatype": datatype, "cas": cas,
+                                  "collection_id": cid if self.mix.collections else None}
         delete_time = cas // 10**9
         if expiry:
             data = expiration(name, value, delete_time=delete_time, **meta, **common,
@@ -404,7 +429,8 @@ class _VBucketStream:
 def _collection_events() -> list[tuple]:
     """(builder, name, keywords) of the scope and collection creations, in manifest order."""
     manifest, scope_id, scope_name = _SCOPE
-    events = [(create_scope, scope_name, {"manifest_uid": manifest, "scope_id": scope_id})]
+    events: list[tuple[Callable[..., bytes], bytes, dict[str, Any]]] = [
+        (create_scope, scope_name, {"manifest_uid": manifest, "scope_id": scope_id})]
     for manifest, scope_id, cid, name, max_ttl in _COLLECTIONS:
         events.append((create_collection, name, {"manifest_uid": manifest,
                                                  "scope_id": scope_id, "collection_id": cid,
@@ -521,7 +547,7 @@ def synthetic_manifest() -> dict:
     name, ``collections`` collection id to (scope id, name, max_ttl), both with the default
     scope and collection (id 0, ``_default``); ``uid`` is the last manifest uid."""
     manifest, scope_id, scope_name = _SCOPE
-    collections = {0: (0, b"_default", None)}
+    collections: dict[int, tuple[int, bytes, int | None]] = {0: (0, b"_default", None)}
     for uid, sid, cid, name, max_ttl in _COLLECTIONS:
         collections[cid] = (sid, name, max_ttl)
         manifest = max(manifest, uid)

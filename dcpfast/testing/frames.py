@@ -13,11 +13,20 @@ and ``framing``.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import flatbuffers
 
-from ..protocol import (Datatype, DurabilityLevel, Magic, Opcode, SnapshotFlag, Status,
-                       StreamEndStatus, SystemEventId)
+from ..protocol import (
+    Datatype,
+    DurabilityLevel,
+    Magic,
+    Opcode,
+    SnapshotFlag,
+    Status,
+    StreamEndStatus,
+    SystemEventId,
+)
 
 __all__ = [
     "abort", "add_stream", "buffer_ack", "cache_transfer", "cache_transfer_end",
@@ -329,7 +338,7 @@ def create_collection(name: bytes, *, by_seqno: int, manifest_uid: int, scope_id
     ``version`` None picks 0 or 1 by ``max_ttl``. Version 2: a FlatBuffers ``Collection``
     with the other keywords too (``force_defaults`` also writes fields at their default).
     """
-    v2 = dict(history=history, default_collection_mvs=default_collection_mvs,
+    v2: dict[str, Any] = dict(history=history, default_collection_mvs=default_collection_mvs,
               metered=metered, flush_uid=flush_uid, force_defaults=force_defaults)
     if version is None:
         version = 0 if max_ttl is None else 1

@@ -19,8 +19,15 @@ from ...batch import FrameBatch
 from . import checks as K
 from . import frames as F
 from .checks import ANOMALIES, MARKER, U64, UNMATCHED
-from .matching import (AMBIGUOUS, Matcher, StreamTracker, batch_requests, learn,
-                       message_opaques, stream_key)
+from .matching import (
+    AMBIGUOUS,
+    Matcher,
+    StreamTracker,
+    batch_requests,
+    learn,
+    message_opaques,
+    stream_key,
+)
 
 if TYPE_CHECKING:
     import pandas as pd

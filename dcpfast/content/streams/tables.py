@@ -69,7 +69,8 @@ def opens(batch: FrameBatch) -> pa.Table:
     """
     import pyarrow as pa
 
-    out = {"index": [], "offset": [], "opaque": [], "name": [], "flags": [], "flag_names": []}
+    out: dict[str, list] = {"index": [], "offset": [], "opaque": [], "name": [], "flags": [],
+                            "flag_names": []}
     for i in F.rows(batch, P.Opcode.OPEN, response=False).tolist():
         _, flags = _OPEN.unpack(F.extras(batch, i))
         out["index"].append(i)
@@ -87,7 +88,7 @@ def controls(batch: FrameBatch) -> pa.Table:
     """DCP Control requests: ``index, offset, opaque, key, value`` (strings)."""
     import pyarrow as pa
 
-    out = {"index": [], "offset": [], "opaque": [], "key": [], "value": []}
+    out: dict[str, list] = {"index": [], "offset": [], "opaque": [], "key": [], "value": []}
     for i in F.rows(batch, P.Opcode.CONTROL, response=False).tolist():
         out["index"].append(i)
         out["offset"].append(int(batch["offset"][i]))
@@ -109,7 +110,7 @@ def stream_requests(batch: FrameBatch) -> pa.Table:
 
     names = ("index", "offset", "vbucket", "opaque", "stream_id", "flags", "flag_names",
              *_SEQNO_COLUMNS, "filter")
-    out = {name: [] for name in names}
+    out: dict[str, list] = {name: [] for name in names}
     for i, request in F.decoded_requests(batch).items():
         out["index"].append(i)
         out["offset"].append(int(batch["offset"][i]))
@@ -147,7 +148,7 @@ def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa
     match = Matcher(batch, tracker)
     names = ("index", "offset", "opcode", "opaque", "vbucket", "stream_id", "entry",
              "vbucket_uuid", "seqno")
-    out = {name: [] for name in names}
+    out: dict[str, list] = {name: [] for name in names}
     for i in _failover_rows(batch).tolist():
         value = F.value(batch, i)
         if len(value) % _ENTRY_SIZE:
@@ -179,7 +180,7 @@ def rollbacks(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Tab
 
     match = Matcher(batch, tracker)
     names = ("index", "offset", "opaque", "vbucket", "stream_id", "rollback_seqno")
-    out = {name: [] for name in names}
+    out: dict[str, list] = {name: [] for name in names}
     for i, seqno in F.rollback_seqnos(batch).items():
         place = match.place(i)
         vbucket, sid = place if place else (None, None)
