@@ -21,7 +21,6 @@ from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
 from cpython.pythread cimport (PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_release_lock, PyThread_type_lock, WAIT_LOCK)
 from libc.stdlib cimport free, realloc
-from posix.mman cimport MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, mmap, munmap
 
 import numpy as np
 

@@ -3,7 +3,7 @@
 # that are already resident instead of faulting in and zeroing fresh ones, which costs as
 # much as the scan itself. The cache holds at most KEEP_BYTES, and a span for at most
 # KEEP_SECONDS (checked whenever a span is taken or given back). Small requests use the
-# allocator. The clock and the growth of a mapping are in spans.h.
+# allocator. The platform layer (mapping, unmapping, growth, the clock) is spans.h.
 
 DEF SPAN_MIN = 1 << 20        # requests from this size up are mapped and recycled
 DEF KEEP_SPANS = 128          # cache size: spans ...
@@ -13,6 +13,9 @@ DEF KEEP_SECONDS = 2.0
 cdef extern from "spans.h":
     bint DCP_CAN_GROW
     void* DCP_GROW(void* p, size_t old, size_t new) nogil
+    void* dcp_map(size_t size) nogil
+    void dcp_unmap(void* p, size_t size) nogil
+    size_t dcp_unmap_tail(void* p, size_t keep, size_t size) nogil
     double dcp_now() nogil
 
 cdef char* kept_at[KEEP_SPANS]          # oldest first
@@ -43,7 +46,7 @@ cdef void unkeep(int i) noexcept nogil:
 cdef void expire(double now) noexcept nogil:
     """Unmap the spans kept longer than KEEP_SECONDS."""
     while n_kept and now - kept_since[0] > KEEP_SECONDS:
-        munmap(kept_at[0], kept_size[0])
+        dcp_unmap(kept_at[0], kept_size[0])
         unkeep(0)
 
 
@@ -83,10 +86,10 @@ cdef class _Room:
         expire(now)
         live_bytes -= self.mapped
         if self.mapped > KEEP_BYTES:
-            munmap(self.at, self.mapped)
+            dcp_unmap(self.at, self.mapped)
         else:
             while n_kept and (n_kept == KEEP_SPANS or kept_bytes + self.mapped > KEEP_BYTES):
-                munmap(kept_at[0], kept_size[0])
+                dcp_unmap(kept_at[0], kept_size[0])
                 unkeep(0)
             kept_at[n_kept] = self.at
             kept_size[n_kept] = self.mapped
@@ -101,7 +104,7 @@ cdef class _Room:
         global live_bytes
         cdef size_t keep = span_size(used) if used else 4096
         if self.mapped and keep <= self.mapped // 2:
-            munmap(self.at + keep, self.mapped - keep)
+            keep = dcp_unmap_tail(self.at, keep, self.mapped)
             PyThread_acquire_lock(cache_lock, WAIT_LOCK)
             live_bytes -= self.mapped - keep
             PyThread_release_lock(cache_lock)
@@ -114,7 +117,7 @@ cdef _Room new_room(size_t n):
     cdef _Room r = _Room.__new__(_Room)
     cdef size_t size
     cdef int i
-    cdef void* at = MAP_FAILED
+    cdef void* at = NULL
     r.size = n
     if n < SPAN_MIN:
         if n_kept:
@@ -133,18 +136,18 @@ cdef _Room new_room(size_t n):
         at = kept_at[i]
         if kept_size[i] < size:          # its pages stay; only the new tail is fresh
             at = DCP_GROW(at, kept_size[i], size)
-            if at == MAP_FAILED:
-                munmap(kept_at[i], kept_size[i])
+            if at == NULL:
+                dcp_unmap(kept_at[i], kept_size[i])
         else:
             size = kept_size[i]
         unkeep(i)
-    if at == MAP_FAILED:
-        at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-    if at != MAP_FAILED:
+    if at == NULL:
+        at = dcp_map(size)
+    if at != NULL:
         live_bytes += size
         peak_bytes = max(peak_bytes, live_bytes)
     PyThread_release_lock(cache_lock)
-    if at == MAP_FAILED:
+    if at == NULL:
         raise MemoryError()
     r.at, r.mapped = <char*>at, size
     return r
