@@ -29,6 +29,9 @@ from dcpfast.content.inventory import Inventory
 from dcpfast.io import SAMPLE
 from dcpfast.protocol import Opcode
 
+#: The frames of the bundled sample, as the command counts them.
+SAMPLE_FRAMES = f"{len(dcpfast.read(SAMPLE)):,}"
+
 
 def run(*args, input=None):
     return CliRunner().invoke(main, [str(a) for a in args], input=input)
@@ -47,7 +50,7 @@ def test_info_on_the_sample():
 
 def test_sample_is_a_clean_collections_stream():
     batch = dcpfast.read(SAMPLE)
-    assert batch.collections and not batch.errors and len(batch) > 2000
+    assert batch.collections and not batch.errors and len(batch) > 1000
     kinds = set(batch["opcode"].tolist())
     assert {0x56, 0x57, 0x58, 0x59, 0x5f, 0x60, 0x62, 0x63} <= kinds
 
@@ -200,7 +203,7 @@ def test_compressed_inputs_give_the_raw_results(dumps, kind):
 def test_stdin(dumps):
     result = run("info", "-", input=SAMPLE.read_bytes())
     _clean(result, 0)
-    assert result.output.startswith("<stdin>: 2,293 frames")
+    assert result.output.startswith(f"<stdin>: {SAMPLE_FRAMES} frames")
 
 
 def test_head_lines_follow_the_frames(dumps):
@@ -211,15 +214,16 @@ def test_head_lines_follow_the_frames(dumps):
     assert title.split() == ["offset", "opcode", "vb", "seqno", "key", "value", "datatype"]
     assert len(lines) == 20
     assert [int(line.split()[0]) for line in lines] == batch["offset"][:20].tolist()
+    vb = int(batch.only("mutation")["vbucket"][-1])
     lines = run("head", "-n", 5, "--opcode", "mutation", "--opcode", "0x5a", "--vbucket",
-                243, dumps["raw"]).output.splitlines()[1:]
+                vb, dumps["raw"]).output.splitlines()[1:]
     wanted = np.flatnonzero(np.isin(batch["opcode"], [0x57, 0x5a]) &
-                            (batch["vbucket"] == 243))[:5]
+                            (batch["vbucket"] == vb))[:5]
     assert [int(line.split()[0]) for line in lines] == batch["offset"][wanted].tolist()
     i = int(wanted[0])
     frame = batch.frame(i)
     key = batch.key(i).decode()
-    assert re.search(rf"MUTATION\s+243\s+{frame.by_seqno} rev {frame.rev_seqno}\s+"
+    assert re.search(rf"MUTATION\s+{vb}\s+{frame.by_seqno} rev {frame.rev_seqno}\s+"
                      rf"\[0x{frame.collection_id:x}\] {re.escape(key)}\s+"
                      rf"{len(batch.value(i)):,}\s+", lines[0])
     assert run("head", "-n", 0, dumps["raw"]).output == ""
@@ -253,7 +257,7 @@ def test_bad_files(dumps):
     assert "0 frames" in result.output
     result = run("info", dumps["garbage"], dumps["raw"])        # one bad file of two
     _clean(result, 1)
-    assert "2,293 frames" in result.output
+    assert f"{SAMPLE_FRAMES} frames" in result.output
 
 
 def test_bad_command_arguments(dumps, tmp_path):
@@ -391,6 +395,10 @@ def suite(monkeypatch):
 
 def test_bench_prints_its_table(suite, tmp_path):
     from cores import COMPILED
+
+    from dcpfast.cli.bench import BENCH_SCRIPT
+    if not os.path.isfile(BENCH_SCRIPT):
+        pytest.skip("dcpfast bench runs the suite of the checkout dcpfast is installed from")
     if not COMPILED or dcpfast.IMPLEMENTATION != "cython":
         result = run("bench", "--quick")
         assert result.exit_code == 2
@@ -467,7 +475,8 @@ def test_the_command_in_a_process(dumps):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     done = subprocess.run([*_command(), "info", dumps["zst"]], capture_output=True, env=env,
                           timeout=120)
-    assert done.returncode == 0 and b"2,293 frames" in done.stdout, done.stderr
+    assert done.returncode == 0 and f"{SAMPLE_FRAMES} frames".encode() in done.stdout, \
+        done.stderr
     done = subprocess.run([*_command(), "head", dumps["garbage"]], capture_output=True,
                           env=env, timeout=120)
     assert done.returncode == 1 and done.stderr.startswith(b"Error: ")

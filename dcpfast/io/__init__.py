@@ -7,7 +7,16 @@ decode independently.
 """
 
 from .compression import COMPRESSION_MAGIC, HEAD_BYTES, DecodedStream, compression, open_stream
-from .dumps import DEFAULT_BATCH_BYTES, SAMPLE, SNIFF_BYTES, iter_batches, read
+from .dumps import (
+    DEFAULT_BATCH_BYTES,
+    SAMPLE,
+    SAMPLE_CLIENT,
+    SAMPLE_PCAP,
+    SNIFF_BYTES,
+    iter_batches,
+    read,
+)
 
-__all__ = ["COMPRESSION_MAGIC", "DEFAULT_BATCH_BYTES", "HEAD_BYTES", "SAMPLE", "SNIFF_BYTES",
-           "DecodedStream", "compression", "iter_batches", "open_stream", "read"]
+__all__ = ["COMPRESSION_MAGIC", "DEFAULT_BATCH_BYTES", "HEAD_BYTES", "SAMPLE", "SAMPLE_CLIENT",
+           "SAMPLE_PCAP", "SNIFF_BYTES", "DecodedStream", "compression", "iter_batches",
+           "open_stream", "read"]

@@ -23,8 +23,15 @@ from .sources import chunk_filler, read_filler, stream_filler
 DEFAULT_BATCH_BYTES = 64 * 1024 * 1024
 #: Bytes judged at least before ``collections=None`` is decided for a stream.
 SNIFF_BYTES = 1024 * 1024
-#: A small dump bundled with dcpfast: four vbucket streams with collections and durable writes.
-SAMPLE = Path(__file__).parent.parent / "data" / "sample.dcp"
+_DATA = Path(__file__).parent.parent / "data"
+#: A small dump bundled with dcpfast, the server's side of a DCP conversation: four vbucket
+#: streams with collections and durable writes (``dcpfast.testing.sample_files`` makes it).
+SAMPLE = _DATA / "sample.dcp"
+#: The client's side of the same conversation: HELLO, DCP Open, Controls, Stream Requests,
+#: Noop responses and Buffer Acknowledgements.
+SAMPLE_CLIENT = _DATA / "sample-client.dcp"
+#: A pcap capture of the same conversation, both directions (``read_pcap``).
+SAMPLE_PCAP = _DATA / "sample.pcap"
 
 
 def read(path, *, collections: bool | None = None, columns=None, errors: str = "strict",

@@ -18,18 +18,22 @@ from ..protocol import (
     DurabilityLevel,
     Magic,
     Opcode,
+    OpenFlag,
     SnapshotFlag,
     StreamEndStatus,
     SystemEventId,
 )
 from .frames import (
     abort,
+    buffer_ack,
     commit,
+    control,
     create_collection,
     create_scope,
     deletion,
     expiration,
     failover_log_response,
+    hello,
     hello_response,
     mutation,
     noop,
@@ -38,12 +42,15 @@ from .frames import (
     seqno_advanced,
     snapshot_marker,
     stream_end,
+    stream_request,
     xattr_blob,
     xattr_value,
 )
+from .frames import open as open_request
 
 __all__ = [
-    "SyntheticFrame", "synthetic_frames", "synthetic_manifest", "synthetic_stream",
+    "SyntheticFrame", "synthetic_conversation", "synthetic_frames", "synthetic_manifest",
+    "synthetic_stream",
 ]
 
 
@@ -88,6 +95,9 @@ _COMMIT_RATIO = 0.9
 _NOOP_RATIO = 0.02
 _ADVANCE_RATIO = 0.05
 _CAS_EPOCH = 1_700_000_000 * 10**9
+#: The client's connection name and flow-control buffer (it acknowledges every half).
+_CONNECTION = b"dcpfast-replica"
+_BUFFER_SIZE = 65536
 
 
 @dataclass(frozen=True)
@@ -443,10 +453,8 @@ def _stream_opaque(vbucket: int) -> int:
     return 0x10000 + vbucket
 
 
-def _handshake(rng: random.Random, vbuckets: list[int], counts: list[int], *,
-               collections: bool, stream_ids: bool, sync_writes: bool, delete_times: bool,
-               marker_version: int | None) -> list[SyntheticFrame]:
-    """The server's replies to HELLO, DCP Open, the Controls and each Stream Request."""
+def _features(*, collections: bool, stream_ids: bool, sync_writes: bool) -> list[int]:
+    """The HELLO features a client asks for (and the server grants)."""
     features = list(_BASE_FEATURES)
     if stream_ids:
         features.append(_FEATURE_ALT_REQUESTS)
@@ -454,15 +462,33 @@ def _handshake(rng: random.Random, vbuckets: list[int], counts: list[int], *,
         features.append(_FEATURE_SYNC_REPLICATION)
     if collections:
         features.append(_FEATURE_COLLECTIONS)
-    controls = ["enable_noop", "set_noop_interval", "connection_buffer_size"]
+    return features
+
+
+def _controls(*, stream_ids: bool, sync_writes: bool, delete_times: bool,
+              marker_version: int | None) -> list[tuple[bytes, bytes]]:
+    """The DCP Controls a client sends, (key, value), in order."""
+    controls = [(b"enable_noop", b"true"), (b"set_noop_interval", b"20"),
+                (b"connection_buffer_size", str(_BUFFER_SIZE).encode())]
     if delete_times:
-        controls.append("enable_expiry_opcode")
+        controls.append((b"enable_expiry_opcode", b"true"))
     if stream_ids:
-        controls.append("enable_stream_id")
+        controls.append((b"enable_stream_id", b"true"))
     if sync_writes:
-        controls += ["enable_sync_writes", "consumer_name"]
+        controls += [(b"enable_sync_writes", b"true"), (b"consumer_name", _CONNECTION)]
     if marker_version == 2:
-        controls.append("max_marker_version")
+        controls.append((b"max_marker_version", b"2.2"))
+    return controls
+
+
+def _handshake(rng: random.Random, vbuckets: list[int], counts: list[int], *,
+               collections: bool, stream_ids: bool, sync_writes: bool, delete_times: bool,
+               marker_version: int | None) -> list[SyntheticFrame]:
+    """The server's replies to HELLO, DCP Open, the Controls and each Stream Request."""
+    features = _features(collections=collections, stream_ids=stream_ids,
+                         sync_writes=sync_writes)
+    controls = _controls(stream_ids=stream_ids, sync_writes=sync_writes,
+                         delete_times=delete_times, marker_version=marker_version)
 
     def reply(data: bytes, opcode: int, opaque: int, value: bytes = b"") -> SyntheticFrame:
         return SyntheticFrame(data, {"opcode": int(opcode),
@@ -553,3 +579,66 @@ def synthetic_manifest() -> dict:
         manifest = max(manifest, uid)
     return {"scopes": {0: b"_default", scope_id: scope_name}, "collections": collections,
             "uid": manifest}
+
+
+def synthetic_conversation(items: int, **kwargs) -> tuple[list[SyntheticFrame],
+                                                          list[SyntheticFrame]]:
+    """Both directions of the conversation of ``synthetic_frames(items, **kwargs)``: the
+    client's frames, then the server's (``synthetic_frames`` itself).
+
+    The client sends HELLO, DCP Open, its Controls and a Stream Request per vbucket (the
+    requests the server's handshake answers), then, while the stream arrives, a Noop
+    response to each of the server's Noops and a Buffer Acknowledgement whenever half of
+    its flow-control buffer has arrived.
+    """
+    options = {**(synthetic_frames.__kwdefaults__ or {}), **kwargs}
+    if not options["handshake"]:
+        raise ValueError("a conversation starts with the handshake")
+    server = synthetic_frames(items, **kwargs)
+    return _client_side(server, options), server
+
+
+def _client_side(server: list[SyntheticFrame], options: dict) -> list[SyntheticFrame]:
+    """The client's frames answering ``server`` (made with ``options``)."""
+    def request(data: bytes, opcode: int, opaque: int, **fields) -> SyntheticFrame:
+        return SyntheticFrame(data, {"opcode": int(opcode),
+                                     "magic": int(Magic.CLIENT_REQUEST), "opaque": opaque,
+                                     "cas": 0, "datatype": 0, **fields})
+
+    features = _features(collections=options["collections"],
+                         stream_ids=options["stream_ids"], sync_writes=options["sync_writes"])
+    flags = OpenFlag.PRODUCER | OpenFlag.INCLUDE_XATTRS
+    if options["delete_times"]:
+        flags |= OpenFlag.INCLUDE_DELETE_TIMES
+    out = [request(hello(features, agent=_CONNECTION, opaque=1), Opcode.HELLO, 1),
+           request(open_request(_CONNECTION, int(flags), opaque=2), Opcode.OPEN, 2)]
+    controls = _controls(stream_ids=options["stream_ids"], sync_writes=options["sync_writes"],
+                         delete_times=options["delete_times"],
+                         marker_version=options["marker_version"])
+    for opaque, (key, value) in enumerate(controls, start=3):
+        out.append(request(control(key, value, opaque=opaque), Opcode.CONTROL, opaque))
+    sids = {f.fields["vbucket"]: f.fields.get("stream_id") for f in server
+            if f.fields.get("vbucket") is not None and "by_seqno" in f.fields}
+    for reply in server:
+        if reply.fields["opcode"] == Opcode.STREAM_REQUEST:
+            opaque = reply.fields["opaque"]
+            vbucket = opaque - _stream_opaque(0)
+            sid = sids.get(vbucket)
+            value = json.dumps({"sid": sid}).encode() if sid else b""
+            out.append(request(stream_request(vbucket=vbucket, opaque=opaque, value=value),
+                               Opcode.STREAM_REQUEST, opaque, vbucket=vbucket))
+    unacknowledged = 0
+    for frame in server:
+        if frame.fields["magic"] == Magic.CLIENT_RESPONSE:      # the handshake's replies
+            continue
+        unacknowledged += len(frame.data)
+        if frame.fields["opcode"] == Opcode.NOOP:
+            opaque = frame.fields["opaque"]
+            out.append(SyntheticFrame(response(Opcode.NOOP, opaque=opaque), {
+                "opcode": int(Opcode.NOOP), "magic": int(Magic.CLIENT_RESPONSE), "status": 0,
+                "opaque": opaque, "cas": 0, "datatype": 0}))
+        if unacknowledged >= _BUFFER_SIZE // 2:
+            out.append(request(buffer_ack(unacknowledged, opaque=0), Opcode.BUFFER_ACK, 0,
+                               vbucket=0))
+            unacknowledged = 0
+    return out
