@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
+import os
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING, overload
+
 import numpy as np
 
 from . import _core
 from . import protocol as P
 from . import schema as S
 from ._core import ScanRequest
-from .errors import DcpFormatError, SkippedRegion, describe
+from .errors import DcpFormatError, SkippedRegion, describe, text
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import polars as pl
+    import pyarrow as pa
 
 #: "cython" or "python": which cores (scan, capture walk, values) this process uses.
 IMPLEMENTATION = _core.IMPLEMENTATION
@@ -21,6 +33,8 @@ _INT32_MAX = 2**31 - 1
 
 def byte_view(data) -> memoryview:
     """A flat unsigned-byte view of any contiguous buffer, without copying."""
+    if isinstance(data, (str, os.PathLike)):
+        raise TypeError(text("buffer_is_path", path=os.fspath(data)))
     view = memoryview(data)
     if not view.contiguous:
         raise ValueError("data must be a contiguous buffer")
@@ -170,7 +184,8 @@ class FrameBatch:
         """Drop every numpy column but ``names`` (a capture scans a few more than asked)."""
         self._arrays = {k: v for k, v in self._arrays.items() if k in names}
 
-    def __len__(self):
+    def __len__(self) -> int:
+        """The number of frames."""
         return len(self._kinds)
 
     def __repr__(self):
@@ -180,18 +195,107 @@ class FrameBatch:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """Names of the scanned columns, in schema order."""
+        """Names of the scanned numpy columns, in schema order."""
         return tuple(self._arrays)
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        try:
-            return self._arrays[name]
-        except KeyError:
-            raise KeyError(f"column {name!r} was not scanned; scanned: "
-                           f"{', '.join(self._arrays)}") from None
+    # -- rows, columns and slices: as in a numpy structured array ---------------------------
 
-    def __contains__(self, name):
+    @overload
+    def __getitem__(self, key: str) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, key: int) -> Frame: ...
+    @overload
+    def __getitem__(self, key: slice) -> FrameBatch: ...
+
+    def __getitem__(self, key):
+        """``batch["name"]``: a numpy column; ``batch[i]``: frame ``i`` (``frame(i)``);
+        ``batch[a:b:c]``: a batch of those frames, sharing the buffer."""
+        if isinstance(key, str):
+            try:
+                return self._arrays[key]
+            except KeyError:
+                raise KeyError(text("no_column", name=key,
+                                    scanned=", ".join(self._arrays))) from None
+        if isinstance(key, slice):
+            return self.filter(np.arange(len(self))[key])
+        if isinstance(key, (int, np.integer)):
+            return self.frame(int(key))
+        raise TypeError(text("batch_key", kind=type(key).__name__))
+
+    def __iter__(self) -> Iterator[Frame]:
+        """The frames, one ``Frame`` each, in stream order (a Python object per frame: the
+        columns are the fast way to read many)."""
+        return (self.frame(i) for i in range(len(self)))
+
+    def __contains__(self, name) -> bool:
+        """Whether column ``name`` was scanned."""
         return name in self._arrays
+
+    # -- the shape and schema of the Arrow table -------------------------------------------
+
+    @property
+    def num_rows(self) -> int:
+        """The number of frames (``len(batch)``), as pyarrow and polars name it."""
+        return len(self)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema of ``to_arrow()``, found without making the table."""
+        import pyarrow as pa
+
+        schema = self[:0].to_arrow().schema
+        for name, (_, length) in S.BINARY.items():
+            if name in schema.names and int(self[length].sum(dtype=np.uint64)) > _INT32_MAX:
+                schema = schema.set(schema.get_field_index(name),
+                                    pa.field(name, pa.large_binary()))
+        return schema
+
+    @property
+    def column_names(self) -> list[str]:
+        """The column names of ``to_arrow()``: the numpy columns, then ``key`` and
+        ``value`` where their offset/length pairs were scanned (and a capture's columns)."""
+        return list(self.schema.names)
+
+    @property
+    def num_columns(self) -> int:
+        """The number of columns of ``to_arrow()``."""
+        return len(self.column_names)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(num_rows, num_columns)`` of ``to_arrow()``."""
+        return len(self), self.num_columns
+
+    # -- pickling ----------------------------------------------------------------------------
+
+    def __reduce__(self):
+        """Pickled by value: the columns and the bytes of ``data`` the frames span, not the
+        whole buffer (a memory map cannot be pickled); offsets keep their stream positions."""
+        lo, hi = self._span()
+        state = self.state()
+        state.update(data=bytes(self._view[lo:hi]), view=None, views=None,
+                     base_offset=self.base_offset + lo,
+                     start=min(max(self.start - lo, 0), hi - lo),
+                     consumed=min(max(self.consumed - lo, 0), hi - lo))
+        added = {k: v for k, v in vars(self).items() if k not in _BATCH_FIELDS}
+        return _unpickled, (type(self), state, added)
+
+    def _span(self) -> tuple[int, int]:
+        """Positions in ``data`` of the first byte the frames use and past the last: whole
+        frames where ``offset`` and ``body_len`` were scanned, and keys and values."""
+        spans = []
+        if "offset" in self._arrays and "body_len" in self._arrays:
+            spans.append((self._arrays["offset"], self._arrays["body_len"] + P.HEADER_SIZE))
+        spans += [(self._arrays[off], self._arrays[length]) for off, length in S.BINARY.values()
+                  if off in self._arrays and length in self._arrays]
+        lo, hi = len(self._view), 0
+        for starts, lengths in spans:
+            used = lengths > 0
+            if used.any():
+                first = starts[used].astype(np.int64) - self.base_offset
+                lo = min(lo, int(first.min()))
+                hi = max(hi, int((first + lengths[used]).max()))
+        return (lo, hi) if lo < hi else (0, 0)
 
     def to_dict(self) -> dict[str, np.ndarray]:
         """The numpy columns by name (the arrays themselves, not copies)."""
@@ -261,14 +365,15 @@ class FrameBatch:
                           collections=self.collections, base_offset=self.base_offset,
                           mode=self.mode, views=views)
 
-    def only(self, *opcodes) -> FrameBatch:
-        """The frames with one of ``opcodes`` (ints, ``Opcode`` members or their names)."""
-        codes = [P.Opcode[op.upper()] if isinstance(op, str) else int(op) for op in opcodes]
-        return self.filter(np.isin(self["opcode"], codes))
+    def only(self, *opcodes: int | str) -> FrameBatch:
+        """The frames with one of ``opcodes`` (ints, ``Opcode`` members or their names, in
+        any case; an unknown name is a ``ValueError`` that lists the names)."""
+        return self.filter(np.isin(self["opcode"], [_opcode(op) for op in opcodes]))
 
     # -- contents ----------------------------------------------------------------------------
 
-    def values(self, *, decompress: bool = True, xattrs: str = "split", errors=None):
+    def values(self, *, decompress: bool = True, xattrs: str = "split",
+               errors: str | None = None) -> pa.Table:
         """Document bodies, xattrs and JSON flags of the frames that carry a value.
 
         See ``dcpfast.content.values.values``.
@@ -276,19 +381,19 @@ class FrameBatch:
         from .content.values import values
         return values(self, decompress=decompress, xattrs=xattrs, errors=errors)
 
-    def system_events(self):
+    def system_events(self) -> pa.Table:
         """One row per system event (collection and scope changes); see
         ``dcpfast.content.events``."""
         from .content.events import system_events
         return system_events(self)
 
-    def with_names(self, manifest):
+    def with_names(self, manifest) -> pa.Table:
         """``to_arrow()`` plus ``scope`` and ``collection`` names from ``manifest``."""
         return manifest.label(self)
 
     # -- Arrow, pandas, polars ---------------------------------------------------------------
 
-    def to_arrow(self, *, binary_view: bool = False):
+    def to_arrow(self, *, binary_view: bool = False) -> pa.Table:
         """A ``pyarrow.Table``: numeric columns zero-copy, plus ``key`` and ``value``.
 
         Keys and values are gathered into ``binary`` columns (``large_binary`` past
@@ -313,7 +418,7 @@ class FrameBatch:
         fields += pairs
         return pa.Table.from_arrays(arrays, names=fields)
 
-    def validity_buffers(self):
+    def validity_buffers(self) -> Callable[[str], list]:
         """A function giving the Arrow validity buffer (``[buffer]``, or ``[None]`` when all
         valid) of a column. Columns carried by the same frame kinds share one bitmap; the
         bitmaps of every such group among the batch's columns are made together, in one
@@ -361,7 +466,7 @@ class FrameBatch:
             out[...] = starts
         return out
 
-    def binary_array(self, off, length, validity):
+    def binary_array(self, off, length, validity) -> pa.Array:
         """The offset/length pair as a ``binary`` column, bytes gathered out of ``data``
         (frames without the field are null and hold no bytes: their length column is 0);
         ``validity`` is its Arrow validity buffer (from ``validity_buffers``)."""
@@ -371,6 +476,7 @@ class FrameBatch:
         np.cumsum(self[length], dtype=np.int64, out=bounds[1:])
         data = np.empty(int(bounds[-1]), np.uint8)
         _core.scan.gather(self._view, self._starts(off), bounds, data)
+        offsets: np.ndarray
         if bounds[-1] <= _INT32_MAX:
             kind, offsets = pa.binary(), bounds.astype(np.int32)
         else:
@@ -406,22 +512,65 @@ class FrameBatch:
                 for row, (off, _) in enumerate(pairs.values())]
 
     def __arrow_c_stream__(self, requested_schema=None):
+        """``to_arrow()`` as an Arrow C stream: ``pa.table(batch)``, ``pl.DataFrame(batch)``
+        and DuckDB read a batch directly."""
         return self.to_arrow().__arrow_c_stream__(requested_schema)
 
-    def to_pandas(self, *, arrow_dtypes: bool = True):
-        """A pandas DataFrame; Arrow-backed dtypes keep nulls and unsigned types intact."""
-        import pandas as pd
+    def __dataframe__(self, nan_as_null: bool = False, allow_copy: bool = True):
+        """``to_arrow()`` through the dataframe interchange protocol
+        (``pandas.api.interchange.from_dataframe(batch)``)."""
+        return self.to_arrow().__dataframe__(nan_as_null=nan_as_null, allow_copy=allow_copy)
 
+    def to_pandas(self, *, arrow_dtypes: bool = True) -> pd.DataFrame:
+        """A pandas DataFrame; Arrow-backed dtypes keep nulls and unsigned types intact."""
+        pd = _optional("pandas", "pandas", "to_pandas()")
         table = self.to_arrow()
         if arrow_dtypes:
             return table.to_pandas(types_mapper=pd.ArrowDtype)
         return table.to_pandas()
 
-    def to_polars(self):
+    def to_polars(self) -> pl.DataFrame:
         """A polars DataFrame (keys and values as zero-copy binary views)."""
-        import polars as pl
-
+        pl = _optional("polars", "polars", "to_polars()")
         return pl.from_arrow(self.to_arrow(binary_view=True))
+
+
+#: The attributes a ``FrameBatch`` sets itself (a subclass's others are pickled as they are).
+_BATCH_FIELDS = frozenset({"data", "_view", "_arrays", "_kinds", "_views", "start",
+                           "consumed", "errors", "mode", "collections", "base_offset"})
+
+
+def _unpickled(cls: type[FrameBatch], state: dict, added: dict) -> FrameBatch:
+    """A pickled batch made again: ``state`` is the constructor's, ``added`` a subclass's."""
+    batch = cls.__new__(cls)
+    FrameBatch.__init__(batch, **{**state, "view": byte_view(state["data"])})
+    vars(batch).update(added)
+    return batch
+
+
+def _opcode(op: int | str) -> int:
+    """An opcode given as a number, an ``Opcode`` member or a name in any case."""
+    if not isinstance(op, str):
+        return int(op)
+    try:
+        return int(P.Opcode[op.upper()])
+    except KeyError:
+        names = [o.name.lower() for o in P.Opcode]
+        close = difflib.get_close_matches(op.lower(), names, n=1)
+        hint = text("did_you_mean", name=close[0]) if close else ""
+        raise ValueError(text("unknown_opcode", name=op, hint=hint,
+                              names=", ".join(names))) from None
+
+
+def _optional(module: str, extra: str, what: str) -> ModuleType:
+    """An optional dependency, or an ImportError that names the extra installing it."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        raise ImportError(text("needs_extra", what=what, module=module, extra=extra),
+                          name=module) from e
 
 
 def window_bits(size: int) -> int:

@@ -131,6 +131,17 @@ _NAMED = {
     "frame_cut_by_end": "frame cut short by the end of the capture",
     # compressed dumps (io.compression)
     "damaged_compressed": "damaged {codec} data: {error}",
+    # the public API's hints: the way to what was meant (batch, io.dumps)
+    "buffer_is_path": "expected a buffer of DCP frames, got the path {path!r}: "
+                      "dcpfast.read(path) reads a dump file, dcpfast.iter_batches(path) "
+                      "streams one",
+    "capture_not_dump": "a {kind} capture, not a DCP dump: read it with "
+                        "dcpfast.read_pcap(path)",
+    "no_column": "column {name!r} was not scanned; scanned: {scanned}",
+    "batch_key": "a FrameBatch takes a column name, a frame index or a slice, not {kind}",
+    "unknown_opcode": "no opcode named {name!r}{hint}; the names: {names}",
+    "did_you_mean": " (did you mean {name!r}?)",
+    "needs_extra": "{what} needs {module}: pip install 'dcpfast[{extra}]'",
     # byte ranges of a file (io.ranges); ``anchor``: where a range's frames start or end
     "range_overlaps": _SPLIT + "the range after byte {hi} starts before this one (at "
                                "{anchor})",

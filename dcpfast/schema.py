@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import protocol as p
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ def arrow_type(name: str):
     return pa.from_numpy_dtype(DTYPES[name])
 
 
-def arrow_schema(columns=None, binary_type=None):
+def arrow_schema(columns=None, binary_type=None) -> pa.Schema:
     """Arrow schema of ``FrameBatch.to_arrow`` for a projection (``key``/``value`` last)."""
     import pyarrow as pa
     names = resolve(columns)

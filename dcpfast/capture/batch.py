@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ..batch import FrameBatch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 CLIENT_TO_SERVER = "client->server"
 SERVER_TO_CLIENT = "server->client"
@@ -52,7 +55,7 @@ class CaptureBatch(FrameBatch):
         return CaptureBatch(super().filter(mask), self.connection,
                             self.timestamps[np.asarray(mask)])
 
-    def to_arrow(self, *, binary_view: bool = False):
+    def to_arrow(self, *, binary_view: bool = False) -> pa.Table:
         """``FrameBatch.to_arrow`` plus ``timestamp`` (ns, UTC) and the connection columns."""
         import pyarrow as pa
 

@@ -13,7 +13,7 @@ import mmap
 import os
 import stat
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from .. import _core as core
 from .. import packets as P
 from .. import protocol
 from ..errors import CaptureFormatError, Reporter, SkippedRegion, describe, text
+from ..io import is_capture
 from .batch import CaptureBatch
 from .reassembly import Direction
 
@@ -32,24 +33,14 @@ _CONTROL = P.TCP_SYN | P.TCP_FIN | P.TCP_RST
 _CLOSED_MEMORY = 4096          # finished directions remembered to drop late retransmissions
 
 
-def is_capture(head: bytes) -> bool:
-    """Whether ``head`` (the first bytes of a file) starts a pcap or pcapng capture."""
-    if len(head) < 4:
-        return False
-    magic = int.from_bytes(head[:4], "little")
-    if magic in (P.PCAP_MAGIC_US, P.PCAP_MAGIC_NS):
-        return True
-    if int.from_bytes(head[:4], "big") in (P.PCAP_MAGIC_US, P.PCAP_MAGIC_NS):
-        return True
-    return magic == P.PCAPNG_SECTION
-
-
-def read_pcap(source, ports=(P.DCP_PORT,), *, collections: bool | None = None, columns=None,
+def read_pcap(source, ports: int | Iterable[int] = (P.DCP_PORT,), *,
+              collections: bool | None = None, columns=None,
               errors: str = "skip", batch_bytes: int = DEFAULT_BATCH_BYTES,
               max_frame_size: int = protocol.DEFAULT_MAX_FRAME_SIZE) -> CaptureReader:
     """Decode the DCP traffic of a pcap or pcapng capture, one connection direction a batch.
 
-    ``source`` is a path or a binary file object. TCP segments to or from ``ports`` are
+    ``source`` is a path or a binary file object. TCP segments to or from ``ports`` (one
+    port number or several) are
     reassembled per direction (sequence order, retransmitted and overlapping bytes taken
     once, first copy wins); bytes the capture lacks are reported as a gap in
     ``batch.errors`` and decoding resumes at the next plausible frame after it, as it
@@ -78,7 +69,7 @@ class CaptureReader(Iterator):
 
     def __init__(self, source, ports, *, collections, columns, errors, batch_bytes,
                  max_frame_size):
-        ports = tuple(int(p) for p in ports)
+        ports = tuple(int(p) for p in ((ports,) if isinstance(ports, int) else ports))
         if P.DCP_TLS_PORT in ports:
             raise ValueError(f"port {P.DCP_TLS_PORT} carries TLS: encrypted DCP cannot be "
                              f"decoded from a capture (capture port {P.DCP_PORT}, or decrypt "
@@ -102,7 +93,7 @@ class CaptureReader(Iterator):
     def __next__(self) -> CaptureBatch:
         return next(self._gen)
 
-    def __iter__(self):
+    def __iter__(self) -> CaptureReader:
         return self
 
     # -- capture records -------------------------------------------------------------------

@@ -7,11 +7,18 @@ Python call made per value is the Snappy library's, for the values that are comp
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .. import _core as core
 from .. import protocol as P
 from ..errors import Reporter, describe
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..batch import FrameBatch
 
 _XATTRS = ("split", "drop", "keep")
 _ERRORS = ("strict", "skip")
@@ -19,7 +26,7 @@ _NEEDED = ("offset", "datatype", "value_offset", "value_len")
 _INT32_MAX = 2**31 - 1
 
 
-def values_schema(*, large: bool = False):
+def values_schema(*, large: bool = False) -> pa.Schema:
     """Arrow schema of ``values``; ``large`` is the form for more than 2 GiB of bodies or
     of xattr text (``large_binary``/``large_string``)."""
     import pyarrow as pa
@@ -30,7 +37,8 @@ def values_schema(*, large: bool = False):
                       ("xattrs", pa.map_(text, text)), ("is_json", pa.bool_())])
 
 
-def values(batch, *, decompress: bool = True, xattrs: str = "split", errors: str | None = None):
+def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
+           errors: str | None = None) -> pa.Table:
     """The document values of ``batch`` as a ``pyarrow.Table`` (see ``values_schema``).
 
     One row per mutation, prepare, deletion and expiration, in batch order: every frame

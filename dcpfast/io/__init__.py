@@ -13,10 +13,12 @@ from .dumps import (
     SAMPLE_CLIENT,
     SAMPLE_PCAP,
     SNIFF_BYTES,
+    capture_kind,
+    is_capture,
     iter_batches,
     read,
 )
 
 __all__ = ["COMPRESSION_MAGIC", "DEFAULT_BATCH_BYTES", "HEAD_BYTES", "SAMPLE", "SAMPLE_CLIENT",
-           "SAMPLE_PCAP", "SNIFF_BYTES", "DecodedStream", "compression", "iter_batches",
-           "open_stream", "read"]
+           "SAMPLE_PCAP", "SNIFF_BYTES", "DecodedStream", "capture_kind", "compression",
+           "is_capture", "iter_batches", "open_stream", "read"]

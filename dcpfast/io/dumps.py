@@ -14,8 +14,10 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .. import packets
 from .. import protocol as P
 from ..batch import FrameBatch, byte_view, scan_view
+from ..errors import DcpFormatError, text
 from .compression import HEAD_BYTES, ChunkFile, DecodedStream, compression, open_stream, read_all
 from .resume import Resume
 from .sources import chunk_filler, read_filler, stream_filler
@@ -43,9 +45,13 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
     (``DcpFormatError``, or an entry in ``batch.errors`` with ``errors="skip"``).
     A gzip, zstd or lz4 file is decompressed into memory first; damaged compressed
     data is an error too (in skip mode: the stream ends there, and ``batch.errors``
-    says so). The options are those of ``scan``.
+    says so). A pcap or pcapng capture is refused (``DcpFormatError`` at byte 0, in
+    either mode) with a pointer to ``read_pcap``. The options are those of ``scan``.
     """
     with open_stream(path, errors=errors) as stream:
+        kind = capture_kind(stream.head)
+        if kind is not None:
+            raise DcpFormatError(0, text("capture_not_dump", kind=kind))
         info = os.fstat(stream.raw.fileno())
         if stream.codec is None and stat.S_ISREG(info.st_mode):
             data = mmap.mmap(stream.raw.fileno(), 0, access=mmap.ACCESS_READ) \
@@ -60,6 +66,24 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
     if damage:
         batch.errors.append(damage)
     return batch
+
+
+def capture_kind(head: bytes) -> str | None:
+    """"pcap" or "pcapng" when ``head`` (the first bytes of a file) starts such a packet
+    capture (``read_pcap`` reads them), else None."""
+    if len(head) < 4:
+        return None
+    magic = int.from_bytes(head[:4], "little")
+    if magic == packets.PCAPNG_SECTION:
+        return "pcapng"
+    if {magic, int.from_bytes(head[:4], "big")} & {packets.PCAP_MAGIC_US, packets.PCAP_MAGIC_NS}:
+        return "pcap"
+    return None
+
+
+def is_capture(head: bytes) -> bool:
+    """Whether ``head`` (the first bytes of a file) starts a pcap or pcapng capture."""
+    return capture_kind(head) is not None
 
 
 def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
