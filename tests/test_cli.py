@@ -67,7 +67,7 @@ def test_damaged_file(tmp_path):
 
 def test_bad_arguments():
     assert run("info").exit_code == 2
-    assert run("info", "/no/such/file").exit_code == 2
+    assert run("info", "/no/such/file").exit_code == 1      # a bad file, not a bad usage
     assert run("info", "--errors", "ignore", "--sample").exit_code == 2
 
 
@@ -244,7 +244,9 @@ def test_bad_files(dumps):
         for command in (["info"], ["head"], ["convert", "-o", dumps["raw"].parent / "x.parquet"]):
             result = run(*command, dumps[name])
             _clean(result, 1)
-            assert result.output.startswith("Error: ") and str(dumps[name]) in result.output
+            last = result.output.splitlines()[-1]        # head lists the frames before it
+            assert last.startswith("Error: ") and str(dumps[name]) in last
+            assert command == ["head"] or result.output.startswith("Error: ")
             assert not (dumps["raw"].parent / "x.parquet").exists()
     result = run("info", "--errors", "skip", dumps["garbage"])
     _clean(result, 0)
@@ -306,7 +308,7 @@ def test_convert_csv(dumps, tmp_path):
     batch = dcpfast.read(SAMPLE)
     assert table.column("offset").to_pylist() == batch["offset"].tolist()
     assert table.column("key").to_pylist() == [
-        "" if k is None else k.hex() for k in (batch.key(i) for i in range(len(batch)))]
+        "" if k is None else k.decode() for k in (batch.key(i) for i in range(len(batch)))]
     vbuckets = table.column("vbucket").to_pylist()
     assert [v for v, ok in zip(vbuckets, batch.validity("vbucket")) if not ok] == \
         [None] * int((~batch.validity("vbucket")).sum())

@@ -10,6 +10,7 @@ non-zero exit status, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 import click
@@ -18,8 +19,9 @@ from .. import io as dio
 from ..capture import is_capture, read_pcap
 from ..errors import DcpFormatError
 
-#: An input argument: an existing file, or ``-`` for standard input.
-INPUT = click.Path(exists=True, dir_okay=False, allow_dash=True)
+#: An input argument: a file, or ``-`` for standard input. A file that is not there is
+#: the command's error (``check_inputs``, ``reported``: status 1), not a usage error.
+INPUT = click.Path(dir_okay=False, allow_dash=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +38,33 @@ def scan_options(command):
     return click.option(
         "--collections/--no-collections", default=None,
         help="Whether keys carry a collection id (default: infer from the stream).")(command)
+
+
+def sample_option(command):
+    """The --sample flag of the reading commands: the dump bundled with dcpfast."""
+    return click.option("--sample", is_flag=True, help="Read the dump bundled with dcpfast "
+                        "(the server's side of a small DCP conversation).")(command)
+
+
+def inputs(files, sample: bool, *, check: bool = True) -> list[str]:
+    """The inputs named, then the bundled sample when asked for: at least one, and with
+    ``check`` each one there (else a one-line error and status 1, before any output)."""
+    names = list(files) + ([str(dio.SAMPLE)] if sample else [])
+    if not names:
+        raise click.UsageError("give one or more FILEs, or --sample")
+    if check:
+        check_inputs(names)
+    return names
+
+
+def check_inputs(names) -> None:
+    """A one-line error (status 1) for the first input that cannot be opened."""
+    for name in names:
+        if name != "-":
+            try:
+                os.stat(name)
+            except OSError as e:
+                raise click.ClickException(f"{name}: {e.strerror or e}") from None
 
 
 def shown(name: str) -> str:

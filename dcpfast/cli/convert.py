@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 
 from .. import schema as S
 from ..batch import scan
-from .app import INPUT, main, opened, reported, scan_options, shown
+from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
             ".ipc": "ipc", ".csv": "csv"}
@@ -74,14 +75,16 @@ class _Writer:
 
 
 def _csv_ready(table):
-    """CSV holds text: binary columns become hex, maps become JSON objects."""
+    """CSV holds text: binary values (keys, values, bodies) are written as text where they
+    are UTF-8 without control characters, else as ``0x`` and hex; maps become JSON
+    objects."""
     import pyarrow as pa
 
     columns = []
     for column in table.columns:
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
         if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-            column = _hex(column)
+            column = _text(column)
         elif pa.types.is_map(column.type):
             column = pa.array([None if m is None else json.dumps(dict(m))
                                for m in column.to_pylist()], pa.string())
@@ -89,25 +92,36 @@ def _csv_ready(table):
     return pa.Table.from_arrays(columns, names=table.column_names)
 
 
-_HEX = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), np.uint8).reshape(256, 2)
+#: Control characters (tab, line feed and carriage return are text).
+_CONTROL = "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f]"
 
 
-def _hex(column):
-    """A binary Arrow array as lower-case hex strings, nulls kept."""
+def _text(column):
+    """A binary Arrow array as strings: each value as text where it is UTF-8 without
+    control characters, else ``0x`` and its lower-case hex; nulls kept. A column that is
+    all text is converted at once."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    column = column.cast(pa.large_binary())
-    _, offsets, data = column.buffers()
-    offsets = np.frombuffer(offsets, np.int64)[column.offset:column.offset + len(column) + 1]
-    data = np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)
-    text = _HEX[data[offsets[0]:offsets[-1]]].reshape(-1)
-    validity = None
-    if column.null_count:
-        valid = column.is_valid().to_numpy(zero_copy_only=False)
-        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(pa.large_string(), len(column),
-                                 [validity, pa.py_buffer((offsets - offsets[0]) * 2),
-                                  pa.py_buffer(text)])
+    try:
+        text = column.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        pass
+    else:
+        if not pc.any(pc.match_substring_regex(text, _CONTROL)).as_py():
+            return text
+    return pa.array([None if v is None else _utf8_or_hex(v) for v in column.to_pylist()],
+                    pa.large_string())
+
+
+def _utf8_or_hex(value: bytes) -> str:
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or re.search(_CONTROL, text):
+        return "0x" + value.hex()
+    return text
 
 
 def _with_values(batch, table, keep):
@@ -137,7 +151,7 @@ def _progress(name, source, quiet):
 
 
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=INPUT)
+@click.argument("files", nargs=-1, type=INPUT)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True),
               help="OUT.parquet, OUT.arrow / .feather (Arrow IPC) or OUT.csv.")
 @click.option("--columns", "columns", multiple=True, callback=_column_list,
@@ -145,18 +159,21 @@ def _progress(name, source, quiet):
               "their offset/length pairs and add the bytes).")
 @click.option("--values", "with_values", is_flag=True,
               help="Add the decoded document bodies, xattrs and is_json.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
+@sample_option
 @scan_options
-def convert(files, output, columns, with_values, quiet, collections, errors):
+def convert(files, output, columns, with_values, quiet, sample, collections, errors):
     """Write the frames of every FILE to one Parquet, Arrow IPC or CSV file.
 
     The format follows the extension of OUTPUT. Offsets are positions in each FILE
-    (decompressed). CSV holds binary columns as hex and xattrs as JSON text.
+    (decompressed). CSV holds keys, values and bodies as text where they are UTF-8 (else
+    0x and hex) and xattrs as JSON text. Ends with a line saying what it wrote.
     """
     fmt = _FORMATS.get(os.path.splitext(output)[1].lower())
     if fmt is None:
         raise click.BadParameter(f"unknown extension; use one of {', '.join(_FORMATS)}",
                                  param_hint="'-o' / '--output'")
+    files = inputs(files, sample)                # each one there before OUTPUT is touched
 
     keep = scan(b"", columns=columns).to_arrow().column_names
     frame_columns = set(scan(b"").to_arrow().column_names)
@@ -165,7 +182,7 @@ def convert(files, output, columns, with_values, quiet, collections, errors):
         writer = _Writer(output, fmt)
     except OSError as e:
         raise click.ClickException(f"{output}: {e.strerror or e}") from None
-    done = False
+    done, written = False, 0
     try:
         for name in files:
             with reported(name), opened(name, errors) as source, \
@@ -179,6 +196,7 @@ def convert(files, output, columns, with_values, quiet, collections, errors):
                         else table.select(names)
                     writer.write(table)
                     frames += len(batch)
+                    written += len(batch)
                     bar.update(batch.consumed - batch.start)
                     rate = frames / max(time.perf_counter() - started, 1e-9)
                     bar.set_postfix_str(f"{frames:,} frames, {rate:,.0f} frames/s")
@@ -196,3 +214,5 @@ def convert(files, output, columns, with_values, quiet, collections, errors):
         if not done:
             with contextlib.suppress(OSError):
                 os.unlink(output)
+    if not quiet:
+        click.echo(f"wrote {written:,} frames to {output} ({os.path.getsize(output):,} bytes)")

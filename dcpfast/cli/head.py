@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 import numpy as np
 
+from ..errors import DcpFormatError
 from ..protocol import Datatype, Opcode, Status
-from .app import INPUT, main, opened, reported, scan_options
+from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options
 from .info import opcode_name
 
 #: Input bytes read per batch: head stops early, so small batches.
@@ -82,28 +83,41 @@ def _head_line(batch, i: int) -> str:
 
 
 @main.command()
-@click.argument("file", type=INPUT)
+@click.argument("file", required=False, type=INPUT)
 @click.option("-n", "--frames", "count", type=click.IntRange(min=0), default=20,
               show_default=True, help="How many frames to list.")
 @click.option("--opcode", "opcodes", multiple=True, metavar="NAME|NUMBER",
               help="Only frames with this opcode (repeatable), e.g. mutation or 0x57.")
 @click.option("--vbucket", "vbuckets", multiple=True, type=click.IntRange(0, 0xFFFF),
               help="Only requests for this vbucket (repeatable).")
+@sample_option
 @scan_options
-def head(file, count, opcodes, vbuckets, collections, errors):
+def head(file, count, opcodes, vbuckets, sample, collections, errors):
     """One line per frame of FILE: offset, opcode, vbucket, seqnos, key, value size, datatype.
 
-    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input.
+    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input. In strict
+    mode the frames before the first damage are listed, then the error.
     """
+    names = inputs([file] if file else [], sample)
+    if len(names) > 1:
+        raise click.UsageError("give one FILE or --sample")
+    file = names[0]
     wanted = np.array(sorted({_opcode(op) for op in opcodes}), np.uint8)
     vbs = np.array(sorted(set(vbuckets)), np.uint16)
     if count == 0:
         return
     shown, connection = 0, None
     with reported(file), opened(file, errors) as source:
-        for batch in source.batches(collections=collections, columns=None, errors=errors,
+        # a dump is scanned in skip mode, so that strict mode can list the frames before
+        # the first damage (a capture's gaps are no error: it keeps its mode)
+        stop_at_damage = errors == "strict" and not source.capture
+        for batch in source.batches(collections=collections, columns=None,
+                                    errors="skip" if stop_at_damage else errors,
                                     batch_bytes=_HEAD_BATCH):
+            damage = batch.errors[0] if stop_at_damage and batch.errors else None
             keep = np.ones(len(batch), bool)
+            if damage is not None:
+                keep &= batch["offset"] < damage.offset
             if len(wanted):
                 keep &= np.isin(batch["opcode"], wanted)
             if len(vbs):
@@ -120,3 +134,5 @@ def head(file, count, opcodes, vbuckets, collections, errors):
             shown += len(rows)
             if shown >= count:
                 return
+            if damage is not None:
+                raise DcpFormatError(damage.offset, damage.reason)

@@ -8,15 +8,14 @@ import sys
 import click
 import numpy as np
 
-from .. import io as dio
 from ..content.inventory import Inventory
-from ..protocol import Opcode
-from .app import INPUT, main, opened, reported, scan_options, shown
+from ..protocol import DOCUMENT_CHANGES, Opcode
+from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
 
 @main.command()
 @click.argument("files", nargs=-1, type=INPUT)
-@click.option("--sample", is_flag=True, help="Summarise the dump bundled with dcpfast.")
+@sample_option
 @scan_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
 def info(files, sample, collections, errors, as_json):
@@ -24,9 +23,7 @@ def info(files, sample, collections, errors, as_json):
 
     FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input.
     """
-    paths = list(files) + ([str(dio.SAMPLE)] if sample else [])
-    if not paths:
-        raise click.UsageError("give one or more FILEs, or --sample")
+    paths = inputs(files, sample, check=False)      # each input's failure is its own line
     failed, summaries = False, []
     for path in paths:
         try:
@@ -56,6 +53,11 @@ def _summarise(path, collections, errors) -> dict:
     return dict(inventory=found, compression=source.compression, capture=source.capture)
 
 
+#: The frames counted as documents, as the report names them.
+_DOCUMENTS = ", ".join(f"{Opcode(op).name.lower()}s" for op in sorted(DOCUMENT_CHANGES)[:-1]) \
+    + f" and {Opcode(sorted(DOCUMENT_CHANGES)[-1]).name.lower()}s"
+
+
 def opcode_name(op: int) -> str:
     try:
         return Opcode(op).name
@@ -76,12 +78,19 @@ def _report(path, s) -> str:
              f"{len(i.skipped)} skipped regions"]
     lines.append("\n  opcode                    frames")
     for op in np.flatnonzero(i.opcodes):
-        lines.append(f"  {opcode_name(int(op)):<22} {int(i.opcodes[op]):>9,}")
+        requests, responses = int(i.opcodes[op] - i.responses[op]), int(i.responses[op])
+        if requests:
+            lines.append(f"  {opcode_name(int(op)):<22} {requests:>9,}")
+        if responses:
+            lines.append(f"  {opcode_name(int(op)) + ' resp':<22} {responses:>9,}")
     lines.append("\n  vbucket    frames  documents   first seqno    last seqno")
     for vb, v in sorted(i.vbuckets.items()):
         span = f"{v.first_seqno:>13,} {v.last_seqno:>13,}" if v.documents \
             else f"{'-':>13} {'-':>13}"
         lines.append(f"  {vb:>7} {v.frames:>9,} {v.documents:>10,} {span}")
+    if i.vbuckets:
+        lines.append(f"  frames: the vbucket's requests\n  documents: its {_DOCUMENTS}\n"
+                     "  first/last seqno: the lowest and highest by_seqno of its documents")
     if i.collections:
         lines.append("\n  collection   documents")
         for cid, n in sorted(i.collections.items()):
@@ -104,6 +113,8 @@ def _as_json(path, s) -> dict:
         "file": shown(path), "compression": s["compression"], "capture": s["capture"],
         "frames": i.frames, "bytes": i.bytes, "collections": i.collections_on,
         "opcodes": {opcode_name(int(op)): int(i.opcodes[op]) for op in np.flatnonzero(i.opcodes)},
+        "responses": {opcode_name(int(op)): int(i.responses[op])
+                      for op in np.flatnonzero(i.responses)},
         "vbuckets": {str(vb): {"frames": v.frames, "documents": v.documents,
                                "first_seqno": v.first_seqno, "last_seqno": v.last_seqno}
                      for vb, v in sorted(i.vbuckets.items())},

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..protocol import DOCUMENT_CHANGES, HEADER_SIZE
+from ..protocol import DOCUMENT_CHANGES, HEADER_SIZE, kinds_where
 
 #: Document changes: the opcodes counted as documents, by vbucket and by collection.
 DOCUMENT_OPCODES = np.array(sorted(DOCUMENT_CHANGES), np.uint8)
+#: Per frame kind: whether it is a response.
+_RESPONSE_KINDS = kinds_where(lambda k: k.response)
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Inventory:
         self.bytes = 0
         #: Frames by opcode, indexed by the opcode (256 entries).
         self.opcodes = np.zeros(256, np.int64)
+        #: The response frames among them, by opcode.
+        self.responses = np.zeros(256, np.int64)
         #: Counts by vbucket, for the vbuckets of request frames.
         self.vbuckets: dict[int, VbucketCounts] = {}
         #: Document changes by collection id (only batches with collections on).
@@ -66,6 +70,7 @@ class Inventory:
         self.skipped += batch.errors
         opcodes = batch["opcode"]
         self.opcodes += np.bincount(opcodes, minlength=256)
+        self.responses += np.bincount(opcodes[_RESPONSE_KINDS[batch.kinds]], minlength=256)
         requests = batch.validity("vbucket")
         documents = np.isin(opcodes, DOCUMENT_OPCODES) & requests
         vbuckets = batch["vbucket"]

@@ -1,0 +1,112 @@
+"""The dcpfast command as a first-time user meets it: ``--sample`` on every reading
+command, a missing file as a one-line error (status 1) that leaves an existing output
+alone, ``convert`` saying what it wrote, CSV text where the bytes are UTF-8, ``head`` on a
+damaged dump listing the frames before the damage, ``info`` marking responses and saying
+what its seqno range counts."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import dcpfast
+from dcpfast import testing as t
+from dcpfast.cli import main
+from dcpfast.io import SAMPLE
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(main, [str(a) for a in args], input=input)
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return dcpfast.read(SAMPLE)
+
+
+@pytest.mark.parametrize("command", [["info"], ["head", "-n", "3"], ["convert", "-o", "OUT"]])
+def test_every_reading_command_takes_the_sample(command, tmp_path, sample):
+    command = [str(tmp_path / "s.parquet") if a == "OUT" else a for a in command]
+    with_sample = run(*command, "--sample")
+    assert with_sample.exit_code == 0, with_sample.output
+    assert with_sample.output == run(*command, SAMPLE).output
+    assert run(*command).exit_code == 2                  # neither a FILE nor --sample
+
+
+def test_spark_decode_takes_the_sample_too():
+    assert "--sample" in run("spark-decode", "--help").output
+
+
+@pytest.mark.parametrize("command", [["info"], ["head"], ["convert", "-o", "OUT"]])
+def test_a_missing_file_is_a_one_line_error(command, tmp_path):
+    out = tmp_path / "existing.parquet"
+    out.write_bytes(b"keep me")
+    command = [str(out) if a == "OUT" else a for a in command]
+    missing = tmp_path / "nope.dcp"
+    result = run(*command, missing)
+    assert result.exit_code == 1
+    assert result.output == f"Error: {missing}: No such file or directory\n"
+    assert out.read_bytes() == b"keep me"                # nothing written before the check
+
+
+def test_convert_says_what_it_wrote(tmp_path, sample):
+    out = tmp_path / "frames.parquet"
+    result = run("convert", SAMPLE, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert result.output == (f"wrote {len(sample):,} frames to {out} "
+                             f"({out.stat().st_size:,} bytes)\n")
+    assert pq.read_table(out).num_rows == len(sample)
+    quiet = run("convert", SAMPLE, "-o", out, "-q")
+    assert quiet.exit_code == 0 and quiet.output == ""
+
+
+def test_csv_holds_text_where_the_bytes_are_utf8(tmp_path):
+    data = (t.mutation(b"caf\xc3\xa9", b'{"a": 1}', by_seqno=1, vbucket=1)
+            + t.mutation(b"\xff\xfe", b"\x00\x01binary", by_seqno=2, vbucket=1)
+            + t.mutation(b"tab\tkey", b"line\nbreak", by_seqno=3, vbucket=1))
+    dump = tmp_path / "mixed.dcp"
+    dump.write_bytes(data)
+    out = tmp_path / "out.csv"
+    assert run("convert", dump, "-o", out, "--columns", "key,value", "--values",
+               "--no-collections").exit_code == 0
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["key"] for r in rows] == ["café", "0xfffe", "tab\tkey"]
+    assert [r["value"] for r in rows] == ['{"a": 1}', "0x" + b"\x00\x01binary".hex(),
+                                         "line\nbreak"]
+    assert json.loads(rows[0]["body"]) == {"a": 1}
+    keys = tmp_path / "keys.csv"                          # a column all text stays text
+    assert run("convert", SAMPLE, "-o", keys, "--columns", "key").exit_code == 0
+    with open(keys, newline="", encoding="utf-8") as f:
+        assert any(r["key"].startswith("doc::") for r in csv.DictReader(f))
+
+
+def test_head_lists_the_frames_before_the_damage(tmp_path, sample):
+    cut = tmp_path / "cut.dcp"
+    cut.write_bytes(SAMPLE.read_bytes()[:1000])
+    result = run("head", cut)
+    assert result.exit_code == 1
+    *lines, error = result.output.splitlines()
+    ends = sample["offset"] + 24 + sample["body_len"]
+    complete = ends <= 1000
+    assert [int(line.split()[0]) for line in lines[1:]] == sample["offset"][complete].tolist()
+    damage = int(ends[complete][-1])                      # where the cut frame starts
+    assert error.startswith(f"Error: {cut}: at byte {damage}: truncated frame")
+    skip = run("head", cut, "--errors", "skip")
+    assert skip.exit_code == 0 and skip.output.splitlines()[1:] == lines[1:]
+
+
+def test_info_marks_responses_and_says_what_seqnos_count():
+    result = run("info", "--sample")
+    assert result.exit_code == 0
+    assert "STREAM_REQUEST resp" in result.output and "HELLO resp" in result.output
+    assert "\n  MUTATION " in result.output and "MUTATION resp" not in result.output
+    assert "first/last seqno: the lowest and highest by_seqno of its documents" in \
+        result.output
+    summary = json.loads(run("info", "--sample", "--json").output)[0]
+    assert summary["responses"] == {"HELLO": 1, "OPEN": 1, "STREAM_REQUEST": 4, "CONTROL": 6}
+    assert summary["opcodes"]["STREAM_REQUEST"] == 4
