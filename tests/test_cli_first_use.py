@@ -110,3 +110,12 @@ def test_info_marks_responses_and_says_what_seqnos_count():
     summary = json.loads(run("info", "--sample", "--json").output)[0]
     assert summary["responses"] == {"HELLO": 1, "OPEN": 1, "STREAM_REQUEST": 4, "CONTROL": 6}
     assert summary["opcodes"]["STREAM_REQUEST"] == 4
+
+
+@pytest.mark.spark
+def test_the_quick_start_decodes_the_sample(tmp_path, spark, sample):
+    """The README's quick start: ``dcpfast spark-decode --sample --out DIR``."""
+    out = tmp_path / "decoded"
+    result = run("spark-decode", "--sample", "--out", out, "-q")
+    assert result.exit_code == 0, result.output
+    assert pq.read_table(out).num_rows == len(sample)

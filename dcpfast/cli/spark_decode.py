@@ -30,7 +30,7 @@ def spark_decode(inputs, sample, out, master, method, partition_by, columns, wit
     try:
         import pyspark  # noqa: F401
 
-        from . import spark as dspark
+        from .. import spark as dspark
     except ImportError:
         raise click.ClickException("spark-decode needs PySpark: pip install 'dcpfast[spark]'")
     paths = list(inputs) + ([str(dio.SAMPLE)] if sample else [])
