@@ -39,20 +39,19 @@ def read_pcap(source, ports: int | Iterable[int] = (P.DCP_PORT,), *,
               max_frame_size: int = protocol.DEFAULT_MAX_FRAME_SIZE) -> CaptureReader:
     """Decode the DCP traffic of a pcap or pcapng capture, one connection direction a batch.
 
-    ``source`` is a path or a binary file object. TCP segments to or from ``ports`` (one
-    port number or several) are
-    reassembled per direction (sequence order, retransmitted and overlapping bytes taken
-    once, first copy wins); bytes the capture lacks are reported as a gap in
-    ``batch.errors`` and decoding resumes at the next plausible frame after it, as it
-    does on a connection whose start was not captured. ``collections``, ``columns``,
-    ``errors`` and ``max_frame_size`` are as for ``dcpfast.scan``; ``collections=None``
-    is decided per direction on its first MiB. ``errors="strict"`` raises for malformed
-    DCP frames and for a damaged capture file, but gaps and mid-stream starts are always
-    reported, never raised: they are capture loss. The capture is read ``batch_bytes``
-    at a time; memory stays near that plus, per open direction, its last incomplete frame
-    and at most ``REORDER_WINDOW`` of out-of-order data. Port 11207 carries TLS, which
-    cannot be decoded: asking for it raises ``ValueError``; its traffic seen in the
-    capture brings a warning.
+    ``source`` is a path or a binary file object. TCP segments to or from ``ports`` (a port
+    number or several) are reassembled per direction (sequence order, retransmitted and
+    overlapping bytes taken once, first copy wins); bytes the capture lacks are reported as
+    a gap in ``batch.errors`` and decoding resumes at the next plausible frame after it, as
+    it does on a connection whose start was not captured. ``collections``, ``columns``,
+    ``errors`` and ``max_frame_size`` are as for ``dcpfast.scan``; ``collections=None`` is
+    decided per direction on its first MiB. ``errors="strict"`` raises for malformed DCP
+    frames and for a damaged capture file, but gaps and mid-stream starts are always
+    reported, never raised: they are capture loss. The capture is read ``batch_bytes`` at a
+    time; memory stays near that plus, per open direction, its last incomplete frame and at
+    most ``REORDER_WINDOW`` of out-of-order data. Port 11207 carries TLS, which cannot be
+    decoded: asking for it raises ``ValueError``; its traffic seen in the capture brings a
+    warning.
     """
     return CaptureReader(source, ports, collections=collections, columns=columns,
                          errors=errors, batch_bytes=batch_bytes, max_frame_size=max_frame_size)
