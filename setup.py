@@ -2,14 +2,19 @@
 
 DCPFAST_DEBUG=1 builds with bounds checks, assertions and no optimisation;
 DCPFAST_SANITIZE=1 adds AddressSanitizer and UndefinedBehaviorSanitizer;
-DCPFAST_ANNOTATE=1 writes Cython's HTML annotation next to the sources.
+DCPFAST_ANNOTATE=1 writes Cython's HTML annotation next to the sources;
+DCPFAST_REQUIRE_CORES=1 fails the build where the cores cannot be compiled (the wheels set
+it); without it dcpfast then installs with the pure-Python twins of the cores.
 """
 
 import os
+import sys
 from glob import glob
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.errors import CCompilerError, ExecError, PlatformError
 
 
 def flag(name):
@@ -40,5 +45,28 @@ extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=
                         extra_compile_args=compile_args, extra_link_args=link_args)
               for name, files in depends.items()]
 
+
+
+class BuildCores(build_ext):
+    """All the compiled cores or none: where one fails to compile (no C compiler, say),
+    none is installed and dcpfast runs on the twins (``dcpfast.IMPLEMENTATION`` says
+    "python"), since a build with some cores but not all is refused at import."""
+
+    def run(self):
+        try:
+            super().run()
+        except (CCompilerError, ExecError, PlatformError, OSError) as e:
+            if flag("DCPFAST_REQUIRE_CORES"):
+                raise
+            for ext in self.extensions:
+                built = self.get_ext_fullpath(ext.name)
+                if os.path.exists(built):
+                    os.remove(built)
+            print(f"warning: the compiled cores of dcpfast could not be built ({e}); it "
+                  "installs with their pure-Python twins, which do the same work more "
+                  "slowly", file=sys.stderr)
+
+
 setup(ext_modules=cythonize(extensions, compiler_directives=directives,
-                            annotate=flag("DCPFAST_ANNOTATE")))
+                            annotate=flag("DCPFAST_ANNOTATE")),
+      cmdclass={"build_ext": BuildCores})
