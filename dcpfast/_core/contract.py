@@ -36,6 +36,9 @@ class ScanRequest(NamedTuple):
     unverified: bool = False
     #: 0, or the log2 size of the data buffers of the Arrow binary views to write.
     view_bits: int = 0
+    #: -1, or a position from which no frame is taken: the walk ends at the first frame
+    #: boundary at or past it (a resynchronisation may still look beyond it).
+    stop: int = -1
 
 
 class ScanResult(NamedTuple):

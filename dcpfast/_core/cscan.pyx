@@ -14,6 +14,7 @@ function lives in the piece of its concern; this file holds the scan itself
 (``scan_buffer``), which sets up a walk and its output memory and runs it.
 """
 
+cimport cython
 from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
@@ -37,6 +38,7 @@ DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frame
 DEF MIN_MEAN = 48         # a reservation for frames shorter than this on average is no guide
 DEF PREFETCH_NEAR = 1024  # input bytes fetched ahead of the frame being parsed: at least ...
 DEF PREFETCH_FAR = 131072 # ... and at most
+DEF MAX_UINT64 = 0xFFFFFFFFFFFFFFFF
 
 cdef enum:
     OK = 0
@@ -53,24 +55,28 @@ include "scan_sniff.pxi"
 include "scan_bitmaps.pxi"
 
 
-def scan_buffer(const uint8_t[::1] buf, request):
+def scan_buffer(const uint8_t[::1] buf, request, Columns out=None):
     """Scan ``buf[request.start:]`` as ``request`` (a ``contract.ScanRequest``) says; a
-    ``contract.ScanResult``."""
+    ``contract.ScanResult``. The rows go to ``out`` from its row 0 when given (grown as
+    needed, and left as it is after the scan), else to a ``Columns`` of the scan's own."""
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
     cdef int rc
-    names = request.names
+    names = tuple(request.names)
     start_walk(&w, buf, request)
-    widths = [S.DTYPES[name].itemsize for name in names]
-    columns = [new_room(w.cap * width) for width in widths]
-    kinds = new_room(w.cap)
     # the views of the key and value columns asked for
-    viewed = [name for name, pair in S.BINARY.items()
-              if request.view_bits and set(pair) <= set(names)]
-    view_rooms = [new_room(w.cap * 16) if name in viewed else None for name in S.BINARY]
+    viewed = tuple(name for name, pair in S.BINARY.items()
+                   if request.view_bits and set(pair) <= set(names))
+    own = out is None
+    if own:
+        out = Columns(names, w.cap, viewed)
+    elif out.names != names or not set(viewed) <= set(out.viewed):
+        raise ValueError("the output holds other columns than the request names")
+    out.reserve(w.cap, 0)
+    w.cap = out.rows
     try:
         while True:
-            point(&w, cols, names, columns, kinds, view_rooms)
+            point(&w, cols, out, viewed)
             with nogil:
                 rc = walk(&w)
             if rc < 0:
@@ -78,13 +84,9 @@ def scan_buffer(const uint8_t[::1] buf, request):
             if rc == 0:
                 break
             # the columns are full: larger ones, with the rows written so far copied over
-            w.cap = more_rows(&w)
-            columns = [regrow(columns[i], w.count, w.cap, widths[i])
-                       for i in range(len(names))]
-            kinds = regrow(kinds, w.count, w.cap, 1)
-            view_rooms = [None if v is None else regrow(v, w.count, w.cap, 16)
-                          for v in view_rooms]
-        return result(&w, request, columns, kinds, view_rooms, viewed)
+            out.reserve(more_rows(&w), w.count)
+            w.cap = out.rows
+        return result(&w, request, out, viewed, own)
     finally:
         free(w.regions)
 
@@ -113,8 +115,11 @@ cdef void start_walk(Walk* w, const uint8_t[::1] buf, request) except *:
         raise ValueError(f"start {start} outside the buffer of {buf.shape[0]} bytes")
     if not 0 <= view_bits <= 31:
         raise ValueError(f"view_bits {view_bits} outside 0..31")
+    if not 0 <= request.base <= MAX_UINT64 - buf.shape[0]:
+        raise ValueError(f"base {request.base} puts offsets outside 0..2**64-1")
     w.buf = &buf[0] if buf.shape[0] else <const uint8_t*>""
     w.end = buf.shape[0]
+    w.stop = w.end if request.stop < 0 else min(<size_t>request.stop, w.end)
     w.collections, w.skip, w.final = request.collections, request.skip, request.final
     w.max_frame = request.max_frame_size
     w.base = request.base
@@ -128,23 +133,23 @@ cdef void start_walk(Walk* w, const uint8_t[::1] buf, request) except *:
     w.fail_code = 0
     upper = (w.end - start) // 24 + 1          # no frame is shorter than its header
     w.limit = min(<size_t>max_frames, upper) if max_frames >= 0 else upper
-    w.cap = min(w.limit, estimate_frames(w.buf, start, w.end))
-    if w.cap > (w.end - start) // MIN_MEAN + FIRST_ROWS:
+    w.cap = min(w.limit, estimate_frames(w.buf, start, max(w.stop, start)))
+    if w.cap > (max(w.stop, start) - start) // MIN_MEAN + FIRST_ROWS:
         w.cap = min(w.cap, FIRST_ROWS)      # the first frames are no guide: measure, then grow
 
 
-cdef void point(Walk* w, char** cols, names, list columns, _Room kinds,
-                list view_rooms) except *:
+cdef void point(Walk* w, char** cols, Columns out, tuple viewed) except *:
     """Point the walk at its output memory (again after it grew)."""
-    cdef int c
+    cdef int c, k = len(out.names)
     for c in range(n_columns):
         cols[c] = NULL
-    for i, name in enumerate(names):
-        cols[S.INDEX[name]] = (<_Room>columns[i]).at
+    for i, name in enumerate(out.names):
+        cols[S.INDEX[name]] = out.part(i)
     w.cols = cols
-    w.kinds = <uint8_t*>kinds.at
-    for c in range(2):
-        w.views[c] = <uint8_t*>(<_Room>view_rooms[c]).at if view_rooms[c] is not None else NULL
+    w.kinds = <uint8_t*>out.part(k)
+    for c, name in enumerate(S.BINARY):
+        w.views[c] = <uint8_t*>out.part(k + 1 + out.viewed.index(name)) \
+            if name in viewed else NULL
 
 
 cdef size_t more_rows(const Walk* w) noexcept nogil:
@@ -157,21 +162,18 @@ cdef size_t more_rows(const Walk* w) noexcept nogil:
     return min(w.limit, w.count + rows)
 
 
-cdef object result(const Walk* w, request, list columns, _Room kinds, list view_rooms,
-                   list viewed):
-    """The ``ScanResult`` of a finished walk: its columns cut to the rows written."""
+cdef object result(const Walk* w, request, Columns out, tuple viewed, bint own):
+    """The ``ScanResult`` of a finished walk: its columns cut to the rows written (and the
+    pages past them given back, when ``out`` is the scan's own)."""
     if w.fail_code:
         return ScanResult(0, request.start, {}, np.zeros(0, np.uint8), [], False, None,
                           (w.fail_pos, w.fail_code, w.fail_a, w.fail_b))
-    arrays = {name: finish(columns[i], w.count, S.DTYPES[name])
-              for i, name in enumerate(request.names)}
+    arrays, kinds, views = out.finish(w.count) if own else out.arrays(w.count)
     if request.view_bits and not w.view_too_long:
-        views = {name: finish(view_rooms[c], 16 * w.count, np.dtype(np.uint8)).reshape(-1, 16)
-                 for c, name in enumerate(S.BINARY) if name in viewed}
+        views = {name: views[name] for name in viewed}
     else:
         views = None
     regions = [(w.regions[r].start, w.regions[r].end - w.regions[r].start,
                 w.regions[r].code, w.regions[r].a, w.regions[r].b)
                for r in range(w.n_regions)]
-    return ScanResult(w.count, w.pos, arrays, finish(kinds, w.count, np.dtype(np.uint8)),
-                      regions, bool(w.unverified), views)
+    return ScanResult(w.count, w.pos, arrays, kinds, regions, bool(w.unverified), views)

@@ -233,10 +233,11 @@ class _Walk:
         self.unverified = not self.final     # whatever the next chunk starts with is unproven
         return self.end
 
-    def count(self, pos, limit):
-        """First pass: frame starts, damaged regions, and the first failure (strict)."""
+    def count(self, pos, limit, stop):
+        """First pass: frame starts, damaged regions, and the first failure (strict); no
+        frame is taken at or past ``stop``."""
         starts, regions, failure, start = [], [], None, pos
-        while len(starts) < limit:
+        while len(starts) < limit and pos < stop:
             s, f = self.parse(pos)
             if self.unverified and pos == start and s != P.INCOMPLETE:
                 # still resynchronising: only a frame start that resync would accept will do
@@ -274,31 +275,95 @@ class _Walk:
         return starts, pos, regions, failure
 
 
-def scan_buffer(buf, request: ScanRequest) -> ScanResult:
+def scan_buffer(buf, request: ScanRequest, out: Columns | None = None) -> ScanResult:
     """Scan ``buf[request.start:]`` as ``request`` says; see ``contract`` for the fields of
-    the request and of the result."""
+    the request and of the result. The rows go to ``out`` from its row 0 when given."""
     buf = memoryview(buf).cast("B")
-    start, names, view_bits = request.start, request.names, request.view_bits
+    start, names, view_bits = request.start, tuple(request.names), request.view_bits
     if not 0 <= start <= len(buf):
         raise ValueError(f"start {start} outside the buffer of {len(buf)} bytes")
     if not 0 <= view_bits <= 31:
         raise ValueError(f"view_bits {view_bits} outside 0..31")
+    if not 0 <= request.base <= 2**64 - 1 - len(buf):
+        raise ValueError(f"base {request.base} puts offsets outside 0..2**64-1")
+    viewed = tuple(name for name, pair in S.BINARY.items()
+                   if view_bits and set(pair) <= set(names))
+    if out is not None and (out.names != names or not set(viewed) <= set(out.viewed)):
+        raise ValueError("the output holds other columns than the request names")
     walk = _Walk(buf, request.collections, request.skip, request.final,
                  request.max_frame_size, request.unverified)
     limit = request.max_frames if request.max_frames >= 0 else float("inf")
-    starts, consumed, regions, failure = walk.count(start, limit)
+    stop = len(buf) if request.stop < 0 else request.stop
+    starts, consumed, regions, failure = walk.count(start, limit, stop)
     if failure:
         return ScanResult(0, start, {}, np.zeros(0, np.uint8), [], False, None, failure)
     n = len(starts)
-    arrays = {name: np.zeros(n, S.DTYPES[name]) for name in names}
-    kinds = np.zeros(n, np.uint8)
+    if out is None:
+        out = Columns(names, n, viewed)
+    out.reserve(n, 0)
+    arrays, kinds, views = out.arrays(n)
+    for array in arrays.values():
+        array[:] = 0
     for i, (pos, f) in enumerate(starts):
         kinds[i] = f.kind
         for name, value in _row(buf, pos, f, request.base).items():
             if name in arrays:
                 arrays[name][i] = value
-    views = _binary_views(buf, starts, names, view_bits) if view_bits else None
+    if view_bits:
+        found = _binary_views(buf, starts, names, view_bits)
+        if found is not None:
+            for name in viewed:
+                views[name][:] = found[name]
+        views = None if found is None else {name: views[name] for name in viewed}
+    else:
+        views = None
     return ScanResult(n, consumed, arrays, kinds, regions, walk.unverified, views)
+
+
+class Columns:
+    """The output memory of a scan: ``rows`` rows of the columns ``names``, of the frame
+    kinds and of the binary-view structs of the pairs ``viewed`` (names of
+    ``schema.BINARY``). ``scan_buffer`` fills it from row 0 (growing it when the frames
+    need more rows)."""
+
+    def __init__(self, names, rows, viewed=()):
+        if rows < 0:
+            raise ValueError("negative rows")
+        if not set(viewed) <= set(S.BINARY):
+            raise ValueError("unknown columns or views")
+        self.names, self.viewed, self.rows = tuple(names), tuple(viewed), 0
+        self._columns = {name: np.empty(0, S.DTYPES[name]) for name in self.names}
+        self._kinds = np.empty(0, np.uint8)
+        self._views = {name: np.empty((0, 16), np.uint8) for name in self.viewed}
+        self.reserve(rows, 0)
+
+    def reserve(self, rows, keep):
+        """Room for at least ``rows`` rows, the first ``keep`` of every part kept."""
+        if rows <= self.rows:
+            return
+        if not 0 <= keep <= self.rows:
+            raise ValueError("keep outside the rows held")
+
+        def grown(a):
+            b = np.empty((rows, *a.shape[1:]), a.dtype)
+            b[:keep] = a[:keep]
+            return b
+        self._columns = {name: grown(a) for name, a in self._columns.items()}
+        self._kinds = grown(self._kinds)
+        self._views = {name: grown(a) for name, a in self._views.items()}
+        self.rows = rows
+
+    def arrays(self, count):
+        """The first ``count`` rows as numpy arrays: the columns by name, the kinds, and
+        the views by name (``(count, 16)`` uint8)."""
+        if not 0 <= count <= self.rows:
+            raise ValueError("count outside the rows held")
+        return ({name: a[:count] for name, a in self._columns.items()}, self._kinds[:count],
+                {name: a[:count] for name, a in self._views.items()})
+
+    def finish(self, count):
+        """``arrays(count)``; the compiled core also gives back the memory past them."""
+        return self.arrays(count)
 
 
 def _binary_views(buf, frames, names, bits):

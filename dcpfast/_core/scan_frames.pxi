@@ -48,6 +48,7 @@ cdef struct Walk:
     uint64_t base        # stream position of buf[0]
     size_t limit         # most frames to take
     size_t start         # where the walk began
+    size_t stop          # no frame is taken from here on
     bint unverified      # the frame at start (or at pos, when stopped) awaits resync checks
     bint stalled         # resync needs bytes beyond this chunk to decide
     size_t cap           # room in the output columns

@@ -1,71 +1,27 @@
-# Output memory. Columns of a large scan are mapped spans that go back to a cache when their
-# last array is dropped: the next scan (or the next batch of iter_batches) writes into pages
-# that are already resident instead of faulting in and zeroing fresh ones, which costs as
-# much as the scan itself. The cache holds at most KEEP_BYTES, and a span for at most
-# KEEP_SECONDS (checked whenever a span is taken or given back). Small requests use the
-# allocator. The platform layer (mapping, unmapping, growth, the clock) is spans.h.
+# Output memory. A scan's columns, frame kinds and binary views are carved out of one
+# allocation (``Columns``), whatever the batch size; from SPAN_MIN up it is a mapped span
+# that goes back to a cache when its last array is dropped, so the next scan (or the next
+# batch of iter_batches) writes into pages that are already resident instead of faulting in
+# and zeroing fresh ones, which costs as much as the scan itself. The cache, its bounds and
+# the thread that gives idle spans back are in spans.h; smaller requests use the allocator.
 
-DEF SPAN_MIN = 1 << 20        # requests from this size up are mapped and recycled
-DEF KEEP_SPANS = 128          # cache size: spans ...
-DEF KEEP_BYTES = 512 << 20    # ... and bytes
-DEF KEEP_SECONDS = 2.0
+DEF SPAN_MIN = 64 << 10       # requests from this size up are mapped and recycled
+DEF ALIGN = 64                # each part of a Columns starts on a cache line
 
 cdef extern from "spans.h":
     bint DCP_CAN_GROW
-    void* DCP_GROW(void* p, size_t old, size_t new) nogil
-    void* dcp_map(size_t size) nogil
-    void dcp_unmap(void* p, size_t size) nogil
-    size_t dcp_unmap_tail(void* p, size_t keep, size_t size) nogil
-    double dcp_now() nogil
+    void dcp_spans_init() nogil
+    char* dcp_span_take(size_t n, size_t* got) nogil
+    void dcp_span_give(char* at, size_t size) nogil
+    void dcp_span_shrunk(size_t size) nogil
+    size_t dcp_span_size(size_t n) nogil
+    void dcp_span_stats(size_t* live, size_t* peak, size_t* kept, int reset) nogil
 
-cdef char* kept_at[KEEP_SPANS]          # oldest first
-cdef size_t kept_size[KEEP_SPANS]
-cdef double kept_since[KEEP_SPANS]
-cdef size_t n_kept = 0, kept_bytes = 0
-cdef size_t live_bytes = 0, peak_bytes = 0     # mapped spans in use
-cdef PyThread_type_lock cache_lock = PyThread_allocate_lock()   # for free-threaded builds
-
-
-cdef size_t span_size(size_t n) noexcept nogil:
-    """``n`` rounded up to a size class: sixteenths of a power of two, whole pages."""
-    cdef size_t step = 4096
-    while step * 16 <= n:
-        step *= 2
-    return (n + step - 1) // step * step
-
-
-cdef void unkeep(int i) noexcept nogil:
-    global n_kept, kept_bytes
-    kept_bytes -= kept_size[i]
-    n_kept -= 1
-    memmove(&kept_at[i], &kept_at[i + 1], (n_kept - i) * sizeof(char*))
-    memmove(&kept_size[i], &kept_size[i + 1], (n_kept - i) * sizeof(size_t))
-    memmove(&kept_since[i], &kept_since[i + 1], (n_kept - i) * sizeof(double))
-
-
-cdef void expire(double now) noexcept nogil:
-    """Unmap the spans kept longer than KEEP_SECONDS."""
-    while n_kept and now - kept_since[0] > KEEP_SECONDS:
-        dcp_unmap(kept_at[0], kept_size[0])
-        unkeep(0)
-
-
-cdef int kept_for(size_t size) noexcept nogil:
-    """The kept span to serve a request of ``size`` bytes: the smallest that holds it with
-    at most a quarter to spare, else (where mappings can grow) the largest smaller one;
-    -1 if none."""
-    cdef int i, fit = -1, under = -1
-    for i in range(n_kept):
-        if size <= kept_size[i] <= size + size // 4:
-            if fit < 0 or kept_size[i] < kept_size[fit]:
-                fit = i
-        elif DCP_CAN_GROW and kept_size[i] < size and (under < 0 or kept_size[i] > kept_size[under]):
-            under = i
-    return fit if fit >= 0 else under
+dcp_spans_init()
 
 
 cdef class _Room:
-    """Writable memory for one column or buffer, exposed through the buffer protocol."""
+    """Writable memory for one buffer, exposed through the buffer protocol."""
     cdef char* at
     cdef size_t size          # bytes exposed
     cdef size_t mapped        # bytes mapped (0: from the allocator)
@@ -74,82 +30,36 @@ cdef class _Room:
         PyBuffer_FillInfo(view, self, self.at, self.size, 0, flags)
 
     def __dealloc__(self):
-        global live_bytes, n_kept, kept_bytes
-        cdef double now
         if self.at == NULL:
             return
-        if not self.mapped:
-            PyMem_RawFree(self.at)
-            return
-        PyThread_acquire_lock(cache_lock, WAIT_LOCK)
-        now = dcp_now()
-        expire(now)
-        live_bytes -= self.mapped
-        if self.mapped > KEEP_BYTES:
-            dcp_unmap(self.at, self.mapped)
+        if self.mapped:
+            dcp_span_give(self.at, self.mapped)
         else:
-            while n_kept and (n_kept == KEEP_SPANS or kept_bytes + self.mapped > KEEP_BYTES):
-                dcp_unmap(kept_at[0], kept_size[0])
-                unkeep(0)
-            kept_at[n_kept] = self.at
-            kept_size[n_kept] = self.mapped
-            kept_since[n_kept] = now
-            n_kept += 1
-            kept_bytes += self.mapped
-        PyThread_release_lock(cache_lock)
+            PyMem_RawFree(self.at)
 
     cdef void trim(self, size_t used) noexcept nogil:
         """Give back the pages of a mapped span past ``used`` bytes when it is more than
         twice that (a scan that reserved far more rows than it found)."""
-        global live_bytes
-        cdef size_t keep = span_size(used) if used else 4096
+        cdef size_t keep = dcp_span_size(used) if used else 4096
         if self.mapped and keep <= self.mapped // 2:
-            keep = dcp_unmap_tail(self.at, keep, self.mapped)
-            PyThread_acquire_lock(cache_lock, WAIT_LOCK)
-            live_bytes -= self.mapped - keep
-            PyThread_release_lock(cache_lock)
+            munmap(self.at + keep, self.mapped - keep)
+            dcp_span_shrunk(self.mapped - keep)
             self.mapped = keep
             self.size = min(self.size, keep)
 
 
 cdef _Room new_room(size_t n):
-    global live_bytes, peak_bytes
     cdef _Room r = _Room.__new__(_Room)
-    cdef size_t size
-    cdef int i
-    cdef void* at = NULL
+    cdef size_t got = 0
     r.size = n
     if n < SPAN_MIN:
-        if n_kept:
-            PyThread_acquire_lock(cache_lock, WAIT_LOCK)
-            expire(dcp_now())
-            PyThread_release_lock(cache_lock)
         r.at = <char*>PyMem_RawMalloc(n if n else 1)
-        if r.at == NULL:
-            raise MemoryError()
-        return r
-    size = span_size(n)
-    PyThread_acquire_lock(cache_lock, WAIT_LOCK)
-    expire(dcp_now())
-    i = kept_for(size)
-    if i >= 0:
-        at = kept_at[i]
-        if kept_size[i] < size:          # its pages stay; only the new tail is fresh
-            at = DCP_GROW(at, kept_size[i], size)
-            if at == NULL:
-                dcp_unmap(kept_at[i], kept_size[i])
-        else:
-            size = kept_size[i]
-        unkeep(i)
-    if at == NULL:
-        at = dcp_map(size)
-    if at != NULL:
-        live_bytes += size
-        peak_bytes = max(peak_bytes, live_bytes)
-    PyThread_release_lock(cache_lock)
-    if at == NULL:
+    else:
+        with nogil:
+            r.at = dcp_span_take(n, &got)
+        r.mapped = got
+    if r.at == NULL:
         raise MemoryError()
-    r.at, r.mapped = <char*>at, size
     return r
 
 
@@ -163,22 +73,103 @@ def room(Py_ssize_t n):
 def mapped(bint reset=False):
     """Bytes of mapped spans in use now, the most in use at once since the last reset, and
     the bytes kept for reuse (the allocator's share is visible to tracemalloc)."""
-    global peak_bytes
-    found = live_bytes, peak_bytes, kept_bytes
-    if reset:
-        peak_bytes = live_bytes
-    return found
+    cdef size_t live, peak, kept
+    dcp_span_stats(&live, &peak, &kept, reset)
+    return live, peak, kept
 
 
-cdef _Room regrow(_Room old, size_t count, size_t rows, size_t width):
-    """A larger column holding the first ``count`` rows of ``old``."""
-    cdef _Room r = new_room(rows * width)
-    if count:
-        memcpy(r.at, old.at, count * width)
-    return r
+cdef inline size_t aligned(size_t n) noexcept nogil:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-cdef object finish(_Room r, size_t count, dtype):
-    """The first ``count`` rows as a numpy array."""
-    r.trim(count * dtype.itemsize)
-    return np.frombuffer(r, dtype, count)
+@cython.auto_pickle(False)
+cdef class Columns:
+    """The output memory of a scan: ``rows`` rows of the columns ``names``, of the frame
+    kinds and of the binary-view structs of the pairs ``viewed`` (names of
+    ``schema.BINARY``), carved out of one allocation. ``scan_buffer`` fills it from row 0
+    (growing it when the frames need more rows)."""
+    cdef _Room room
+    cdef readonly size_t rows
+    cdef readonly tuple names
+    cdef readonly tuple viewed
+    cdef int n_parts                          # the columns, the kinds, the views
+    cdef size_t width[MAX_COLUMNS + 3]
+    cdef size_t offset[MAX_COLUMNS + 3]
+
+    def __init__(self, names, Py_ssize_t rows, viewed=()):
+        cdef int i
+        if rows < 0:
+            raise ValueError("negative rows")
+        if len(names) > MAX_COLUMNS or not set(viewed) <= set(S.BINARY):
+            raise ValueError("unknown columns or views")
+        self.names, self.viewed = tuple(names), tuple(viewed)
+        for i, name in enumerate(self.names):
+            self.width[i] = S.DTYPES[name].itemsize
+        self.width[len(self.names)] = 1
+        for i in range(len(self.viewed)):
+            self.width[len(self.names) + 1 + i] = 16
+        self.n_parts = len(self.names) + 1 + len(self.viewed)
+        self.room = self.carve(rows)
+        self.rows = rows
+
+    cdef _Room carve(self, size_t rows):
+        """A room for ``rows`` rows of every part, with the parts' offsets set in it."""
+        cdef size_t total = 0
+        cdef int i
+        for i in range(self.n_parts):
+            self.offset[i] = total
+            total += aligned(rows * self.width[i])
+        return new_room(total)
+
+    cdef char* part(self, int i) noexcept:
+        return self.room.at + self.offset[i]
+
+    def reserve(self, Py_ssize_t rows, Py_ssize_t keep):
+        """Room for at least ``rows`` rows, the first ``keep`` of every part kept."""
+        cdef _Room old = self.room
+        cdef size_t before[MAX_COLUMNS + 3]
+        cdef int i
+        if rows <= <Py_ssize_t>self.rows:
+            return
+        if not 0 <= keep <= <Py_ssize_t>self.rows:
+            raise ValueError("keep outside the rows held")
+        memcpy(before, self.offset, sizeof(before))
+        self.room = self.carve(rows)
+        self.rows = rows
+        for i in range(self.n_parts):
+            memcpy(self.part(i), old.at + before[i], keep * self.width[i])
+
+    def arrays(self, Py_ssize_t count):
+        """The first ``count`` rows as numpy arrays: the columns by name, the kinds, and
+        the views by name (``(count, 16)`` uint8)."""
+        cdef int i, k = len(self.names)
+        if not 0 <= count <= <Py_ssize_t>self.rows:
+            raise ValueError("count outside the rows held")
+        columns = {name: np.frombuffer(self.room, S.DTYPES[name], count, self.offset[i])
+                   for i, name in enumerate(self.names)}
+        kinds = np.frombuffer(self.room, np.uint8, count, self.offset[k])
+        views = {name: np.frombuffer(self.room, np.uint8, 16 * count,
+                                     self.offset[k + 1 + i]).reshape(-1, 16)
+                 for i, name in enumerate(self.viewed)}
+        return columns, kinds, views
+
+    def finish(self, Py_ssize_t count):
+        """``arrays(count)``, after moving the parts together and giving back the pages
+        past them when the rows held are more than twice ``count`` (a scan that reserved
+        far more rows than it found). The Columns holds ``count`` rows afterwards."""
+        cdef size_t used = 0, at
+        cdef int i
+        if not 0 <= count <= <Py_ssize_t>self.rows:
+            raise ValueError("count outside the rows held")
+        for i in range(self.n_parts):
+            used += aligned(count * self.width[i])
+        if self.room.mapped and dcp_span_size(used) <= self.room.mapped // 2:
+            used = 0
+            for i in range(self.n_parts):     # each part moves down (or stays)
+                at = used
+                memmove(self.room.at + at, self.part(i), count * self.width[i])
+                self.offset[i] = at
+                used += aligned(count * self.width[i])
+            self.room.trim(used)
+            self.rows = count
+        return self.arrays(count)

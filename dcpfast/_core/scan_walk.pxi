@@ -13,7 +13,7 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef Frame* f
     cdef int s, after, rc = 0
     cdef size_t q, pos = w.pos, count = w.count
-    cdef size_t stop = min(w.limit, w.cap)
+    cdef size_t most = min(w.limit, w.cap), stop = w.stop
     cdef const uint8_t* buf = w.buf
     cdef size_t end = w.end
     cdef bint collections = w.collections
@@ -24,7 +24,7 @@ cdef int walk(Walk* w) noexcept nogil:
     a.buf = buf
     a.p = a.stop = pos
     a.last = end - 192 if end > 192 else 0
-    while count < stop:
+    while count < most and pos < stop:
         f = &rows[n]
         ahead_of(&a, pos)
         ahead_out(&o)
@@ -77,7 +77,7 @@ cdef int walk(Walk* w) noexcept nogil:
         if w.unverified:                 # the next chunk decides whether a frame starts here
             break
     else:
-        if count == w.cap and count < w.limit:
+        if count == w.cap and count < w.limit and pos < stop:
             rc = 1
     a.stop = a.p
     flush(w, &plan, rows, count - n, n, &a)
