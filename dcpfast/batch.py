@@ -29,6 +29,7 @@ _ERRORS = ("strict", "skip")
 _LARGEST_FRAME = P.HEADER_SIZE + 0xFFFFFFFF   # the body length is 32 bits
 _WINDOW_BITS = 30                     # binary_view data buffers for inputs over 2 GiB
 _INT32_MAX = 2**31 - 1
+_LAST_OFFSET = 2**64 - 1            # stream positions are uint64
 
 
 def byte_view(data) -> memoryview:
@@ -46,7 +47,8 @@ def byte_view(data) -> memoryview:
 def scan(data, *, collections: bool | None = None, columns=None, errors: str = "strict",
          start: int = 0, max_frames: int | None = None,
          max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, base_offset: int = 0,
-         final: bool = False, binary_views: bool = False) -> FrameBatch:
+         final: bool = False, binary_views: bool = False,
+         threads: int | None = None) -> FrameBatch:
     """Decode the concatenated DCP frames in ``data[start:]`` into columns.
 
     ``data`` is any contiguous buffer; it is not copied, and the batch keeps it alive.
@@ -64,21 +66,24 @@ def scan(data, *, collections: bool | None = None, columns=None, errors: str = "
     include) while each frame is in cache, so ``to_arrow(binary_view=True)`` and
     ``to_polars()`` need no pass of their own over the data (the scan takes up to a fifth
     longer; the conversion then costs a few per cent of the scan instead of about half).
+    ``threads``: how many threads decode a large buffer (None: the cores this process may
+    use; see ``dcpfast.io.parallel``); the batch is the same whatever the number.
     """
     batch, _ = scan_view(data, byte_view(data), start=start, collections=collections,
                          columns=columns, errors=errors, max_frames=max_frames,
                          max_frame_size=max_frame_size, base_offset=base_offset,
-                         final=final, binary_views=binary_views)
+                         final=final, binary_views=binary_views, threads=threads)
     return batch
 
 
 def scan_view(data, view, *, start, collections, columns, errors, max_frames, max_frame_size,
-              base_offset, final, unverified=False, binary_views=False
+              base_offset, final, unverified=False, binary_views=False, threads=1
               ) -> tuple[FrameBatch, bool]:
     """``scan`` of ``view`` (the byte view of ``data``), resuming a skip-mode scan whose
     first frame still awaits its resynchronisation checks when ``unverified``. Returns the
     batch and whether the frame at its ``consumed`` position awaits them (see
-    ``_core.ScanRequest``): the state ``io.resume`` carries from chunk to chunk."""
+    ``_core.ScanRequest``): the state ``io.resume`` carries from chunk to chunk.
+    ``threads`` as for ``scan`` (here 1 unless told)."""
     if errors not in _ERRORS:
         raise ValueError(f"errors must be one of {_ERRORS}, not {errors!r}")
     if max_frame_size < P.HEADER_SIZE:
@@ -87,6 +92,9 @@ def scan_view(data, view, *, start, collections, columns, errors, max_frames, ma
         raise ValueError(f"start {start} outside the buffer of {len(view)} bytes")
     if max_frames is not None and max_frames < 0:
         raise ValueError(f"max_frames must be None or at least 0, not {max_frames}")
+    if not 0 <= base_offset <= _LAST_OFFSET - len(view):
+        raise ValueError(f"base_offset {base_offset} with {len(view)} bytes puts stream "
+                         "positions outside 0..2**64-1")
     names = S.resolve(columns)
     if collections is None:
         collections = bool(_core.scan.sniff_collections(view, start))
@@ -94,7 +102,11 @@ def scan_view(data, view, *, start, collections, columns, errors, max_frames, ma
         start, names, bool(collections), errors == "skip",
         -1 if max_frames is None else max_frames, min(max_frame_size, _LARGEST_FRAME),
         base_offset, final, unverified, window_bits(len(view)) if binary_views else 0)
-    result = _core.scan.scan_buffer(view, request)
+    if threads == 1 and type(threads) is int:
+        result = _core.scan.scan_buffer(view, request)
+    else:           # threads run over byte ranges, which io cuts: imported when asked for
+        from .io.parallel import scan_result, threads_of
+        result = scan_result(view, request, threads_of(threads))
     if result.failure:
         pos, code, a, b = result.failure
         raise DcpFormatError(base_offset + pos, describe(code, a, b))

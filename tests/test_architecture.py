@@ -33,6 +33,8 @@ ALLOWED_UPWARD = {
     # FrameBatch.values() and .system_events() are conveniences for content's functions,
     # imported when called.
     ("batch", "content.values"), ("batch", "content.events"),
+    # scan(threads=...) cuts a large buffer into io's byte ranges, imported when asked for.
+    ("batch", "io.parallel"),
 }
 #: The compiled cores: only ``_core`` imports them.
 COMPILED = ("cscan", "cpcap", "cvalues")

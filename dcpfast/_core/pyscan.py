@@ -353,6 +353,22 @@ class Columns:
         self._views = {name: grown(a) for name, a in self._views.items()}
         self.rows = rows
 
+    def put(self, row, other, first, count):
+        """Copy rows ``first ... first + count`` of every part of ``other`` (a Columns of
+        the same columns and views) to rows ``row ...`` of this one."""
+        if other.names != self.names or other.viewed != self.viewed:
+            raise ValueError("put: the Columns hold other parts")
+        if (row < 0 or first < 0 or count < 0 or row + count > self.rows
+                or first + count > other.rows):
+            raise ValueError("put: rows outside the Columns")
+        columns, kinds, views = self.arrays(self.rows)
+        theirs, their_kinds, their_views = other.arrays(other.rows)
+        for name, column in columns.items():
+            column[row:row + count] = theirs[name][first:first + count]
+        kinds[row:row + count] = their_kinds[first:first + count]
+        for name, view in views.items():
+            view[row:row + count] = their_views[name][first:first + count]
+
     def arrays(self, count):
         """The first ``count`` rows as numpy arrays: the columns by name, the kinds, and
         the views by name (``(count, 16)`` uint8)."""

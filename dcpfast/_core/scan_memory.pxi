@@ -139,6 +139,24 @@ cdef class Columns:
         for i in range(self.n_parts):
             memcpy(self.part(i), old.at + before[i], keep * self.width[i])
 
+    def put(self, Py_ssize_t row, Columns other, Py_ssize_t first, Py_ssize_t count):
+        """Copy rows ``first ... first + count`` of every part of ``other`` (a Columns of
+        the same columns and views) to rows ``row ...`` of this one."""
+        cdef int i
+        cdef char* dst[MAX_COLUMNS + 3]
+        cdef const char* src[MAX_COLUMNS + 3]
+        if other.names != self.names or other.viewed != self.viewed:
+            raise ValueError("put: the Columns hold other parts")
+        if (row < 0 or first < 0 or count < 0 or row + count > <Py_ssize_t>self.rows
+                or first + count > <Py_ssize_t>other.rows):
+            raise ValueError("put: rows outside the Columns")
+        for i in range(self.n_parts):
+            dst[i] = self.part(i) + row * self.width[i]
+            src[i] = other.part(i) + first * other.width[i]
+        with nogil:
+            for i in range(self.n_parts):
+                memcpy(dst[i], src[i], count * self.width[i])
+
     def arrays(self, Py_ssize_t count):
         """The first ``count`` rows as numpy arrays: the columns by name, the kinds, and
         the views by name (``(count, 16)`` uint8)."""

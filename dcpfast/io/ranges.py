@@ -14,8 +14,9 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from .. import protocol as P
-from ..batch import FrameBatch, recycled
+from ..batch import FrameBatch, byte_view, recycled
 from ..errors import DcpFormatError, text
+from .compression import read_into
 from .resume import Resume
 
 #: Input bytes decoded per batch of a range.
@@ -72,6 +73,17 @@ def plan(files: Sequence[tuple[str, int]], partition_bytes: int = PARTITION_BYTE
     return [sorted(b[2], key=lambda p: (p.uri, p.lo)) for b in bins if b[2]]
 
 
+def _reader(f):
+    """How ``chain`` reads ``f``: a function of ``(pos, tail, n)`` giving ``tail`` followed
+    by the ``n`` bytes at ``pos``. A buffer in memory is sliced (the tail is the end of the
+    previous slice), a file is read into recycled memory."""
+    try:
+        view = byte_view(f)
+    except TypeError:
+        return lambda pos, tail, n: _read_into(f, pos, tail, n)
+    return lambda pos, tail, n: view[pos - len(tail):pos + n]
+
+
 def _read_into(f, pos: int, tail, n: int) -> np.ndarray:
     """``tail`` followed by ``n`` bytes of ``f`` from ``pos``."""
     buf = recycled(len(tail) + n, np.uint8)
@@ -80,7 +92,7 @@ def _read_into(f, pos: int, tail, n: int) -> np.ndarray:
     f.seek(pos)
     view = buf.data
     while got < len(buf):
-        read = f.readinto(view[got:])
+        read = read_into(f, view[got:])
         if not read:
             raise OSError(f"file shorter than expected at byte {pos + got - len(tail)}")
         got += read
@@ -89,8 +101,8 @@ def _read_into(f, pos: int, tail, n: int) -> np.ndarray:
 
 def chain(f, start: int, size: int, *, stop: int | None, names, collections: bool,
           errors: str, unverified: bool, batch_bytes: int, max_frame_size: int):
-    """Walk the frames of ``f`` (a seekable file of ``size`` bytes) from ``start`` and yield
-    ``(batch, consumed, pending)``.
+    """Walk the frames of ``f`` (a seekable file, or a buffer, of ``size`` bytes) from
+    ``start`` and yield ``(batch, consumed, pending)``.
 
     ``consumed`` is the stream position the walk has reached, ``pending`` whether the
     frame found there by resynchronising is still unproven. With ``stop`` the walk reads
@@ -99,6 +111,7 @@ def chain(f, start: int, size: int, *, stop: int | None, names, collections: boo
     """
     resume = Resume(collections=collections, columns=names, errors=errors,
                     max_frame_size=max_frame_size, base=start, unverified=unverified)
+    read = _reader(f)
     while True:
         have, need = resume.reached, resume.needed()
         if stop is None or have < stop:
@@ -106,7 +119,7 @@ def chain(f, start: int, size: int, *, stop: int | None, names, collections: boo
         else:
             n = max(need, _PAST_END)
         n = min(n, size - have)
-        buf = _read_into(f, have, resume.take_tail(), n)
+        buf = read(have, resume.take_tail(), n)
         eof = have + n >= size
         past = stop is not None and resume.base + len(buf) > stop
         batch = resume.scan(buf, final=eof,
@@ -117,22 +130,27 @@ def chain(f, start: int, size: int, *, stop: int | None, names, collections: boo
 
 
 def anchor(f, lo: int, size: int, *, collections: bool, lead_in: int,
-            max_frame_size: int) -> int:
+           max_frame_size: int, limit: int | None = None) -> int:
     """Where the range starting at ``lo`` begins: the first frame at or after ``lo`` on
     the chain walked (resynchronising, as ``errors="skip"`` does) from ``lead_in`` bytes
-    before ``lo``; the file size when there is none. The same for every caller."""
-    if lo <= 0 or lo >= size:
-        return min(max(lo, 0), size)
+    before ``lo``; the file size when there is none. The same for every caller. With
+    ``limit``, the search ends there: ``limit`` when no frame starts before it."""
+    end = size if limit is None else max(min(limit, size), lo)
+    if lo <= 0 or lo >= end:
+        return min(max(lo, 0), end)
     start = max(0, lo - lead_in)
-    for batch, _, _ in chain(f, start, size, stop=None, names=("offset",),
-                             collections=collections, errors="skip", unverified=start > 0,
-                             batch_bytes=max(lo - start, 1 << 16) + (1 << 16),
-                             max_frame_size=max_frame_size):
+    for batch, consumed, _ in chain(f, start, size, stop=None, names=("offset",),
+                                    collections=collections, errors="skip",
+                                    unverified=start > 0,
+                                    batch_bytes=max(lo - start, 1 << 16) + (1 << 16),
+                                    max_frame_size=max_frame_size):
         offsets = batch["offset"]
         i = int(np.searchsorted(offsets, lo))
         if i < len(offsets):
-            return int(offsets[i])
-    return size
+            return min(int(offsets[i]), end)
+        if consumed >= end:
+            break
+    return end
 
 
 def range_batches(f, piece: Piece, *, names, collections: bool, errors: str,

@@ -36,7 +36,7 @@ class Resume:
 
     def __init__(self, *, collections: bool | None, columns, errors: str,
                  max_frame_size: int, binary_views: bool = False, base: int = 0,
-                 unverified: bool = False):
+                 unverified: bool = False, threads: int = 1):
         self.collections = collections
         self.columns = columns
         self.errors = errors
@@ -48,6 +48,8 @@ class Resume:
         self.tail = _EMPTY
         #: Skip mode: the frame at ``base`` was found by resynchronising and awaits checks.
         self.unverified = unverified
+        #: Threads that decode a large buffer (``batch.scan``).
+        self.threads = threads
 
     @property
     def reached(self) -> int:
@@ -75,7 +77,8 @@ class Resume:
             buf, byte_view(buf), start=0, collections=self.collections,
             columns=self.columns, errors=self.errors if errors is None else errors,
             max_frames=max_frames, max_frame_size=self.max_frame_size, base_offset=self.base,
-            final=final, unverified=self.unverified, binary_views=self.binary_views)
+            final=final, unverified=self.unverified, binary_views=self.binary_views,
+            threads=self.threads)
         self.collections = batch.collections
         self.tail = buf[batch.consumed:]
         self.base += batch.consumed

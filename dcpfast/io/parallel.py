@@ -1,0 +1,332 @@
+"""Threads: one buffer's frames decoded by several threads at once, exactly as one scan
+finds them.
+
+A large buffer is cut into byte ranges, one a thread. Each range starts at its anchor
+(``ranges.anchor``, the algorithm the Spark data source splits files with: the first frame
+at or after the cut on the chain a resynchronising scan walks from a little before it) and
+is walked, without the GIL, up to the first frame boundary at or past the next range's
+anchor. The first range writes straight into the batch's columns, sized for the whole
+buffer; the others into columns of their own, whose rows the threads then copy into place
+(measured faster than counting the frames of every range first and writing each range at
+its final rows). A range is kept only when the walk before it arrived exactly at its start;
+one that did not (damage across a cut, or a value holding frames) is walked again from
+where the previous range truly ended. So the columns, the frames, the skipped regions,
+a strict scan's error and the resume state are those of a single-threaded scan, whatever
+the cuts.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from .. import _core
+from .._core import ScanRequest, ScanResult
+from ..schema import BINARY
+from .ranges import anchor
+
+#: Bytes a thread scans at least: an input of fewer than twice this is scanned by one
+#: thread, a larger one by at most one thread per this many bytes.
+RANGE_BYTES = 4 << 20
+#: The least bytes of a piece: a range past the first is walked in pieces (about 16), each
+#: placed in the batch's columns while the other ranges are still walked.
+PIECE_BYTES = 1 << 20
+#: How far before a cut the anchor's chain starts (``ranges.anchor``). A wrong anchor costs
+#: a second walk of one range, never a wrong result.
+LEAD_IN_BYTES = 64 << 10
+_FIRST_LESS = 0.12          # the first range's share is this much below the others'
+_PIECES = 16                # a range past the first is walked in about this many pieces
+_SAMPLE_FRAMES = 256        # frames measured to size the columns of the whole buffer ...
+_SAMPLE_BYTES = 1 << 20     # ... in at most this many bytes
+_MIN_MEAN = 48              # frames shorter than this on average are no guide ...
+_FIRST_ROWS = 65536         # ... and this many rows are reserved (the core's rule)
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def default_threads() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_of(threads) -> int:
+    """``threads`` checked (an integer of at least 1), or ``default_threads()`` for None."""
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        raise ValueError(f"threads must be None or an integer of at least 1, not {threads!r}")
+    return int(threads)
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's worker threads do not exist here."""
+    global _pool, _pool_size
+    _pool, _pool_size = None, 0
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def run(tasks, threads: int) -> list:
+    """The results of ``tasks`` (functions of no argument), in order: the first in this
+    thread, the others on up to ``threads - 1`` worker threads at the same time."""
+    global _pool, _pool_size
+    if len(tasks) == 1 or threads < 2:
+        return [task() for task in tasks]
+    with _pool_lock:
+        if _pool is None or _pool_size < threads - 1:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="dcpfast")
+            _pool_size = threads - 1
+        pool = _pool
+    futures = [pool.submit(task) for task in tasks[1:]]
+    try:
+        first = tasks[0]()
+    finally:
+        rest = [f.result() for f in futures]      # every task done before anything raises
+    return [first, *rest]
+
+
+def parts_for(size: int, threads: int, range_bytes: int = RANGE_BYTES) -> int:
+    """How many ranges ``size`` bytes are cut into for ``threads`` threads."""
+    return max(1, min(threads, size // range_bytes))
+
+
+def scan_result(view, request: ScanRequest, threads: int, *,
+                range_bytes: int = RANGE_BYTES, lead_in: int = LEAD_IN_BYTES,
+                piece_bytes: int = PIECE_BYTES) -> ScanResult:
+    """The core's ``scan_buffer(view, request)``, computed by up to ``threads`` threads
+    (``range_bytes`` bytes a thread at least, walked in pieces of at least ``piece_bytes``
+    past the first range); a frame limit is walked by one thread."""
+    start, size = request.start, len(view)
+    parts = parts_for(size - start, threads, range_bytes)
+    if parts < 2 or request.max_frames >= 0 or request.stop >= 0:
+        return _core.scan.scan_buffer(view, request)
+    # the first range is a little shorter: its thread then places the second's rows
+    weights = [1 - _FIRST_LESS] + [1 + _FIRST_LESS / (parts - 1)] * (parts - 1)
+    cuts = [start + int((size - start) * sum(weights[:k]) / parts) for k in range(1, parts)]
+    limits = [*cuts[1:], size]
+
+    def anchored(k):
+        return lambda: anchor(view, cuts[k], size, collections=request.collections,
+                              lead_in=lead_in, max_frame_size=request.max_frame_size,
+                              limit=limits[k])
+    anchors = run([anchored(k) for k in range(len(cuts))], threads)
+    for k in range(1, len(anchors)):              # non-decreasing, whatever the chains
+        anchors[k] = max(anchors[k], anchors[k - 1])
+    job = _Job(view, request, [start, *anchors, size], piece_bytes)
+    run([job.worker(k) for k in range(parts)], threads)
+    return job.result(threads)
+
+
+class _Job:
+    """One scan by several threads. Thread ``k`` walks range ``k``: the first straight
+    into the batch's columns (``out``), the others in pieces of their own, published as
+    they are walked. A thread done walking places pieces: in stream order, each at the rows
+    after the frames before it, as soon as the walks before it are known to chain (each
+    range starting where the previous one ended) and ``out`` has room. Whatever was not
+    placed then (a range that did not chain, or more frames than ``out`` holds) is placed
+    by ``result`` after a sequential check of the chain (``_chained``)."""
+
+    def __init__(self, view, request: ScanRequest, bounds: list[int], piece_bytes: int):
+        self.view, self.request, self.bounds = view, request, bounds
+        self.piece_bytes = piece_bytes
+        self.parts = len(bounds) - 1
+        self.viewed = _viewed(request)
+        self.out = _core.scan.Columns(request.names, _rows_for(view, request), self.viewed)
+        self.found: list[list] = [[] for _ in range(self.parts)]   # (result, Columns)
+        self.done = [False] * self.parts
+        self.chains = [True] + [None] * (self.parts - 1)   # starts where the last ended
+        self.cond = threading.Condition()
+        self.next = (1, 0)             # the next piece to place: (range, piece)
+        self.row = 0                   # where it goes
+        self.placed = 0                # pieces placed (the first range's included)
+        self.open = True               # placing goes on
+
+    def worker(self, k: int):
+        def task():
+            self._walk(k)
+            self._place_while_possible()
+        return task
+
+    def _walk(self, k: int) -> None:
+        """Walk range ``k`` (in pieces past the first range), publishing as it goes."""
+        lo, hi, last = self.bounds[k], self.bounds[k + 1], k == self.parts - 1
+        if k == 0:
+            found = _core.scan.scan_buffer(self.view, self.request._replace(
+                stop=-1 if last else hi), self.out)
+            self._publish(0, found, None, True)
+            return
+        piece = max(self.piece_bytes, (hi - lo) // _PIECES)
+        pos = lo
+        while True:
+            stop = -1 if last and pos + piece >= hi else min(pos + piece, hi)
+            cols = _core.scan.Columns(self.request.names, 0, self.viewed)
+            found = _core.scan.scan_buffer(self.view, self.request._replace(
+                start=pos, stop=stop, unverified=False), cols)
+            pos = found.consumed
+            ended = _ends(found, stop) or stop < 0 or pos >= hi
+            self._publish(k, found, cols, ended)
+            if ended:
+                return
+
+    def _publish(self, k: int, found: ScanResult, cols, ended: bool) -> None:
+        with self.cond:
+            self.found[k].append((found, cols))
+            if ended:
+                self.done[k] = True
+                if k == 0:
+                    self.row, self.placed = found.frames, 1
+                self._check_chains()
+            self.cond.notify_all()
+
+    def _check_chains(self) -> None:
+        """Decide, in order, which ranges start where the walk before them ended (under
+        the lock)."""
+        for k in range(1, self.parts):
+            if self.chains[k] is not None:
+                continue
+            if not (self.chains[k - 1] and self.done[k - 1]):
+                return
+            found = self.found[k - 1][-1][0]
+            if _ends(found, self.bounds[k]):
+                self.chains[k:] = [False] * (self.parts - k)     # the scan ends before it
+                return
+            self.chains[k] = found.consumed == self.bounds[k]
+
+    def _claim(self):
+        """The next piece to place and its row, or None (under the lock)."""
+        k, j = self.next
+        if not self.open or k >= self.parts or not self.chains[k] \
+                or j >= len(self.found[k]):
+            return None
+        found, cols = self.found[k][j]
+        if found.failure or self.row + found.frames > self.out.rows:
+            self.open = False
+            return None
+        row = self.row
+        self.row += found.frames
+        self.placed += 1
+        self.next = (k + 1, 0) if self.done[k] and j + 1 == len(self.found[k]) else (k, j + 1)
+        return row, found, cols
+
+    def _stuck(self) -> bool:
+        """Whether no piece will ever be placed any more (under the lock)."""
+        k, j = self.next
+        return not self.open or k >= self.parts or self.chains[k] is False or \
+            (self.done[k] and j >= len(self.found[k]))
+
+    def _place_while_possible(self) -> None:
+        while True:
+            with self.cond:
+                claim = self._claim()
+                while claim is None and not self._stuck():
+                    self.cond.wait()
+                    claim = self._claim()
+            if claim is None:
+                return
+            row, found, cols = claim
+            self.out.put(row, cols, 0, found.frames)
+
+    def result(self, threads: int) -> ScanResult:
+        """The scan's result, once every thread is done: the walks chained as one scan
+        walks, the pieces not placed yet placed after the others."""
+        kept = _chained(self.view, self.request, self.bounds, self.found)
+        last = kept[-1][0]
+        if last.failure:
+            return last
+        total = sum(found.frames for found, _ in kept)
+        self.out.reserve(total, self.row)
+        rest, row = [], self.row
+        for found, cols in kept[self.placed:]:
+            rest.append((row, found, cols))
+            row += found.frames
+        _place(self.out, rest, threads)
+        arrays, kinds, views = self.out.finish(total)
+        if not self.request.view_bits or any(found.views is None for found, _ in kept):
+            views = None
+        regions = [region for found, _ in kept for region in found.regions]
+        return ScanResult(total, last.consumed, arrays, kinds, regions, last.unverified, views)
+
+
+def _viewed(request: ScanRequest) -> tuple[str, ...]:
+    """The pairs whose binary views a scan for ``request`` writes."""
+    return tuple(name for name, pair in BINARY.items()
+                 if request.view_bits and set(pair) <= set(request.names))
+
+
+def _rows_for(view, request: ScanRequest) -> int:
+    """Rows to reserve for the frames of the whole buffer: its size at the mean length of
+    its first frames, with an eighth to spare; as the core does, no more than
+    ``_FIRST_ROWS`` when that is more than frames of ``_MIN_MEAN`` bytes would need (the
+    first frames are no guide: the first range grows its columns as it goes)."""
+    sample = _core.scan.scan_buffer(view[:request.start + _SAMPLE_BYTES], request._replace(
+        names=("offset",), skip=True, max_frames=_SAMPLE_FRAMES, view_bits=0,
+        unverified=False))
+    size = len(view) - request.start
+    if not sample.frames:
+        return size // 64 + 1024
+    mean = max((sample.consumed - request.start) // sample.frames, 24)
+    rows = size // mean * 9 // 8 + 1024
+    return _FIRST_ROWS if rows > size // _MIN_MEAN + _FIRST_ROWS else rows
+
+
+def _chained(view, request: ScanRequest, bounds, found) -> list:
+    """The pieces of a single-threaded scan, in order, as ``(result, Columns)``: each
+    range's own where it starts exactly where the walk before it ended, else one walk of
+    the range from there; up to the first failure, or the first walk that stopped short
+    of its range's end. The first range is one piece, its rows in the job's columns."""
+    kept: list = []
+    pos, last = request.start, len(found) - 1
+    for k, pieces in enumerate(found):
+        hi = bounds[k + 1] if k < last else -1
+        if k and pos != bounds[k]:
+            if k < last and pos >= hi:
+                continue                          # the walk before ran past this range
+            cols = _core.scan.Columns(request.names, 0, _viewed(request))
+            pieces = [(_core.scan.scan_buffer(view, request._replace(
+                start=pos, stop=hi, unverified=False), cols), cols)]
+        kept += pieces
+        end = pieces[-1][0]
+        if k == last or _ends(end, hi):
+            break
+        pos = end.consumed
+    return kept
+
+
+def _ends(found: ScanResult, stop: int) -> bool:
+    """Whether a walk that was to go on to ``stop`` ended the scan instead: it failed,
+    stopped short of ``stop``, or stopped where the next chunk must decide (skip mode,
+    ``unverified``)."""
+    return bool(found.failure) or found.consumed < stop or found.unverified
+
+
+def _place(out, pieces, threads: int) -> None:
+    """Copy each ``(row, result, Columns)`` of ``pieces`` to ``out`` from ``row``, the rows
+    shared out among ``threads`` threads."""
+    total = sum(found.frames for _, found, _ in pieces)
+    if not total:
+        return
+    shares = min(threads, max(1, total // 4096))
+    bounds = [total * k // shares for k in range(shares + 1)]
+
+    def share(k):
+        lo, hi = bounds[k], bounds[k + 1]
+
+        def task():
+            at = 0                                 # rows of the pieces before this one
+            for row, found, cols in pieces:
+                a, b = max(lo - at, 0), min(hi - at, found.frames)
+                if a < b:
+                    out.put(row + a, cols, a, b - a)
+                at += found.frames
+        return task
+    run([share(k) for k in range(shares)], threads)
