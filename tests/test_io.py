@@ -50,7 +50,7 @@ def test_every_split_point_gives_the_same_columns(conversation):
     data = b"".join(f.data for f in frames[:40])
     whole = dcpfast.scan(data)
     for cut in range(len(data) + 1):
-        batches = list(dcpfast.iter_batches([data[:cut], data[cut:]], batch_bytes=max(cut, 1),
+        batches = list(dcpfast.iter_batches([data[:cut], data[cut:]], batch_bytes=max(cut, 24),
                                             collections=collections))
         assert_columns_equal(batches, whole)
         if batches:
@@ -58,7 +58,7 @@ def test_every_split_point_gives_the_same_columns(conversation):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 4096), st.lists(st.integers(0, 5000), max_size=6))
+@given(st.integers(24, 4096), st.lists(st.integers(0, 5000), max_size=6))
 def test_any_chunking_and_batch_size(batch_bytes, cuts):
     data = t.synthetic_stream(60, seed=3)
     whole = dcpfast.scan(data)
@@ -138,7 +138,7 @@ def test_a_regular_file_is_read_through_windows_that_stay_valid(tmp_path, batch_
     path = tmp_path / "dump.dcp"
     path.write_bytes(damaged)
     options = dict(batch_bytes=batch_bytes, collections=True, errors="skip")
-    mapped = list(dcpfast.iter_batches(path, **options))
+    mapped = list(dcpfast.iter_batches(path, memory_map=True, **options))
     copied = list(dcpfast.iter_batches(io.BytesIO(bytes(damaged)), **options))
     assert all(isinstance(b.data.obj, mmap.mmap) for b in mapped)     # no bytes copied
     assert_columns_equal(mapped, dcpfast.scan(damaged, errors="skip", final=True))
@@ -159,20 +159,29 @@ def test_a_file_object_is_read_from_its_position(tmp_path, monkeypatch):
     path.write_bytes(data)
     with open(path, "rb") as f:
         f.seek(cut)
-        batches = list(dcpfast.iter_batches(f, batch_bytes=1000, collections=True))
+        batches = list(dcpfast.iter_batches(f, batch_bytes=1000, collections=True,
+                                            memory_map=True))
     rest = dcpfast.scan(data[cut:], collections=True)
     assert all(isinstance(b.data.obj, mmap.mmap) for b in batches)
     assert_columns_equal(batches, rest)
     assert _keys_and_values(batches) == _keys_and_values([rest])
-    with open(path, "rb") as f, dcpfast.io.open_stream(f) as stream:
-        first = int(whole["offset"][1])
-        assert stream.read(first) == data[:first]  # a frame already read, sniffed bytes too
-        batches = list(dcpfast.iter_batches(stream, batch_bytes=1000, collections=True))
-    assert_columns_equal(batches, dcpfast.scan(data[first:], collections=True))
-    assert bytes(batches[0].data[:20]) == data[first:first + 20]
+    for mapped in (True, False):
+        with open(path, "rb") as f, dcpfast.io.open_stream(f) as stream:
+            first = int(whole["offset"][1])
+            assert stream.read(first) == data[:first]  # a frame already read, sniffed too
+            batches = list(dcpfast.iter_batches(stream, batch_bytes=1000, collections=True,
+                                                memory_map=mapped))
+        assert_columns_equal(batches, dcpfast.scan(data[first:], collections=True))
+        assert bytes(batches[0].data[:20]) == data[first:first + 20]
+    with open(path, "rb") as f:                    # read, not mapped: from its position too
+        f.seek(cut)
+        batches = list(dcpfast.iter_batches(f, batch_bytes=1000, collections=True))
+    assert not any(isinstance(b.data, memoryview) for b in batches)
+    assert_columns_equal(batches, rest)
     monkeypatch.setattr(dcpfast.io.sources, "MAP_MIN_BYTES", 1001)    # small batches are copied
     with open(path, "rb") as f:
-        batches = list(dcpfast.iter_batches(f, batch_bytes=1000, collections=True))
+        batches = list(dcpfast.iter_batches(f, batch_bytes=1000, collections=True,
+                                            memory_map=True))
     assert not isinstance(batches[0].data, memoryview)
     assert_columns_equal(batches, whole)
 

@@ -283,7 +283,7 @@ def test_any_damage_any_chunking_same_frames(stream, data):
     damaged = bytes(damaged)
     whole = skip_results(list(dcpfast.iter_batches([damaged], errors="skip",
                                                    collections=collections)))
-    size = data.draw(st.integers(1, max(1, len(damaged))))
+    size = data.draw(st.integers(24, max(24, len(damaged))))
     chunks = [damaged[i:i + size] for i in range(0, len(damaged), size)]
     split = skip_results(list(dcpfast.iter_batches(chunks, batch_bytes=size, errors="skip",
                                                    collections=collections)))

@@ -8,10 +8,7 @@ direction, with the capture timestamp of the packet that carried each frame's la
 
 from __future__ import annotations
 
-import io
-import mmap
 import os
-import stat
 import warnings
 from collections.abc import Iterable, Iterator
 
@@ -20,8 +17,12 @@ import numpy as np
 from .. import _core as core
 from .. import packets as P
 from .. import protocol
+from ..batch import recycled
 from ..errors import CaptureFormatError, Reporter, SkippedRegion, describe, text
 from ..io import is_capture
+from ..io.compression import read_into
+from ..io.dumps import MIN_BATCH_BYTES
+from ..io.sources import checked_size
 from .batch import CaptureBatch
 from .reassembly import Direction
 
@@ -77,8 +78,7 @@ class CaptureReader(Iterator):
             raise ValueError(f"ports must be TCP port numbers, not {ports!r}")
         if errors not in ("strict", "skip"):
             raise ValueError(f"errors must be 'strict' or 'skip', not {errors!r}")
-        if batch_bytes < 1:
-            raise ValueError("batch_bytes must be positive")
+        batch_bytes = checked_size("batch_bytes", batch_bytes, MIN_BATCH_BYTES)
         self.ports = ports
         self.counters = dict.fromkeys(P.WALK_COUNTERS + ("other_ports", "gaps"), 0)
         self.problems: list[SkippedRegion] = []
@@ -329,62 +329,32 @@ def _groups(keys) -> list[np.ndarray]:
 class _Chunks:
     """Reads a capture in chunks, carrying the unwalked end of one into the next.
 
-    A regular file is memory-mapped and walked in place (pages behind the walk are
-    handed back to the system); other file objects are read into fresh buffers.
+    Every file is read into memory, a regular one too: a mapped file that another process
+    truncates would kill this process (SIGBUS) when the walk touched the lost pages.
     """
 
     def __init__(self, f, size):
         self.f, self.size, self.eof, self.base = f, size, False, 0
-        self.readinto = hasattr(f, "readinto")
-        self.map, self.released = None, 0
-        try:
-            info = os.fstat(f.fileno())
-            start = f.tell()
-        except (AttributeError, OSError, io.UnsupportedOperation):
-            return
-        if stat.S_ISREG(info.st_mode) and info.st_size > start:
-            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            self.start = start
 
     def next(self, want):
-        if self.map is not None:
-            return self._window(0, max(want, self.size))
         return self._fill(np.empty(0, np.uint8), max(want, self.size))
 
     def more(self, buf, pos):
         """The rest of ``buf`` from ``pos`` followed by the next chunk of the file."""
         self.base += pos
-        if self.map is not None:
-            # no progress: a record longer than a chunk; take a window big enough for it
-            size = self.size if pos else max(self.size, 2 * len(buf))
-            return self._window(self.base, size)
-        return self._fill(buf[pos:], self.size)
+        # no progress: a record longer than a chunk; twice the room, for it to fit soon
+        return self._fill(buf[pos:], self.size if pos else max(self.size, len(buf)))
 
     def offset(self, pos):
         """File position of ``pos`` in the current chunk."""
         return self.base + pos
 
-    def _window(self, base, size):
-        total = len(self.map) - self.start
-        end = min(total, base + size)
-        self.eof = end == total
-        release = (self.start + base) // mmap.PAGESIZE * mmap.PAGESIZE
-        if release > self.released:
-            self.map.madvise(mmap.MADV_DONTNEED, self.released, release - self.released)
-            self.released = release
-        return np.frombuffer(self.map, np.uint8, end - base, self.start + base)
-
     def _fill(self, tail, size):
-        buf = np.empty(len(tail) + size, np.uint8)
+        buf = recycled(len(tail) + size, np.uint8)
         buf[:len(tail)] = tail
         view, filled = memoryview(buf), len(tail)
         while filled < len(buf):
-            if self.readinto:
-                n = self.f.readinto(view[filled:])
-            else:
-                chunk = self.f.read(len(buf) - filled)
-                n = len(chunk)
-                buf[filled:filled + n] = np.frombuffer(chunk, np.uint8)
+            n = read_into(self.f, view[filled:])
             if not n:
                 self.eof = True
                 return buf[:filled]

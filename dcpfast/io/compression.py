@@ -10,6 +10,8 @@ from __future__ import annotations
 import io
 import os
 
+import numpy as np
+
 from ..batch import byte_view
 from ..errors import DcpFormatError, SkippedRegion, text
 
@@ -17,8 +19,9 @@ from ..errors import DcpFormatError, SkippedRegion, text
 COMPRESSION_MAGIC = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd", "lz4": b"\x04\x22\x4d\x18"}
 _SKIPPABLE = 0x184D2A50          # zstd/lz4 skippable frame: magic 0x184D2A5X, 4-byte size (LE)
 HEAD_BYTES = 64                  # bytes sniffed for a magic number
-_DRAIN = 1024 * 1024
 _PIECE = 128 * 1024              # decompressed bytes asked for at once
+#: File objects whose ``readinto`` writes every byte it reports.
+_HONEST = (io.FileIO, io.BufferedReader, io.BufferedRandom, io.BytesIO)
 
 
 def compression(head: bytes | bytearray | memoryview) -> str | None:
@@ -59,6 +62,28 @@ def open_stream(source, *, errors: str = "strict") -> DecodedStream:
     return DecodedStream(source, errors)
 
 
+def read_into(f, view) -> int:
+    """``f.readinto(view)`` (or ``f.read``) for a file object that may not tell the truth:
+    the count it reports is checked against the buffer, and unless ``f`` is of a type known
+    to write every byte it reports, ``view`` is zeroed first, so that memory ``f`` did not
+    write never holds what an earlier scan left there."""
+    if not hasattr(f, "readinto"):
+        data = f.read(len(view))
+        n = len(data)
+        if n > len(view):
+            raise OSError(f"read() returned {n} bytes when {len(view)} were asked for")
+        view[:n] = data
+        return n
+    if type(f) not in _HONEST:
+        np.frombuffer(view, np.uint8)[:] = 0
+    n = f.readinto(view)
+    if n is None:                                 # non-blocking, and no bytes ready
+        return 0
+    if not 0 <= n <= len(view):
+        raise OSError(f"readinto() reported {n} bytes for a buffer of {len(view)}")
+    return n
+
+
 class _Replayed(io.RawIOBase):
     """A read-only file that returns ``head`` first, then reads on from ``f``. A read
     fills the buffer unless ``f`` ends, so what a decompressor sees does not depend on how
@@ -92,11 +117,7 @@ class _Replayed(io.RawIOBase):
             b[:n] = self._head[:n]
             self._head = self._head[n:]
             return n
-        if hasattr(self._f, "readinto"):
-            return self._f.readinto(b) or 0
-        data = self._f.read(len(b))
-        b[:len(data)] = data
-        return len(data)
+        return read_into(self._f, b)
 
 
 class ChunkFile(io.RawIOBase):
@@ -126,12 +147,7 @@ def _read_head(f, size: int) -> bytes:
     buf = bytearray(size)
     view, got = memoryview(buf), 0
     while got < size:
-        if hasattr(f, "readinto"):
-            n = f.readinto(view[got:])
-        else:
-            part = f.read(size - got)
-            n = len(part)
-            view[got:got + n] = part
+        n = read_into(f, view[got:])
         if not n:
             break
         got += n
@@ -233,11 +249,3 @@ class DecodedStream(io.RawIOBase):
             if self._owned:
                 self._raw.close()
         super().close()
-
-
-def read_all(stream: DecodedStream) -> bytes:
-    """Everything left in ``stream``, read in large pieces."""
-    parts = []
-    while chunk := stream.read(_DRAIN):
-        parts.append(chunk)
-    return b"".join(parts)

@@ -1,4 +1,4 @@
-"""Dump files and streams: ``read`` maps a whole dump, ``iter_batches`` walks one in chunks.
+"""Dump files and streams: ``read`` scans a whole dump, ``iter_batches`` walks one in chunks.
 
 Both take gzip, zstd and lz4 (frame format) dumps as well, recognised by their magic
 numbers and decompressed as a stream (``io.compression``).
@@ -10,19 +10,34 @@ import io
 import itertools
 import mmap
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
+
 from .. import packets
 from .. import protocol as P
-from ..batch import FrameBatch, byte_view, scan_view
+from ..batch import FrameBatch, byte_view, recycled, scan_view
 from ..errors import DcpFormatError, text
-from .compression import HEAD_BYTES, ChunkFile, DecodedStream, compression, open_stream, read_all
+from .compression import HEAD_BYTES, ChunkFile, DecodedStream, compression, open_stream
+from .parallel import threads_of
 from .resume import Resume
-from .sources import chunk_filler, read_filler, stream_filler
+from .sources import (
+    checked_size,
+    chunk_filler,
+    read_at,
+    read_filler,
+    regular_file,
+    stream_filler,
+    view_filler,
+)
 
 DEFAULT_BATCH_BYTES = 64 * 1024 * 1024
+#: The smallest ``batch_bytes``: a frame header.
+MIN_BATCH_BYTES = P.HEADER_SIZE
+#: The most bytes of DCP stream ``read`` decompresses (or reads from a pipe) by default.
+DEFAULT_MAX_BYTES = 4 << 30
+_FIRST_READ = 1 << 20           # bytes ``read`` first reserves for a stream of unknown size
 #: Bytes judged at least before ``collections=None`` is decided for a stream.
 SNIFF_BYTES = 1024 * 1024
 _DATA = Path(__file__).parent.parent / "data"
@@ -37,32 +52,46 @@ SAMPLE_PCAP = _DATA / "sample.pcap"
 
 
 def read(path, *, collections: bool | None = None, columns=None, errors: str = "strict",
-         max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE,
-         binary_views: bool = False) -> FrameBatch:
-    """Scan a whole dump file through a read-only memory map (no copy).
+         max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, binary_views: bool = False,
+         threads: int | None = None, memory_map: bool = False,
+         max_bytes: int | None = DEFAULT_MAX_BYTES) -> FrameBatch:
+    """Scan a whole dump file, read into memory.
 
     The file is the complete stream: a frame cut short at its end is an error
     (``DcpFormatError``, or an entry in ``batch.errors`` with ``errors="skip"``).
-    A gzip, zstd or lz4 file is decompressed into memory first; damaged compressed
-    data is an error too (in skip mode: the stream ends there, and ``batch.errors``
-    says so). A pcap or pcapng capture is refused (``DcpFormatError`` at byte 0, in
-    either mode) with a pointer to ``read_pcap``. The options are those of ``scan``.
+    A regular file is read as it is when ``read`` opens it: if another process shortens
+    it meanwhile, the batch holds what was read. ``memory_map=True`` maps the file instead
+    of copying it (no copy, nothing resident but what is read); then the batch reads the
+    file itself, and a file truncated by another process while the batch is alive kills
+    this process with SIGBUS when its lost pages are touched (by ``to_arrow()``, ``key()``,
+    ``values()``...). A gzip, zstd or lz4 file is decompressed into memory first, and a
+    pipe or device read to its end: at most ``max_bytes`` of DCP stream (None: no limit),
+    beyond which ``ValueError`` points to ``iter_batches``, which reads any size in
+    bounded memory. Damaged compressed data is an error too (in skip mode: the stream ends
+    there, and ``batch.errors`` says so). A pcap or pcapng capture is refused
+    (``DcpFormatError`` at byte 0, in either mode) with a pointer to ``read_pcap``. The
+    other options are those of ``scan``; ``threads`` read and decode a large file in
+    parallel.
     """
+    if max_bytes is not None:
+        max_bytes = checked_size("max_bytes", max_bytes, 0)
+    threads = threads_of(threads)
     with open_stream(path, errors=errors) as stream:
         kind = capture_kind(stream.head)
         if kind is not None:
             raise DcpFormatError(0, text("capture_not_dump", kind=kind))
-        info = os.fstat(stream.raw.fileno())
-        if stream.codec is None and stat.S_ISREG(info.st_mode):
-            data = mmap.mmap(stream.raw.fileno(), 0, access=mmap.ACCESS_READ) \
-                if info.st_size else b""
+        found = regular_file(stream)
+        if found is not None and memory_map:
+            data = _mapped(*found)
+        elif found is not None:
+            data = _read_file(*found, threads=threads)
         else:
-            data = read_all(stream)                # compressed, a pipe or a device
+            data = _read_stream(stream, max_bytes)  # compressed, a pipe or a device
         damage = stream.damage
     batch, _ = scan_view(data, byte_view(data), start=0, collections=collections,
                          columns=columns, errors=errors, max_frames=None,
                          max_frame_size=max_frame_size, base_offset=0, final=True,
-                         binary_views=binary_views)
+                         binary_views=binary_views, threads=threads)
     if damage:
         batch.errors.append(damage)
     return batch
@@ -86,43 +115,90 @@ def is_capture(head: bytes) -> bool:
     return capture_kind(head) is not None
 
 
+def _mapped(fileno: int, position: int):
+    """The file from ``position``, mapped read-only (empty bytes for an empty file)."""
+    size = os.fstat(fileno).st_size
+    if size <= position:
+        return b""
+    return memoryview(mmap.mmap(fileno, 0, access=mmap.ACCESS_READ))[position:]
+
+
+def _read_file(fileno: int, position: int, *, threads: int):
+    """The regular file from ``position`` to its size now, read into recycled memory (what
+    there is, if the file is shortened meanwhile)."""
+    size = max(os.fstat(fileno).st_size - position, 0)
+    buf = recycled(size, np.uint8)
+    return buf[:read_at(fileno, buf, position, threads)]
+
+
+def _read_stream(stream: DecodedStream, max_bytes: int | None):
+    """Everything left in ``stream``, read into recycled memory that grows as it fills;
+    ``ValueError`` past ``max_bytes``."""
+    limit = None if max_bytes is None else max_bytes + 1      # one byte more tells
+    buf, filled = recycled(_FIRST_READ if limit is None else min(_FIRST_READ, limit),
+                           np.uint8), 0
+    while True:
+        if filled == len(buf):
+            if limit is not None and filled >= limit:
+                raise ValueError(f"the stream holds more than max_bytes={max_bytes:,} "
+                                 "bytes: read it in bounded memory with iter_batches, or "
+                                 "pass a larger max_bytes (None: no limit)")
+            size = 2 * len(buf) if limit is None else min(2 * len(buf), limit)
+            grown = recycled(size, np.uint8)
+            grown[:filled] = buf
+            buf = grown
+        n = stream.readinto(buf.data[filled:])
+        if not n:
+            return buf[:filled]
+        filled += n
+
+
 def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
                  collections: bool | None = None, columns=None, errors: str = "strict",
                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE,
-                 binary_views: bool = False) -> Iterator[FrameBatch]:
+                 binary_views: bool = False, threads: int | None = None,
+                 memory_map: bool = False) -> Iterator[FrameBatch]:
     """Yield batches over a whole stream, about ``batch_bytes`` of input each.
 
     ``source`` is a path, a binary file object, an iterable of byte chunks, or one buffer.
-    Frames that straddle chunks are carried into the next batch; the input held at once
-    stays near ``batch_bytes`` plus the largest frame (each batch owns its input bytes and
-    about 175 bytes of columns per frame, 32 more with ``binary_views``). A plain regular
-    file is read through read-only memory-mapped windows, one per batch, so nothing is
-    copied; a window's pages leave the process when the next batch is asked for, and are
-    faulted in again from the page cache if the batch is read later. Offsets are stream
-    positions. With ``collections=None`` the choice is made on the first batch (at least 1
-    MiB) and kept. In skip mode the frames found are the same however the stream is chunked;
-    a damaged region that spans two batches is reported by each of them. A source that
-    starts with a gzip, zstd or lz4 magic number is decompressed as it is read (offsets are
-    then positions in the decompressed stream); see ``open_stream`` for damaged data.
+    Frames that straddle chunks are carried into the next batch. Each batch owns its input
+    bytes (a view of the buffer when ``source`` is one) and about 175 bytes of columns per
+    frame (32 more with ``binary_views``); while a batch is held the next one is read, so
+    the memory in use stays near twice that (see docs/usage.md for the bound, threads and
+    the recycled memory included). A regular file is read, not mapped, so that another
+    process changing it cannot harm a batch; ``memory_map=True`` maps it instead, through
+    read-only windows, one per batch (no copy; a window's pages leave the process when the
+    next batch is asked for, and are faulted in again from the page cache if the batch is
+    read later; a file truncated meanwhile kills the process with SIGBUS when a lost page
+    is touched). Offsets are stream positions. With ``collections=None`` the choice is
+    made on the first batch (at least 1 MiB) and kept. In skip mode the frames found are
+    the same however the stream is chunked; a damaged region that spans two batches is
+    reported by each of them. A source that starts with a gzip, zstd or lz4 magic number
+    is decompressed as it is read (offsets are then positions in the decompressed
+    stream); see ``open_stream`` for damaged data. ``threads`` decode each large batch
+    (and read it from a regular file) in parallel; batches come in stream order.
     """
-    if batch_bytes < 1:
-        raise ValueError("batch_bytes must be positive")
-    options = (batch_bytes, collections, columns, errors, max_frame_size, binary_views)
+    batch_bytes = checked_size("batch_bytes", batch_bytes, MIN_BATCH_BYTES)
+    threads = threads_of(threads)
+    options = (batch_bytes, collections, columns, errors, max_frame_size, binary_views,
+               threads)
     try:
         view = byte_view(source)
     except TypeError:
         pass
-    else:                                         # one buffer: a single chunk
+    else:                                         # one buffer: views of it, no copy
         if compression(view[:HEAD_BYTES]) is None:
-            yield from _batches(chunk_filler([view]), *options)
+            yield from _batches(view_filler(view), *options)
             return
         source = io.BytesIO(view)
     if isinstance(source, DecodedStream):         # already sniffed (and maybe decompressing)
-        yield from _batches(stream_filler(source, batch_bytes), *options, stream=source)
+        yield from _batches(stream_filler(source, batch_bytes, mapped=memory_map,
+                                          threads=threads), *options, stream=source)
     elif isinstance(source, (str, os.PathLike)) or hasattr(source, "readinto") \
             or hasattr(source, "read"):
         with open_stream(source, errors=errors) as stream:
-            yield from _batches(stream_filler(stream, batch_bytes), *options, stream=stream)
+            yield from _batches(stream_filler(stream, batch_bytes, mapped=memory_map,
+                                              threads=threads), *options, stream=stream)
     elif isinstance(source, Iterable):
         chunks, head = iter(source), list[memoryview]()
         while sum(len(part) for part in head) < HEAD_BYTES:   # enough bytes to sniff a codec
@@ -141,9 +217,10 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
 
 
 def _batches(fill, batch_bytes, collections, columns, errors, max_frame_size, binary_views,
-             stream=None):
+             threads, stream=None):
     resume = Resume(collections=collections, columns=columns, errors=errors,
-                    max_frame_size=max_frame_size, binary_views=binary_views)
+                    max_frame_size=max_frame_size, binary_views=binary_views,
+                    threads=threads)
     # an undecided collections setting is judged on the first MiB at least
     want = batch_bytes if collections is not None else max(batch_bytes, SNIFF_BYTES)
     while True:

@@ -1,0 +1,277 @@
+"""Threads: a buffer decoded by several threads over byte ranges equals one single-threaded
+scan, for every cut; and the core pieces it rests on (``ScanRequest.stop``, ``Columns``)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+from cores import every
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import streams
+
+import dcpfast
+from dcpfast import _core, schema
+from dcpfast import protocol as P
+from dcpfast import testing as t
+from dcpfast.io import parallel
+
+NAMES = (None, ("offset", "opcode"), ("key", "value", "by_seqno"))
+
+
+def request(data_len, **kw):
+    args = dict(start=0, names=schema.resolve(None), collections=True, skip=False,
+                max_frames=-1, max_frame_size=P.DEFAULT_MAX_FRAME_SIZE, base=0, final=False,
+                unverified=False, view_bits=0)
+    args.update(kw)
+    return _core.ScanRequest(**args)
+
+
+def assert_same_result(got, want):
+    assert got.failure == want.failure
+    if want.failure:
+        return
+    assert (got.frames, got.consumed, got.unverified) == (want.frames, want.consumed,
+                                                         want.unverified)
+    assert got.regions == want.regions
+    np.testing.assert_array_equal(got.kinds, want.kinds)
+    assert got.arrays.keys() == want.arrays.keys()
+    for name in want.arrays:
+        assert got.arrays[name].dtype == want.arrays[name].dtype
+        np.testing.assert_array_equal(got.arrays[name], want.arrays[name], err_msg=name)
+    assert (got.views is None) == (want.views is None)
+    for name in want.views or ():
+        np.testing.assert_array_equal(got.views[name], want.views[name], err_msg=name)
+
+
+def assert_same_batch(got, want):
+    assert (len(got), got.consumed, got.collections) == (len(want), want.consumed,
+                                                         want.collections)
+    assert got.errors == want.errors
+    assert got.columns == want.columns
+    np.testing.assert_array_equal(got.kinds, want.kinds)
+    for name in want.columns:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+# -- damage of every sort, and values that hold frames -----------------------------------
+
+INNER = t.synthetic_stream(20, seed=2, handshake=False)
+
+
+def damaged(data: bytes, rng: random.Random, edits: int) -> bytes:
+    """``data`` with ``edits`` random edits: bytes overwritten or cut, zeros or junk
+    inserted, and mutations whose values are themselves valid DCP streams."""
+    out = bytearray(data)
+    for _ in range(edits):
+        at = rng.randint(0, len(out))
+        kind = rng.randrange(4)
+        if kind == 0:
+            out[at:at + rng.randint(0, 8)] = rng.randbytes(rng.randint(0, 8))
+        elif kind == 1:
+            out[at:at] = t.mutation(b"outer", INNER * rng.randint(1, 3), by_seqno=5)
+        elif kind == 2:
+            out[at:at] = bytes(rng.randint(1, 300))
+        else:
+            del out[at:at + rng.randint(1, 50)]
+    return bytes(out)
+
+
+BASE = t.synthetic_stream(1500, seed=1)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_threads_equal_one_scan_for_every_cut(data):
+    """The threaded scan (here with tiny ranges, pieces and lead-ins, so that inputs of a
+    few KiB are cut in many places) gives what one scan gives: columns, kinds, views,
+    skipped regions, a strict scan's failure and the resume state."""
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    size = data.draw(st.sampled_from([0, 1, 23, 24, 500, 5000, len(BASE)]))
+    buf = damaged(BASE[:size], rng, data.draw(st.integers(0, 4)))
+    ask = request(len(buf), skip=data.draw(st.booleans()), final=data.draw(st.booleans()),
+                  names=schema.resolve(data.draw(st.sampled_from(NAMES))),
+                  start=data.draw(st.sampled_from([0, min(7, len(buf))])),
+                  base=data.draw(st.sampled_from([0, 1 << 40])),
+                  unverified=data.draw(st.booleans()),
+                  view_bits=data.draw(st.sampled_from([0, 31])))
+    view = memoryview(buf)
+    want = _core.scan.scan_buffer(view, ask)
+    for threads in (2, 3, 7):
+        got = parallel.scan_result(
+            view, ask, threads, range_bytes=data.draw(st.integers(1, 3000)),
+            lead_in=data.draw(st.sampled_from([1, 100, 5000])),
+            piece_bytes=data.draw(st.integers(1, 2000)))
+        assert_same_result(got, want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(streams(min_frames=1, max_frames=30), st.data())
+def test_threads_equal_one_scan_on_random_frames(stream, data):
+    collections, raw, _ = stream
+    buf = raw * data.draw(st.integers(1, 4))
+    ask = request(len(buf), collections=collections, skip=data.draw(st.booleans()),
+                  final=True)
+    want = _core.scan.scan_buffer(buf, ask)
+    got = parallel.scan_result(memoryview(buf), ask, data.draw(st.integers(2, 6)),
+                               range_bytes=data.draw(st.integers(1, 400)), lead_in=64,
+                               piece_bytes=data.draw(st.integers(1, 400)))
+    assert_same_result(got, want)
+
+
+def test_a_value_holding_frames_across_every_cut():
+    """A mutation whose value is a long valid stream: anchors inside the value find a
+    chain that is not the stream's, and the range after them is walked again."""
+    outer = t.mutation(b"outer", INNER * 40, by_seqno=5)
+    buf = t.synthetic_stream(50, seed=3) + outer + t.synthetic_stream(50, seed=4,
+                                                                      handshake=False)
+    for skip in (False, True):
+        ask = request(len(buf), skip=skip, final=True)
+        want = _core.scan.scan_buffer(buf, ask)
+        assert want.frames == 50 + 1 + 50 + 1 or want.frames > 0
+        for range_bytes in (200, 997, 5000):
+            got = parallel.scan_result(memoryview(buf), ask, 5, range_bytes=range_bytes,
+                                       lead_in=16, piece_bytes=300)
+            assert_same_result(got, want)
+
+
+def test_public_entry_points_take_threads(tmp_path):
+    """scan, read and iter_batches with threads give the batches of one thread (inputs
+    large enough to be cut: at least twice parallel.RANGE_BYTES)."""
+    unit = t.synthetic_stream(3000, seed=8)
+    data = unit * (5 * parallel.RANGE_BYTES // len(unit))
+    bad = bytearray(data)
+    for at in range(1000, len(bad), len(bad) // 7):
+        bad[at:at + 3] = b"\xff\x00\xff"
+    for buf, errors in ((data, "strict"), (bytes(bad), "skip")):
+        one = dcpfast.scan(buf, errors=errors, final=True, threads=1)
+        for threads in (2, 4):
+            assert_same_batch(dcpfast.scan(buf, errors=errors, final=True, threads=threads),
+                              one)
+        path = tmp_path / "dump.dcp"
+        path.write_bytes(buf)
+        assert_same_batch(dcpfast.read(path, errors=errors, threads=3), one)
+        size = 2 * parallel.RANGE_BYTES + 1000       # batches large enough to be cut
+        split = list(dcpfast.iter_batches(path, size, errors=errors, threads=2))
+        alone = list(dcpfast.iter_batches(path, size, errors=errors, threads=1))
+        assert len(split) == len(alone) > 1
+        for a, b in zip(split, alone):
+            assert_same_batch(a, b)
+    with pytest.raises(dcpfast.DcpFormatError) as strict:
+        dcpfast.scan(bytes(bad), threads=1)
+    with pytest.raises(dcpfast.DcpFormatError) as threaded:
+        dcpfast.scan(bytes(bad), threads=4)
+    assert str(threaded.value) == str(strict.value)
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2", float("nan")])
+def test_threads_are_checked(threads):
+    with pytest.raises(ValueError, match="threads"):
+        dcpfast.scan(t.noop(), threads=threads)
+    with pytest.raises(ValueError, match="threads"):
+        list(dcpfast.iter_batches(t.noop(), threads=threads))
+
+
+def test_threads_default_to_the_cores_this_process_may_use():
+    assert parallel.threads_of(None) == len(os.sched_getaffinity(0))
+    assert parallel.threads_of(3) == 3
+    assert parallel.parts_for(2 * parallel.RANGE_BYTES - 1, 8) == 1     # small: one thread
+    assert parallel.parts_for(5 * parallel.RANGE_BYTES, 8) == 5
+    assert parallel.parts_for(100 * parallel.RANGE_BYTES, 8) == 8
+
+
+def test_a_forked_child_scans_with_threads():
+    unit = t.synthetic_stream(3000, seed=8)
+    data = unit * (2 * parallel.RANGE_BYTES // len(unit) + 2)
+    want = len(dcpfast.scan(data, threads=2))      # the parent's workers exist now
+    pid = os.fork()
+    if pid == 0:                                   # the child has none of them
+        os._exit(0 if len(dcpfast.scan(data, threads=2)) == want else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- the core pieces: stop, and output memory filled by the caller -----------------------
+
+@settings(max_examples=60, deadline=None)
+@given(streams(min_frames=1, max_frames=12), st.data())
+def test_a_walk_ended_at_stop_and_resumed_there_is_the_whole_walk(stream, data):
+    """Both cores: a walk ended at ``stop`` and a second one from where it ended give the
+    frames, regions and state of one walk; the cores agree."""
+    collections, raw, _ = stream
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    buf = damaged(raw, rng, data.draw(st.integers(0, 2)))
+    skip, final = data.draw(st.booleans()), data.draw(st.booleans())
+    stop = data.draw(st.integers(0, len(buf) + 5))
+    for core in every("scan"):
+        ask = request(len(buf), collections=collections, skip=skip, final=final)
+        whole = core.scan_buffer(buf, ask)
+        head = core.scan_buffer(buf, ask._replace(stop=stop))
+        if head.failure:
+            assert head.failure == whole.failure
+            continue
+        assert head.consumed >= min(stop, len(buf)) or head.consumed == whole.consumed \
+            or head.unverified == whole.unverified
+        if head.consumed < stop or head.unverified:   # the walk ended where one walk ends
+            assert_same_result(head, whole)
+            continue
+        rest = core.scan_buffer(buf, ask._replace(start=head.consumed))
+        assert rest.failure == whole.failure
+        if whole.failure:
+            continue
+        assert head.frames + rest.frames == whole.frames
+        assert head.regions + rest.regions == whole.regions
+        assert (rest.consumed, rest.unverified) == (whole.consumed, whole.unverified)
+        for name in whole.arrays:
+            np.testing.assert_array_equal(
+                np.concatenate([head.arrays[name], rest.arrays[name]]), whole.arrays[name])
+
+
+@pytest.mark.parametrize("core", every("scan"), ids=lambda c: c.__name__.split(".")[-1])
+def test_columns_filled_by_the_caller_grow_and_put(core):
+    data = t.synthetic_stream(200, seed=9)
+    names = schema.resolve(None)
+    viewed = ("key", "value")
+    ask = request(len(data), view_bits=31)
+    want = core.scan_buffer(data, ask)
+    out = core.Columns(names, 3, viewed)                   # far too few rows: it grows
+    got = core.scan_buffer(data, ask, out)
+    assert out.rows >= want.frames
+    assert_same_result(got, want)
+    twice = core.Columns(names, 2 * want.frames, viewed)
+    twice.put(0, out, 0, want.frames)
+    twice.put(want.frames, out, 0, want.frames)
+    arrays, kinds, views = twice.finish(2 * want.frames)
+    for name in names:
+        np.testing.assert_array_equal(arrays[name], np.tile(want.arrays[name], 2))
+    np.testing.assert_array_equal(kinds, np.tile(want.kinds, 2))
+    np.testing.assert_array_equal(views["value"], np.tile(want.views["value"], (2, 1)))
+    with pytest.raises(ValueError):
+        twice.put(2 * want.frames - 1, out, 0, 2)         # past the end
+    with pytest.raises(ValueError):
+        twice.put(0, core.Columns(("offset",), 10), 0, 1)  # other columns
+    with pytest.raises(ValueError):
+        core.scan_buffer(data, ask, core.Columns(("offset",), 10))
+
+
+@pytest.mark.parametrize("core", every("scan"), ids=lambda c: c.__name__.split(".")[-1])
+def test_offsets_past_2_to_the_64_are_refused(core):
+    data = t.synthetic_stream(20, seed=5)
+    with pytest.raises(ValueError, match="base"):
+        core.scan_buffer(data, request(len(data), base=2**64 - 100))
+    last = 2**64 - 1 - len(data)
+    assert core.scan_buffer(data, request(len(data), base=last)).frames > 0
+
+
+def test_scan_refuses_a_base_offset_that_wraps():
+    data = t.synthetic_stream(20, seed=5)
+    with pytest.raises(ValueError, match="base_offset"):
+        dcpfast.scan(data, base_offset=2**64 - 100)
+    with pytest.raises(ValueError, match="base_offset"):
+        dcpfast.scan(data, base_offset=-1)
+    batch = dcpfast.scan(data, base_offset=2**64 - 1 - len(data))
+    assert int(batch["offset"][-1]) < 2**64 - 1
+    assert batch.key(len(batch) - 1) == dcpfast.scan(data).key(len(batch) - 1)
