@@ -385,13 +385,14 @@ class FrameBatch:
     # -- contents ----------------------------------------------------------------------------
 
     def values(self, *, decompress: bool = True, xattrs: str = "split",
-               errors: str | None = None) -> pa.Table:
+               errors: str | None = None, threads: int | None = None) -> pa.Table:
         """Document bodies, xattrs and JSON flags of the frames that carry a value.
 
         See ``dcpfast.content.values.values``.
         """
         from .content.values import values
-        return values(self, decompress=decompress, xattrs=xattrs, errors=errors)
+        return values(self, decompress=decompress, xattrs=xattrs, errors=errors,
+                      threads=threads)
 
     def system_events(self) -> pa.Table:
         """One row per system event (collection and scope changes); see

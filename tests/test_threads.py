@@ -275,3 +275,110 @@ def test_scan_refuses_a_base_offset_that_wraps():
     batch = dcpfast.scan(data, base_offset=2**64 - 1 - len(data))
     assert int(batch["offset"][-1]) < 2**64 - 1
     assert batch.key(len(batch) - 1) == dcpfast.scan(data).key(len(batch) - 1)
+
+
+# -- values: Snappy inflated without the GIL, bodies copied by several threads ----------
+
+def snappy_blocks():
+    """Raw Snappy blocks: sound ones of every element kind (literals of every length
+    encoding, copies of 1, 2 and 4 offset bytes, copies that overlap what they make) and
+    the same damaged (bytes changed, cut, added)."""
+    import cramjam
+    sound = st.one_of(
+        st.binary(max_size=300),
+        st.builds(lambda a, n: a * n, st.binary(min_size=1, max_size=9), st.integers(1, 400)),
+        st.builds(lambda a, b: a + bytes(b), st.binary(max_size=70_000),
+                  st.integers(0, 70_000)),
+    ).map(lambda raw: bytes(cramjam.snappy.compress_raw(raw)))
+
+    @st.composite
+    def damaged_block(draw):
+        block = bytearray(draw(sound))
+        for _ in range(draw(st.integers(1, 3))):
+            edit = draw(st.integers(0, 2))
+            at = draw(st.integers(0, len(block)))
+            if edit == 0 and at < len(block):
+                block[at] = draw(st.integers(0, 255))
+            elif edit == 1:
+                del block[at:]
+            else:
+                block[at:at] = draw(st.binary(min_size=1, max_size=4))
+        return bytes(block)
+    return st.one_of(sound, damaged_block(), st.binary(max_size=40))
+
+
+@pytest.mark.skipif(_core.compiled() is None, reason="compiled core not built")
+@settings(max_examples=300, deadline=None)
+@given(st.lists(snappy_blocks(), max_size=6))
+def test_the_compiled_inflate_equals_the_library(blocks):
+    """The compiled core inflates sound blocks itself, without the GIL, and hands the
+    others to the library: slots and problems are the library's own (the twin's)."""
+    import cramjam
+    compiled, twin = _core.compiled()["values"], _core.twins()["values"]
+    data = b"".join(blocks)
+    lengths = np.array([len(b) for b in blocks], np.int64)
+    starts = np.cumsum(lengths) - lengths
+    buf = np.frombuffer(data, np.uint8) if data else np.empty(0, np.uint8)
+    declared = np.empty(len(blocks), np.int64)
+    twin.snappy_lengths(buf, starts, lengths, declared)
+    sound = declared >= 0
+    bounds = np.concatenate([[0], np.cumsum(declared[sound])]).astype(np.int64)
+    got = []
+    for core in (compiled, twin):
+        out = np.zeros(int(bounds[-1]), np.uint8)
+        problems = core.inflate(buf, starts[sound], lengths[sound], out, bounds,
+                                cramjam.snappy.decompress_raw_into)
+        got.append((problems, out.tobytes()))
+    assert got[0] == got[1]
+
+
+def test_values_with_threads_equal_one_thread():
+    frames = t.synthetic_frames(20_000, seed=31, snappy_ratio=0.6, xattr_ratio=0.4,
+                                value_size=400)
+    data = b"".join(f.data for f in frames)
+    bad = bytearray(data)
+    snappy_at = [f for f in frames if f.fields.get("datatype", 0) & 2]
+    assert snappy_at
+    for at in range(len(data) // 5, len(data), len(data) // 5):    # some blocks broken
+        bad[at:at + 4] = b"\xff\xff\xff\xff"
+    for buf, errors in ((data, "strict"), (bytes(bad), "skip")):
+        batch = dcpfast.scan(buf, collections=True, errors=errors, final=True)
+        scanned = list(batch.errors)
+        one = batch.values(threads=1)
+        listed = list(batch.errors)
+        assert len(listed) > len(scanned) or errors == "strict"
+        for threads in (2, 5):
+            batch.errors[:] = scanned
+            got = batch.values(threads=threads)
+            assert got.equals(one) and got.schema == one.schema
+            assert batch.errors == listed
+            batch.values(threads=threads)                          # listed once only
+            assert batch.errors == listed
+    batch = dcpfast.scan(bytes(bad), collections=True, errors="skip", final=True)
+    raised = []
+    for threads in (1, 2, 5):
+        with pytest.raises(dcpfast.DcpFormatError) as e:
+            batch.values(errors="strict", threads=threads)
+        raised.append(str(e.value))
+    assert raised[0] == raised[1] == raised[2]
+
+
+def test_convert_takes_threads(tmp_path):
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from dcpfast.cli import main
+    unit = t.synthetic_stream(3000, seed=8)
+    path = tmp_path / "dump.dcp"
+    path.write_bytes(unit * (5 * parallel.RANGE_BYTES // len(unit)))
+    tables = []
+    for threads in ("1", "3"):
+        out = tmp_path / f"out{threads}.parquet"
+        done = CliRunner().invoke(main, ["convert", str(path), "-o", str(out), "--values",
+                                         "-q", "--threads", threads])
+        assert done.exit_code == 0, done.output
+        tables.append(pq.read_table(out))
+    assert tables[0].equals(tables[1])
+    done = CliRunner().invoke(main, ["convert", str(path), "-o", str(tmp_path / "x.parquet"),
+                                     "--threads", "0"])
+    assert done.exit_code == 2 and "threads" in done.output

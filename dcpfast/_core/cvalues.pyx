@@ -2,13 +2,16 @@
 """The per-value loops behind ``values.values``, compiled; ``pyvalues`` is the pure-Python
 twin, with the same names and signatures, and its docstring says how values, their
 buffers and their problems are given. No Python object is made per value here except
-the two memoryviews handed to the Snappy library.
+the two memoryviews handed to the Snappy library for a block the loop here finds unsound;
+the other blocks are inflated here, without the GIL.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memchr
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
+
+import numpy as np
 
 from .. import protocol as P
 from .wire cimport be32
@@ -65,11 +68,89 @@ def snappy_lengths(const uint8_t[::1] buf, const int64_t[::1] starts,
     return problems
 
 
+cdef int64_t _tag(const uint8_t* src, int64_t n, int64_t* ip, int64_t* offset) noexcept nogil:
+    """The next element of a raw Snappy block at ``src[ip[0]:n]``: its length, with
+    ``offset`` -1 for a literal (whose bytes then start at ``ip[0]``) or the distance back
+    of a copy; ``ip[0]`` moves past the element's header. -1 when the block ends inside
+    the header."""
+    cdef uint8_t tag = src[ip[0]]
+    cdef int64_t length, k, j
+    ip[0] += 1
+    if tag & 3 == 0:                               # a literal
+        length = tag >> 2
+        if length >= 60:                           # its length in 1 to 4 more bytes
+            k = length - 59
+            if k > n - ip[0]:
+                return -1
+            length = 0
+            for j in range(k):
+                length |= <int64_t>src[ip[0] + j] << (8 * j)
+            ip[0] += k
+        offset[0] = -1
+        return length + 1
+    if tag & 3 == 1:
+        if n - ip[0] < 1:
+            return -1
+        offset[0] = (<int64_t>(tag >> 5) << 8) | src[ip[0]]
+        ip[0] += 1
+        return 4 + ((tag >> 2) & 7)
+    k = 2 if tag & 3 == 2 else 4
+    if n - ip[0] < k:
+        return -1
+    offset[0] = 0
+    for j in range(k):
+        offset[0] |= <int64_t>src[ip[0] + j] << (8 * j)
+    ip[0] += k
+    return 1 + (tag >> 2)
+
+
+cdef bint _snappy(const uint8_t* src, int64_t n, uint8_t* dst, int64_t size,
+                  bint write) noexcept nogil:
+    """Whether the raw Snappy block ``src[:n]`` inflates to exactly ``size`` bytes; with
+    ``write``, inflate it into ``dst`` (only after a pass without it said it would)."""
+    cdef int64_t ip = 0, op = 0, declared = 0, length, offset, j
+    cdef int shift = 0
+    cdef uint8_t byte
+    while True:                                    # the preamble: the inflated length
+        if ip == n or shift > 28:
+            return False
+        byte = src[ip]
+        ip += 1
+        declared |= <int64_t>(byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            break
+    if declared != size:
+        return False
+    while ip < n:
+        length = _tag(src, n, &ip, &offset)
+        if length < 0 or length > size - op:
+            return False
+        if offset < 0:
+            if length > n - ip:
+                return False
+            if write:
+                memcpy(dst + op, src + ip, length)
+            ip += length
+        elif offset == 0 or offset > op:
+            return False
+        elif write:
+            if offset >= length:
+                memcpy(dst + op, dst + op - offset, length)
+            else:                                  # the copy overlaps what it makes
+                for j in range(length):
+                    dst[op + j] = dst[op + j - offset]
+        op += length
+    return op == size
+
+
 def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1] lengths,
             uint8_t[::1] out, const int64_t[::1] bounds, decompress_into):
-    """Inflate block ``i`` into ``out[bounds[i]:bounds[i + 1]]`` with
-    ``decompress_into(source, destination)``; a block the library rejects, or that fills
-    its slot short, is a problem (its slot is then left as it was)."""
+    """Inflate block ``i`` into ``out[bounds[i]:bounds[i + 1]]``: without the GIL by the
+    loop here, and a block it finds unsound with ``decompress_into(source, destination)``
+    (the library's, which words the problem, and has the last word); a block the library
+    rejects, or that fills its slot short, is a problem (its slot is then left as the
+    library left it)."""
     cdef Py_ssize_t i, n = starts.shape[0]
     cdef int64_t lo, hi
     # never hand the library a NULL pointer, even for an empty slot
@@ -81,8 +162,19 @@ def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1
     for i in range(n):
         if bounds[i + 1] < bounds[i]:
             raise ValueError("inflate: bounds do not match")
+    cdef uint8_t[::1] unsound = np.zeros(n, np.uint8)
+    with nogil:
+        for i in range(n):
+            lo, hi = bounds[i], bounds[i + 1]
+            if _snappy(<uint8_t*>src + starts[i], lengths[i], NULL, hi - lo, False):
+                _snappy(<uint8_t*>src + starts[i], lengths[i], <uint8_t*>dst + lo, hi - lo,
+                        True)
+            else:
+                unsound[i] = 1
     problems = []
     for i in range(n):
+        if not unsound[i]:
+            continue
         lo, hi = bounds[i], bounds[i + 1]
         try:
             written = decompress_into(

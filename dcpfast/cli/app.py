@@ -82,12 +82,13 @@ class Input:
         #: The codec the input was compressed with, or None.
         self.compression = stream.codec
 
-    def batches(self, *, collections, columns, errors, batch_bytes=dio.DEFAULT_BATCH_BYTES):
+    def batches(self, *, collections, columns, errors, batch_bytes=dio.DEFAULT_BATCH_BYTES,
+                threads=None):
         if self.capture:
             return read_pcap(self.stream, collections=collections, columns=columns,
                              errors=errors, batch_bytes=batch_bytes)
         return dio.iter_batches(self.stream, batch_bytes, collections=collections,
-                                columns=columns, errors=errors)
+                                columns=columns, errors=errors, threads=threads)
 
 
 @contextlib.contextmanager

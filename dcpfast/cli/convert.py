@@ -124,11 +124,11 @@ def _utf8_or_hex(value: bytes) -> str:
     return text
 
 
-def _with_values(batch, table, keep):
+def _with_values(batch, table, keep, threads=None):
     """``table`` (only the columns ``keep``) plus body, xattrs and is_json by frame."""
     import pyarrow as pa
 
-    found = batch.values()
+    found = batch.values(threads=threads)
     rows = np.full(len(batch), -1, np.int64)
     rows[np.asarray(found.column("index"))] = np.arange(found.num_rows)
     take = pa.array(rows, mask=rows < 0)
@@ -160,9 +160,12 @@ def _progress(name, source, quiet):
 @click.option("--values", "with_values", is_flag=True,
               help="Add the decoded document bodies, xattrs and is_json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Threads that read and decode each batch (default: the cores this "
+                   "process may use).")
 @sample_option
 @scan_options
-def convert(files, output, columns, with_values, quiet, sample, collections, errors):
+def convert(files, output, columns, with_values, quiet, threads, sample, collections, errors):
     """Write the frames of every FILE to one Parquet, Arrow IPC or CSV file.
 
     The format follows the extension of OUTPUT. Offsets are positions in each FILE
@@ -189,10 +192,10 @@ def convert(files, output, columns, with_values, quiet, sample, collections, err
                     _progress(name, source, quiet) as bar:
                 frames, started = 0, time.perf_counter()
                 for batch in source.batches(collections=collections, columns=scanned,
-                                            errors=errors):
+                                            errors=errors, threads=threads):
                     table = batch.to_arrow()          # captures add their own columns
                     names = keep + [n for n in table.column_names if n not in frame_columns]
-                    table = _with_values(batch, table, names) if with_values \
+                    table = _with_values(batch, table, names, threads) if with_values \
                         else table.select(names)
                     writer.write(table)
                     frames += len(batch)

@@ -14,6 +14,7 @@ import numpy as np
 from .. import _core as core
 from .. import protocol as P
 from ..errors import Reporter, describe
+from ..io.parallel import parts_for, run, shares, threads_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -24,6 +25,7 @@ _XATTRS = ("split", "drop", "keep")
 _ERRORS = ("strict", "skip")
 _NEEDED = ("offset", "datatype", "value_offset", "value_len")
 _INT32_MAX = 2**31 - 1
+_THREAD_BYTES = 1 << 20       # bodies a thread inflates or copies at least
 
 
 def values_schema(*, large: bool = False) -> pa.Schema:
@@ -38,7 +40,7 @@ def values_schema(*, large: bool = False) -> pa.Schema:
 
 
 def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
-           errors: str | None = None) -> pa.Table:
+           errors: str | None = None, threads: int | None = None) -> pa.Table:
     """The document values of ``batch`` as a ``pyarrow.Table`` (see ``values_schema``).
 
     One row per mutation, prepare, deletion and expiration, in batch order: every frame
@@ -73,9 +75,14 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     order. Batches made by ``filter`` share that list; an entry already in it is not added
     again, so calling ``values`` repeatedly, or on a batch and its selections, lists each
     damaged value once.
+
+    ``threads`` (None: the cores this process may use) inflate Snappy blocks and copy the
+    bodies of a batch holding many values in parallel; the table is the same whatever the
+    number.
     """
     import pyarrow as pa
 
+    threads = threads_of(threads)
     mode = batch.mode if errors is None else errors
     if mode not in _ERRORS:
         raise ValueError(f"errors must be None or one of {_ERRORS}, not {mode!r}")
@@ -103,7 +110,7 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     inflated = np.empty(0, np.uint8)
     if decompress and compressed.any():
         inflated = _inflate(view, np.flatnonzero(compressed), starts, lengths, source,
-                            problems)
+                            problems, threads)
         compressed[:] = False           # every block is inflated or failed
         present = lengths > 0
     failed = np.zeros(n, bool)
@@ -122,7 +129,10 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     bounds = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=bounds[1:])
     data = np.empty(int(bounds[-1]), np.uint8)
-    core.values.gather(view, inflated, source, starts, bounds, data)
+    cuts = shares(lengths, parts_for(int(bounds[-1]), threads, _THREAD_BYTES))
+    run([lambda a=a, b=b: core.values.gather(view, inflated, source[a:b], starts[a:b],
+                                             bounds[a:b + 1], data)
+         for a, b in zip(cuts, cuts[1:])], threads)
 
     large = bounds[-1] > _INT32_MAX or (map_array is not None and
                                        pa.types.is_large_string(map_array.type.key_type))
@@ -139,9 +149,10 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
                                  pa.array(is_json)], schema=schema)
 
 
-def _inflate(view, rows, starts, lengths, source, problems) -> np.ndarray:
-    """Inflate the Snappy values at ``rows`` into one buffer; point their ``starts``,
-    ``lengths`` and ``source`` at it. Failures join ``problems`` with a zero length."""
+def _inflate(view, rows, starts, lengths, source, problems, threads) -> np.ndarray:
+    """Inflate the Snappy values at ``rows`` into one buffer (by up to ``threads``
+    threads, each a run of them); point their ``starts``, ``lengths`` and ``source`` at
+    it. Failures join ``problems`` with a zero length."""
     import cramjam
 
     declared = np.empty(len(rows), np.int64)
@@ -152,9 +163,14 @@ def _inflate(view, rows, starts, lengths, source, problems) -> np.ndarray:
     bounds = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(declared, out=bounds[1:])
     out = np.empty(int(bounds[-1]), np.uint8)
-    for i, *problem in core.values.inflate(view, starts[rows], lengths[rows], out, bounds,
-                                     cramjam.snappy.decompress_raw_into):
-        problems.append((int(rows[i]), *problem))
+    first, size = starts[rows], lengths[rows]
+    cuts = shares(declared, parts_for(int(bounds[-1]), threads, _THREAD_BYTES))
+    found = run([lambda a=a, b=b: core.values.inflate(
+        view, first[a:b], size[a:b], out, bounds[a:b + 1], cramjam.snappy.decompress_raw_into)
+        for a, b in zip(cuts, cuts[1:])], threads)
+    for a, part in zip(cuts, found):
+        for i, *problem in part:
+            problems.append((int(rows[a + i]), *problem))
     starts[rows] = bounds[:-1]
     lengths[rows] = declared
     source[rows] = 1

@@ -22,6 +22,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from .. import _core
 from .._core import ScanRequest, ScanResult
 from ..schema import BINARY
@@ -76,7 +78,9 @@ os.register_at_fork(after_in_child=_forget_pool)
 
 def run(tasks, threads: int) -> list:
     """The results of ``tasks`` (functions of no argument), in order: the first in this
-    thread, the others on up to ``threads - 1`` worker threads at the same time."""
+    thread, the others on up to ``threads - 1`` worker threads at the same time. Every
+    task ends before anything is raised: then the first failing task's exception, in
+    the order of ``tasks``."""
     global _pool, _pool_size
     if len(tasks) == 1 or threads < 2:
         return [task() for task in tasks]
@@ -88,11 +92,29 @@ def run(tasks, threads: int) -> list:
             _pool_size = threads - 1
         pool = _pool
     futures = [pool.submit(task) for task in tasks[1:]]
+    outcomes = [_outcome(tasks[0])] + [_outcome(future.result) for future in futures]
+    for _, error in outcomes:
+        if error is not None:
+            raise error
+    return [value for value, _ in outcomes]
+
+
+def _outcome(call) -> tuple[object, BaseException | None]:
+    """``(call(), None)``, or ``(None, the exception it raised)``."""
     try:
-        first = tasks[0]()
-    finally:
-        rest = [f.result() for f in futures]      # every task done before anything raises
-    return [first, *rest]
+        return call(), None
+    except BaseException as e:               # raised again by run, in task order
+        return None, e
+
+
+def shares(weights, parts: int) -> list[int]:
+    """Cuts ``0 = c0 <= c1 <= ... <= c_parts = len(weights)`` of ``weights`` (numbers
+    of work per item) into ``parts`` runs of about equal work."""
+    total = np.cumsum(weights, dtype=np.float64)
+    if not len(total) or total[-1] <= 0:
+        return [len(weights) * k // parts for k in range(parts + 1)]
+    goals = total[-1] * np.arange(1, parts) / parts
+    return [0, *np.searchsorted(total, goals, side="right").tolist(), len(weights)]
 
 
 def parts_for(size: int, threads: int, range_bytes: int = RANGE_BYTES) -> int:
