@@ -33,6 +33,7 @@
 #define DCP_KEEP_SPANS 128
 #define DCP_KEEP_BYTES ((size_t)512 << 20)
 #define DCP_KEEP_SECONDS 2.0
+#define DCP_TRIM_RATIO 4                  /* a kept span serves a request this much smaller */
 
 static double dcp_now(void) {
     struct timespec t;
@@ -152,13 +153,14 @@ static void dcp_spans_init(void) {
     pthread_atfork(dcp_fork_prepare, dcp_fork_parent, dcp_init_sync);
 }
 
-/* A span of at least n bytes (its size in *got), from the cache when one fits: the
-   smallest that holds it with at most a quarter to spare, else (where mappings can grow)
-   the largest smaller one, grown; NULL when out of memory. */
+/* A span of at least n bytes (its size in *got), from the cache when one will do, in this
+   order: the smallest that holds it with at most a quarter to spare; the smallest that
+   holds it at most DCP_TRIM_RATIO times over, its pages past the request given back; the
+   largest smaller one, grown (where mappings can grow). NULL when out of memory. */
 static char *dcp_span_take(size_t n, size_t *got) {
     size_t size = dcp_span_size(n);
     void *at = MAP_FAILED;
-    int fit = -1, under = -1;
+    int fit = -1, over = -1, under = -1;
     dcp_doomed d;
     d.n = 0;
     pthread_mutex_lock(&dcp_spans.lock);
@@ -168,6 +170,9 @@ static char *dcp_span_take(size_t n, size_t *got) {
         if (size <= k && k <= size + size / 4) {
             if (fit < 0 || k < dcp_spans.size[fit])
                 fit = i;
+        } else if (size < k && k / DCP_TRIM_RATIO <= size) {
+            if (over < 0 || k < dcp_spans.size[over])
+                over = i;
         } else if (DCP_CAN_GROW && k < size && (under < 0 || k > dcp_spans.size[under])) {
             under = i;
         }
@@ -176,6 +181,10 @@ static char *dcp_span_take(size_t n, size_t *got) {
         at = dcp_spans.at[fit];
         size = dcp_spans.size[fit];
         dcp_unkeep(fit);
+    } else if (over >= 0) {               /* its head holds the request: the rest goes */
+        at = dcp_spans.at[over];
+        dcp_doom(&d, (char *)at + size, dcp_spans.size[over] - size);
+        dcp_unkeep(over);
     } else if (under >= 0) {              /* its pages stay; only the new tail is fresh */
         char *old = dcp_spans.at[under];
         size_t old_size = dcp_spans.size[under];
