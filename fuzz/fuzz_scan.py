@@ -4,7 +4,9 @@ Coverage comes from the pure-Python twin, which atheris instruments; the compile
 scans the same input and must agree with it exactly (columns, binary views and the Arrow
 validity bitmaps of the kinds found, on each of the core's paths), so a
 divergence, a crash of the core, a hang or any exception other than ``DcpFormatError`` is a
-finding. Each input also goes through ``iter_batches`` in small chunks, which must return
+finding. The threaded scan (``io.parallel``, here cutting the input into ranges of a few
+bytes, anchored and walked by three threads) must give the compiled core's result exactly.
+Each input also goes through ``iter_batches`` in small chunks, which must return
 what one whole scan returns. An input that starts with a gzip, zstd or lz4 magic number is
 decompressed by ``iter_batches``; when it decompresses whole, the whole scan is of its
 decompressed bytes (``io.open_stream``); when it is damaged, the chunked read must equal the
@@ -14,7 +16,8 @@ how the bytes arrive). An input that inflates past ``_MAX_DECODED`` only has to 
     python fuzz/fuzz_scan.py CORPUS_DIR -max_total_time=60
 
 Input: a mode byte (bit 0: collections; bit 1: ``final`` for the core and twin; bits 2-7:
-``n``, the chunks are ``1 + 7 * n`` bytes), then the stream.
+``n``, the chunks are ``24 + 7 * n`` bytes and the threads' ranges ``1 + 5 * n``), then
+the stream.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ with atheris.instrument_imports(include=["dcpfast._core.pyscan", "dcpfast.batch"
                                           "dcpfast.io"]):
     from dcpfast import _core, batch, io, schema
     from dcpfast.errors import DcpFormatError
+    from dcpfast.io import parallel
 
     _scan_py = _core.twins()["scan"]
 core = _core.compiled()["scan"]     # compiled: not instrumented, checked against the twin
@@ -40,9 +44,13 @@ _TABLES = (schema.validity_table(name, True) for name in schema.NAMES)
 _CARRIED = np.array(list({t.tobytes(): t for t in _TABLES if t is not None}.values()), np.uint8)
 
 
+def _request(collections, skip, final):
+    return _core.ScanRequest(0, schema.NAMES, collections, skip, -1, _MAX_FRAME, 0, final,
+                             False, 31)
+
+
 def _run(impl, data, collections, skip, final):
-    return impl.scan_buffer(memoryview(data), _core.ScanRequest(
-        0, schema.NAMES, collections, skip, -1, _MAX_FRAME, 0, final, False, 31))
+    return impl.scan_buffer(memoryview(data), _request(collections, skip, final))
 
 
 def _same(fast, slow):
@@ -122,15 +130,19 @@ def test_one_input(raw: bytes) -> None:
     mode, data = raw[0], raw[1:]
     collections, final = bool(mode & 1), bool(mode & 2)
     for skip in (False, True):
-        _same(_run(core, data, collections, skip, final),
-              _run(_scan_py, data, collections, skip, final))
+        fast = _run(core, data, collections, skip, final)
+        _same(fast, _run(_scan_py, data, collections, skip, final))
+        if len(data) <= _MAX_DECODED:
+            _same(parallel.scan_result(memoryview(data), _request(collections, skip, final),
+                                       3, range_bytes=1 + (mode >> 2) * 5, lead_in=16,
+                                       piece_bytes=1 + (mode >> 2)), fast)
     assert core.sniff_collections(memoryview(data), 0) == \
         _scan_py.sniff_collections(memoryview(data), 0)
     try:
         batch.scan(data, collections=collections, final=True, max_frame_size=_MAX_FRAME)
     except DcpFormatError as e:
         assert 0 <= e.offset <= len(data), e
-    chunked = _chunked(data, collections, 1 + (mode >> 2) * 7)
+    chunked = _chunked(data, collections, 24 + (mode >> 2) * 7)
     whole = _whole(data, collections)
     if whole is not None:
         assert chunked == whole, (chunked, whole)

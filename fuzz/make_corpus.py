@@ -3,7 +3,7 @@ its harness reads (see each ``fuzz_*.py``).
 
     python fuzz/make_corpus.py [DIRECTORY [TARGET]]
 
-TARGET is one of ``scan`` (the default), ``values``, ``events`` and ``pcap``;
+TARGET is one of ``scan`` (the default), ``values``, ``events``, ``pcap`` and ``files``;
 DIRECTORY defaults to ``fuzz/corpus``.
 """
 
@@ -125,8 +125,20 @@ def pcap_seeds() -> list[bytes]:
     return out
 
 
+def files_seeds() -> list[bytes]:
+    """Streams with a mode byte (collections, shorten or grow, batch size) and a cut; the
+    files harness's format."""
+    out = []
+    for seed in range(8):
+        stream = t.synthetic_stream(8, seed=seed, vbuckets=2, snapshot_size=3,
+                                    collections=seed % 2 == 0)[:3000]
+        cut = (len(stream) * (seed + 1) // 9).to_bytes(2, "big")
+        out.append(bytes([(seed % 2 == 0) | (seed % 4 >= 2) << 1 | seed << 2]) + cut + stream)
+    return out
+
+
 SEEDS = {"scan": scan_seeds, "values": values_seeds, "events": events_seeds,
-         "pcap": pcap_seeds}
+         "pcap": pcap_seeds, "files": files_seeds}
 
 
 def write(directory, target: str = "scan") -> int:

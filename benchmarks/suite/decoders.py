@@ -43,6 +43,8 @@ def header_walk(view) -> tuple[list, list, list, list, list]:
     return opcodes, vbuckets, bodies, opaques, cas_values
 
 
-def file_scan(path, columns=None) -> int:
-    """Frames of ``iter_batches`` over a file (64 MiB batches, collections on)."""
-    return sum(len(b) for b in iter_batches(path, collections=True, columns=columns))
+def file_scan(path, columns=None, memory_map=False) -> int:
+    """Frames of ``iter_batches`` over a file (64 MiB batches, collections on, one
+    thread; read into memory, or mapped)."""
+    return sum(len(b) for b in iter_batches(path, collections=True, columns=columns,
+                                            threads=1, memory_map=memory_map))

@@ -1,6 +1,7 @@
 """One corpus checked and timed: the scan with all columns and with five, ``iter_batches``
 over a file, the Arrow conversions, ``values()``, the probe, the twin and the ``struct``
-walk; and the lines that print its figures."""
+walk, all on one thread (threads: ``bench_threads.py``); and the lines that print its
+figures."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from dcpfast.batch import scan
+from dcpfast.io import read
 
 from .common import check
 from .corpora import Corpus, opcode_name
@@ -17,8 +19,9 @@ from .timing import Timing, take_turns
 from .verify import verify, verify_probe
 
 #: The order of the rows of ``print_speed``.
-ROW_ORDER = ("probe", "scan", "scan5", "iter_batches", "to_arrow", "to_arrow_view", "values",
-             "scan_views", "to_arrow_early", "twin", "struct")
+ROW_ORDER = ("probe", "scan", "scan5", "iter_batches", "iter_batches_mapped", "read",
+             "read_mapped", "to_arrow", "to_arrow_view", "values", "scan_views",
+             "to_arrow_early", "twin", "struct")
 
 
 def measure(corpus: Corpus, items: int, data: bytes, expected: dict, *, repeat: int,
@@ -35,14 +38,20 @@ def measure(corpus: Corpus, items: int, data: bytes, expected: dict, *, repeat: 
         if probe is not None:
             found = run_probe(probe, path, 1)
             verify_probe(corpus.name, found, batch)
-        check(file_scan(path) == frames, f"{corpus.name}: iter_batches: frame count differs")
-        early = scan(view, collections=True, binary_views=True)
+        check(file_scan(path) == frames == file_scan(path, memory_map=True),
+              f"{corpus.name}: iter_batches: frame count differs")
+        check(len(read(path, collections=True, threads=1)) == frames,
+              f"{corpus.name}: read: frame count differs")
+        early = scan(view, collections=True, binary_views=True, threads=1)
         check(early.to_arrow(binary_view=True).equals(batch.to_arrow(binary_view=True)),
               f"{corpus.name}: the views written by the scan differ from to_arrow's")
         rows = {
             "scan": Timing("scan, all 39 columns", frames, size),
             "scan5": Timing(f"scan, {len(PROJECTION)} columns", frames, size),
             "iter_batches": Timing("iter_batches(file), all columns", frames, size),
+            "iter_batches_mapped": Timing("the same, memory_map=True", frames, size),
+            "read": Timing("read(file), all columns", frames, size),
+            "read_mapped": Timing("the same, memory_map=True", frames, size),
             "to_arrow": Timing("to_arrow() alone: binary, gathered", frames, size),
             "to_arrow_view": Timing("to_arrow(binary_view=True) alone", frames, size),
             "scan_views": Timing("scan(binary_views=True), all columns", frames, size),
@@ -53,14 +62,20 @@ def measure(corpus: Corpus, items: int, data: bytes, expected: dict, *, repeat: 
         }
         sub = view[:subset_bytes]
         runs = [
-            (rows["scan"], lambda: scan(view, collections=True)),
-            (rows["scan5"], lambda: scan(view, collections=True, columns=PROJECTION)),
+            (rows["scan"], lambda: scan(view, collections=True, threads=1)),
+            (rows["scan5"], lambda: scan(view, collections=True, columns=PROJECTION,
+                                         threads=1)),
             (rows["iter_batches"], lambda: file_scan(path)),
+            (rows["iter_batches_mapped"], lambda: file_scan(path, memory_map=True)),
+            (rows["read"], lambda: read(path, collections=True, threads=1)),
+            (rows["read_mapped"], lambda: read(path, collections=True, threads=1,
+                                               memory_map=True)),
             (rows["to_arrow"], batch.to_arrow),
             (rows["to_arrow_view"], lambda: batch.to_arrow(binary_view=True)),
-            (rows["scan_views"], lambda: scan(view, collections=True, binary_views=True)),
+            (rows["scan_views"], lambda: scan(view, collections=True, binary_views=True,
+                                              threads=1)),
             (rows["to_arrow_early"], lambda: early.to_arrow(binary_view=True)),
-            (rows["values"], batch.values),
+            (rows["values"], lambda: batch.values(threads=1)),
         ]
         if probe is not None:      # in turn with the others; its own clock, best of 3 walks
             runs.append((Timing("", 0, 0), lambda: probe_bests.append(

@@ -37,7 +37,7 @@ def traced_memory(view) -> dict:
     live = mapped(reset=True)[0]
     tracemalloc.start()
     try:
-        batch = scan(view, collections=True)
+        batch = scan(view, collections=True, threads=1)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -64,11 +64,12 @@ _RSS_CHILD = textwrap.dedent("""
             pass
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-    path, batch_bytes = sys.argv[1], int(sys.argv[2])
-    columns = sys.argv[3].split(",") if len(sys.argv) > 3 else None
+    path, batch_bytes, mapped = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "mapped"
+    columns = sys.argv[4].split(",") if len(sys.argv) > 4 else None
     base = peak()
     frames = seqnos = 0
-    for batch in dcpfast.iter_batches(path, batch_bytes, collections=True, columns=columns):
+    for batch in dcpfast.iter_batches(path, batch_bytes, collections=True, columns=columns,
+                                      memory_map=mapped):
         frames += len(batch)
         seqnos = (seqnos + int(batch["by_seqno"].sum(dtype=np.uint64))) % 2**64
     print(json.dumps({"baseline_bytes": base, "peak_bytes": peak(), "frames": frames,
@@ -80,7 +81,8 @@ def rss_probe(data: bytes, expected: dict, directory: Path,
               batch_bytes: int = DEFAULT_BATCH_BYTES) -> dict:
     """Peak RSS of a fresh interpreter that imports dcpfast and then runs ``iter_batches``
     over a dump of ``data`` repeated to at least ``RSS_DUMP_BYTES``, above its peak after
-    the imports: with all columns, and with the 5-column projection."""
+    the imports: with all columns, with the 5-column projection, and with all columns
+    and ``memory_map=True``."""
     repeats = -(-RSS_DUMP_BYTES // len(data))
     path = directory / "rss.dcp"
     with open(path, "wb") as f:
@@ -89,10 +91,12 @@ def rss_probe(data: bytes, expected: dict, directory: Path,
     report = {"dump_bytes": repeats * len(data), "batch_bytes": batch_bytes}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
-        for key, columns in (("all_columns", ()), ("projection", (",".join(PROJECTION),))):
+        for key, how, columns in (("all_columns", "read", ()),
+                                  ("projection", "read", (",".join(PROJECTION),)),
+                                  ("all_columns_mapped", "mapped", ())):
             start = time.perf_counter()
             done = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(path),
-                                   str(batch_bytes), *columns],
+                                   str(batch_bytes), how, *columns],
                                   capture_output=True, text=True, timeout=1800, env=env)
             elapsed = time.perf_counter() - start
             check(done.returncode == 0, f"iter_batches memory probe failed: "

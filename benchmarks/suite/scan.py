@@ -114,7 +114,7 @@ def measure_all(report: dict, tmp: Path, *, corpora, items: int, repeat: int,
         print(f"\niter_batches memory: a fresh interpreter reads the mixed corpus "
               f"repeated to {RSS_DUMP_BYTES / 2**30:.0f} GiB ...")
         report["rss"] = found = rss_probe(*mixed, tmp)
-        for key in ("all_columns", "projection"):
+        for key in ("all_columns", "projection", "all_columns_mapped"):
             r = found[key]
             print(f"  {key.replace('_', ' ')}: baseline (after imports) "
                   f"{r['baseline_bytes'] / 2**20:,.0f} MiB, peak "

@@ -16,7 +16,10 @@ _MARKED = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
 #: The timings shown as rows, by key, with their labels.
 ROWS = (("scan", "`scan`, all 39 columns"),
         ("scan5", "`scan`, 5 columns (`offset, opcode, vbucket, by_seqno, key_len`)"),
-        ("iter_batches", "`iter_batches(path)`, all columns, 64 MiB batches"),
+        ("iter_batches", "`iter_batches(path)`, all columns, 64 MiB batches (read)"),
+        ("iter_batches_mapped", "the same, `memory_map=True`"),
+        ("read", "`read(path)`, all columns (read into memory)"),
+        ("read_mapped", "the same, `memory_map=True`"),
         ("scan_views", "`scan(binary_views=True)`, all columns"),
         ("probe", "C probe: follows body lengths, stores 3 fields per frame"),
         ("twin", "pure-Python twin, all columns"),
