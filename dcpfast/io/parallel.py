@@ -6,9 +6,11 @@ A large buffer is cut into byte ranges, one a thread. Each range starts at its a
 at or after the cut on the chain a resynchronising scan walks from a little before it) and
 is walked, without the GIL, up to the first frame boundary at or past the next range's
 anchor. The first range writes straight into the batch's columns, sized for the whole
-buffer; the others into columns of their own, whose rows the threads then copy into place
-(measured faster than counting the frames of every range first and writing each range at
-its final rows). A range is kept only when the walk before it arrived exactly at its start;
+buffer; the others are walked in pieces, each into columns of its own, whose rows a thread
+done walking copies into place as soon as the walks before them are known to chain, while
+the other ranges are still walked (measured faster than counting the frames of every range
+first and writing each range at its final rows, and than copying all ranges at the end).
+A range is kept only when the walk before it arrived exactly at its start;
 one that did not (damage across a cut, or a value holding frames) is walked again from
 where the previous range truly ended. So the columns, the frames, the skipped regions,
 a strict scan's error and the resume state are those of a single-threaded scan, whatever
@@ -86,8 +88,8 @@ def run(tasks, threads: int) -> list:
         return [task() for task in tasks]
     with _pool_lock:
         if _pool is None or _pool_size < threads - 1:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
+            # a larger pool replaces the smaller, whose threads end once it is collected
+            # (not shut down: another caller may be handing it tasks now)
             _pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="dcpfast")
             _pool_size = threads - 1
         pool = _pool
@@ -175,8 +177,14 @@ class _Job:
 
     def worker(self, k: int):
         def task():
-            self._walk(k)
-            self._place_while_possible()
+            try:
+                self._walk(k)
+                self._place_while_possible()
+            except BaseException:
+                with self.cond:              # no thread waits for what will not come
+                    self.open = False
+                    self.cond.notify_all()
+                raise
         return task
 
     def _walk(self, k: int) -> None:
