@@ -26,9 +26,9 @@ from .compression import DecodedStream, read_into
 from .parallel import parts_for, run
 
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)   # drops a mapping's pages, not its data
-#: Smallest ``batch_bytes`` for which ``iter_batches(..., mmap=True)`` maps a regular file
-#: rather than read it: a smaller window costs more to map than to copy, and a process has
-#: a limited number of maps (each batch holds one).
+#: Smallest ``batch_bytes`` for which ``iter_batches(..., memory_map=True)`` maps a regular
+#: file rather than read it: a smaller window costs more to map than to copy, and a process
+#: has a limited number of maps (each batch holds one).
 MAP_MIN_BYTES = 1024 * 1024
 
 
