@@ -363,3 +363,32 @@ def test_iter_batches_memory_stays_within_its_bound(tmp_path, value):
     found = json.loads(done.stdout)
     assert found["frames"] == len(dcpfast.read(path))
     assert found["growth"] <= bound, (found, bound)
+
+
+CLI_SHRINK = """
+    import os, sys
+    from dcpfast.cli import main
+    path, command, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    size = os.path.getsize(path)
+    real = os.preadv
+    def shrink_then_read(fd, buffers, position):
+        os.truncate(path, size // 3 + 7)          # inside a frame
+        os.preadv = real
+        return real(fd, buffers, position)
+    os.preadv = shrink_then_read
+    args = ["info", path] if command == "info" else ["convert", path, "-o", out, "-q"]
+    main.main(args, standalone_mode=True)
+"""
+
+
+@pytest.mark.parametrize("command", ["info", "convert"])
+def test_the_command_over_a_file_shortened_while_read(dump, tmp_path, command):
+    """The command ends with a message (the cut-short last frame, strict mode) and status
+    1, not a signal; convert leaves no partial output."""
+    path = tmp_path / "shrinks.dcp"
+    path.write_bytes(dump.read_bytes())
+    out = tmp_path / "out.parquet"
+    done = child(CLI_SHRINK, path, command, out)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "truncated frame" in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()
