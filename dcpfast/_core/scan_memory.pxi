@@ -16,6 +16,7 @@ cdef extern from "spans.h":
     void dcp_span_shrunk(size_t size) nogil
     size_t dcp_span_size(size_t n) nogil
     void dcp_span_stats(size_t* live, size_t* peak, size_t* kept, int reset) nogil
+    void dcp_put(char* dst, const char* src, size_t n) nogil
 
 dcp_spans_init()
 
@@ -38,10 +39,10 @@ cdef class _Room:
             PyMem_RawFree(self.at)
 
     cdef void trim(self, size_t used) noexcept nogil:
-        """Give back the pages of a mapped span past ``used`` bytes when it is more than
-        twice that (a scan that reserved far more rows than it found)."""
+        """Give back the pages of a mapped span past ``used`` bytes when it was asked for
+        more than twice that (a scan that reserved far more rows than it found)."""
         cdef size_t keep = dcp_span_size(used) if used else 4096
-        if self.mapped and keep <= self.mapped // 2:
+        if self.mapped and keep <= self.size // 2:
             munmap(self.at + keep, self.mapped - keep)
             dcp_span_shrunk(self.mapped - keep)
             self.mapped = keep
@@ -155,7 +156,7 @@ cdef class Columns:
             src[i] = other.part(i) + first * other.width[i]
         with nogil:
             for i in range(self.n_parts):
-                memcpy(dst[i], src[i], count * self.width[i])
+                dcp_put(dst[i], src[i], count * self.width[i])
 
     def arrays(self, Py_ssize_t count):
         """The first ``count`` rows as numpy arrays: the columns by name, the kinds, and
@@ -181,7 +182,7 @@ cdef class Columns:
             raise ValueError("count outside the rows held")
         for i in range(self.n_parts):
             used += aligned(count * self.width[i])
-        if self.room.mapped and dcp_span_size(used) <= self.room.mapped // 2:
+        if self.room.mapped and dcp_span_size(used) <= self.room.size // 2:
             used = 0
             for i in range(self.n_parts):     # each part moves down (or stays)
                 at = used

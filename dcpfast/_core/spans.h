@@ -13,15 +13,24 @@
    span given back starts one).
 
    DCP_GROW extends a mapping in place or moves it (Linux's mremap; _GNU_SOURCE comes from
-   Python.h) where DCP_CAN_GROW, else fails. */
+   Python.h) where DCP_CAN_GROW, else fails. dcp_put copies rows into output memory: large
+   copies with streaming stores (SSE2), which write whole lines without first reading them
+   and leave the cache to the scan. */
 #ifndef DCPFAST_SPANS_H
 #define DCPFAST_SPANS_H
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#if defined(__SSE2__) || defined(_M_X64)
+#  include <emmintrin.h>
+#  define DCP_STREAM 1
+#else
+#  define DCP_STREAM 0
+#endif
 #if defined(__linux__)
 #  define DCP_CAN_GROW 1
 #  define DCP_GROW(p, old, new) mremap((p), (old), (new), MREMAP_MAYMOVE)
@@ -33,7 +42,7 @@
 #define DCP_KEEP_SPANS 128
 #define DCP_KEEP_BYTES ((size_t)512 << 20)
 #define DCP_KEEP_SECONDS 2.0
-#define DCP_TRIM_RATIO 4                  /* a kept span serves a request this much smaller */
+#define DCP_OVER 4                        /* a kept span serves a request this much smaller */
 
 static double dcp_now(void) {
     struct timespec t;
@@ -155,8 +164,9 @@ static void dcp_spans_init(void) {
 
 /* A span of at least n bytes (its size in *got), from the cache when one will do, in this
    order: the smallest that holds it with at most a quarter to spare; the smallest that
-   holds it at most DCP_TRIM_RATIO times over, its pages past the request given back; the
-   largest smaller one, grown (where mappings can grow). NULL when out of memory. */
+   holds it at most DCP_OVER times over (whole: its pages stay resident, ready for a larger
+   request once it is given back); the largest smaller one, grown (where mappings can
+   grow). NULL when out of memory. */
 static char *dcp_span_take(size_t n, size_t *got) {
     size_t size = dcp_span_size(n);
     void *at = MAP_FAILED;
@@ -170,7 +180,7 @@ static char *dcp_span_take(size_t n, size_t *got) {
         if (size <= k && k <= size + size / 4) {
             if (fit < 0 || k < dcp_spans.size[fit])
                 fit = i;
-        } else if (size < k && k / DCP_TRIM_RATIO <= size) {
+        } else if (size < k && k / DCP_OVER <= size) {
             if (over < 0 || k < dcp_spans.size[over])
                 over = i;
         } else if (DCP_CAN_GROW && k < size && (under < 0 || k > dcp_spans.size[under])) {
@@ -181,9 +191,9 @@ static char *dcp_span_take(size_t n, size_t *got) {
         at = dcp_spans.at[fit];
         size = dcp_spans.size[fit];
         dcp_unkeep(fit);
-    } else if (over >= 0) {               /* its head holds the request: the rest goes */
+    } else if (over >= 0) {
         at = dcp_spans.at[over];
-        dcp_doom(&d, (char *)at + size, dcp_spans.size[over] - size);
+        size = dcp_spans.size[over];
         dcp_unkeep(over);
     } else if (under >= 0) {              /* its pages stay; only the new tail is fresh */
         char *old = dcp_spans.at[under];
@@ -261,6 +271,33 @@ static void dcp_span_stats(size_t *live, size_t *peak, size_t *kept, int reset) 
     if (reset)
         dcp_spans.peak_bytes = dcp_spans.live_bytes;
     pthread_mutex_unlock(&dcp_spans.lock);
+}
+
+/* Copy n bytes to dst (output memory, not read again soon): with streaming stores from
+   DCP_STREAM_MIN bytes up, else memcpy. */
+#define DCP_STREAM_MIN (256 * 1024)
+static void dcp_put(char *dst, const char *src, size_t n) {
+#if DCP_STREAM
+    if (n >= DCP_STREAM_MIN) {
+        size_t head = (16 - ((uintptr_t)dst & 15)) & 15, i;
+        memcpy(dst, src, head);
+        dst += head, src += head, n -= head;
+        for (i = 0; i + 64 <= n; i += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+            __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+            _mm_stream_si128((__m128i *)(dst + i), a);
+            _mm_stream_si128((__m128i *)(dst + i + 16), b);
+            _mm_stream_si128((__m128i *)(dst + i + 32), c);
+            _mm_stream_si128((__m128i *)(dst + i + 48), d);
+        }
+        memcpy(dst + i, src + i, n - i);
+        _mm_sfence();                     /* the stores are seen before whatever follows */
+        return;
+    }
+#endif
+    memcpy(dst, src, n);
 }
 
 #endif
