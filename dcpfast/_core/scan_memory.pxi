@@ -1,5 +1,5 @@
 # Output memory. A scan's columns, frame kinds and binary views are carved out of one
-# allocation (``Columns``), whatever the batch size; from SPAN_MIN up it is a mapped span
+# allocation (``Columns``), whatever the batch size; from SPAN_MIN up it is a span
 # that goes back to a cache when its last array is dropped, so the next scan (or the next
 # batch of iter_batches) writes into pages that are already resident instead of faulting in
 # and zeroing fresh ones, which costs as much as the scan itself. The cache, its bounds and
@@ -17,6 +17,7 @@ cdef extern from "spans.h":
     size_t dcp_span_size(size_t n) nogil
     void dcp_span_stats(size_t* live, size_t* peak, size_t* kept, int reset) nogil
     void dcp_put(char* dst, const char* src, size_t n) nogil
+    size_t dcp_unmap_tail(void* p, size_t keep, size_t size) nogil
 
 dcp_spans_init()
 
@@ -43,7 +44,7 @@ cdef class _Room:
         more than twice that (a scan that reserved far more rows than it found)."""
         cdef size_t keep = dcp_span_size(used) if used else 4096
         if self.mapped and keep <= self.size // 2:
-            munmap(self.at + keep, self.mapped - keep)
+            keep = dcp_unmap_tail(self.at, keep, self.mapped)
             dcp_span_shrunk(self.mapped - keep)
             self.mapped = keep
             self.size = min(self.size, keep)

@@ -1,54 +1,241 @@
-/* The recycled span cache of cscan's output memory (scan_memory.pxi).
+/* The recycled span cache of cscan's output memory (scan_memory.pxi), and its platform
+   layer.
 
-   Large output memory lives in anonymous mappings ("spans") that go back to this cache when
-   their last array is dropped, so that the next scan writes into pages that are already
-   resident instead of faulting in and zeroing fresh ones. What the cache keeps is bounded
-   three ways: at most DCP_KEEP_SPANS spans and DCP_KEEP_BYTES bytes; at most the most bytes
-   in use at once during the current window of DCP_KEEP_SECONDS (so the cache never holds
-   more than the batches themselves held lately); and no span for longer than
-   DCP_KEEP_SECONDS. A reaper thread, started when the cache gets its first span and ended
-   when it is empty, unmaps spans as they expire: idle memory goes back to the system
-   without waiting for the next allocation, and no thread outlives the cache's use. A fork
-   leaves the child with the cache's spans, an unlocked cache and no reaper (the next
-   span given back starts one).
+   Large output memory lives in "spans" that go back to this cache when their last array is
+   dropped, so that the next scan writes into pages that are already resident instead of
+   faulting in and zeroing fresh ones. What the cache keeps is bounded three ways: at most
+   DCP_KEEP_SPANS spans and DCP_KEEP_BYTES bytes; at most the most bytes in use at once
+   during the current window of DCP_KEEP_SECONDS (so the cache never holds more than the
+   batches themselves held lately); and no span for longer than DCP_KEEP_SECONDS. A reaper
+   thread, started when the cache gets its first span and ended when it is empty, gives
+   spans back as they expire: idle memory goes back to the system without waiting for the
+   next allocation, and no thread outlives the cache's use. On POSIX systems a fork leaves
+   the child with the cache's spans, an unlocked cache and no reaper (the next span given
+   back starts one).
 
-   DCP_GROW extends a mapping in place or moves it (Linux's mremap; _GNU_SOURCE comes from
-   Python.h) where DCP_CAN_GROW, else fails. dcp_put copies rows into output memory: large
+   The platform layer:
+     dcp_map(size)              anonymous read-write memory, or NULL;
+     dcp_unmap(p, size)         gives a span back whole;
+     dcp_unmap_tail(p, keep, size)
+                                gives back the pages of a span past its first keep bytes
+                                and returns the bytes it still holds (size where it cannot);
+     DCP_GROW(p, old, new)      extends a span in place or moves it, or returns NULL and
+                                leaves it as it was; only where DCP_CAN_GROW (Linux mremap,
+                                _GNU_SOURCE comes from Python.h);
+     dcp_now()                  a monotonic clock in seconds;
+     dcp_lock, dcp_cond, dcp_start
+                                a lock, a timed wait and a detached thread (POSIX threads,
+                                or Windows' slim locks, condition variables and threads).
+   Spans are mapped pages on POSIX systems (mmap) and on Windows (VirtualAlloc: the tail
+   is decommitted, the reservation released whole); with -DDCP_NO_MMAP, or where neither
+   exists, they come from the allocator. dcp_put copies rows into output memory: large
    copies with streaming stores (SSE2), which write whole lines without first reading them
    and leave the cache to the scan. */
 #ifndef DCPFAST_SPANS_H
 #define DCPFAST_SPANS_H
 
-#include <pthread.h>
 #include <stddef.h>
+#include <stdlib.h>
+
+#if defined(_WIN32)
+#  ifndef WIN32_LEAN_AND_MEAN
+#    define WIN32_LEAN_AND_MEAN
+#  endif
+#  include <windows.h>
+#else
+#  include <time.h>
+#endif
+#if !defined(DCP_NO_MMAP) && defined(_WIN32)
+#  define DCP_SPANS_WINDOWS 1
+#elif !defined(DCP_NO_MMAP) && (defined(__unix__) || defined(__APPLE__))
+#  define DCP_SPANS_POSIX 1
+#  include <sys/mman.h>
+#  include <unistd.h>
+#endif
+
+#if defined(DCP_SPANS_POSIX) && defined(__linux__) && defined(MREMAP_MAYMOVE)
+#  define DCP_CAN_GROW 1
+static void *DCP_GROW(void *p, size_t old, size_t new_size)
+{
+    void *at = mremap(p, old, new_size, MREMAP_MAYMOVE);
+    return at == MAP_FAILED ? NULL : at;
+}
+#else
+#  define DCP_CAN_GROW 0
+static void *DCP_GROW(void *p, size_t old, size_t new_size)
+{
+    (void)p; (void)old; (void)new_size;
+    return NULL;
+}
+#endif
+
+#if defined(DCP_SPANS_POSIX)
+
+static void *dcp_map(size_t size)
+{
+    void *at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return at == MAP_FAILED ? NULL : at;
+}
+static void dcp_unmap(void *p, size_t size)
+{
+    munmap(p, size);
+}
+static size_t dcp_unmap_tail(void *p, size_t keep, size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);   /* 16 KiB on Apple silicon, 64 KiB on
+                                                      some arm64 kernels */
+    keep = (keep + page - 1) / page * page;
+    if (keep >= size || munmap((char *)p + keep, size - keep) != 0)
+        return size;
+    return keep;
+}
+
+#elif defined(DCP_SPANS_WINDOWS)
+
+static void *dcp_map(size_t size)
+{
+    return VirtualAlloc(NULL, size, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+}
+static void dcp_unmap(void *p, size_t size)
+{
+    (void)size;
+    VirtualFree(p, 0, MEM_RELEASE);              /* the whole reservation, tail included */
+}
+static size_t dcp_unmap_tail(void *p, size_t keep, size_t size)
+{
+    SYSTEM_INFO info;
+    size_t page;
+    GetSystemInfo(&info);
+    page = info.dwPageSize;
+    keep = (keep + page - 1) / page * page;
+    if (keep >= size || !VirtualFree((char *)p + keep, size - keep, MEM_DECOMMIT))
+        return size;
+    return keep;
+}
+
+#else
+
+static void *dcp_map(size_t size)
+{
+    return malloc(size);
+}
+static void dcp_unmap(void *p, size_t size)
+{
+    (void)size;
+    free(p);
+}
+static size_t dcp_unmap_tail(void *p, size_t keep, size_t size)
+{
+    (void)p; (void)keep;
+    return size;                                 /* the allocator keeps the block whole */
+}
+
+#endif
+
+#if defined(_WIN32)
+static double dcp_now(void)
+{
+    LARGE_INTEGER count, frequency;
+    QueryPerformanceCounter(&count);
+    QueryPerformanceFrequency(&frequency);
+    return (double)count.QuadPart / (double)frequency.QuadPart;
+}
+#else
+static double dcp_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+#endif
+
+
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 #if defined(__SSE2__) || defined(_M_X64)
 #  include <emmintrin.h>
 #  define DCP_STREAM 1
 #else
 #  define DCP_STREAM 0
 #endif
-#if defined(__linux__)
-#  define DCP_CAN_GROW 1
-#  define DCP_GROW(p, old, new) mremap((p), (old), (new), MREMAP_MAYMOVE)
+
+#if defined(_WIN32)
+typedef SRWLOCK dcp_lock;
+typedef CONDITION_VARIABLE dcp_cond;
+static void dcp_lock_init(dcp_lock *l) { InitializeSRWLock(l); }
+static void dcp_lock_take(dcp_lock *l) { AcquireSRWLockExclusive(l); }
+static void dcp_lock_drop(dcp_lock *l) { ReleaseSRWLockExclusive(l); }
+static void dcp_cond_init(dcp_cond *c) { InitializeConditionVariable(c); }
+/* Wait on c (l held) until woken or until dcp_now() passes due. */
+static void dcp_cond_wait(dcp_cond *c, dcp_lock *l, double due)
+{
+    double left = due - dcp_now();
+    SleepConditionVariableSRW(c, l, left > 0 ? (DWORD)(left * 1000) + 1 : 0, 0);
+}
+static void *(*dcp_thread_body)(void *);
+static DWORD WINAPI dcp_thread_main(LPVOID arg) { dcp_thread_body(arg); return 0; }
+/* Start a detached thread running body(NULL); whether it started. */
+static int dcp_start(void *(*body)(void *))
+{
+    HANDLE thread;
+    dcp_thread_body = body;
+    thread = CreateThread(NULL, 64 * 1024, dcp_thread_main, NULL, 0, NULL);
+    if (thread == NULL)
+        return 0;
+    CloseHandle(thread);
+    return 1;
+}
 #else
-#  define DCP_CAN_GROW 0
-#  define DCP_GROW(p, old, new) MAP_FAILED
+#  include <pthread.h>
+typedef pthread_mutex_t dcp_lock;
+typedef pthread_cond_t dcp_cond;
+static void dcp_lock_init(dcp_lock *l) { pthread_mutex_init(l, NULL); }
+static void dcp_lock_take(dcp_lock *l) { pthread_mutex_lock(l); }
+static void dcp_lock_drop(dcp_lock *l) { pthread_mutex_unlock(l); }
+static void dcp_cond_init(dcp_cond *c)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+#  if !defined(__APPLE__)
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);   /* the clock of dcp_now */
+#  endif
+    pthread_cond_init(c, &attr);
+    pthread_condattr_destroy(&attr);
+}
+static void dcp_cond_wait(dcp_cond *c, dcp_lock *l, double due)
+{
+    struct timespec t;
+#  if defined(__APPLE__)                                /* relative waits only */
+    double left = due - dcp_now();
+    if (left < 0)
+        left = 0;
+    t.tv_sec = (time_t)left;
+    t.tv_nsec = (long)((left - (double)t.tv_sec) * 1e9);
+    pthread_cond_timedwait_relative_np(c, l, &t);
+#  else
+    t.tv_sec = (time_t)due;
+    t.tv_nsec = (long)((due - (double)t.tv_sec) * 1e9);
+    pthread_cond_timedwait(c, l, &t);
+#  endif
+}
+static int dcp_start(void *(*body)(void *))
+{
+    pthread_t thread;
+    pthread_attr_t attr;
+    int started;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    started = pthread_create(&thread, &attr, body, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    return started;
+}
 #endif
 
 #define DCP_KEEP_SPANS 128
 #define DCP_KEEP_BYTES ((size_t)512 << 20)
 #define DCP_KEEP_SECONDS 2.0
 #define DCP_OVER 4                        /* a kept span serves a request this much smaller */
-
-static double dcp_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* The span size for a request of n bytes: sixteenths of a power of two, whole pages. */
 static size_t dcp_span_size(size_t n) {
@@ -59,8 +246,8 @@ static size_t dcp_span_size(size_t n) {
 }
 
 static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t wake;                  /* the reaper's timed wait */
+    dcp_lock lock;
+    dcp_cond wake;                        /* the reaper's timed wait */
     char *at[DCP_KEEP_SPANS];             /* kept spans, oldest first */
     size_t size[DCP_KEEP_SPANS];
     double since[DCP_KEEP_SPANS];
@@ -78,9 +265,9 @@ typedef struct {                          /* spans to unmap once the lock is rel
     size_t size[DCP_KEEP_SPANS + 1];
 } dcp_doomed;
 
-static void dcp_unmap(const dcp_doomed *d) {
+static void dcp_unmap_doomed(const dcp_doomed *d) {
     for (int i = 0; i < d->n; i++)
-        munmap(d->at[i], d->size[i]);
+        dcp_unmap(d->at[i], d->size[i]);
 }
 
 static void dcp_doom(dcp_doomed *d, char *at, size_t size) {
@@ -122,44 +309,41 @@ static void dcp_in_use(size_t bytes) {
 static void *dcp_reap(void *unused) {
     dcp_doomed d;
     (void)unused;
-    pthread_mutex_lock(&dcp_spans.lock);
+    dcp_lock_take(&dcp_spans.lock);
     while (dcp_spans.n_kept) {
         double due = dcp_spans.since[0] + DCP_KEEP_SECONDS + 0.01;
-        struct timespec t;
-        t.tv_sec = (time_t)due;
-        t.tv_nsec = (long)((due - (double)t.tv_sec) * 1e9);
-        pthread_cond_timedwait(&dcp_spans.wake, &dcp_spans.lock, &t);
+        dcp_cond_wait(&dcp_spans.wake, &dcp_spans.lock, due);
         d.n = 0;
         dcp_expire(dcp_now(), &d);
         if (d.n) {
-            pthread_mutex_unlock(&dcp_spans.lock);
-            dcp_unmap(&d);
-            pthread_mutex_lock(&dcp_spans.lock);
+            dcp_lock_drop(&dcp_spans.lock);
+            dcp_unmap_doomed(&d);
+            dcp_lock_take(&dcp_spans.lock);
         }
     }
     dcp_spans.reaper = 0;
-    pthread_mutex_unlock(&dcp_spans.lock);
+    dcp_lock_drop(&dcp_spans.lock);
     return NULL;
 }
 
-static void dcp_fork_prepare(void) { pthread_mutex_lock(&dcp_spans.lock); }
-static void dcp_fork_parent(void) { pthread_mutex_unlock(&dcp_spans.lock); }
-
 static void dcp_init_sync(void) {
-    pthread_condattr_t attr;
-    pthread_mutex_init(&dcp_spans.lock, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&dcp_spans.wake, &attr);
-    pthread_condattr_destroy(&attr);
+    dcp_lock_init(&dcp_spans.lock);
+    dcp_cond_init(&dcp_spans.wake);
     dcp_spans.reaper = 0;
 }
+
+#if !defined(_WIN32)
+static void dcp_fork_prepare(void) { dcp_lock_take(&dcp_spans.lock); }
+static void dcp_fork_parent(void) { dcp_lock_drop(&dcp_spans.lock); }
+#endif
 
 /* Set up the cache (once, at import). */
 static void dcp_spans_init(void) {
     dcp_init_sync();
     dcp_spans.window_since = dcp_now();
+#if !defined(_WIN32)
     pthread_atfork(dcp_fork_prepare, dcp_fork_parent, dcp_init_sync);
+#endif
 }
 
 /* A span of at least n bytes (its size in *got), from the cache when one will do, in this
@@ -169,11 +353,11 @@ static void dcp_spans_init(void) {
    grow). NULL when out of memory. */
 static char *dcp_span_take(size_t n, size_t *got) {
     size_t size = dcp_span_size(n);
-    void *at = MAP_FAILED;
+    void *at = NULL;
     int fit = -1, over = -1, under = -1;
     dcp_doomed d;
     d.n = 0;
-    pthread_mutex_lock(&dcp_spans.lock);
+    dcp_lock_take(&dcp_spans.lock);
     dcp_expire(dcp_now(), &d);
     for (int i = 0; i < dcp_spans.n_kept; i++) {
         size_t k = dcp_spans.size[i];
@@ -200,16 +384,16 @@ static char *dcp_span_take(size_t n, size_t *got) {
         size_t old_size = dcp_spans.size[under];
         dcp_unkeep(under);
         at = DCP_GROW(old, old_size, size);
-        if (at == MAP_FAILED)
+        if (at == NULL)
             dcp_doom(&d, old, old_size);
     }
-    if (at == MAP_FAILED)
-        at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (at != MAP_FAILED)
+    if (at == NULL)
+        at = dcp_map(size);
+    if (at != NULL)
         dcp_in_use(size);
-    pthread_mutex_unlock(&dcp_spans.lock);
-    dcp_unmap(&d);
-    if (at == MAP_FAILED)
+    dcp_lock_drop(&dcp_spans.lock);
+    dcp_unmap_doomed(&d);
+    if (at == NULL)
         return NULL;
     *got = size;
     return (char *)at;
@@ -222,7 +406,7 @@ static void dcp_span_give(char *at, size_t size) {
     size_t limit;
     double now = dcp_now();
     d.n = 0;
-    pthread_mutex_lock(&dcp_spans.lock);
+    dcp_lock_take(&dcp_spans.lock);
     dcp_expire(now, &d);
     dcp_spans.live_bytes -= size;
     limit = dcp_spans.window_peak < DCP_KEEP_BYTES ? dcp_spans.window_peak : DCP_KEEP_BYTES;
@@ -240,37 +424,31 @@ static void dcp_span_give(char *at, size_t size) {
         dcp_spans.n_kept++;
         dcp_spans.kept_bytes += size;
         if (!dcp_spans.reaper) {
-            pthread_t thread;
-            pthread_attr_t attr;
-            pthread_attr_init(&attr);
-            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-            pthread_attr_setstacksize(&attr, 64 * 1024);
             /* without a reaper, spans still expire when memory is next taken or given */
-            dcp_spans.reaper = pthread_create(&thread, &attr, dcp_reap, NULL) == 0;
-            pthread_attr_destroy(&attr);
+            dcp_spans.reaper = dcp_start(dcp_reap);
         }
     }
-    pthread_mutex_unlock(&dcp_spans.lock);
-    dcp_unmap(&d);
+    dcp_lock_drop(&dcp_spans.lock);
+    dcp_unmap_doomed(&d);
 }
 
 /* A span in use gave back ``bytes`` of its tail (unmapped by the caller). */
 static void dcp_span_shrunk(size_t bytes) {
-    pthread_mutex_lock(&dcp_spans.lock);
+    dcp_lock_take(&dcp_spans.lock);
     dcp_spans.live_bytes -= bytes;
-    pthread_mutex_unlock(&dcp_spans.lock);
+    dcp_lock_drop(&dcp_spans.lock);
 }
 
 /* The bytes of spans in use, the most in use at once since the last reset, the bytes
    kept for reuse; with reset, the peak starts again from what is in use. */
 static void dcp_span_stats(size_t *live, size_t *peak, size_t *kept, int reset) {
-    pthread_mutex_lock(&dcp_spans.lock);
+    dcp_lock_take(&dcp_spans.lock);
     *live = dcp_spans.live_bytes;
     *peak = dcp_spans.peak_bytes;
     *kept = dcp_spans.kept_bytes;
     if (reset)
         dcp_spans.peak_bytes = dcp_spans.live_bytes;
-    pthread_mutex_unlock(&dcp_spans.lock);
+    dcp_lock_drop(&dcp_spans.lock);
 }
 
 /* Copy n bytes to dst (output memory, not read again soon): with streaming stores from

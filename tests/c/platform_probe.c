@@ -1,5 +1,5 @@
 /* Exercises the C headers of dcpfast._core on their own, as each platform compiles them:
-   the span cache's platform layer (spans.h), the byte-order macros (wire.h) and the
+   the span cache and its platform layer (spans.h), the byte-order macros (wire.h) and the
    portable bitmap kernel (bitmaps.h). Prints "ok" and what it found; exits non-zero at
    the first check that fails. tests/test_platform.py builds it in every mode it can. */
 #define _GNU_SOURCE 1                           /* as Python.h defines it */
@@ -40,6 +40,28 @@ static int spans(size_t *kept_out)
     if (!(before > 0 && after >= before))
         return 15;
     *kept_out = kept;
+    return 0;
+}
+
+/* The cache: a span given back serves the next request of its size; the stats add up. */
+static int cache(void)
+{
+    size_t got = 0, again = 0, live, peak, kept;
+    char *p, *q;
+    dcp_spans_init();
+    p = dcp_span_take((size_t)1 << 20, &got);
+    if (p == NULL || got < ((size_t)1 << 20))
+        return 40;
+    memset(p, 3, got);
+    dcp_span_give(p, got);
+    dcp_span_stats(&live, &peak, &kept, 0);
+    if (live != 0 || peak < got || kept != got)
+        return 41;
+    q = dcp_span_take((size_t)1 << 20, &again);
+    if (q != p || again != got)
+        return 42;
+    dcp_put(q, p + 1, 0);
+    dcp_span_give(q, again);
     return 0;
 }
 
@@ -87,6 +109,8 @@ int main(void)
 {
     size_t kept = 0;
     int failed = spans(&kept);
+    if (!failed)
+        failed = cache();
     if (!failed)
         failed = wire();
     if (!failed)
