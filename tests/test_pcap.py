@@ -605,4 +605,5 @@ def test_memory_stays_bounded(tmp_path):
     count, peak = peak_allocation(lambda: sum(
         len(b) for b in read_pcap(path, batch_bytes=1 << 19, collections=True)))
     assert count == frames
-    assert peak < 4 << 20, f"peak {peak / 2**20:.1f} MiB for a {len(stream) >> 20} MiB stream"
+    # the chunks read and the batches' columns (recycled memory), each peak counted in full
+    assert peak < 8 << 20, f"peak {peak / 2**20:.1f} MiB for a {len(stream) >> 20} MiB stream"
