@@ -138,6 +138,33 @@ def test_a_value_holding_frames_across_every_cut():
             assert_same_result(got, want)
 
 
+def test_scans_sharing_the_pool_at_once_all_end():
+    """Several callers scanning with many threads at once share one pool: a thread never
+    waits for a range whose task is still queued (behind the waiting tasks of another
+    scan), so every scan ends, each with the frames of one thread."""
+    import threading
+
+    buf = t.synthetic_stream(400, seed=11)
+    ask = request(len(buf), final=True)
+    want = _core.scan.scan_buffer(buf, ask)
+    got: list = []
+
+    def caller():
+        for _ in range(5):
+            got.append(parallel.scan_result(memoryview(buf), ask, 6, range_bytes=256,
+                                            lead_in=64, piece_bytes=64))
+
+    callers = [threading.Thread(target=caller, daemon=True) for _ in range(4)]
+    for c in callers:
+        c.start()
+    for c in callers:
+        c.join(120)
+    assert not any(c.is_alive() for c in callers), "a scan sharing the pool never ended"
+    assert len(got) == 20
+    for result in got:
+        assert_same_result(result, want)
+
+
 def test_public_entry_points_take_threads(tmp_path):
     """scan, read and iter_batches with threads give the batches of one thread (inputs
     large enough to be cut: at least twice parallel.RANGE_BYTES)."""

@@ -20,7 +20,7 @@ from .. import protocol
 from ..batch import recycled
 from ..errors import CaptureFormatError, Reporter, SkippedRegion, describe, text
 from ..io import is_capture
-from ..io.compression import read_into
+from ..io.compression import read_into, zero_for
 from ..io.dumps import MIN_BATCH_BYTES
 from ..io.sources import checked_size
 from .batch import CaptureBatch
@@ -353,8 +353,9 @@ class _Chunks:
         buf = recycled(len(tail) + size, np.uint8)
         buf[:len(tail)] = tail
         view, filled = memoryview(buf), len(tail)
+        zero_for(self.f, view[filled:])
         while filled < len(buf):
-            n = read_into(self.f, view[filled:])
+            n = read_into(self.f, view[filled:], zeroed=True)
             if not n:
                 self.eof = True
                 return buf[:filled]

@@ -20,8 +20,9 @@ COMPRESSION_MAGIC = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd", "lz4": b"
 _SKIPPABLE = 0x184D2A50          # zstd/lz4 skippable frame: magic 0x184D2A5X, 4-byte size (LE)
 HEAD_BYTES = 64                  # bytes sniffed for a magic number
 _PIECE = 128 * 1024              # decompressed bytes asked for at once
-#: File objects whose ``readinto`` writes every byte it reports.
-_HONEST = (io.FileIO, io.BufferedReader, io.BufferedRandom, io.BytesIO)
+#: File objects whose ``readinto`` writes every byte it reports (dcpfast's own readers,
+#: ``_Replayed`` and ``DecodedStream``, are added below their classes).
+_HONEST: tuple[type, ...] = (io.FileIO, io.BufferedReader, io.BufferedRandom, io.BytesIO)
 
 
 def compression(head: bytes | bytearray | memoryview) -> str | None:
@@ -62,11 +63,13 @@ def open_stream(source, *, errors: str = "strict") -> DecodedStream:
     return DecodedStream(source, errors)
 
 
-def read_into(f, view) -> int:
+def read_into(f, view, *, zeroed: bool = False) -> int:
     """``f.readinto(view)`` (or ``f.read``) for a file object that may not tell the truth:
     the count it reports is checked against the buffer, and unless ``f`` is of a type known
     to write every byte it reports, ``view`` is zeroed first, so that memory ``f`` did not
-    write never holds what an earlier scan left there."""
+    write never holds what an earlier scan left there. A caller that fills a buffer in a
+    loop zeroes it once (``zero_for``) and passes ``zeroed=True``: zeroing the rest of it
+    at every short read would cost the square of its size."""
     if not hasattr(f, "readinto"):
         data = f.read(len(view))
         n = len(data)
@@ -74,14 +77,20 @@ def read_into(f, view) -> int:
             raise OSError(f"read() returned {n} bytes when {len(view)} were asked for")
         view[:n] = data
         return n
-    if type(f) not in _HONEST:
-        np.frombuffer(view, np.uint8)[:] = 0
+    if not zeroed:
+        zero_for(f, view)
     n = f.readinto(view)
     if n is None:                                 # non-blocking, and no bytes ready
         return 0
     if not 0 <= n <= len(view):
         raise OSError(f"readinto() reported {n} bytes for a buffer of {len(view)}")
     return n
+
+
+def zero_for(f, view) -> None:
+    """Zero ``view`` unless ``f`` is known to write every byte it reports (``read_into``)."""
+    if type(f) not in _HONEST and hasattr(f, "readinto"):
+        np.frombuffer(view, np.uint8)[:] = 0
 
 
 class _Replayed(io.RawIOBase):
@@ -102,6 +111,7 @@ class _Replayed(io.RawIOBase):
 
     def readinto(self, b):
         view, n = memoryview(b).cast("B"), 0
+        zero_for(self._f, view)
         while n < len(view):
             got = self._read_some(view[n:])
             if not got:
@@ -117,7 +127,7 @@ class _Replayed(io.RawIOBase):
             b[:n] = self._head[:n]
             self._head = self._head[n:]
             return n
-        return read_into(self._f, b)
+        return read_into(self._f, b, zeroed=True)
 
 
 class ChunkFile(io.RawIOBase):
@@ -147,7 +157,7 @@ def _read_head(f, size: int) -> bytes:
     buf = bytearray(size)
     view, got = memoryview(buf), 0
     while got < size:
-        n = read_into(f, view[got:])
+        n = read_into(f, view[got:], zeroed=True)       # a fresh bytearray is zeroed
         if not n:
             break
         got += n
@@ -249,3 +259,6 @@ class DecodedStream(io.RawIOBase):
             if self._owned:
                 self._raw.close()
         super().close()
+
+
+_HONEST += (_Replayed, DecodedStream)

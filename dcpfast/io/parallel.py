@@ -168,6 +168,7 @@ class _Job:
         self.out = _core.scan.Columns(request.names, _rows_for(view, request), self.viewed)
         self.found: list[list] = [[] for _ in range(self.parts)]   # (result, Columns)
         self.done = [False] * self.parts
+        self.started = [False] * self.parts   # a thread walks it (never waits on a queued one)
         self.chains = [True] + [None] * (self.parts - 1)   # starts where the last ended
         self.cond = threading.Condition()
         self.next = (1, 0)             # the next piece to place: (range, piece)
@@ -177,6 +178,8 @@ class _Job:
 
     def worker(self, k: int):
         def task():
+            with self.cond:
+                self.started[k] = True
             try:
                 self._walk(k)
                 self._place_while_possible()
@@ -249,12 +252,18 @@ class _Job:
         return row, found, cols
 
     def _stuck(self) -> bool:
-        """Whether no piece will ever be placed any more (under the lock)."""
+        """Whether no piece can be placed now without waiting for a walk that has not
+        started (under the lock). A thread never waits for one: its task may be queued
+        behind tasks of other scans sharing the pool, themselves waiting; ``result``
+        places what is left."""
         k, j = self.next
         return not self.open or k >= self.parts or self.chains[k] is False or \
-            (self.done[k] and j >= len(self.found[k]))
+            (self.done[k] and j >= len(self.found[k])) or not self.started[k] or \
+            (k > 0 and not self.started[k - 1] and self.chains[k] is None)
 
     def _place_while_possible(self) -> None:
+        """Place pieces in stream order while there are some, or walks under way that
+        will publish them."""
         while True:
             with self.cond:
                 claim = self._claim()

@@ -16,7 +16,7 @@ import numpy as np
 from .. import protocol as P
 from ..batch import FrameBatch, byte_view, recycled
 from ..errors import DcpFormatError, text
-from .compression import read_into
+from .compression import read_into, zero_for
 from .resume import Resume
 
 #: Input bytes decoded per batch of a range.
@@ -91,8 +91,9 @@ def _read_into(f, pos: int, tail, n: int) -> np.ndarray:
     got = len(tail)
     f.seek(pos)
     view = buf.data
+    zero_for(f, view[got:])
     while got < len(buf):
-        read = read_into(f, view[got:])
+        read = read_into(f, view[got:], zeroed=True)
         if not read:
             raise OSError(f"file shorter than expected at byte {pos + got - len(tail)}")
         got += read

@@ -22,7 +22,7 @@ import stat
 import numpy as np
 
 from ..batch import byte_view, recycled
-from .compression import DecodedStream, read_into
+from .compression import DecodedStream, read_into, zero_for
 from .parallel import parts_for, run
 
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)   # drops a mapping's pages, not its data
@@ -176,8 +176,9 @@ def read_filler(f):
         buf = recycled(len(tail) + size, np.uint8)
         buf[:len(tail)] = tail
         view, filled = memoryview(buf), len(tail)
+        zero_for(f, view[filled:])
         while filled < len(buf):
-            n = read_into(f, view[filled:])
+            n = read_into(f, view[filled:], zeroed=True)
             if not n:
                 return buf[:filled], True
             filled += n
