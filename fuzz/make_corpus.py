@@ -3,7 +3,8 @@ its harness reads (see each ``fuzz_*.py``).
 
     python fuzz/make_corpus.py [DIRECTORY [TARGET]]
 
-TARGET is one of ``scan`` (the default), ``values``, ``events``, ``pcap`` and ``files``;
+TARGET is one of ``scan`` (the default), ``values``, ``events``, ``pcap``, ``files`` and
+``reassembly``;
 DIRECTORY defaults to ``fuzz/corpus``.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import cramjam
 import lz4.frame
+import orders
 
 import dcpfast
 from dcpfast import protocol as P
@@ -138,7 +140,7 @@ def files_seeds() -> list[bytes]:
 
 
 SEEDS = {"scan": scan_seeds, "values": values_seeds, "events": events_seeds,
-         "pcap": pcap_seeds, "files": files_seeds}
+         "pcap": pcap_seeds, "files": files_seeds, "reassembly": orders.seeds}
 
 
 def write(directory, target: str = "scan") -> int:

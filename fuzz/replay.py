@@ -5,11 +5,10 @@ on any exception other than ``DcpFormatError``.
     python fuzz/replay.py CORPUS [TARGET]
 
 TARGET is the harness whose input format the corpus directory is in: ``scan`` (each
-skip-mode batch's values are decoded too), ``values`` or ``pcap``. Without it, CORPUS
-holds one directory per target, as ``fuzz/run.py --corpus`` lays them out, and each
-present is replayed. Each input is copied
-into a buffer of exactly its size, so that a read past its end touches memory the
-sanitizers watch.
+skip-mode batch's values are decoded too), ``values``, ``pcap`` or ``reassembly``.
+Without it, CORPUS holds one directory per target, as ``fuzz/run.py --corpus`` lays them
+out, and each present is replayed. Each input is copied into a buffer of exactly its
+size, so that a read past its end touches memory the sanitizers watch.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from io import BytesIO
 from pathlib import Path
 
 import numpy as np
+import orders
 
 import dcpfast
 from dcpfast import pcap, testing, values
@@ -78,7 +78,12 @@ def _pcap(mode: int, data: bytes) -> None:
                 pass
 
 
-TARGETS = {"scan": _scan, "values": _values, "pcap": _pcap}
+def _reassembly(mode: int, data: bytes) -> None:
+    """The reassembly harness's input, checked as the harness checks it."""
+    orders.check(bytes([mode]) + data)
+
+
+TARGETS = {"scan": _scan, "values": _values, "pcap": _pcap, "reassembly": _reassembly}
 
 
 def replay(directory, target: str = "scan") -> int:

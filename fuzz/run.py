@@ -27,7 +27,8 @@ import make_corpus
 
 HERE = Path(__file__).resolve().parent
 #: Each target's share of the fuzzing time.
-SHARES = {"scan": 0.3, "values": 0.2, "events": 0.15, "pcap": 0.2, "files": 0.15}
+SHARES = {"scan": 0.25, "values": 0.15, "events": 0.15, "pcap": 0.15, "files": 0.15,
+          "reassembly": 0.15}
 _STATS = re.compile(r"cov: (\d+) ft: (\d+) corp: (\d+)")
 _RUNS = re.compile(r"stat::number_of_executed_units: (\d+)")
 

@@ -13,7 +13,7 @@
 set -Eeuo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 python="${1:-python3}"
-targets="scan values pcap"
+targets="scan values pcap reassembly"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 began=$SECONDS

@@ -4,9 +4,16 @@ A ``Direction`` takes the segments of one direction in arrival order, keeps retr
 and overlapping bytes once (the first copy wins), holds segments that arrive early until
 the hole before them fills (or gives up on it: a gap), and scans what is in order with
 the DCP scan core, resuming across flushes.
+
+Held segments wait in a heap by stream offset; when the hole fills, a sweep over them
+in offset order takes each byte from the earliest-arrived segment that holds it (a
+second heap, by arrival). Every segment enters and leaves each heap once, so any order
+of arrival costs O(n log n).
 """
 
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -21,6 +28,9 @@ from .batch import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, Connection
 
 #: Out-of-order bytes held per direction before the hole in front of them is a gap.
 REORDER_WINDOW = 16 * 1024 * 1024
+#: What each held segment counts against ``REORDER_WINDOW`` besides its bytes: its
+#: bookkeeping, so that tiny segments cannot hold unbounded memory.
+HELD_SEGMENT_COST = 1024
 #: Bytes of a direction gathered before ``collections=None`` is decided for it.
 SNIFF_BYTES = 1024 * 1024
 
@@ -43,10 +53,15 @@ class Span:
         return int(self.ends[-1])
 
     def cut(self, lo, hi) -> Span:
-        """The part of this span between stream offsets ``lo`` and ``hi`` (non-empty)."""
-        keep = np.flatnonzero((self.ends > lo) & (self.ends - self.lengths < hi))
-        starts, lengths = self.starts[keep], self.lengths[keep]
-        ends, ts = self.ends[keep], self.ts[keep]
+        """The part of this span between stream offsets ``lo`` and ``hi`` (non-empty).
+
+        The pieces are contiguous (each starts where the one before ends), so the ones
+        kept are found by bisection: the cost is that of the pieces kept.
+        """
+        a = int(np.searchsorted(self.ends, lo, side="right"))
+        b = min(int(np.searchsorted(self.ends, hi, side="left")) + 1, len(self.ends))
+        starts, lengths = self.starts[a:b].copy(), self.lengths[a:b].copy()
+        ends, ts = self.ends[a:b].copy(), self.ts[a:b]
         head = lo - int(ends[0] - lengths[0])
         if head > 0:
             starts[0] += head
@@ -58,12 +73,14 @@ class Span:
         return Span(self.src, starts, lengths, ends, ts)
 
     def owned(self) -> Span:
-        """A copy that holds its own bytes (the capture chunk it points into goes away)."""
+        """A copy that holds its own bytes and arrays (the capture chunk and the walked
+        rows it points into go away)."""
         bounds = np.zeros(len(self.lengths) + 1, np.int64)
         np.cumsum(self.lengths, out=bounds[1:])
         data = np.empty(int(bounds[-1]), np.uint8)
         core.scan.gather(self.src, self.starts.astype(np.uint64), bounds, data)
-        return Span(data, bounds[:-1].copy(), self.lengths, self.ends, self.ts)
+        return Span(data, bounds[:-1].copy(), self.lengths.copy(), self.ends.copy(),
+                    self.ts.copy())
 
 
 def _address(key: bytes, at: int) -> str:
@@ -91,8 +108,12 @@ class Direction:
         self.next = 0
         self.fin_at = None
         self.parts: list = []          # spans, and (lo, hi) gap markers
-        self.pending: list[Span] = []
+        #: Segments waiting for the hole before them: a heap of (lo, arrival, span, what
+        #: it counts against ``REORDER_WINDOW``).
+        self.pending: list[tuple[int, int, Span, int]] = []
+        #: What they count against ``REORDER_WINDOW``.
         self.pending_bytes = 0
+        self.arrivals = 0              # segments (runs) taken so far: their arrival order
         columns = options["columns"]
         #: The scan's state between flushes: the unscanned tail, its offset, and whether
         #: the next scan starts at no known frame boundary.
@@ -156,44 +177,50 @@ class Direction:
             self._run(Span(buf, starts[a:b], lengths[a:b], ends[a:b], ts[a:b]))
 
     def _run(self, span):
+        """Take a run of contiguous segments (consecutive in arrival order)."""
         if span.hi <= self.next:
             return                                   # all retransmitted
-        if span.lo < self.next:
-            span = span.cut(self.next, span.hi)
-        if span.lo == self.next:
-            self.parts.append(span)
+        if not self.pending and span.lo <= self.next:
+            if span.lo < self.next:
+                span = span.cut(self.next, span.hi)
+            self.parts.append(span)                  # in order, nothing held to weigh
             self.next = span.hi
+            return
+        self.arrivals += 1
+        cost = 0
+        if span.lo > self.next:
+            span = span.owned()                      # it waits past this chunk
+            cost = span.hi - span.lo + HELD_SEGMENT_COST
+            self.pending_bytes += cost
+        heapq.heappush(self.pending, (span.lo, self.arrivals, span, cost))
+        if span.lo <= self.next:
             self._drain()
-        else:
-            self._hold(span)
-
-    def _hold(self, span):
-        """Keep an out-of-order span, minus bytes already held (the first copy wins)."""
-        cursor, new = span.lo, []
-        for held in self.pending:
-            if held.hi <= cursor or held.lo >= span.hi:
-                continue
-            if held.lo > cursor:
-                new.append(span.cut(cursor, held.lo).owned())
-            cursor = max(cursor, held.hi)
-        if cursor < span.hi:
-            new.append(span.cut(cursor, span.hi).owned())
-        self.pending = sorted(self.pending + new, key=lambda s: s.lo)
-        self.pending_bytes += sum(s.hi - s.lo for s in new)
         while self.pending_bytes > REORDER_WINDOW:
             self._gap()
 
     def _drain(self):
-        while self.pending and self.pending[0].lo <= self.next:
-            held = self.pending.pop(0)
-            self.pending_bytes -= held.hi - held.lo
-            if held.hi > self.next:
-                self.parts.append(held.cut(self.next, held.hi))
-                self.next = held.hi
+        """Move the held bytes from ``next`` on into ``parts`` while they are contiguous:
+        each byte from the earliest-arrived segment that holds it."""
+        at, active = self.next, list[tuple[int, Span]]()      # (arrival, span) over ``at``
+        while True:
+            while self.pending and self.pending[0][0] <= at:
+                _, arrival, span, cost = heapq.heappop(self.pending)
+                self.pending_bytes -= cost
+                if span.hi > at:
+                    heapq.heappush(active, (arrival, span))
+            while active and active[0][1].hi <= at:
+                heapq.heappop(active)
+            if not active:
+                break
+            first = active[0][1]                     # the first copy of the bytes at ``at``
+            to = min(first.hi, self.pending[0][0]) if self.pending else first.hi
+            self.parts.append(first.cut(at, to))
+            at = to
+        self.next = at
 
     def _gap(self, to=None):
         """Give up on the bytes before the first held span (or before ``to``)."""
-        lo = self.pending[0].lo if to is None else to
+        lo = self.pending[0][0] if to is None else to
         self.parts.append((self.next, lo))
         self.counters["gaps"] += 1
         self.next = lo
