@@ -73,6 +73,8 @@ class WalkStatus(IntEnum):
     FULL = 1          # the output columns are full
     BLOCK = 2         # a pcapng section or interface block at ``pos``: the caller reads it
     BAD = 3           # the record at ``pos`` is malformed (detail: a CaptureProblem)
+    SKIP = 4          # the block at ``pos`` is malformed inside, its length and trailer
+                      # sound: the walk can go on after it (detail: a CaptureProblem)
 
 
 class CaptureProblem(IntEnum):

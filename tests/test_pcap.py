@@ -594,6 +594,51 @@ def test_bad_record_stops_the_walk_where_it_is():
     assert info.value.offset == at
 
 
+def _blocks(capture: bytes) -> list[tuple[int, int, int]]:
+    """(offset, type, length) of each block of a little-endian pcapng file."""
+    out, at = [], 0
+    while at < len(capture):
+        kind, length = struct.unpack_from("<II", capture, at)
+        out.append((at, kind, length))
+        at += length
+    return out
+
+
+@pytest.mark.parametrize("damage", ["interface", "captured_length", "short_idb"])
+def test_one_damaged_pcapng_block_is_skipped(damage):
+    sizes = (1000,)
+    lost = t.tcp_segments(SERVER_BYTES, sizes, client=False)[4]
+    segments = t.tcp_conversation(CLIENT_BYTES, SERVER_BYTES, sizes=sizes)
+    capture = bytearray(t.pcapng_file(t.tcp_packets(segments)))
+    blocks = _blocks(bytes(capture))
+    if damage == "short_idb":                      # a second, damaged interface block
+        at = blocks[1][0] + blocks[1][2]
+        capture[at:at] = struct.pack("<IIII", packets.PCAPNG_INTERFACE, 16, 0, 16)
+        length, reason, lost = 16, "pcapng block of impossible length", None
+    else:
+        carrying = next(i for i, seg in enumerate(segments) if not seg.client
+                        and seg.offset == lost.offset and seg.payload)
+        at, _, length = [b for b in blocks
+                         if b[1] == packets.PCAPNG_ENHANCED_PACKET][carrying]
+        if damage == "interface":
+            capture[at + 8:at + 12] = struct.pack("<I", 7)
+            reason = "pcapng packet on an undeclared interface"
+        else:
+            capture[at + 20:at + 24] = struct.pack("<I", length)
+            reason = "pcapng block of impossible length"
+    got, reader = decode(bytes(capture))
+    assert [(p.offset, p.length, p.reason) for p in reader.problems] == [(at, length, reason)]
+    if lost is None:
+        assert_exact(got)
+    else:
+        assert reader.counters["gaps"] == 1
+        _gap_check(got, SERVER_TO_CLIENT, lost.offset, lost.offset + len(lost.payload))
+        assert got[CLIENT_TO_SERVER][0] == SENT[CLIENT_TO_SERVER]
+    with pytest.raises(CaptureFormatError) as info:
+        list(read_pcap(io.BytesIO(bytes(capture)), errors="strict"))
+    assert info.value.offset == at
+
+
 @pytest.mark.skipif(dcpfast.IMPLEMENTATION != "cython",
                     reason="the memory bound is the compiled core's; the twin is too slow here")
 def test_memory_stays_bounded(tmp_path):

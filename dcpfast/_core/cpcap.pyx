@@ -13,7 +13,7 @@ from libc.string cimport memcpy, memset
 from .. import packets as P
 from .wire cimport be16, be32, le16, le32
 
-cdef int S_END, S_FULL, S_BLOCK, S_BAD
+cdef int S_END, S_FULL, S_BLOCK, S_BAD, S_SKIP
 cdef int RECORD_TOO_LARGE, BLOCK_LENGTH, BLOCK_TRAILER, UNKNOWN_INTERFACE
 cdef int L_NULL, L_ETHERNET, L_RAW, L_LOOP, L_SLL, L_IPV4, L_IPV6, L_SLL2
 cdef uint32_t SHB, IDB, PB, SPB, EPB
@@ -26,14 +26,14 @@ cdef uint64_t POW10[20]
 
 
 def _load():
-    global S_END, S_FULL, S_BLOCK, S_BAD
+    global S_END, S_FULL, S_BLOCK, S_BAD, S_SKIP
     global RECORD_TOO_LARGE, BLOCK_LENGTH, BLOCK_TRAILER, UNKNOWN_INTERFACE
     global L_NULL, L_ETHERNET, L_RAW, L_LOOP, L_SLL, L_IPV4, L_IPV6, L_SLL2
     global SHB, IDB, PB, SPB, EPB, ET_IPV4, ET_IPV6, AF_INET, TCP, FRAGMENT, AUTH
     global RECORD, MAX_RECORD, KEY
     cdef int i
-    S_END, S_FULL, S_BLOCK, S_BAD = P.WalkStatus.END, P.WalkStatus.FULL, \
-        P.WalkStatus.BLOCK, P.WalkStatus.BAD
+    S_END, S_FULL, S_BLOCK, S_BAD, S_SKIP = P.WalkStatus.END, P.WalkStatus.FULL, \
+        P.WalkStatus.BLOCK, P.WalkStatus.BAD, P.WalkStatus.SKIP
     cp = P.CaptureProblem
     RECORD_TOO_LARGE, BLOCK_LENGTH = cp.RECORD_TOO_LARGE, cp.BLOCK_LENGTH
     BLOCK_TRAILER, UNKNOWN_INTERFACE = cp.BLOCK_TRAILER, cp.UNKNOWN_INTERFACE
@@ -264,25 +264,25 @@ def walk(const uint8_t[::1] buf, Py_ssize_t pos, int fmt, bint big, const int32_
                 nxt = pos + blen
                 if btype == EPB or btype == PB:
                     if blen < 32:
-                        status, detail = S_BAD, BLOCK_LENGTH
+                        status, detail = S_SKIP, BLOCK_LENGTH
                         break
                     if btype == EPB:
                         iface = ld32(b + pos + 8, big)
                     else:
                         iface = be16(b + pos + 8) if big else le16(b + pos + 8)
                     if iface >= n_if:
-                        status, detail = S_BAD, UNKNOWN_INTERFACE
+                        status, detail = S_SKIP, UNKNOWN_INTERFACE
                         break
                     units = (<uint64_t>ld32(b + pos + 12, big) << 32) | ld32(b + pos + 16, big)
                     caplen = ld32(b + pos + 20, big)
                     if caplen > blen - 32:
-                        status, detail = S_BAD, BLOCK_LENGTH
+                        status, detail = S_SKIP, BLOCK_LENGTH
                         break
                     stamp = ns_of(units, if_tsres[iface], if_tsoff[iface])
                     data, link = pos + 28, if_link[iface]
                 elif btype == SPB:
                     if blen < 16 or n_if == 0:
-                        status, detail = S_BAD, (UNKNOWN_INTERFACE if blen >= 16 else BLOCK_LENGTH)
+                        status, detail = S_SKIP, (UNKNOWN_INTERFACE if blen >= 16 else BLOCK_LENGTH)
                         break
                     caplen = ld32(b + pos + 8, big)
                     if caplen > blen - 16:

@@ -209,22 +209,22 @@ def _pcapng_block(buf, pos, u32, u16, if_link, if_tsres, if_tsoff):
         return int(_S.BAD), int(_CP.BLOCK_TRAILER)
     if btype in (P.PCAPNG_ENHANCED_PACKET, P.PCAPNG_PACKET):
         if blen < 32:
-            return int(_S.BAD), int(_CP.BLOCK_LENGTH)
+            return int(_S.SKIP), int(_CP.BLOCK_LENGTH)
         if btype == P.PCAPNG_ENHANCED_PACKET:
             iface = u32.unpack_from(buf, pos + 8)[0]
         else:
             iface = u16.unpack_from(buf, pos + 8)[0]
         if iface >= len(if_link):
-            return int(_S.BAD), int(_CP.UNKNOWN_INTERFACE)
+            return int(_S.SKIP), int(_CP.UNKNOWN_INTERFACE)
         units = (u32.unpack_from(buf, pos + 12)[0] << 32) | u32.unpack_from(buf, pos + 16)[0]
         caplen = u32.unpack_from(buf, pos + 20)[0]
         if caplen > blen - 32:
-            return int(_S.BAD), int(_CP.BLOCK_LENGTH)
+            return int(_S.SKIP), int(_CP.BLOCK_LENGTH)
         stamp = _ns(units, int(if_tsres[iface]), int(if_tsoff[iface]))
         return pos + 28, caplen, int(if_link[iface]), stamp, pos + blen
     if btype == P.PCAPNG_SIMPLE_PACKET:
         if blen < 16 or not len(if_link):
-            return int(_S.BAD), int(_CP.UNKNOWN_INTERFACE if blen >= 16 else _CP.BLOCK_LENGTH)
+            return int(_S.SKIP), int(_CP.UNKNOWN_INTERFACE if blen >= 16 else _CP.BLOCK_LENGTH)
         caplen = min(u32.unpack_from(buf, pos + 8)[0], blen - 16)
         return pos + 12, caplen, int(if_link[0]), 0, pos + blen
     return pos + blen              # statistics, name resolution, custom blocks...
@@ -242,7 +242,9 @@ def walk(buf, pos, fmt, big, if_link, if_tsres, if_tsoff, ts, keys, seqs, flags,
     (uint8, rows x 40), ``seqs`` (uint32), ``flags`` (uint8), ``starts`` (int64) and
     ``lengths`` (int32); ``counters`` (int64, ``WALK_COUNTERS``) is added to. ``pos`` on
     return is where the walk stopped: an incomplete record, a block for the caller, a
-    malformed record (``detail`` is its ``CaptureProblem``) or the end.
+    malformed record (``WalkStatus.BAD``: the walk cannot go on; ``WalkStatus.SKIP``: a
+    pcapng block whose length and trailer are sound, so that the walk can go on after it;
+    ``detail`` is its ``CaptureProblem``) or the end.
     """
     buf = memoryview(buf).cast("B")
     cap, n = len(ts), 0

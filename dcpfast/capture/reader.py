@@ -32,6 +32,7 @@ DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
 _ROWS = 1 << 14                # TCP segments per walker call
 _CONTROL = P.TCP_SYN | P.TCP_FIN | P.TCP_RST
 _CLOSED_MEMORY = 4096          # finished directions remembered to drop late retransmissions
+_NO_LINK = -1                  # the link type of a damaged interface block: none is read
 
 
 def read_pcap(source, ports: int | Iterable[int] = (P.DCP_PORT,), *,
@@ -145,6 +146,13 @@ class CaptureReader(Iterator):
                     if got is not None:
                         pos = got
                         continue
+                elif status == P.WalkStatus.SKIP:         # one damaged block: step over it
+                    length = int.from_bytes(bytes(buf[pos + 4:pos + 8]),
+                                            "big" if self._big else "little")
+                    self._damage.report(reader.offset(pos), length,
+                                        describe(P.CaptureProblem(detail)))
+                    pos += length
+                    continue
                 elif status == P.WalkStatus.BAD:
                     self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem(detail)))
                     break
@@ -187,9 +195,13 @@ class CaptureReader(Iterator):
             self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem.BLOCK_TRAILER))
             return -1
         if int.from_bytes(head[:4], order) == P.PCAPNG_INTERFACE:
-            if length < 20:
-                self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem.BLOCK_LENGTH))
-                return -1
+            if length < 20:       # it still numbers an interface: one whose packets are not read
+                self._damage.report(reader.offset(pos), length,
+                                    describe(P.CaptureProblem.BLOCK_LENGTH))
+                self._links.append(_NO_LINK)
+                self._tsres.append(6)
+                self._tsoff.append(0)
+                return pos + length
             code, offset, at = 6, 0, 16
             while at + 4 <= length - 4:
                 opt = int.from_bytes(block[at:at + 2], order)
