@@ -7,6 +7,7 @@ Python call made per value is the Snappy library's, for the values that are comp
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,11 +27,13 @@ _ERRORS = ("strict", "skip")
 _NEEDED = ("offset", "datatype", "value_offset", "value_len")
 _INT32_MAX = 2**31 - 1
 _THREAD_BYTES = 1 << 20       # bodies a thread inflates or copies at least
+#: Inflated bytes of values one piece of ``values`` works on (``iter_values``).
+PIECE_BYTES = 64 << 20
 
 
 def values_schema(*, large: bool = False) -> pa.Schema:
-    """Arrow schema of ``values``; ``large`` is the form for more than 2 GiB of bodies or
-    of xattr text (``large_binary``/``large_string``)."""
+    """Arrow schema of ``values``; ``large`` is the form for a batch whose values may take
+    more than 2 GiB inflated (``large_binary``/``large_string``)."""
     import pyarrow as pa
 
     text = pa.large_string() if large else pa.string()
@@ -79,9 +82,27 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     ``threads`` (None: the cores this process may use) inflate Snappy blocks and copy the
     bodies of a batch holding many values in parallel; the table is the same whatever the
     number.
+
+    Memory: the table holds the inflated bodies (Snappy inflates up to about 21 times);
+    besides it, the work runs in pieces of at most ``PIECE_BYTES`` of inflated values
+    (``iter_values``), so that what is inflated and copied at once stays bounded whatever
+    the batch holds. The columns of a table of several pieces have one chunk per piece.
     """
     import pyarrow as pa
 
+    pieces = list(iter_values(batch, decompress=decompress, xattrs=xattrs, errors=errors,
+                              threads=threads))
+    return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+
+
+def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
+                errors: str | None = None, piece_bytes: int = 0,
+                threads: int | None = None) -> Iterator[pa.Table]:
+    """``values(batch)`` in consecutive pieces: tables of the same schema whose rows, one
+    after the other, are those of ``values``; each inflates and copies at most
+    ``piece_bytes`` of values (0: ``PIECE_BYTES``; a larger value is a piece of its own).
+    A caller that writes each piece before taking the next holds one piece at a time.
+    """
     threads = threads_of(threads)
     mode = batch.mode if errors is None else errors
     if mode not in _ERRORS:
@@ -93,8 +114,40 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
         raise ValueError(f"values() needs the columns {', '.join(_NEEDED)}; this batch was "
                          f"scanned without {', '.join(missing)}")
 
-    view = batch.view
     rows = np.flatnonzero(P.DOCUMENT_VALUE_KINDS[batch.kinds])
+    sizes = _sizes(batch, rows, decompress)
+    large = int(sizes.sum()) > _INT32_MAX
+    ends = np.cumsum(sizes)
+    limit, at = piece_bytes or PIECE_BYTES, 0
+    while True:                     # pieces by the running total: n log n at worst
+        stop = max(at + 1, int(np.searchsorted(ends, (ends[at - 1] if at else 0) + limit,
+                                               side="right")))
+        yield _piece(batch, rows[at:stop], decompress, xattrs, mode, large, threads)
+        if stop >= len(rows):
+            return
+        at = stop
+
+
+def _sizes(batch, rows, decompress) -> np.ndarray:
+    """What each value at ``rows`` takes inflated: its length, or the length its Snappy
+    block declares (0 when it declares none that can be)."""
+    lengths = batch["value_len"][rows].astype(np.int64)
+    snappy = np.flatnonzero((lengths > 0) &
+                            (batch["datatype"][rows] & int(P.Datatype.SNAPPY) != 0))
+    if decompress and len(snappy):
+        starts = batch["value_offset"][rows[snappy]].astype(np.int64) - batch.base_offset
+        declared = np.empty(len(snappy), np.int64)
+        core.values.snappy_lengths(batch.view, starts, lengths[snappy], declared)
+        lengths[snappy] = np.maximum(declared, 0)
+    return lengths
+
+
+def _piece(batch, rows, decompress, xattrs, mode, large, threads):
+    """The values table of the frames at ``rows`` (see ``values``); ``large``: the schema
+    with 64-bit offsets, chosen for the whole batch."""
+    import pyarrow as pa
+
+    view = batch.view
     n = len(rows)
     offsets = batch["offset"][rows]
     datatype = batch["datatype"][rows]
@@ -134,8 +187,6 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
                                              bounds[a:b + 1], data)
          for a, b in zip(cuts, cuts[1:])], threads)
 
-    large = bounds[-1] > _INT32_MAX or (map_array is not None and
-                                       pa.types.is_large_string(map_array.type.key_type))
     schema = values_schema(large=large)
     body = pa.Array.from_buffers(schema.field("body").type, n, [
         _bitmap(~failed), pa.py_buffer(bounds if large else bounds.astype(np.int32)),
