@@ -50,20 +50,75 @@ class _Carry:
 
 
 class _Stream:
-    """What the summary reports for one vbucket stream, and its carried check state."""
+    """What the summary reports for one vbucket stream, and its carried check state: a
+    few hundred bytes (its opcode counts and snapshot ranges are kept by the summary,
+    in arrays for all streams)."""
+
+    __slots__ = ("vbucket", "stream_id", "slot", "opaque", "streams", "first_seqno",
+                 "last_seqno", "rollbacks", "end_status", "anomalies", "carry")
 
     def __init__(self, key: int, slot: int):
         self.vbucket, self.stream_id = key >> 16, key & 0xFFFF
-        self.slot = slot                # its row in the summary's table of opcode counts
+        self.slot = slot                # its number in the summary's counts and ranges
         self.opaque = None
         self.streams = 0
         self.first_seqno = self.last_seqno = None
-        self.snapshots: list[np.ndarray] = []
-        self.rollbacks: list[int] = []
+        self.rollbacks: list[int] | None = None
         self.end_status = None
         self.anomalies = 0
         self.carry: _Carry | None = None
 
+
+class _Tally:
+    """Frames by (stream slot, opcode), kept sparse: sorted ``slot << 8 | opcode`` keys
+    and their counts, the pairs of later batches merged in when they outnumber those
+    merged (so that n pairs cost O(n log n) in all)."""
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, np.int64)
+        self.counts = np.empty(0, np.int64)
+        self._parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self._unmerged = 0
+
+    def add(self, keys: np.ndarray, counts: np.ndarray) -> None:
+        self._parts.append((keys, counts))
+        self._unmerged += len(keys)
+        if self._unmerged > len(self.keys):
+            self._merge()
+
+    def _merge(self) -> None:
+        if not self._parts:
+            return
+        keys = np.concatenate([self.keys, *(k for k, _ in self._parts)])
+        counts = np.concatenate([self.counts, *(n for _, n in self._parts)])
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        heads = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        self.keys, self.counts = keys[heads], np.add.reduceat(counts, heads) \
+            if len(keys) else counts
+        self._parts, self._unmerged = [], 0
+
+    def of(self, slots: list[int]) -> pa.MapArray:
+        """The counts of the stream slots, in that order, as a map of opcode name to frames."""
+        import pyarrow as pa
+
+        self._merge()
+        pick, offsets = _spans(self.keys >> 8, slots)
+        names = pa.array(F.OPCODE_NAMES).take(pa.array(self.keys[pick] & 0xFF))
+        return pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), names,
+                                       pa.array(self.counts[pick]))
+
+
+def _spans(at: np.ndarray, slots) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of sorted ``at`` equal to each of ``slots``, one slot after the other, and
+    the offsets of each slot's rows among them."""
+    wanted = np.asarray(slots, np.int64)
+    lo = np.searchsorted(at, wanted)
+    sizes = np.searchsorted(at, wanted, side="right") - lo
+    offsets = np.zeros(len(wanted) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    pick = np.repeat(lo - offsets[:-1], sizes) + np.arange(offsets[-1])
+    return pick, offsets
 
 
 class Summary:
@@ -103,7 +158,8 @@ class Summary:
         #: Requests and stream opaques of the batches seen so far.
         self.tracker = StreamTracker()
         self._streams: dict[int, _Stream] = {}
-        self._counts = np.zeros((16, 256), np.int64)       # frames by stream slot, opcode
+        self._counts = _Tally()                            # frames by stream slot, opcode
+        self._markers: list[np.ndarray] = []   # per batch: slot, start, end, flags rows
         self._anomalies: list[dict[str, np.ndarray]] = []
         self._pending: list[tuple[int, int, int]] = []     # opaque, seqno, offset
 
@@ -123,10 +179,7 @@ class Summary:
     def _stream(self, key: int) -> _Stream:
         stream = self._streams.get(key)
         if stream is None:
-            slot = len(self._streams)
-            if slot == len(self._counts):
-                self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)])
-            stream = self._streams[key] = _Stream(key, slot)
+            stream = self._streams[key] = _Stream(key, len(self._streams))
         return stream
 
     def _place_responses(self, batch, match) -> dict[int, int]:
@@ -144,7 +197,8 @@ class Summary:
                     self._pending.append((int(batch["opaque"][i]), rolled[i],
                                           int(batch["offset"][i])))
                 else:
-                    self._stream(placed[i]).rollbacks.append(rolled[i])
+                    stream = self._stream(placed[i])
+                    stream.rollbacks = (stream.rollbacks or []) + [rolled[i]]
         return placed
 
     def _update(self, batch: FrameBatch, decoded: dict, opaques: dict) -> None:
@@ -263,14 +317,17 @@ class Summary:
         groups = len(firsts)
         lasts = np.append(firsts[1:], m) - 1
         gid = np.repeat(np.arange(groups), np.diff(np.append(firsts, m)))
-        counts = np.bincount(gid[real] * 256 + c["op"][real], minlength=groups * 256)
-        counts = counts.reshape(groups, 256)
+        streams = [self._stream(k) for k in c["key"][firsts].tolist()]
+        slots = np.array([stream.slot for stream in streams], np.int64)
+        keys, counts = np.unique((slots[gid[real]] << 8) | c["op"][real], return_counts=True)
+        self._counts.add(keys, counts.astype(np.int64))
         news = np.flatnonzero(r.start & (c["row"] >= 0))
         runs = np.diff(np.searchsorted(news, np.append(firsts, m))).tolist()
         markers = np.flatnonzero(real & (c["def_kind"] == MARKER))
-        bounds = np.searchsorted(markers, np.append(firsts, m)).tolist()
-        snapshots = np.stack([c["snap_start"][markers], c["snap_end"][markers],
-                              c["snap_flags"][markers].astype(U64)], axis=1)
+        if len(markers):
+            self._markers.append(np.stack([slots[gid[markers]].astype(U64),
+                                           c["snap_start"][markers], c["snap_end"][markers],
+                                           c["snap_flags"][markers].astype(U64)], axis=1))
 
         items = np.flatnonzero(c["item"])
         first_item, has_item = K.first_from(items, firsts, lasts)
@@ -294,16 +351,12 @@ class Summary:
         opens = c["opens"][run_first].tolist()
         closed = c["end"][lasts].tolist()
         kind = kind.tolist()
-        streams = [self._stream(k) for k in c["key"][firsts].tolist()]
-        self._counts[[stream.slot for stream in streams]] += counts
         for g, stream in enumerate(streams):
             stream.streams += runs[g]
             if first_seq[g] is not None:
                 if stream.first_seqno is None:
                     stream.first_seqno = first_seq[g]
                 stream.last_seqno = last_seq[g]
-            if bounds[g + 1] > bounds[g]:
-                stream.snapshots.append(snapshots[bounds[g]:bounds[g + 1]])
             if end_status[g] is not None:
                 stream.end_status = end_status[g]
             if opaque[g] is not None:
@@ -340,10 +393,8 @@ class Summary:
 
         late, _ = self._resolved_pending()
         streams = [self._streams[k] for k in sorted(self._streams)]
-        ranges = []
-        for s in streams:
-            chunk = np.concatenate(s.snapshots) if s.snapshots else np.zeros((0, 3), U64)
-            ranges.append([{"start": a, "end": b, "flags": f} for a, b, f in chunk.tolist()])
+        ranges = self._ranges([s.slot for s in streams])
+        counts = self._counts.of([s.slot for s in streams])
         range_type = pa.struct([("start", pa.uint64()), ("end", pa.uint64()),
                                 ("flags", pa.uint32())])
         return pa.table({
@@ -353,19 +404,30 @@ class Summary:
             "streams": pa.array([s.streams for s in streams], pa.int64()),
             "first_seqno": pa.array([s.first_seqno for s in streams], pa.uint64()),
             "last_seqno": pa.array([s.last_seqno for s in streams], pa.uint64()),
-            "snapshots": pa.array([len(r) for r in ranges], pa.int64()),
-            "snapshot_ranges": pa.array(ranges, pa.list_(range_type)),
-            "counts": pa.array([[(F.OPCODE_NAMES[op], int(self._counts[s.slot, op]))
-                                 for op in np.flatnonzero(self._counts[s.slot]).tolist()]
-                                for s in streams], pa.map_(pa.string(), pa.int64())),
-            "rollbacks": pa.array([s.rollbacks + late.get(stream_key(s.vbucket, s.stream_id),
-                                                          [])
+            "snapshots": pa.array(np.diff(np.asarray(ranges.offsets)).astype(np.int64)),
+            "snapshot_ranges": ranges.cast(pa.list_(range_type)),
+            "counts": counts.cast(pa.map_(pa.string(), pa.int64())),
+            "rollbacks": pa.array([(s.rollbacks or [])
+                                   + late.get(stream_key(s.vbucket, s.stream_id), [])
                                    for s in streams], pa.list_(pa.uint64())),
             "end_status": pa.array([None if s.end_status is None else
                                     F.enum_name(P.StreamEndStatus, s.end_status)
                                     or str(s.end_status) for s in streams], pa.string()),
             "anomalies": pa.array([s.anomalies for s in streams], pa.int64()),
         })
+
+    def _ranges(self, slots: list[int]) -> pa.ListArray:
+        """The snapshot ranges of the stream slots, in that order, each in arrival order."""
+        import pyarrow as pa
+
+        rows = np.concatenate(self._markers) if self._markers else np.zeros((0, 4), U64)
+        rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        pick, offsets = _spans(rows[:, 0].astype(np.int64), slots)
+        rows = rows[pick]
+        ranges = pa.StructArray.from_arrays(
+            [pa.array(rows[:, 1]), pa.array(rows[:, 2]), pa.array(rows[:, 3].astype(np.uint32))],
+            names=["start", "end", "flags"])
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), ranges)
 
     def to_pandas(self) -> pd.DataFrame:
         """``to_arrow()`` as a pandas DataFrame with Arrow-backed dtypes."""
