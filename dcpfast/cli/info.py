@@ -8,9 +8,13 @@ import sys
 import click
 import numpy as np
 
-from ..content.inventory import Inventory
+from ..content.inventory import LISTED_PER_REASON, Inventory
 from ..protocol import DOCUMENT_CHANGES, Opcode
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
+
+#: Bytes per batch: a batch lists every region it skipped, so that dense damage costs
+#: memory in proportion to the batch; this keeps it a few times smaller than the default.
+_BATCH_BYTES = 8 << 20
 
 
 @main.command()
@@ -47,10 +51,14 @@ def _summarise(path, collections, errors) -> dict:
     """Counts and seqno ranges over every batch of one input, in bounded memory."""
     found = Inventory()
     with opened(path, errors) as source:
-        for batch in source.batches(collections=collections, columns=list(Inventory.COLUMNS),
-                                    errors=errors):
+        batches = source.batches(collections=collections, columns=list(Inventory.COLUMNS),
+                                 errors=errors, batch_bytes=_BATCH_BYTES)
+        for batch in batches:
             found.update(batch)
-    return dict(inventory=found, compression=source.compression, capture=source.capture)
+    # a capture's own damage (file offsets): the first of it listed, all of it counted
+    damage = list(getattr(batches, "problems", []))
+    return dict(inventory=found, compression=source.compression, capture=source.capture,
+                capture_damage=damage[:LISTED_PER_REASON], capture_damage_count=len(damage))
 
 
 #: The frames counted as documents, as the report names them.
@@ -75,7 +83,7 @@ def _report(path, s) -> str:
     i = s["inventory"]
     lines = [f"{shown(path)}{_origin(s)}: {i.frames:,} frames, {i.bytes:,} bytes of "
              f"frames, collections {'on' if i.collections_on else 'off'}, "
-             f"{len(i.skipped)} skipped regions"]
+             f"{i.skipped_count:,} skipped regions"]
     lines.append("\n  opcode                    frames")
     for op in np.flatnonzero(i.opcodes):
         requests, responses = int(i.opcodes[op] - i.responses[op]), int(i.responses[op])
@@ -100,10 +108,22 @@ def _report(path, s) -> str:
         for c, n in sorted(i.connections.items()):
             flow = f"{c.src}:{c.src_port} -> {c.dst}:{c.dst_port}"
             lines.append(f"  {flow:<46} {c.direction:<15} {n:>9,}")
-    if i.skipped:
+    if i.skipped_count:
         lines.append("\n  errors")
     for region in i.skipped:
         lines.append(f"  skipped {region.length} bytes at {region.offset}: {region.reason}")
+    if i.unlisted:
+        lines.append(f"  ... {i.unlisted:,} more skipped regions not listed "
+                     f"({i.skipped_bytes:,} bytes skipped in all); by reason:")
+        for kind, n in i.skipped_by_reason.most_common():
+            lines.append(f"  {n:>11,}  {kind}")
+    if s["capture_damage_count"]:
+        lines.append("\n  capture file damage (offsets in the file)")
+        for region in s["capture_damage"]:
+            lines.append(f"  skipped {region.length} bytes at {region.offset}: {region.reason}")
+        more = s["capture_damage_count"] - len(s["capture_damage"])
+        if more:
+            lines.append(f"  ... {more:,} more not listed")
     return "\n".join(lines)
 
 
@@ -123,4 +143,10 @@ def _as_json(path, s) -> dict:
         "connections": [{**c._asdict(), "frames": n}
                         for c, n in sorted(i.connections.items())],
         "errors": [r._asdict() for r in i.skipped],
+        "errors_total": i.skipped_count,
+        "errors_not_listed": i.unlisted,
+        "errors_by_reason": dict(i.skipped_by_reason.most_common()),
+        "skipped_bytes": i.skipped_bytes,
+        "capture_errors": [r._asdict() for r in s["capture_damage"]],
+        "capture_errors_total": s["capture_damage_count"],
     }

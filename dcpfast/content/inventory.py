@@ -3,13 +3,16 @@
 An ``Inventory`` takes the batches of one input one at a time (``update``) and keeps only
 counts, so any input is summarised in bounded memory: frames and bytes, frames by opcode,
 frames, documents and the seqno range by vbucket, documents by collection, frames by
-capture connection, and the regions skipped as damage.
+capture connection, and the regions skipped as damage: all of them counted, by reason,
+and the first ``LISTED_PER_REASON`` of each reason listed.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -19,6 +22,19 @@ from ..protocol import DOCUMENT_CHANGES, HEADER_SIZE, kinds_where
 DOCUMENT_OPCODES = np.array(sorted(DOCUMENT_CHANGES), np.uint8)
 #: Per frame kind: whether it is a response.
 _RESPONSE_KINDS = kinds_where(lambda k: k.response)
+#: Skipped regions listed for each reason; the others are only counted.
+LISTED_PER_REASON = 20
+#: Reasons counted apart; past them, regions are counted under ``OTHER_REASONS``.
+MAX_REASONS = 100
+OTHER_REASONS = "other reasons"
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+_REASON, _LENGTH = attrgetter("reason"), attrgetter("length")
+
+
+def reason_kind(reason: str) -> str:
+    """A reason without its numbers ("unknown magic 0x42" -> "unknown magic N"): the
+    kind of damage, under which regions are counted."""
+    return _NUMBERS.sub("N", reason)
 
 
 @dataclass
@@ -53,8 +69,14 @@ class Inventory:
         self.collections: Counter = Counter()
         #: Frames by capture connection direction (empty for DCP dumps).
         self.connections: Counter = Counter()
-        #: The regions skipped as damage, in order.
+        #: The regions skipped as damage, in order: the first ``LISTED_PER_REASON`` of
+        #: each reason (``reason_kind``).
         self.skipped: list = []
+        #: Regions skipped, all of them, by reason kind (at most ``MAX_REASONS`` kinds,
+        #: the rest under ``OTHER_REASONS``), and their bytes.
+        self.skipped_by_reason: Counter = Counter()
+        self.skipped_bytes = 0
+        self._listed: Counter = Counter()           # regions listed, by reason kind
         #: Whether the last batch had collections on; None before any batch.
         self.collections_on: bool | None = None
 
@@ -67,7 +89,7 @@ class Inventory:
             self.connections[connection] += n
         self.frames += n
         self.bytes += int(batch["body_len"].sum()) + HEADER_SIZE * n
-        self.skipped += batch.errors
+        self._add_skipped(batch.errors)
         opcodes = batch["opcode"]
         self.opcodes += np.bincount(opcodes, minlength=256)
         self.responses += np.bincount(opcodes[_RESPONSE_KINDS[batch.kinds]], minlength=256)
@@ -81,6 +103,41 @@ class Inventory:
         if batch.collections:
             ids, counts = np.unique(batch["collection_id"][documents], return_counts=True)
             self.collections.update(dict(zip(ids.tolist(), counts.tolist())))
+
+    @property
+    def skipped_count(self) -> int:
+        """Regions skipped as damage, listed or not."""
+        return sum(self.skipped_by_reason.values())
+
+    @property
+    def unlisted(self) -> int:
+        """Regions skipped but not in ``skipped``."""
+        return self.skipped_count - len(self.skipped)
+
+    def _add_skipped(self, regions) -> None:
+        """Count the regions by reason; list the first of each reason. The work per region
+        is C-level; Python's is per distinct reason, and per region only while one of the
+        batch's reasons still lists."""
+        if not regions:
+            return
+        kinds = {}
+        for reason, n in Counter(map(_REASON, regions)).items():
+            kind = reason_kind(reason)
+            if kind not in self.skipped_by_reason and len(self.skipped_by_reason) >= MAX_REASONS:
+                kind = OTHER_REASONS
+            kinds[reason] = kind
+            self.skipped_by_reason[kind] += n
+        self.skipped_bytes += sum(map(_LENGTH, regions))
+        room = {kind: LISTED_PER_REASON - self._listed[kind] for kind in set(kinds.values())
+                if kind != OTHER_REASONS and self._listed[kind] < LISTED_PER_REASON}
+        for region in regions if room else ():
+            kind = kinds[region.reason]
+            if room.get(kind, 0) > 0:
+                room[kind] -= 1
+                self._listed[kind] += 1
+                self.skipped.append(region)
+                if not any(room.values()):
+                    break
 
     def _add_seqnos(self, vbuckets: np.ndarray, seqnos: np.ndarray) -> None:
         """Count the documents of each vbucket and widen its seqno range."""
