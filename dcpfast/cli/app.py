@@ -3,8 +3,9 @@ input (a dump, a compressed dump or a capture, or ``-``), and one-line errors.
 
 Every command reads raw dumps, gzip/zstd/lz4-compressed dumps and packet captures (told
 apart by their magic numbers), or ``-`` for standard input. User errors (missing or
-unreadable files, malformed input in strict mode, bad options) end with a message and a
-non-zero exit status, never a traceback.
+unreadable files, a closed standard input, malformed input in strict mode, bad options,
+too little memory) end with a one-line message and a non-zero exit status, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +25,22 @@ from ..errors import DcpFormatError
 INPUT = click.Path(dir_okay=False, allow_dash=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: What a command says when an allocation fails.
+OUT_OF_MEMORY = "not enough memory"
+
+
+class _Group(click.Group):
+    """The command group: a command that runs out of memory ends with a one-line error
+    too, not a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except MemoryError:
+            raise click.ClickException(OUT_OF_MEMORY) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dcpfast")
 def main():
     """Decode Couchbase DCP frame dumps and captures."""
@@ -68,8 +84,8 @@ def check_inputs(names) -> None:
 
 
 def shown(name: str) -> str:
-    """How an input is named in messages."""
-    return "<stdin>" if name == "-" else name
+    """How an input is named in messages (bytes of a name that are not UTF-8 replaced)."""
+    return "<stdin>" if name == "-" else click.format_filename(name)
 
 
 class Input:
@@ -94,7 +110,11 @@ class Input:
 @contextlib.contextmanager
 def opened(name: str, errors: str):
     """The input ``name`` (``-``: standard input) as an ``Input``."""
-    raw = sys.stdin.buffer if name == "-" else name
+    if name == "-" and sys.stdin is None:
+        raise click.ClickException(f"{shown(name)}: standard input is closed")
+    # standard input unbuffered: one read per call, so that a signal that comes between
+    # two reads is handled before the next one (a buffered reader loops in C)
+    raw = getattr(sys.stdin.buffer, "raw", sys.stdin.buffer) if name == "-" else name
     with dio.open_stream(raw, errors=errors) as stream:
         yield Input(stream)
 
@@ -110,3 +130,5 @@ def reported(name: str):
         raise
     except OSError as e:
         raise click.ClickException(f"{shown(name)}: {e.strerror or e}") from None
+    except MemoryError:
+        raise click.ClickException(f"{shown(name)}: {OUT_OF_MEMORY}") from None

@@ -6,7 +6,10 @@ import contextlib
 import json
 import os
 import re
+import signal
+import stat
 import sys
+import threading
 import time
 from typing import Any
 
@@ -15,6 +18,7 @@ import numpy as np
 
 from .. import schema as S
 from ..batch import scan
+from ..content.values import iter_values
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
@@ -33,45 +37,80 @@ def _column_list(ctx, param, values) -> list[str] | None:
 
 
 class _Writer:
-    """Parquet, Arrow IPC or CSV output, written one table at a time."""
+    """Parquet, Arrow IPC or CSV output. Small tables (a capture gives one per connection
+    direction) are gathered until they hold ``GROUP_BYTES``, each counted with
+    ``TABLE_COST`` for its objects, and written together: one row group or record batch
+    per group, in memory bounded by bytes whatever the number of tables."""
+
+    #: Bytes of tables gathered before they are written as one.
+    GROUP_BYTES = 64 << 20
+    #: What a table counts besides its Arrow data (its Python objects and column arrays).
+    TABLE_COST = 128 << 10
 
     def __init__(self, path: str, fmt: str):
         import pyarrow as pa
 
         self.path, self.format = path, fmt
-        self._sink = pa.OSFile(path, "wb")
+        self._sink = pa.OSFile(os.fsencode(path), "wb")
         self._writer: Any = None
         self.schema: Any = None
+        self._pending: list = []
+        self._pending_bytes = 0
 
     def write(self, table) -> None:
+        if self.schema is not None and table.column_names != self.schema.names:
+            raise click.ClickException(f"{_name(self.path)}: cannot write these inputs "
+                                       f"together (columns {', '.join(table.column_names)} "
+                                       f"after {', '.join(self.schema.names)})")
+        if self.schema is None:
+            self.schema = table.schema
+        elif not table.schema.equals(self.schema):
+            table = table.cast(self.schema)
+        self._pending.append(table)
+        self._pending_bytes += table.nbytes + self.TABLE_COST
+        if self._pending_bytes >= self.GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the tables gathered so far, as one."""
         import pyarrow as pa
 
+        if not self._pending:
+            return
+        table = pa.concat_tables(self._pending)
+        self._pending, self._pending_bytes = [], 0
         if self.format == "csv":
             table = _csv_ready(table)
-        elif self.format == "ipc":                # IPC files hold one dictionary per field
-            table = table.cast(pa.schema([
+        elif self.format == "ipc":                # IPC files hold one dictionary per field,
+            table = table.cast(pa.schema([        # and one record batch per group
                 f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
-                for f in table.schema]))
-        if self._writer is not None and table.column_names != self.schema.names:
-            raise click.ClickException(f"{self.path}: cannot write these inputs together "
-                                       f"(columns {', '.join(table.column_names)} after "
-                                       f"{', '.join(self.schema.names)})")
+                for f in table.schema])).combine_chunks()
         if self._writer is None:
-            self.schema = table.schema
             if self.format == "parquet":
                 import pyarrow.parquet as pq
-                self._writer = pq.ParquetWriter(self._sink, self.schema)
+                self._writer = pq.ParquetWriter(self._sink, table.schema)
             elif self.format == "ipc":
-                self._writer = pa.ipc.new_file(self._sink, self.schema)
+                self._writer = pa.ipc.new_file(self._sink, table.schema)
             else:
                 import pyarrow.csv as pcsv
-                self._writer = pcsv.CSVWriter(self._sink, self.schema)
-        self._writer.write_table(table.cast(self.schema))
+                self._writer = pcsv.CSVWriter(self._sink, table.schema)
+        self._writer.write_table(table)
 
     def close(self) -> None:
+        """Write what is gathered and finish the file (errors included: a full disk may
+        show only here)."""
+        self.flush()
         if self._writer is not None:
             self._writer.close()
         self._sink.close()
+
+    def abandon(self) -> None:
+        """Close without finishing, ignoring errors (the output is removed after)."""
+        self._pending = []
+        for closing in (self._writer, self._sink):
+            if closing is not None:
+                with contextlib.suppress(Exception):
+                    closing.close()
 
 
 def _csv_ready(table):
@@ -125,17 +164,26 @@ def _utf8_or_hex(value: bytes) -> str:
 
 
 def _with_values(batch, table, keep, threads=None):
-    """``table`` (only the columns ``keep``) plus body, xattrs and is_json by frame."""
+    """``table`` (only the columns ``keep``) plus body, xattrs and is_json by frame, in
+    slices of frames whose values inflate to a bounded size (``iter_values``), one at a
+    time."""
     import pyarrow as pa
 
-    found = batch.values(threads=threads)
-    rows = np.full(len(batch), -1, np.int64)
-    rows[np.asarray(found.column("index"))] = np.arange(found.num_rows)
-    take = pa.array(rows, mask=rows < 0)
     table = table.select(keep)
-    for name in ("body", "xattrs", "is_json"):
-        table = table.append_column(name, found.column(name).take(take))
-    return table
+    pieces = iter_values(batch, threads=threads)
+    found, at = next(pieces), 0
+    while found is not None:
+        after = next(pieces, None)
+        index = np.asarray(found.column("index"), np.int64)
+        stop = int(index[-1]) + 1 if after is not None and len(index) else len(batch)
+        rows = np.full(stop - at, -1, np.int64)
+        rows[index - at] = np.arange(found.num_rows)
+        take = pa.array(rows, mask=rows < 0)
+        part = table.slice(at, stop - at)
+        for name in ("body", "xattrs", "is_json"):
+            part = part.append_column(name, found.column(name).take(take))
+        yield part
+        found, at = after, stop
 
 
 def _progress(name, source, quiet):
@@ -177,45 +225,132 @@ def convert(files, output, columns, with_values, quiet, threads, sample, collect
         raise click.BadParameter(f"unknown extension; use one of {', '.join(_FORMATS)}",
                                  param_hint="'-o' / '--output'")
     files = inputs(files, sample)                # each one there before OUTPUT is touched
+    _refuse_overwriting_an_input(output, files)
 
     keep = scan(b"", columns=columns).to_arrow().column_names
     frame_columns = set(scan(b"").to_arrow().column_names)
     scanned = None if with_values else columns
-    try:
-        writer = _Writer(output, fmt)
-    except OSError as e:
-        raise click.ClickException(f"{output}: {e.strerror or e}") from None
-    done, written = False, 0
-    try:
-        for name in files:
-            with reported(name), opened(name, errors) as source, \
-                    _progress(name, source, quiet) as bar:
-                frames, started = 0, time.perf_counter()
-                for batch in source.batches(collections=collections, columns=scanned,
-                                            errors=errors, threads=threads):
-                    table = batch.to_arrow()          # captures add their own columns
-                    names = keep + [n for n in table.column_names if n not in frame_columns]
-                    table = _with_values(batch, table, names, threads) if with_values \
-                        else table.select(names)
-                    writer.write(table)
-                    frames += len(batch)
-                    written += len(batch)
-                    bar.update(batch.consumed - batch.start)
-                    rate = frames / max(time.perf_counter() - started, 1e-9)
-                    bar.set_postfix_str(f"{frames:,} frames, {rate:,.0f} frames/s")
-        if writer.schema is None:                 # no frames at all: an empty table
-            empty = scan(b"", columns=scanned)
-            table = empty.to_arrow()
-            writer.write(_with_values(empty, table, keep) if with_values
-                         else table.select(keep))
-        done = True
-    except OSError as e:
-        raise click.ClickException(f"{output}: {e.strerror or e}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            writer.close()
-        if not done:
-            with contextlib.suppress(OSError):
-                os.unlink(output)
+    with _signals_end_cleanly():
+        try:
+            writer = _Writer(output, fmt)
+        except OSError as e:
+            raise click.ClickException(f"{_name(output)}: {_reason(e)}") from None
+        done, written = False, 0
+        try:
+            for name in files:
+                with reported(name), opened(name, errors) as source, \
+                        _progress(name, source, quiet) as bar:
+                    frames, started = 0, time.perf_counter()
+                    for batch in source.batches(collections=collections, columns=scanned,
+                                                errors=errors, threads=threads):
+                        table = batch.to_arrow()          # captures add their own columns
+                        names = keep + [n for n in table.column_names
+                                        if n not in frame_columns]
+                        parts = _with_values(batch, table, names, threads) if with_values \
+                            else [table.select(names)]
+                        for part in parts:
+                            with _writing(output):
+                                writer.write(part)
+                        frames += len(batch)
+                        written += len(batch)
+                        bar.update(batch.consumed - batch.start)
+                        rate = frames / max(time.perf_counter() - started, 1e-9)
+                        bar.set_postfix_str(f"{frames:,} frames, {rate:,.0f} frames/s")
+            with _writing(output):
+                if writer.schema is None:             # no frames at all: an empty table
+                    empty = scan(b"", columns=scanned)
+                    table = empty.to_arrow()
+                    for part in (_with_values(empty, table, keep) if with_values
+                                 else [table.select(keep)]):
+                        writer.write(part)
+                writer.close()
+            done = True
+        finally:
+            if not done:
+                writer.abandon()
+                _remove(output)
     if not quiet:
-        click.echo(f"wrote {written:,} frames to {output} ({os.path.getsize(output):,} bytes)")
+        click.echo(f"wrote {written:,} frames to {_name(output)} "
+                   f"({os.path.getsize(output):,} bytes)")
+
+
+def _name(path: str) -> str:
+    """A path as messages show it (bytes that are not UTF-8 replaced)."""
+    return click.format_filename(path)
+
+
+def _reason(error: OSError) -> str:
+    """The system's words for an I/O error (pyarrow wraps them in its own)."""
+    return os.strerror(error.errno) if error.errno else (error.strerror or str(error))
+
+
+@contextlib.contextmanager
+def _writing(output: str):
+    """Errors while writing name the output, not the input being read."""
+    try:
+        yield
+    except OSError as e:
+        raise click.ClickException(f"{_name(output)}: {_reason(e)}") from None
+
+
+def _refuse_overwriting_an_input(output: str, files) -> None:
+    """Stop before opening ``output`` when it is one of the inputs (the same file, by
+    device and inode: through a symbolic or hard link too, or as standard input)."""
+    try:
+        out = os.stat(output)
+    except OSError:
+        return                                    # not there yet: no input is it
+    for name in files:
+        try:
+            got = os.fstat(sys.stdin.fileno()) if name == "-" else os.stat(name)
+        except (OSError, AttributeError, ValueError):
+            continue
+        if (got.st_dev, got.st_ino) == (out.st_dev, out.st_ino):
+            raise click.ClickException(
+                f"{_name(output)}: the output is also an input ({shown(name)}); writing it "
+                f"would destroy it: choose another output")
+
+
+def _remove(output: str) -> None:
+    """Remove a partial output (a regular file; a device or a pipe is left alone)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.stat(output).st_mode):
+            os.unlink(output)
+
+
+class _Ended(BaseException):
+    """The process was asked to end (SIGTERM, SIGHUP) while converting."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_end_cleanly():
+    """While converting, SIGTERM and SIGHUP unwind the conversion (removing the partial
+    output, as an interrupt does); the process then ends by that signal, as it would have.
+    The handlers before are back afterwards; outside the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def end(signum, frame):
+        if not caught:                            # a second signal waits for the cleanup
+            caught.append(signum)
+            raise _Ended(signum)
+
+    ours = (signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.signal(s, end) for s in ours}
+    try:
+        yield
+    except _Ended as e:
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        before = {}
+        signal.raise_signal(e.signum)
+        raise SystemExit(128 + e.signum) from None     # the signal was handled: exit so
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
