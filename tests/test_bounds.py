@@ -49,6 +49,10 @@ if job == "values":
     out["bodies"] = batch.values().column("body").nbytes >> 10
 elif job == "summarize":
     out["streams"] = streams.summarize(dcpfast.iter_batches(path)).to_arrow().num_rows
+elif job == "capture":
+    import dcpfast.capture.reader
+    dcpfast.capture.reader.MAX_DIRECTIONS = int(sys.argv[3])
+    out["frames"] = sum(len(b) for b in dcpfast.read_pcap(path))
 else:
     try:
         main([*sys.argv[3:], path])
@@ -256,6 +260,26 @@ def test_convert_memory_does_not_grow_with_the_connections(tmp_path):
     grew = peak("convert", large, *args)["peak"] - peak("convert", small, *args)["peak"]
     # a row group each: 1.2 GiB more
     assert grew < 100, f"{grew:.0f} MiB more for 14,000 more connections"
+
+
+def _syn_flood(count: int) -> bytes:
+    """``count`` connections opened to the DCP port and never used nor closed."""
+    packets = []
+    for i in range(count):
+        client = (f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}", 40000 + i % 20000)
+        packets += t.tcp_packets([t.TcpSegment(True, -1, b"", t.TCP_SYN)], client=client)
+    return t.pcap_file(packets)
+
+
+@linux_only
+@compiled_only
+def test_capture_memory_does_not_grow_with_open_connections(tmp_path):
+    small, large = tmp_path / "small.pcap", tmp_path / "large.pcap"
+    small.write_bytes(_syn_flood(20_000))
+    large.write_bytes(_syn_flood(160_000))
+    grew = peak("capture", large, 4096)["peak"] - peak("capture", small, 4096)["peak"]
+    # a direction each, 1.2 KiB: 160 MiB more
+    assert grew < 40, f"{grew:.0f} MiB more for 140,000 more open connections"
 
 
 # -- streams.summarize: many stream ids ---------------------------------------------------------

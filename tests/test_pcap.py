@@ -639,6 +639,19 @@ def test_one_damaged_pcapng_block_is_skipped(damage):
     assert info.value.offset == at
 
 
+def test_damaged_blocks_past_the_listed_ones_are_counted(monkeypatch):
+    monkeypatch.setattr("dcpfast.capture.reader.MAX_PROBLEMS", 5)
+    segments = t.tcp_conversation(CLIENT_BYTES, SERVER_BYTES, sizes=(200,))
+    capture = bytearray(t.pcapng_file(t.tcp_packets(segments)))
+    blocks = [b for b in _blocks(bytes(capture)) if b[1] == packets.PCAPNG_ENHANCED_PACKET]
+    for at, _, _ in blocks[5:25]:
+        capture[at + 8:at + 12] = struct.pack("<I", 9)
+    got, reader = decode(bytes(capture))
+    assert len(reader.problems) == 5 and reader.counters["damaged_blocks"] == 20
+    for direction, (frames, _, _) in got.items():
+        assert all(SENT[direction][k] == v for k, v in frames.items())
+
+
 @pytest.mark.skipif(dcpfast.IMPLEMENTATION != "cython",
                     reason="the memory bound is the compiled core's; the twin is too slow here")
 def test_memory_stays_bounded(tmp_path):

@@ -179,3 +179,63 @@ def test_held_segments_count_against_the_window(monkeypatch):
     reader = read_pcap(io.BytesIO(capture))
     list(reader)
     assert reader.counters["gaps"] == 0
+
+
+# -- what all the directions of a capture hold ----------------------------------------------
+
+
+def _lossy_connections(count: int, segments: int) -> tuple[bytes, dict]:
+    """``count`` connections, each sending ``segments`` 100-byte segments of its own
+    stream, all but the first of each before any first (so that each holds the rest
+    behind a hole until the end); and {client port: stream} of what each sent."""
+    frames = t.synthetic_frames(60, seed=21)
+    data = b"".join(f.data for f in frames)[:100 * segments]
+    firsts, rests, sent = [], [], {}
+    for i in range(count):
+        client = ("10.1.0.1", 30000 + i)
+        segs = t.tcp_segments(data, (100,), client=False)
+        rests.append(t.tcp_packets([SYN, *segs[1:]], client=client))
+        firsts.append(t.tcp_packets(segs[:1], client=client))
+        sent[30000 + i] = data
+    interleaved = [p for group in zip(*rests) for p in group]
+    return t.pcap_file(interleaved + [p for f in firsts for p in f]), sent
+
+
+def _nothing_invented(capture: bytes, sent: dict):
+    """Read ``capture`` a few packets at a time (the directions take their segments
+    in turn); check every frame against what its connection sent."""
+    reader = read_pcap(io.BytesIO(capture), collections=False, batch_bytes=1000)
+    frames = 0
+    for batch in reader:
+        data = sent[batch.connection.dst_port]
+        lengths = P.HEADER_SIZE + batch["body_len"].astype(np.int64)
+        for off, n in zip(batch["offset"].tolist(), lengths.tolist()):
+            start = off - batch.base_offset
+            assert bytes(batch.data[start:start + n]) == data[off:off + n]
+            frames += 1
+    return reader, frames
+
+
+def test_what_all_directions_hold_is_bounded(monkeypatch):
+    capture, sent = _lossy_connections(20, 30)
+    reader, frames = _nothing_invented(capture, sent)
+    assert reader.counters["gaps"] == 0
+    # 20 directions holding 29 segments each: room for 100 segments
+    monkeypatch.setattr(reassembly, "REORDER_BUDGET", 100 * (100 + reassembly.HELD_SEGMENT_COST))
+    small, fewer = _nothing_invented(capture, sent)
+    assert small.counters["gaps"] >= 15 and 0 < fewer < frames
+
+
+def test_least_recently_active_directions_close_past_the_limit(monkeypatch):
+    monkeypatch.setattr("dcpfast.capture.reader.MAX_DIRECTIONS", 8)
+    capture, sent = _lossy_connections(20, 30)
+    reader, frames = _nothing_invented(capture, sent)
+    assert frames > 0
+    # one frame a connection, each before the next connection's: all of them kept
+    server = t.mutation(b"key", b"value" * 10, by_seqno=1)
+    packets = []
+    for i in range(40):
+        segs = t.tcp_conversation(b"", server, handshake=False, fin=False)
+        packets += t.tcp_packets(segs, client=("10.2.0.1", 20000 + i))
+    batches = list(read_pcap(io.BytesIO(t.pcap_file(packets)), collections=False))
+    assert sum(len(b) for b in batches) == 40 and all(not b.errors for b in batches)

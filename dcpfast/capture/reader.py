@@ -24,7 +24,7 @@ from ..io.compression import read_into, zero_for
 from ..io.dumps import MIN_BATCH_BYTES
 from ..io.sources import checked_size
 from .batch import CaptureBatch
-from .reassembly import Direction
+from .reassembly import Direction, Held
 
 #: Capture bytes read per step. Each step's reassembled bytes are scanned while they are
 #: still in the CPU cache, which makes steps of a few MiB faster than larger ones.
@@ -33,6 +33,11 @@ _ROWS = 1 << 14                # TCP segments per walker call
 _CONTROL = P.TCP_SYN | P.TCP_FIN | P.TCP_RST
 _CLOSED_MEMORY = 4096          # finished directions remembered to drop late retransmissions
 _NO_LINK = -1                  # the link type of a damaged interface block: none is read
+#: Connection directions open at once; past it, the least recently active one is closed
+#: (its frames so far decoded, what follows it read as a connection joined mid-stream).
+MAX_DIRECTIONS = 1 << 16
+#: Damaged capture records listed in ``problems``; the others are only counted.
+MAX_PROBLEMS = 1000
 
 
 def read_pcap(source, ports: int | Iterable[int] = (P.DCP_PORT,), *,
@@ -64,8 +69,10 @@ class CaptureReader(Iterator):
 
     ``counters``: packets, TCP segments, packets that are not IPv4/IPv6 TCP, IP
     fragments (not reassembled), packets whose headers the capture cut short, segments
-    of other ports, and gaps. ``problems``: capture-level damage found in skip mode, as
-    ``SkippedRegion`` entries whose offsets are positions in the capture file.
+    of other ports, gaps, and damaged pcapng blocks stepped over. ``problems``:
+    capture-level damage found in skip mode, as ``SkippedRegion`` entries whose offsets
+    are positions in the capture file (the first ``MAX_PROBLEMS`` damaged blocks; the
+    rest are counted).
     """
 
     def __init__(self, source, ports, *, collections, columns, errors, batch_bytes,
@@ -81,7 +88,8 @@ class CaptureReader(Iterator):
             raise ValueError(f"errors must be 'strict' or 'skip', not {errors!r}")
         batch_bytes = checked_size("batch_bytes", batch_bytes, MIN_BATCH_BYTES)
         self.ports = ports
-        self.counters = dict.fromkeys(P.WALK_COUNTERS + ("other_ports", "gaps"), 0)
+        self.counters = dict.fromkeys(
+            P.WALK_COUNTERS + ("other_ports", "gaps", "damaged_blocks"), 0)
         self.problems: list[SkippedRegion] = []
         self._damage = Reporter(errors, self.problems, CaptureFormatError)
         self._options = dict(collections=collections, columns=columns, errors=errors,
@@ -112,8 +120,9 @@ class CaptureReader(Iterator):
         buf = reader.next(P.PCAP_HEADER_SIZE)
         if not is_capture(bytes(buf[:4])):
             raise CaptureFormatError(0, text("not_a_capture"))
-        self._directions: dict[bytes, Direction] = {}
+        self._directions: dict[bytes, Direction] = {}      # least recently active first
         self._closed: dict[bytes, tuple[int, int]] = {}
+        self._held = Held()
         cols = (np.empty(_ROWS, np.int64), np.empty((_ROWS, P.CONNECTION_KEY_SIZE), np.uint8),
                 np.empty(_ROWS, np.uint32), np.empty(_ROWS, np.uint8),
                 np.empty(_ROWS, np.int64), np.empty(_ROWS, np.int32))
@@ -149,8 +158,10 @@ class CaptureReader(Iterator):
                 elif status == P.WalkStatus.SKIP:         # one damaged block: step over it
                     length = int.from_bytes(bytes(buf[pos + 4:pos + 8]),
                                             "big" if self._big else "little")
-                    self._damage.report(reader.offset(pos), length,
-                                        describe(P.CaptureProblem(detail)))
+                    self.counters["damaged_blocks"] += 1
+                    if len(self.problems) < MAX_PROBLEMS or self._damage.mode == "strict":
+                        self._damage.report(reader.offset(pos), length,
+                                            describe(P.CaptureProblem(detail)))
                     pos += length
                     continue
                 elif status == P.WalkStatus.BAD:
@@ -247,6 +258,7 @@ class CaptureReader(Iterator):
                                   lengths[rows].astype(np.int64))
 
     def _feed(self, key, dport, buf, ts, seqs, flags, starts, lengths):
+        yield from self._room(key)
         control = np.flatnonzero(flags & _CONTROL)
         at = 0
         for i in control.tolist():
@@ -259,12 +271,19 @@ class CaptureReader(Iterator):
             self._direction(key, dport).data(buf, ts[at:], seqs[at:], starts[at:],
                                              lengths[at:])
 
+    def _room(self, key):
+        """Close the least recently active directions while ``key`` would open one past
+        ``MAX_DIRECTIONS``."""
+        while key not in self._directions and len(self._directions) >= MAX_DIRECTIONS:
+            yield from self._close(next(iter(self._directions)))
+
     def _direction(self, key, dport):
-        d = self._directions.get(key)
+        """The direction of ``key``, opened if need be, now the most recently active."""
+        d = self._directions.pop(key, None)
         if d is None:
-            d = self._directions[key] = Direction(
-                key, dport, self._closed.pop(key, None), ports=self.ports,
-                options=self._options, counters=self.counters)
+            d = Direction(key, dport, self._closed.pop(key, None), ports=self.ports,
+                          options=self._options, counters=self.counters, held=self._held)
+        self._directions[key] = d
         return d
 
     def _control(self, key, dport, buf, ts, seq, flags, start, length):

@@ -31,6 +31,9 @@ REORDER_WINDOW = 16 * 1024 * 1024
 #: What each held segment counts against ``REORDER_WINDOW`` besides its bytes: its
 #: bookkeeping, so that tiny segments cannot hold unbounded memory.
 HELD_SEGMENT_COST = 1024
+#: Out-of-order bytes held by all the directions of a capture together (counted as for
+#: ``REORDER_WINDOW``); past it, the direction taking a segment gives up its holes.
+REORDER_BUDGET = 256 * 1024 * 1024
 #: Bytes of a direction gathered before ``collections=None`` is decided for it.
 SNIFF_BYTES = 1024 * 1024
 
@@ -83,6 +86,15 @@ class Span:
                     self.ts.copy())
 
 
+class Held:
+    """What the directions of one capture hold out of order, together."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+
 def _address(key: bytes, at: int) -> str:
     import ipaddress
     return str(ipaddress.ip_address(key[at:at + (4 if key[36] == 4 else 16)]))
@@ -98,11 +110,11 @@ class Direction:
     """
 
     def __init__(self, key: bytes, dport: int, closed, *, ports, options: dict,
-                 counters: dict):
+                 counters: dict, held: Held):
         sport = int.from_bytes(key[32:34], "big")
         self.connection = Connection(_address(key, 0), sport, _address(key, 16), dport,
                                      CLIENT_TO_SERVER if dport in ports else SERVER_TO_CLIENT)
-        self.options, self.counters = options, counters
+        self.options, self.counters, self.held = options, counters, held
         self.closed = closed
         self.origin: int | None = None
         self.next = 0
@@ -153,10 +165,17 @@ class Direction:
                 origin, end = self.closed
                 rel = (seqs.astype(np.uint32) - np.uint32(origin)).astype(np.int64)
                 late = rel + lengths <= end
-                ts, seqs, starts, lengths = (a[~late] for a in (ts, seqs, starts, lengths))
+                ts, seqs, starts, lengths, rel = (a[~late] for a in (ts, seqs, starts,
+                                                                     lengths, rel))
                 if not len(ts):
                     return
-            self.start(int(seqs[0]))            # the capture began inside this stream
+            if self.closed is not None and 0 <= rel[0] - self.closed[1] <= REORDER_WINDOW:
+                # a direction closed to make room goes on: its offsets, after a gap if any
+                self.start(self.closed[0])
+                self.next = self.closed[1]
+                self.resume.restart(self.next)
+            else:
+                self.start(int(seqs[0]))        # the capture began inside this stream
             self.resume.unverified = self.resync = True
         off = self.offsets(seqs)
         ends = off + lengths
@@ -192,10 +211,12 @@ class Direction:
             span = span.owned()                      # it waits past this chunk
             cost = span.hi - span.lo + HELD_SEGMENT_COST
             self.pending_bytes += cost
+            self.held.bytes += cost
         heapq.heappush(self.pending, (span.lo, self.arrivals, span, cost))
         if span.lo <= self.next:
             self._drain()
-        while self.pending_bytes > REORDER_WINDOW:
+        while self.pending and (self.pending_bytes > REORDER_WINDOW or
+                                self.held.bytes > REORDER_BUDGET):
             self._gap()
 
     def _drain(self):
@@ -206,6 +227,7 @@ class Direction:
             while self.pending and self.pending[0][0] <= at:
                 _, arrival, span, cost = heapq.heappop(self.pending)
                 self.pending_bytes -= cost
+                self.held.bytes -= cost
                 if span.hi > at:
                     heapq.heappush(active, (arrival, span))
             while active and active[0][1].hi <= at:
