@@ -341,7 +341,7 @@ def _signals_end_cleanly():
             caught.append(signum)
             raise _Ended(signum)
 
-    ours = (signal.SIGTERM, signal.SIGHUP)
+    ours = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
     before = {s: signal.signal(s, end) for s in ours}
     try:
         yield
