@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -120,6 +121,29 @@ def test_info_says_how_many_regions_were_not_listed(tmp_path):
     assert got["errors_total"] == 500 and len(got["errors"]) == 2 * LISTED_PER_REASON
     assert got["errors_not_listed"] == unlisted
     assert got["errors_by_reason"] == {"unknown magic N": 450, "invalid datatype N": 50}
+
+
+def test_info_lists_a_captures_own_damage(tmp_path):
+    frames = t.synthetic_stream(200, seed=2)
+    segments = t.tcp_conversation(b"", frames, sizes=(100,))
+    capture = bytearray(t.pcapng_file(t.tcp_packets(segments)))
+    at, damaged = 0, 0
+    while at < len(capture):
+        kind, length = struct.unpack_from("<II", capture, at)
+        if kind == 6 and damaged < 30 and at % 3 == 0:
+            capture[at + 8:at + 12] = struct.pack("<I", 7)      # an undeclared interface
+            damaged += 1
+        at += length
+    path = tmp_path / "damaged.pcapng"
+    path.write_bytes(bytes(capture))
+    assert damaged == 30
+    text = CliRunner().invoke(main, ["info", "--errors", "skip", str(path)]).output
+    assert "capture file damage (offsets in the file)" in text
+    assert f"... {30 - LISTED_PER_REASON} more not listed" in text
+    got = json.loads(CliRunner().invoke(
+        main, ["info", "--errors", "skip", "--json", str(path)]).output)[0]
+    assert got["capture_errors_total"] == 30
+    assert len(got["capture_errors"]) == LISTED_PER_REASON
 
 
 @linux_only

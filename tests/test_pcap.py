@@ -648,6 +648,7 @@ def test_damaged_blocks_past_the_listed_ones_are_counted(monkeypatch):
         capture[at + 8:at + 12] = struct.pack("<I", 9)
     got, reader = decode(bytes(capture))
     assert len(reader.problems) == 5 and reader.counters["damaged_blocks"] == 20
+    assert reader.problems_not_listed == 15
     for direction, (frames, _, _) in got.items():
         assert all(SENT[direction][k] == v for k, v in frames.items())
 

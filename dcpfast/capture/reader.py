@@ -71,8 +71,8 @@ class CaptureReader(Iterator):
     fragments (not reassembled), packets whose headers the capture cut short, segments
     of other ports, gaps, and damaged pcapng blocks stepped over. ``problems``:
     capture-level damage found in skip mode, as ``SkippedRegion`` entries whose offsets
-    are positions in the capture file (the first ``MAX_PROBLEMS`` damaged blocks; the
-    rest are counted).
+    are positions in the capture file (the first ``MAX_PROBLEMS`` damaged blocks;
+    ``problems_not_listed`` counts the rest).
     """
 
     def __init__(self, source, ports, *, collections, columns, errors, batch_bytes,
@@ -91,6 +91,7 @@ class CaptureReader(Iterator):
         self.counters = dict.fromkeys(
             P.WALK_COUNTERS + ("other_ports", "gaps", "damaged_blocks"), 0)
         self.problems: list[SkippedRegion] = []
+        self.problems_not_listed = 0
         self._damage = Reporter(errors, self.problems, CaptureFormatError)
         self._options = dict(collections=collections, columns=columns, errors=errors,
                              max_frame_size=max_frame_size)
@@ -162,6 +163,8 @@ class CaptureReader(Iterator):
                     if len(self.problems) < MAX_PROBLEMS or self._damage.mode == "strict":
                         self._damage.report(reader.offset(pos), length,
                                             describe(P.CaptureProblem(detail)))
+                    else:
+                        self.problems_not_listed += 1
                     pos += length
                     continue
                 elif status == P.WalkStatus.BAD:

@@ -56,9 +56,10 @@ def _summarise(path, collections, errors) -> dict:
         for batch in batches:
             found.update(batch)
     # a capture's own damage (file offsets): the first of it listed, all of it counted
-    damage = list(getattr(batches, "problems", []))
+    damage = getattr(batches, "problems", [])
     return dict(inventory=found, compression=source.compression, capture=source.capture,
-                capture_damage=damage[:LISTED_PER_REASON], capture_damage_count=len(damage))
+                capture_damage=damage[:LISTED_PER_REASON], capture_damage_count=len(damage)
+                + getattr(batches, "problems_not_listed", 0))
 
 
 #: The frames counted as documents, as the report names them.
