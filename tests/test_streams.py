@@ -149,6 +149,17 @@ def test_tracker_matches_across_batches_and_stream_opaques():
     assert [r["vbucket"] for r in rows(S.rollbacks(answers, tracker))] == [7]
 
 
+def test_a_summary_of_responses_only_lists_their_streams():
+    """A server direction holding nothing but answers to the client's requests."""
+    summary = S.Summary()
+    summary.tracker.update(scan(t.stream_request(vbucket=5, opaque=10),
+                                t.stream_request(vbucket=6, opaque=11)))
+    summary.update(scan(t.rollback_response(4, opaque=10)))
+    summary.update(scan(t.failover_log_response([(1, 0)], opaque=11)))
+    got = summary.to_arrow()
+    assert sorted(got.column("vbucket").to_pylist()) == [5, 6]
+
+
 def test_ambiguous_stream_opaque_places_nothing():
     batch = scan(t.rollback_response(4, opaque=1),
                  t.snapshot_marker(1, 1, vbucket=7, opaque=1),

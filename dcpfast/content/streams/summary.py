@@ -91,12 +91,13 @@ class _Tally:
             return
         keys = np.concatenate([self.keys, *(k for k, _ in self._parts)])
         counts = np.concatenate([self.counts, *(n for _, n in self._parts)])
+        self._parts, self._unmerged = [], 0
+        if not len(keys):                   # batches of responses only: nothing counted
+            return
         order = np.argsort(keys, kind="stable")
         keys, counts = keys[order], counts[order]
         heads = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-        self.keys, self.counts = keys[heads], np.add.reduceat(counts, heads) \
-            if len(keys) else counts
-        self._parts, self._unmerged = [], 0
+        self.keys, self.counts = keys[heads], np.add.reduceat(counts, heads)
 
     def of(self, slots: list[int]) -> pa.MapArray:
         """The counts of the stream slots, in that order, as a map of opcode name to frames."""
