@@ -114,6 +114,28 @@ def test_a_signal_during_convert_removes_the_partial_output(tmp_path, signum):
     assert not out.exists()
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_a_hang_up_ignored_leaves_convert_running(tmp_path):
+    """Under nohup (SIGHUP ignored) a hang-up does not end the conversion."""
+    out = tmp_path / "out.parquet"
+    body = b"".join(f.data for f in t.synthetic_frames(400, seed=3)[20:])
+    proc = subprocess.Popen(command("convert", "-q", "-", "-o", out), stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        proc.stdin.write(body)
+        proc.stdin.flush()
+        time.sleep(1)
+        proc.send_signal(signal.SIGHUP)
+        proc.stdin.write(body)
+        proc.stdin.close()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, proc.stderr.read()
+    assert pq.read_metadata(out).num_rows == 2 * (400 - 20)
+
+
 # -- inputs and outputs that cannot be used ---------------------------------------------------
 
 

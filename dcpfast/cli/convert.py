@@ -328,9 +328,10 @@ class _Ended(BaseException):
 
 @contextlib.contextmanager
 def _signals_end_cleanly():
-    """While converting, SIGTERM and SIGHUP unwind the conversion (removing the partial
-    output, as an interrupt does); the process then ends by that signal, as it would have.
-    The handlers before are back afterwards; outside the main thread nothing changes."""
+    """While converting, SIGTERM and SIGHUP (unless ignored, as under nohup) unwind the
+    conversion (removing the partial output, as an interrupt does); the process then ends
+    by that signal, as it would have. The handlers before are back afterwards; outside the
+    main thread nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -342,7 +343,8 @@ def _signals_end_cleanly():
             raise _Ended(signum)
 
     ours = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    before = {s: signal.signal(s, end) for s in ours}
+    # a signal ignored (SIGHUP under nohup) stays ignored
+    before = {s: signal.signal(s, end) for s in ours if signal.getsignal(s) != signal.SIG_IGN}
     try:
         yield
     except _Ended as e:
