@@ -169,6 +169,14 @@ _NAMED = {
     "stream_request_sid": "stream request sid {sid!r} is not in 1..65535",
     "failover_log_size": "failover log of {size} bytes is not a multiple of {entry}",
     "rollback_size": "rollback response value of {size} bytes (must be {must})",
+    # Spark jobs (spark)
+    "capture_not_dump": "a packet capture (pcap or pcapng), not a DCP dump: decode it with "
+                        "dcpfast convert or dcpfast.read_pcap",
+    "unreadable": "cannot read {source}: {reason}",
+    "output_exists": "{out} already exists: write elsewhere, or replace it "
+                     "(mode=\"overwrite\", --overwrite)",
+    "output_not_dataset": "{out} holds {name}, which is not part of a Parquet dataset: "
+                          "not replacing it",
 }
 
 

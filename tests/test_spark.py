@@ -292,11 +292,12 @@ def dumps(tmp_path_factory):
 @pytest.mark.parametrize("method", ["datasource", "arrow", "pandas"])
 def test_every_path_returns_the_rows_of_scan(spark, dumps, method):
     root, paths = dumps
-    df = dspark.read_dcp(spark, str(root), method, values=True, partition_bytes=40_000,
-                         leadInBytes=100) if method == "datasource" else \
-        dspark.read_dcp(spark, str(root), method, values=True)
+    df = dspark.read_dcp(spark, str(root), method, columns="all", values=True,
+                         partition_bytes=40_000, leadInBytes=100) \
+        if method == "datasource" else \
+        dspark.read_dcp(spark, str(root), method, columns="all", values=True)
     table = df.toArrow()
-    assert table.schema == dspark.arrow_schema(values=True)
+    assert table.schema == dspark.arrow_schema("all", values=True)
     got = _as_unsigned(table)
     want = _expected(paths, values=True)
     for row in want.values():
@@ -337,15 +338,124 @@ def test_errors_modes_on_a_damaged_file(spark, tmp_path, stream):
 
 
 @pytest.mark.spark
-def test_decode_to_parquet_and_the_readme_examples(spark, tmp_path):
-    out = str(tmp_path / "decoded")
-    summary = dspark.decode_to_parquet([str(dcpfast.io.SAMPLE)], out, spark=spark)
-    frames = len(dcpfast.read(dcpfast.io.SAMPLE))
-    assert summary["frames"] == frames
-    assert sorted(p.name for p in (tmp_path / "decoded").iterdir()
-                  if p.name.startswith("vbucket="))[0].startswith("vbucket=")
-    back = spark.read.parquet(out)
-    assert back.count() == frames
+def test_the_default_columns_are_those_of_document_changes(spark, dumps):
+    root, paths = dumps
+    df = dspark.read_dcp(spark, str(root))
+    assert tuple(df.columns) == dspark.DEFAULT
+    schema = dspark.arrow_schema()
+    nullable = {f.name for f in schema if f.nullable}
+    assert {"offset", "opcode", "datatype", "cas"}.isdisjoint(nullable)
+    assert {"vbucket", "by_seqno", "key", "source"} <= nullable
+    assert [f.nullable for f in df.schema] == [f.nullable for f in schema]
+    want = {k: {c: row[c] for c in dspark.DEFAULT} for k, row in _expected(paths).items()}
+    assert _as_unsigned(df.toArrow()) == want
+    assert dspark.output_columns("all") == dspark.output_columns(
+        S.NAMES + dspark.EXTRA)
+    assert dspark.output_columns(None, values=True)[-2:] == dspark.VALUE_COLUMNS
+
+
+@pytest.mark.spark
+def test_unsigned_reads_uint64_columns_back(spark):
+    from pyspark.sql import functions as F
+
+    values = [-1, 0, 2**63 - 1, -(2**63), -2, None]
+    df = spark.createDataFrame([(v,) for v in values], "v long")
+    got = [r.u for r in df.select(dspark.unsigned("v").alias("u")).collect()]
+    assert got == [None if v is None else v % 2**64 for v in values]
+    assert df.select(dspark.unsigned(F.col("v"))).schema[0].dataType.simpleString() == \
+        "decimal(20,0)"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("method", ["arrow", "pandas"])
+def test_binary_file_paths_leave_the_session_settings_alone(spark, dumps, method):
+    root, paths = dumps
+    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert dspark.read_dcp(spark, str(root), method).count() == len(_expected(paths))
+    assert spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") == before
+    key = "spark.sql.execution.arrow.pyspark.enabled"
+    arrow = spark.conf.get(key)
+    spark.conf.set(key, "true")          # an unrelated Arrow transfer, in batches as before
+    try:
+        assert len(spark.range(2_000_000).toPandas()) == 2_000_000
+    finally:
+        spark.conf.set(key, arrow)
+
+
+def _filters():
+    """pyspark filters with what Spark makes of them on a batch's rows (None: not taken)."""
+    from pyspark.sql import datasource as D
+
+    op = dcpfast.Opcode
+    vb = ("vbucket",)
+    return [
+        (D.EqualTo(("opcode",), int(op.MUTATION)), "opcode = 87"),
+        (D.In(vb, (98, 308, 70000)), "vbucket in (98, 308, 70000)"),
+        (D.Not(D.In(vb, (98, 308))), "not vbucket in (98, 308)"),
+        (D.Not(D.EqualTo(vb, 98)), "vbucket <> 98"),
+        (D.EqualNullSafe(vb, None), "vbucket is null"),
+        (D.Not(D.EqualNullSafe(vb, 98)), "vbucket is distinct from 98"),
+        (D.IsNull(vb), "vbucket is null"),
+        (D.Not(D.IsNotNull(("collection_id",))), "collection_id is null"),
+        (D.GreaterThan(("by_seqno",), 20), "by_seqno > 20"),
+        (D.LessThanOrEqual(("snap_end",), -1), "snap_end <= -1"),
+        (D.GreaterThanOrEqual(vb, 400), "vbucket >= 400"),
+        (D.LessThan(("opcode",), 0x5a), "opcode < 90"),
+        (D.EqualTo(("key_str",), "k"), None),
+        (D.StringStartsWith(("key_str",), "k"), None),
+        (D.EqualTo(("vbucket", "x"), 1), None),
+        (D.In(vb, (1, None)), None),
+        (D.EqualTo(vb, 1.5), None),
+    ]
+
+
+def test_filters_taken_keep_the_rows_spark_would(stream):
+    """Each filter the data source takes, applied to a scanned batch, keeps exactly the
+    rows that pass the same condition evaluated by DuckDB on the Arrow rows (SQL's
+    three-valued logic: a frame that lacks the column passes neither a comparison nor
+    its negation)."""
+    pytest.importorskip("pyspark")
+    import duckdb
+
+    from dcpfast.spark import filters
+
+    data = stream + T.snapshot_marker(5, 2**64 - 1, vbucket=40) + T.stream_end(vbucket=12)
+    batch = dcpfast.scan(data, final=True)
+    rows = dspark.to_record_batch(batch, None, dspark.arrow_schema("all"))
+    assert rows.column("snap_end").to_pylist()[-2] == -1
+    sql_rows = duckdb.connect()
+    sql_rows.register("frames", pa.Table.from_batches([rows]).append_column(
+        "i", pa.array(np.arange(len(batch)))))
+    for spark_filter, sql in _filters():
+        taken = filters.condition(spark_filter)
+        if sql is None:
+            assert taken is None, spark_filter
+            continue
+        want = [i for (i,) in sql_rows.sql(f"select i from frames where {sql} order by i")
+                .fetchall()]
+        got = np.flatnonzero(filters.keep(batch, [taken])).tolist()
+        assert got == want, sql
+        assert want and len(want) < len(batch), sql         # the filter does filter
+
+
+@pytest.mark.spark
+def test_filters_reach_the_data_source_when_spark_lets_them(spark, dumps, capfd):
+    root, _ = dumps
+    query = "opcode = 87 and vbucket in (30, 925, 716) and key_str like 'doc%'"
+    plain = sorted(map(tuple, dspark.read_dcp(spark, str(root)).where(query).collect()))
+    key = "spark.sql.python.filterPushdown.enabled"
+    spark.conf.set(key, "true")
+    try:
+        df = dspark.read_dcp(spark, str(root)).where(query)
+        df.explain()
+        pushed = sorted(map(tuple, df.collect()))
+    finally:
+        spark.conf.unset(key)
+    plan = capfd.readouterr().out
+    spark_filter = next(line for line in plan.splitlines() if "Filter" in line)
+    assert "opcode" not in spark_filter and "vbucket" not in spark_filter
+    assert "StartsWith(key_str" in spark_filter
+    assert pushed == plain and plain
 
 
 def _readme_examples() -> str:

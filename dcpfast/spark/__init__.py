@@ -23,10 +23,18 @@ executors, which need dcpfast installed.
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan, range_batches
 from .convert import decode_arrow, decode_pandas, to_record_batch
 from .job import decode_to_parquet, session, spark_error, task_progress
-from .schema import EXTRA, VALUE_COLUMNS, arrow_schema, output_columns, spark_schema, unsigned
+from .schema import (
+    DEFAULT,
+    EXTRA,
+    VALUE_COLUMNS,
+    arrow_schema,
+    output_columns,
+    spark_schema,
+    unsigned,
+)
 from .source import data_source, list_files, read_dcp, read_piece, register
 
-__all__ = ["BATCH_BYTES", "EXTRA", "LEAD_IN_BYTES", "PARTITION_BYTES", "SCHEMA",
+__all__ = ["BATCH_BYTES", "DEFAULT", "EXTRA", "LEAD_IN_BYTES", "PARTITION_BYTES", "SCHEMA",
            "VALUE_COLUMNS", "Piece", "arrow_schema", "data_source", "decode_arrow",
            "decode_pandas", "decode_to_parquet", "list_files", "output_columns", "plan",
            "range_batches", "read_dcp", "read_piece", "register", "session", "spark_error",

@@ -132,23 +132,40 @@ def _file_batches(content, source, schema, *, collections, errors, batch_bytes,
                 yield to_record_batch(fb, source, schema, errors=errors)
 
 
+class Skipped:
+    """What skip mode stepped over in one stream: the damaged regions of its batches,
+    merged where a batch end cut one in two, counted in constant memory."""
+
+    def __init__(self):
+        self.regions = self.bytes = 0
+        self.first: int | None = None
+        self._end = -1
+
+    def add(self, batch: FrameBatch) -> None:
+        for region in batch.errors:          # in stream order, batch after batch
+            start, end = region.offset, region.offset + region.length
+            if start <= self._end:
+                self.bytes += max(end - self._end, 0)
+            else:
+                self.regions += 1
+                self.bytes += end - start
+                self.first = start if self.first is None else self.first
+            self._end = max(self._end, end)
+
+    def __str__(self) -> str:
+        return (f"skipped {self.regions} damaged region(s), {self.bytes} bytes, the first "
+                f"at byte {self.first}")
+
+
 def reported(batches, where: str):
     """Pass ``batches`` on; when frames were skipped, log how much of ``where`` at the end
     (a warning on the executor: a skip-mode job drops damaged bytes but says so)."""
-    spans = []
+    skipped = Skipped()
     for fb in batches:
-        spans += [(r.offset, r.offset + r.length) for r in fb.errors]
+        skipped.add(fb)
         yield fb
-    merged: list[list[int]] = []
-    for start, end in sorted(spans):             # a region cut by a batch end comes twice
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    if merged:
-        log.warning("%s: skipped %d damaged region(s), %d bytes, the first at byte %d",
-                    where, len(merged), sum(end - start for start, end in merged),
-                    merged[0][0])
+    if skipped.regions:
+        log.warning("%s: %s", where, skipped)
 
 
 @contextlib.contextmanager

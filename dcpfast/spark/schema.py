@@ -18,6 +18,12 @@ _SPARK_INT = {"uint8": "int16", "uint16": "int32", "uint32": "int64", "uint64": 
 #: Columns that are not scanner columns, in output order.
 EXTRA = ("key", "key_str", "value", "source")
 VALUE_COLUMNS = ("content", "xattrs")
+#: The columns given when none are named: what an analysis of document changes reads
+#: (the frame's place, kind, vbucket and collection, seqnos, the document's metadata,
+#: snapshot ranges, key and value). ``columns="all"`` gives every column.
+DEFAULT = ("offset", "opcode", "datatype", "vbucket", "cas", "collection_id", "by_seqno",
+           "rev_seqno", "prepared_seqno", "flags", "expiration", "delete_time",
+           "durability_level", "snap_start", "snap_end", "key", "key_str", "value", "source")
 #: Scanner columns that every frame carries, whatever the kind and the collections mode.
 _ALWAYS = frozenset(n for n in S.NAMES if n != "stream_id" and all(
     S.validity_table(n, c) is None for c in (False, True)))
@@ -29,13 +35,17 @@ def output_columns(columns: Sequence[str] | str | None = None, values: bool = Fa
     """The output column names for a projection, in schema order.
 
     ``columns`` names any of the scanner columns, ``key``, ``key_str``, ``value``,
-    ``source``, and with ``values`` ``content``/``xattrs`` (None: all of them).
+    ``source``, and with ``values`` ``content``/``xattrs``; None: ``DEFAULT`` (and
+    ``content``/``xattrs`` with ``values``); ``"all"``: every column.
     """
-    everything = S.NAMES + EXTRA + (VALUE_COLUMNS if values else ())
-    if columns is None:
-        return everything
+    extra = VALUE_COLUMNS if values else ()
+    everything = S.NAMES + EXTRA + extra
     if isinstance(columns, str):
         columns = [c.strip() for c in columns.split(",") if c.strip()]
+    if columns is None:
+        columns = DEFAULT + extra
+    elif list(columns) == ["all"]:
+        return everything
     unknown = [c for c in columns if c not in everything]
     if unknown:
         more = "" if values else " (content and xattrs need values=True)"
@@ -80,5 +90,6 @@ def unsigned(column):
 
     col = F.col(column) if isinstance(column, str) else column
     wide = col.cast("decimal(20,0)")
-    return F.when(col < 0, wide + F.lit(2 ** 64).cast("decimal(20,0)")).otherwise(wide) \
-        .cast("decimal(20,0)")
+    # 2**64 is beyond a long literal: written as a decimal, which holds it
+    wrap = F.lit(str(2 ** 64)).cast("decimal(20,0)")
+    return F.when(col < 0, wide + wrap).otherwise(wide).cast("decimal(20,0)")

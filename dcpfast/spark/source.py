@@ -16,13 +16,17 @@ import contextlib
 import functools
 import json
 import os
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
 
 from .. import protocol as P
-from ..batch import scan
+from ..batch import FrameBatch, scan
+from ..capture import is_capture
+from ..errors import DcpFormatError, text
 from ..io import SNIFF_BYTES, compression, iter_batches
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan, range_batches
 from .convert import decode_arrow, decode_pandas, noted, reported, scanner_columns, to_record_batch
+from .filters import condition, keep, wanted
 from .schema import ERRORS, output_columns, spark_schema
 
 
@@ -70,7 +74,7 @@ def list_files(paths: Sequence[str]) -> list[tuple[str, int]]:
     return out
 
 
-def _compressed(uri: str) -> bool:
+def compressed(uri: str) -> bool:
     """Whether a file starts with a compression magic number (then it is read whole)."""
     store, where = filesystem(uri)
     with store.open_input_file(where) as f:
@@ -82,38 +86,62 @@ def _sniff(f, size: int) -> bool:
     return scan(head, columns=("offset",), max_frames=0).collections
 
 
-def read_piece(piece: Piece, schema, *, collections: bool | None, errors: str,
-               batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
-               max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE):
-    """Record batches of ``schema`` for the frames of one piece of a file."""
-    with noted(source_name(piece.uri)):
-        yield from _read_piece(piece, schema, collections=collections, errors=errors,
-                               batch_bytes=batch_bytes, lead_in=lead_in,
-                               max_frame_size=max_frame_size)
+def piece_batches(piece: Piece, names, *, collections: bool | None, errors: str,
+                  batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
+                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> Iterator[FrameBatch]:
+    """The frames of one piece of a file as batches of the scanner columns ``names``: a
+    whole file streamed (``iter_batches``), a byte range anchored (``range_batches``).
 
-
-def _read_piece(piece, schema, *, collections, errors, batch_bytes, lead_in, max_frame_size):
+    A packet capture is refused with a ``DcpFormatError`` at byte 0 that says so, in
+    either errors mode: skip mode would otherwise drop the whole file as damage.
+    """
     store, where = filesystem(piece.uri)
-    names = scanner_columns(schema.names)
-    source = source_name(piece.uri)
     if piece.whole:
+        if piece.size:
+            with store.open_input_file(where) as f:
+                _refuse_capture(f, piece)
         local = store.type_name == "local"  # a path: iter_batches maps it, no copy
         with contextlib.nullcontext(where) if local else \
                 store.open_input_stream(where) as f:
-            batches = iter_batches(f, batch_bytes, collections=collections, columns=names,
-                                   errors=errors, max_frame_size=max_frame_size)
-            for fb in reported(batches, source):
-                if len(fb):
-                    yield to_record_batch(fb, source, schema, errors=errors)
+            yield from iter_batches(f, batch_bytes, collections=collections, columns=names,
+                                    errors=errors, max_frame_size=max_frame_size)
         return
     with store.open_input_file(where) as f:
+        if piece.lo == 0:
+            _refuse_capture(f, piece)
         if collections is None:
             collections = _sniff(f, piece.size)
-        for fb in reported(range_batches(f, piece, names=names, collections=collections,
-                                          errors=errors, batch_bytes=batch_bytes,
-                                          lead_in=lead_in, max_frame_size=max_frame_size),
-                            f"{source} (bytes {piece.lo} to {piece.hi})"):
-            yield to_record_batch(fb, source, schema, errors=errors)
+        yield from range_batches(f, piece, names=names, collections=collections,
+                                 errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
+                                 max_frame_size=max_frame_size)
+
+
+def _refuse_capture(f, piece: Piece) -> None:
+    if is_capture(bytes(f.read_at(min(piece.size, 4), 0))):
+        raise DcpFormatError(0, text("capture_not_dump"))
+
+
+def where_in(piece: Piece) -> str:
+    """How messages name a piece: the file, and the byte range when it is one."""
+    return piece.uri if piece.whole else f"{piece.uri} (bytes {piece.lo} to {piece.hi})"
+
+
+def read_piece(piece: Piece, schema, *, collections: bool | None, errors: str,
+               batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
+               max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, conditions=()):
+    """Record batches of ``schema`` for the frames of one piece of a file that pass the
+    ``conditions`` (``filters.Condition``) taken from Spark's filters."""
+    source = source_name(piece.uri)
+    names = scanner_columns([*schema.names, *wanted(conditions)])
+    with noted(where_in(piece)):
+        batches = piece_batches(piece, names, collections=collections, errors=errors,
+                                batch_bytes=batch_bytes, lead_in=lead_in,
+                                max_frame_size=max_frame_size)
+        for fb in reported(batches, where_in(piece)):
+            if conditions:
+                fb = fb.filter(keep(fb, conditions))
+            if len(fb):
+                yield to_record_batch(fb, source, schema, errors=errors)
 
 
 def _option(options, name, default, kind=str):
@@ -153,8 +181,11 @@ def _datasource_classes():
     class DcpDataSource(DataSource):
         """``spark.read.format("dcp").options(...).load(path)``: DCP dumps as frame rows.
 
-        Options: ``columns`` (comma-separated projection, reaching the scanner),
-        ``values`` (add ``content``/``xattrs``), ``errors`` (strict/skip),
+        Options: ``columns`` (comma-separated projection, reaching the scanner;
+        ``all``; default ``schema.DEFAULT``), ``values`` (add ``content``/``xattrs``),
+        ``errors`` (strict/skip), ``filterPushdown`` (true: take Spark's filters on
+        frame columns; only while ``spark.sql.python.filterPushdown.enabled`` is true,
+        which ``read_dcp`` reads),
         ``collections`` (true/false/auto), ``partitionBytes`` (default 128m; files above
         it are split into byte ranges), ``parallelism`` (the partition count is made a
         multiple of it; ``read_dcp`` passes the session's), ``leadInBytes``,
@@ -171,7 +202,8 @@ def _datasource_classes():
                                 bool(_option(self.options, "values", False, bool)))
 
         def reader(self, schema):
-            return DcpReader(self.options, schema)
+            pushdown = _option(self.options, "filterPushdown", False, bool)
+            return (FilteringReader if pushdown else DcpReader)(self.options, schema)
 
     class DcpReader(DataSourceReader):
         def __init__(self, options, schema):
@@ -190,11 +222,12 @@ def _datasource_classes():
             self.batch_bytes = _byte_size(_option(options, "batchBytes", BATCH_BYTES))
             self.max_frame_size = _byte_size(_option(options, "maxFrameSize",
                                                      P.DEFAULT_MAX_FRAME_SIZE))
+            self.conditions: list = []
 
         def partitions(self):
             files = list_files(self.paths)
             parts = plan(files, self.partition_bytes, self.parallelism,
-                         splittable=lambda u: not _compressed(u))
+                         splittable=lambda u: not compressed(u))
             return [InputPartition(tuple(p)) for p in parts] or [InputPartition(())]
 
         def read(self, partition):
@@ -202,7 +235,22 @@ def _datasource_classes():
                 yield from read_piece(piece, self.schema, collections=self.collections,
                                       errors=self.errors, batch_bytes=self.batch_bytes,
                                       lead_in=self.lead_in,
-                                      max_frame_size=self.max_frame_size)
+                                      max_frame_size=self.max_frame_size,
+                                      conditions=self.conditions)
+
+    class FilteringReader(DcpReader):
+        """The reader that takes filters: Spark refuses a reader that could take them
+        while ``spark.sql.python.filterPushdown.enabled`` is false."""
+
+        def pushFilters(self, filters):
+            """Take the comparisons of frame columns with integers (``filters``); Spark
+            evaluates the others."""
+            for spark_filter in filters:
+                taken = condition(spark_filter)
+                if taken is None:
+                    yield spark_filter
+                else:
+                    self.conditions.append(taken)
 
     return DcpDataSource
 
@@ -213,17 +261,40 @@ def data_source():
     return _datasource_classes()
 
 
+#: The data sources registered in each session, by name (registering again logs a warning).
+_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def registered(spark, source) -> None:
+    """Register the data source class ``source`` in ``spark`` unless it is already."""
+    names = _REGISTERED.setdefault(spark, set())
+    if source.name() not in names:
+        spark.dataSource.register(source)
+        names.add(source.name())
+
+
 def register(spark) -> None:
     """Make ``spark.read.format("dcp")`` available in this session."""
-    spark.dataSource.register(data_source())
+    registered(spark, data_source())
 
 
-def _parallelism(spark) -> int:
+def parallelism(spark) -> int:
     """The session's default parallelism (1 where it cannot be asked, as on Connect)."""
     try:
         return max(int(spark.sparkContext.defaultParallelism), 1)
     except Exception:
         return 1
+
+
+def _pushdown(spark) -> bool:
+    """Whether the session lets Python data sources take filters (Spark 4.1 and later)."""
+    try:
+        return spark.conf.get(_PUSHDOWN, "false").strip().lower() == "true"
+    except Exception:
+        return False
+
+
+_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 # -- one entry point ------------------------------------------------------------------------------
@@ -239,8 +310,10 @@ def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: b
     ``method``: ``"datasource"`` (the ``dcp`` source: fastest, splits large files, any
     size), ``"arrow"`` (``binaryFile`` + ``mapInArrow``) or ``"pandas"`` (``binaryFile``
     + ``mapInPandas``); the binaryFile paths read what Spark's JVM can reach, files under
-    2 GiB, and lower ``spark.sql.execution.arrow.maxRecordsPerBatch`` to 1 (one file per
-    batch) if it is at its default. Further ``options`` go to the ``dcp`` source.
+    2 GiB, as many files a batch as Spark's ``spark.sql.execution.arrow.maxBytesPerBatch``
+    holds. ``columns``: a list or a comma-separated string of output columns, None for
+    ``schema.DEFAULT``, ``"all"`` for every column. Further ``options`` go to the ``dcp``
+    source.
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
@@ -260,15 +333,14 @@ def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: b
         if partition_bytes is not None:
             reader = reader.option("partitionBytes", partition_bytes)
         if "parallelism" not in options:
-            reader = reader.option("parallelism", _parallelism(spark))
+            reader = reader.option("parallelism", parallelism(spark))
+        if "filterPushdown" not in options:
+            reader = reader.option("filterPushdown", _pushdown(spark))
         for key, value in options.items():
             reader = reader.option(key, value)
         return reader.option("paths", json.dumps(paths)).load()
     if options:
         raise TypeError(f"options {sorted(options)} apply to method='datasource' only")
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    if spark.conf.get(key) == "10000":
-        spark.conf.set(key, "1")
     files = spark.read.format("binaryFile").load(paths).select("path", "content")
     decode = decode_arrow if method == "arrow" else decode_pandas
     func = functools.partial(decode, columns=columns, values=values, errors=errors,
