@@ -1,6 +1,10 @@
-"""``dcpfast spark-decode``: dumps to a Parquet dataset with Spark."""
+"""``dcpfast spark-decode``: dumps to a Parquet dataset with Spark, decoded and written in
+Spark's tasks (``dcpfast.spark.write_parquet``)."""
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 import click
 
@@ -13,19 +17,18 @@ from .app import main, scan_options
 @click.option("--sample", is_flag=True, help="Decode the dump bundled with dcpfast.")
 @click.option("--out", required=True, help="Directory (or URI) of the Parquet dataset to write.")
 @click.option("--master", help="Spark master URL (default: an embedded local[*] Spark).")
-@click.option("--method", type=click.Choice(["datasource", "arrow", "pandas"]),
-              default="datasource", show_default=True,
-              help="The dcp data source, or binaryFile with mapInArrow / mapInPandas.")
 @click.option("--partition-by", default="vbucket", show_default=True,
               help="Comma-separated columns to partition the dataset by ('' for none).")
-@click.option("--columns", help="Comma-separated output columns (default: all).")
+@click.option("--columns", help="Comma-separated output columns, or 'all' (default: the "
+                                "columns of document changes).")
 @click.option("--values", "with_values", is_flag=True,
               help="Add content (decompressed body) and xattrs columns.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing dataset at --out.")
+@click.option("--append", is_flag=True, help="Add to an existing dataset at --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @scan_options
-def spark_decode(inputs, sample, out, master, method, partition_by, columns, with_values,
-                 overwrite, quiet, collections, errors):
+def spark_decode(inputs, sample, out, master, partition_by, columns, with_values, overwrite,
+                 append, quiet, collections, errors):
     """Decode DCP dumps (files, directories, URIs) into Parquet with Spark."""
     try:
         import pyspark  # noqa: F401
@@ -36,21 +39,46 @@ def spark_decode(inputs, sample, out, master, method, partition_by, columns, wit
     paths = list(inputs) + ([str(dio.SAMPLE)] if sample else [])
     if not paths:
         raise click.UsageError("give one or more INPUTS, or --sample")
+    if overwrite and append:
+        raise click.UsageError("--overwrite and --append exclude each other")
+    fd, log = tempfile.mkstemp(prefix="dcpfast-spark-", suffix=".log")
+    os.close(fd)
     try:
         summary = dspark.decode_to_parquet(
-            paths, out, master=master, method=method,
+            paths, out, master=master, log=log, progress=not quiet,
             partition_by=[c.strip() for c in partition_by.split(",") if c.strip()],
             columns=columns, values=with_values, errors=errors, collections=collections,
-            mode="overwrite" if overwrite else "errorifexists", progress=not quiet)
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e))
+            mode="overwrite" if overwrite else "append" if append else "error")
+    except (ValueError, OSError) as e:                # found before Spark ran
+        os.unlink(log)
+        raise click.ClickException(str(e)) from None
     except Exception as e:
-        raise click.ClickException(dspark.spark_error(e)) from None
-    rate = ""
-    if summary["bytes"]:
-        rate = (f" from {summary['bytes'] / 1e6:,.2f} MB "
-                f"({summary['bytes'] / 1e6 / summary['seconds']:,.2f} MB/s)")
-    parts = ", partitioned by " + ", ".join(summary["partitions"]) if summary["partitions"] \
-        else ""
-    click.echo(f"{summary['frames']:,} frames{rate} in {summary['seconds']:.1f} s "
-               f"-> {out}{parts}")
+        raise click.ClickException(f"{dspark.spark_error(e)} (Spark's log: {log})") from None
+    os.unlink(log)
+    for line in report(summary, out):
+        click.echo(line)
+
+
+def report(summary: dict, out: str) -> list[str]:
+    """What the job did, in the terms a user acts on: frames and files, partitions with
+    their frame counts, damage skipped, and where the time went."""
+    files = "file" if summary["files"] == 1 else "files"
+    lines = [f"{summary['frames']:,} frames from {summary['input_bytes'] / 1e6:,.1f} MB of "
+             f"dumps -> {out}: {summary['files']:,} Parquet {files}, "
+             f"{summary['output_bytes'] / 1e6:,.1f} MB"]
+    rows = summary["rows"]
+    if rows and list(rows) != [""]:
+        counts = sorted(rows.values())
+        shown = ", ".join(f"{k} {n:,}" for k, n in list(rows.items())[:8])
+        more = f", ... ({len(rows):,} partitions, {counts[0]:,} to {counts[-1]:,} frames " \
+               f"each)" if len(rows) > 8 else ""
+        lines.append(f"  frames per partition: {shown}{more}")
+        if any(k.endswith("=-1") or "=-1/" in k for k in rows):
+            lines.append("  (=-1: frames that carry no value there; responses have no vbucket)")
+    for s in summary["skipped"]:
+        lines.append(f"  skipped in {s['where']}: {s['regions']:,} damaged region(s), "
+                     f"{s['bytes']:,} bytes, the first at byte {s['first']:,}")
+    lines.append(f"  {summary['startup_seconds']:.1f} s starting Spark, "
+                 f"{summary['seconds']:.1f} s running the job: {summary['tasks']:,} task(s) "
+                 f"decoding and writing for {summary['task_seconds']:.1f} s in all")
+    return lines

@@ -32,13 +32,15 @@ from .schema import (
     spark_schema,
     unsigned,
 )
+from .sink import parquet_sink, write_parquet
 from .source import data_source, list_files, read_dcp, read_piece, register
 
 __all__ = ["BATCH_BYTES", "DEFAULT", "EXTRA", "LEAD_IN_BYTES", "PARTITION_BYTES", "SCHEMA",
            "VALUE_COLUMNS", "Piece", "arrow_schema", "data_source", "decode_arrow",
            "decode_pandas", "decode_to_parquet", "list_files", "output_columns", "plan",
-           "range_batches", "read_dcp", "read_piece", "register", "session", "spark_error",
-           "spark_schema", "task_progress", "to_record_batch", "unsigned"]
+           "range_batches", "read_dcp", "read_piece", "parquet_sink", "register", "session",
+           "spark_error", "spark_schema", "task_progress", "to_record_batch", "unsigned",
+           "write_parquet"]
 
 
 def __getattr__(name):

@@ -1,5 +1,6 @@
-"""The ``spark-decode`` job: an embedded or remote Spark session, a progress bar of its
-tasks, and DCP dumps decoded into a Parquet dataset."""
+"""The ``spark-decode`` job: a Spark session of its own (quiet, its output in a log file),
+a progress bar of its tasks, the checks made before Spark starts, and one line for a
+failed job."""
 
 from __future__ import annotations
 
@@ -11,27 +12,48 @@ import threading
 import time
 from collections.abc import Sequence
 
-from .source import list_files, read_dcp
+from ..capture import is_capture
+from ..errors import text
+from . import output
+from .sink import checked, write_parquet
+from .source import filesystem, list_files
 
 
 def session(master: str | None = None, app_name: str = "dcpfast", *,
-            conf: dict | None = None):
+            conf: dict | None = None, log: str | None = None):
     """A SparkSession: embedded ``local[*]`` by default, or on ``master``.
 
     On a local master the Python workers run this interpreter (``PYSPARK_PYTHON``), so
-    they find the same dcpfast, and Spark's web UI stays off.
+    they find the same dcpfast, and Spark's web UI stays off. When this call starts Spark
+    (no session is running yet), Spark's own output goes to the file ``log`` if one is
+    given: the JVM's messages, its log and what the Python workers print; else its log
+    level is set to ERROR. A session already running is returned as it is.
     """
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     master = master or "local[*]"
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.ui.showConsoleProgress", "false"))
+    settings = {"spark.master": master, "spark.app.name": app_name,
+                "spark.ui.showConsoleProgress": "false"}
     if master.startswith("local"):
-        builder = builder.config("spark.ui.enabled", "false")
-    for key, value in (conf or {}).items():
+        settings["spark.ui.enabled"] = "false"
+    settings.update(conf or {})
+    if SparkSession.getActiveSession() is not None:
+        return SparkSession.builder.getOrCreate()
+    if log is not None:
+        from pyspark.java_gateway import launch_gateway
+
+        spark_conf = SparkConf().setAll(list(settings.items()))
+        with open(log, "ab") as sink:
+            gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": sink,
+                                                               "stderr": sink})
+        SparkContext(conf=spark_conf, gateway=gateway)
+        return SparkSession.builder.getOrCreate()
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -70,48 +92,71 @@ def task_progress(spark, desc: str, *, enabled: bool = True):
         bar.close()
 
 
-def decode_to_parquet(inputs: Sequence[str], out: str, *, master: str | None = None,
-                      method: str = "datasource", partition_by: Sequence[str] = ("vbucket",),
-                      columns=None, values: bool = False, errors: str = "strict",
-                      collections: bool | None = None, mode: str = "errorifexists",
-                      progress: bool = True, spark=None) -> dict:
-    """Decode DCP dumps into a Parquet dataset at ``out``, partitioned by ``partition_by``.
+def check_inputs(inputs: Sequence[str]) -> list[tuple[str, int]]:
+    """The files under ``inputs`` (``list_files``), each local one opened and looked at
+    first, so that a missing or unreadable file or a packet capture fails at once, with
+    its reason, before any Spark job (remote files are checked by the tasks)."""
+    files = list_files(inputs)
+    for uri, size in files:
+        store, where = filesystem(uri)
+        if store.type_name != "local":
+            continue
+        try:
+            with open(where, "rb") as f:
+                head = f.read(4)
+        except OSError as e:
+            raise OSError(text("unreadable", source=uri, reason=e.strerror or e)) from None
+        if is_capture(head):
+            raise ValueError(f"{uri}: {text('capture_not_dump')}")
+    return files
 
-    Returns ``{"frames", "bytes", "seconds", "partitions"}``. Runs on ``spark`` if given,
-    else on a session from ``session(master)``.
-    """
-    own = spark is None
-    if own:
-        spark = session(master, "dcpfast spark-decode")
+
+def decode_to_parquet(inputs: Sequence[str], out: str, *, master: str | None = None,
+                      spark=None, log: str | None = None, progress: bool = True,
+                      **options) -> dict:
+    """``write_parquet`` on ``spark``, or on a session of its own (``session(master,
+    log=log)``, stopped at the end); the inputs and the output are checked before Spark
+    starts. ``options`` go to ``write_parquet``; the summary it returns gains
+    ``startup_seconds``, the time it took Spark to start (0 on a given session)."""
+    from pyspark.sql import SparkSession
+
+    checked(options.get("columns"), options.get("values", False),
+            options.get("partition_by", ("vbucket",)), options.get("errors", "strict"))
+    check_inputs(inputs)
+    output.check(out, options.get("mode", "error"))
+    began = time.perf_counter()
+    own = spark is None and SparkSession.getActiveSession() is None
+    if spark is None:
+        spark = session(master, "dcpfast spark-decode", log=log)
+    started = time.perf_counter() - began
     try:
-        size = sum(s for _, s in list_files(inputs)) if method == "datasource" else None
-        began = time.perf_counter()
-        df = read_dcp(spark, list(inputs), method, columns=columns, values=values,
-                      errors=errors, collections=collections)
-        missing = [c for c in partition_by if c not in df.columns]
-        if missing:
-            raise ValueError(f"cannot partition by {missing}: not among the output columns")
-        writer = df.write.mode(mode)
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
         with task_progress(spark, "decoding", enabled=progress):
-            writer.parquet(out)
-        seconds = time.perf_counter() - began
-        frames = spark.read.parquet(out).count()
-        return {"frames": frames, "bytes": size, "seconds": seconds,
-                "partitions": list(partition_by)}
+            summary = write_parquet(spark, inputs, out, **options)
     finally:
         if own:
             spark.stop()
+    summary["startup_seconds"] = started
+    return summary
 
 
 def spark_error(exc: BaseException) -> str:
-    """A one-line account of a failed Spark job: the decoding error inside it, if any."""
-    text = str(exc)
-    if "JAVA_GATEWAY_EXITED" in text or "Java gateway process exited" in text:
+    """A one-line account of a failed Spark job: the error a task raised (a malformed
+    dump names the file, the byte range and the offset), else the first line."""
+    message = str(exc)
+    if "JAVA_GATEWAY_EXITED" in message or "Java gateway process exited" in message:
         return "Spark could not start: it needs Java 17 or later (on PATH, or JAVA_HOME)"
-    found = re.search(r"DcpFormatError: ([^\n]*)(?:\n(while decoding [^\n]*))?", text)
-    if found:
-        return found.group(1) + (f" ({found.group(2)})" if found.group(2) else "")
-    lines = [line for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    lines = message.splitlines()
+    starts = [i for i, line in enumerate(lines)
+              if line.startswith("Traceback (most recent call last):")]
+    if starts:                          # the last traceback: the exception the task raised
+        rest = [x for x in lines[starts[-1] + 1:] if x.strip()]
+        raised = next((k for k, x in enumerate(rest) if not x[:1].isspace()), None)
+        if raised is not None:
+            kind, _, said = rest[raised].partition(": ")
+            kind = kind.rsplit(".", 1)[-1]
+            said = said if kind in ("DcpFormatError", "OSError") else f"{kind}: {said}"
+            note = re.match(r"while decoding (.*)", rest[raised + 1]) \
+                if raised + 1 < len(rest) else None
+            return f"{note.group(1)}: {said}" if note else said
+    found = [line for line in lines if line.strip()]
+    return found[0] if found else type(exc).__name__

@@ -1,0 +1,180 @@
+"""The output directory of the Parquet job: what may be there before, where tasks stage
+their files, and how a job's files are committed or given up.
+
+Task attempts write under ``OUT/_temporary/<job>/<attempt>/``. The commit (on the driver,
+once every task has succeeded, with one message per partition from the attempt Spark let
+commit) moves those files into place, writes an empty ``_SUCCESS`` (empty, so that readers
+that take every file of a directory, polars among them, pass over it) and leaves the
+job's summary in the staging directory for ``finish``; an abort deletes the staging
+directory. Until the commit nothing of the job is outside ``_temporary``, which every
+reader skips.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import uuid
+
+from ..errors import text
+from .source import filesystem
+
+STAGING = "_temporary"
+SUCCESS = "_SUCCESS"
+MODES = ("error", "errorifexists", "overwrite", "append")
+_SUMMARY = "summary.json"
+
+
+def _entries(store, where: str, recursive: bool = False):
+    from pyarrow import fs
+
+    return store.get_file_info(fs.FileSelector(where, recursive=recursive))
+
+
+def _dataset_file(name: str) -> bool:
+    """A file a Parquet dataset written by Spark, pyarrow or this job may hold."""
+    return (name.endswith(".parquet") or name in (SUCCESS, "_metadata", "_common_metadata")
+            or (name.startswith(".") and name.endswith(".crc")))
+
+
+def check(out: str, mode: str) -> bool:
+    """Whether ``out`` exists; raises when ``mode`` does not allow what is there.
+
+    ``error``: ``out`` must not exist or be an empty directory. ``overwrite``: what is
+    there must be a Parquet dataset (Parquet files in ``column=value`` directories,
+    ``_SUCCESS``, checksums, staging directories), never anything else. ``append``:
+    anything.
+    """
+    from pyarrow import fs
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    store, root = filesystem(out)
+    info = store.get_file_info(root)
+    if info.type == fs.FileType.NotFound:
+        return False
+    if info.type != fs.FileType.Directory:
+        raise FileExistsError(text("output_exists", out=out) if mode.startswith("error")
+                              else text("output_not_dataset", out=out, name=info.base_name))
+    if mode.startswith("error") and _entries(store, root):
+        raise FileExistsError(text("output_exists", out=out))
+    if mode == "overwrite":
+        for entry in _entries(store, root, recursive=True):
+            inside = posixpath.relpath(entry.path, root).split("/")
+            if inside[0] == STAGING:
+                continue
+            if entry.type == fs.FileType.Directory:
+                ok = "=" in entry.base_name
+            else:
+                ok = all("=" in part for part in inside[:-1]) and _dataset_file(inside[-1])
+            if not ok:
+                raise FileExistsError(text("output_not_dataset", out=out,
+                                           name="/".join(inside)))
+    return True
+
+
+def prepare(out: str, mode: str) -> bool:
+    """``check`` ``out``, and create it when it does not exist; whether it was created
+    (a failed job removes it again)."""
+    if check(out, mode):
+        return False
+    store, root = filesystem(out)
+    store.create_dir(root, recursive=True)
+    return True
+
+
+def start(out: str) -> str:
+    """A new job's name, its staging directory made (task attempts make theirs in it)."""
+    job = uuid.uuid4().hex[:16]
+    store, _ = filesystem(out)
+    store.create_dir(staging(out, job), recursive=True)
+    return job
+
+
+def staging(out: str, job: str) -> str:
+    """The staging directory of job ``job`` (a path of ``out``'s filesystem)."""
+    return f"{filesystem(out)[1]}/{STAGING}/{job}"
+
+
+def commit(out: str, job: str, mode: str, results) -> None:
+    """Put the files of the committed task attempts in place: ``results`` is one
+    ``(attempt directory, task result)`` per partition (``parquet.TaskWriter.result``)."""
+    store, root = filesystem(out)
+    stage = staging(out, job)
+    if mode == "overwrite":
+        for entry in _entries(store, root):
+            if entry.base_name == STAGING:
+                continue
+            if entry.type.name == "Directory":
+                store.delete_dir(entry.path)
+            else:
+                store.delete_file(entry.path)
+    made = set()
+    for attempt, result in results:
+        for relative, _, _ in result["files"]:
+            folder = posixpath.dirname(f"{root}/{relative}")
+            if folder not in made:
+                store.create_dir(folder, recursive=True)
+                made.add(folder)
+            store.move(f"{stage}/{attempt}/{relative}", f"{root}/{relative}")
+    with store.open_output_stream(f"{root}/{SUCCESS}"):
+        pass
+    with store.open_output_stream(f"{stage}/{_SUMMARY}") as f:
+        f.write(json.dumps(summary([r for _, r in results])).encode())
+
+
+def summary(results) -> dict:
+    """The job's account, from its tasks' results: frames, input bytes, files, rows per
+    partition folder, the damage skip mode stepped over (per piece), the tasks and the
+    seconds they spent decoding and writing."""
+    rows: dict[str, int] = {}
+    for r in results:
+        for folder, n in r["rows"].items():
+            rows[folder] = rows.get(folder, 0) + n
+    return {"frames": sum(r["frames"] for r in results),
+            "input_bytes": sum(r["input_bytes"] for r in results),
+            "files": sum(len(r["files"]) for r in results),
+            "output_bytes": sum(size for r in results for _, _, size in r["files"]),
+            "rows": dict(sorted(rows.items(), key=lambda kv: _folder_key(kv[0]))),
+            "skipped": sorted((s for r in results for s in r["skipped"]),
+                              key=lambda s: (s["uri"], s["lo"])),
+            "tasks": len(results), "task_seconds": sum(r["seconds"] for r in results)}
+
+
+def _folder_key(folder: str):
+    """Partition folders in numeric order (``vbucket=-1``, ``vbucket=2``, ``vbucket=10``)."""
+    return [int(part.split("=", 1)[1]) for part in folder.split("/") if "=" in part]
+
+
+def abort(out: str, job: str) -> None:
+    """Delete what the job's task attempts staged."""
+    from pyarrow import fs
+
+    store, root = filesystem(out)
+    stage = staging(out, job)
+    if store.get_file_info(stage).type != fs.FileType.NotFound:
+        store.delete_dir(stage)
+    _drop_if_empty(store, f"{root}/{STAGING}")
+
+
+def finish(out: str, job: str, created: bool, committed: bool) -> dict | None:
+    """After the job (in the process that started it): the summary the commit left when
+    ``committed``; the staging directory deleted either way, and ``out`` too when the job
+    created it and failed."""
+    store, root = filesystem(out)
+    result = None
+    if committed:
+        with store.open_input_stream(f"{staging(out, job)}/{_SUMMARY}") as f:
+            result = json.loads(f.read())
+    abort(out, job)
+    if created and not committed:
+        _drop_if_empty(store, root)
+    return result
+
+
+def _drop_if_empty(store, where: str) -> None:
+    from pyarrow import fs
+
+    info = store.get_file_info(where)
+    if info.type == fs.FileType.Directory and not _entries(store, where):
+        store.delete_dir(where)
