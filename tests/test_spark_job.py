@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -213,6 +214,16 @@ def test_write_parquet_modes(spark, dumps, tmp_path):
     assert back.count() == summary["frames"]                       # left as it was
 
 
+@pytest.mark.spark
+def test_decode_to_parquet_uses_a_running_session_and_leaves_it(spark, tmp_path):
+    out = tmp_path / "decoded"
+    summary = dspark.decode_to_parquet([str(dcpfast.io.SAMPLE)], str(out), progress=False)
+    assert summary["frames"] == len(dcpfast.read(dcpfast.io.SAMPLE))
+    assert summary["startup_seconds"] < 5 and spark.range(3).count() == 3
+    with pytest.raises(FileExistsError):
+        dspark.decode_to_parquet([str(dcpfast.io.SAMPLE)], str(out), spark=spark)
+
+
 def _damaged(path: Path) -> bytes:
     """A dump with two frames' magic bytes overwritten."""
     data = bytearray(path.read_bytes())
@@ -223,7 +234,8 @@ def _damaged(path: Path) -> bytes:
 
 
 @pytest.mark.spark
-def test_damage_fails_the_job_in_one_line_or_is_skipped_per_piece(spark, dumps, tmp_path):
+def test_damage_fails_the_job_in_one_line_or_is_skipped_per_piece(spark, dumps, tmp_path,
+                                                                  caplog):
     root, paths = dumps
     bad = tmp_path / "in" / "bad.dcp"
     bad.parent.mkdir()
@@ -236,42 +248,86 @@ def test_damage_fails_the_job_in_one_line_or_is_skipped_per_piece(spark, dumps, 
     assert line.startswith(f"{bad} (bytes ") and "\n" not in line
     assert any(line.endswith(f": at byte {r.offset}: unknown magic 0xee") for r in regions)
     assert not out.exists()                                # nothing left behind
-    summary = dspark.write_parquet(spark, str(bad), str(out), errors="skip",
-                                   partition_bytes=40_000)
+    with caplog.at_level("WARNING", logger="dcpfast.spark"):
+        summary = dspark.write_parquet(spark, str(bad), str(out), errors="skip",
+                                       partition_bytes=40_000)
     assert summary["frames"] == len(_reference([str(bad)], errors="skip"))
     assert [(s["regions"], s["bytes"], s["first"]) for s in summary["skipped"]] == \
         [(1, r.length, r.offset) for r in regions]
     assert all(s["where"].startswith(f"{bad} (bytes ") for s in summary["skipped"])
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{s['where']}: skipped 1 damaged region(s), {s['bytes']} bytes, the first at byte "
+        f"{s['first']}" for s in summary["skipped"]]
     assert not (out / "_temporary").exists()
 
 
 @pytest.mark.spark
 def test_captures_and_unreadable_files_fail_in_both_modes(spark, dumps, tmp_path):
+    """Local inputs are looked at before any Spark job; a task looks again (remote files
+    are looked at only there)."""
+    from dcpfast.errors import DcpFormatError
     from dcpfast.testing import capture
 
     root, paths = dumps
     pcap = tmp_path / "dcp.pcap"
-    pcap.write_bytes(capture.pcap_file([]))
+    pcap.write_bytes(capture.pcap_file([]) + bytes(100))
+    size = pcap.stat().st_size
+    out = tmp_path / "out"
     for errors in ("strict", "skip"):
-        with pytest.raises(Exception) as failure:
-            dspark.write_parquet(spark, str(pcap), str(tmp_path / "out"), errors=errors)
-        line = dspark.spark_error(failure.value)
-        assert line.startswith(f"{pcap}") and line.endswith(
-            ": at byte 0: a packet capture (pcap or pcapng), not a DCP dump: decode it with "
-            "dcpfast convert or dcpfast.read_pcap")
-        with pytest.raises(ValueError, match=f"^{pcap}: a packet capture"):
-            dspark.job.check_inputs([str(pcap)])
-    if os.geteuid() == 0:
-        return                                     # root reads a file of mode 000
-    locked = tmp_path / "locked.dcp"
-    shutil.copy(paths[1], locked)
-    locked.chmod(0)
-    with pytest.raises(Exception) as failure:
-        dspark.write_parquet(spark, str(locked), str(tmp_path / "out"), errors="skip")
-    assert dspark.spark_error(failure.value) == \
-        f"{locked}: cannot read {locked}: Permission denied"
-    with pytest.raises(OSError, match="Permission denied"):
-        dspark.job.check_inputs([str(locked)])
+        with pytest.raises(ValueError) as failure:
+            dspark.write_parquet(spark, str(pcap), str(out), errors=errors)
+        assert str(failure.value) == f"{pcap}: a packet capture (pcap or pcapng), not a DCP " \
+            "dump: decode it with dcpfast convert or dcpfast.read_pcap"
+        for piece in (dspark.Piece(str(pcap), 0, size, size),
+                      dspark.Piece(str(pcap), 0, size // 2, size)):
+            with pytest.raises(DcpFormatError, match="^at byte 0: a packet capture"):
+                list(dspark.read_piece(piece, dspark.arrow_schema(), collections=None,
+                                       errors=errors))
+    assert not out.exists()
+
+
+_UNREADABLE = """
+import sys
+import pyarrow.fs as pafs
+from dcpfast import spark as dspark
+from dcpfast.spark.parquet import TaskWriter
+from dcpfast.spark.sink import check_inputs
+
+path, staging = sys.argv[1:]
+try:
+    check_inputs([path])
+except OSError as e:
+    print("driver:", e)
+writer = TaskWriter(pafs.LocalFileSystem(), staging, "p", dspark.arrow_schema(), ("vbucket",),
+                    collections=None, errors="skip")
+try:
+    writer.write(dspark.Piece(path, 0, 100, 100))
+except OSError as e:
+    print("task:", e)
+"""
+
+
+def test_an_unreadable_file_fails_with_the_reason_in_skip_mode(tmp_path):
+    """A file of mode 000 (read by an unprivileged user: root reads it), checked by the
+    driver before the job and, for files the driver cannot see, by the task."""
+    root = os.geteuid() == 0
+    if root and not shutil.which("setpriv"):
+        pytest.skip("running as root, without setpriv to drop the privilege")
+    with tempfile.TemporaryDirectory() as where:        # a place the other user reaches
+        os.chmod(where, 0o777)
+        locked = Path(where) / "locked.dcp"
+        shutil.copy(dcpfast.io.SAMPLE, locked)
+        locked.chmod(0)
+        command = [sys.executable, "-c", _UNREADABLE, str(locked), where]
+        if root:
+            command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                       *command]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                              env=_child_env())
+    assert done.returncode == 0, done.stderr
+    driver, task = done.stdout.splitlines()
+    assert driver == f"driver: cannot read {locked}: Permission denied"
+    assert task.startswith(f"task: cannot read {locked}: ") and "Permission denied" in task
 
 
 def test_an_unreadable_piece_names_the_file_and_the_reason(tmp_path, dumps):
@@ -349,12 +405,46 @@ spark.stop()
 """
 
 
+def test_the_report_of_spark_decode():
+    from dcpfast.cli.spark_decode import report
+
+    summary = {"frames": 123456, "input_bytes": 25_000_000, "files": 40,
+               "output_bytes": 9_000_000, "tasks": 4, "task_seconds": 3.25,
+               "startup_seconds": 4.0, "seconds": 7.5,
+               "rows": {f"vbucket={v}": 1000 + v for v in [-1, *range(20)]},
+               "skipped": [{"where": "a.dcp (bytes 0 to 10)", "regions": 2, "bytes": 70,
+                            "first": 3},
+                           {"where": "b.dcp", "regions": 1, "bytes": 5, "first": 9}]}
+    assert report(summary, "out/") == [
+        "123,456 frames from 25.0 MB of dumps -> out/: 40 Parquet files, 9.0 MB",
+        "  frames per partition: vbucket=-1 999, vbucket=0 1,000, vbucket=1 1,001, "
+        "vbucket=2 1,002, vbucket=3 1,003, vbucket=4 1,004, vbucket=5 1,005, vbucket=6 "
+        "1,006, ... (21 partitions, 999 to 1,019 frames each)",
+        "  (=-1: frames that carry no value there; responses have no vbucket)",
+        "  skipped 3 damaged region(s), 75 bytes, in 2 piece(s) (each logged above)",
+        "  4.0 s starting Spark, 7.5 s running the job: 4 task(s) decoding and writing for "
+        "3.2 s in all"]
+    summary.update(rows={"": 5}, skipped=[], files=1)
+    assert report(summary, "o")[1:] == [
+        "  4.0 s starting Spark, 7.5 s running the job: 4 task(s) decoding and writing for "
+        "3.2 s in all"]
+
+
+@pytest.fixture
+def can_spark():
+    """Skip a test that starts Spark in a child process where it cannot (as the shared
+    ``spark`` fixture skips)."""
+    pytest.importorskip("pyspark")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.skip("Spark 4 needs Java 17+")
+
+
 def _child_env():
     return dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
 
 
 @pytest.mark.spark
-def test_failed_attempts_leave_exactly_the_committed_files(dumps, tmp_path):
+def test_failed_attempts_leave_exactly_the_committed_files(can_spark, dumps, tmp_path):
     """A task attempt that fails after staging its files is retried and its files never
     show; a task that fails on every attempt fails the job and leaves nothing (a new
     output is removed, an existing one keeps what it held). Also: registering the data
@@ -384,7 +474,7 @@ def _command(*args, env=None):
 
 
 @pytest.mark.spark
-def test_the_quick_start_command(tmp_path):
+def test_the_quick_start_command(can_spark, tmp_path):
     """The README's quick start: quiet, a report a user can act on, a dataset every reader
     opens; a failure is one line naming the file and the offset, and a rerun works."""
     out = tmp_path / "decoded"
@@ -414,6 +504,8 @@ def test_the_quick_start_command(tmp_path):
 def test_inputs_are_checked_before_spark_starts(tmp_path):
     """No Java on the path: had the command started Spark, it would say so instead."""
     from dcpfast.testing import capture
+
+    pytest.importorskip("pyspark")
 
     env = {k: v for k, v in _child_env().items() if k != "JAVA_HOME"}
     env["PATH"] = os.path.dirname(sys.executable)

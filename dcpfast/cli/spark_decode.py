@@ -75,9 +75,11 @@ def report(summary: dict, out: str) -> list[str]:
         lines.append(f"  frames per partition: {shown}{more}")
         if any(k.endswith("=-1") or "=-1/" in k for k in rows):
             lines.append("  (=-1: frames that carry no value there; responses have no vbucket)")
-    for s in summary["skipped"]:
-        lines.append(f"  skipped in {s['where']}: {s['regions']:,} damaged region(s), "
-                     f"{s['bytes']:,} bytes, the first at byte {s['first']:,}")
+    skipped = summary["skipped"]
+    if skipped:
+        lines.append(f"  skipped {sum(s['regions'] for s in skipped):,} damaged region(s), "
+                     f"{sum(s['bytes'] for s in skipped):,} bytes, in {len(skipped):,} "
+                     f"piece(s) (each logged above)")
     lines.append(f"  {summary['startup_seconds']:.1f} s starting Spark, "
                  f"{summary['seconds']:.1f} s running the job: {summary['tasks']:,} task(s) "
                  f"decoding and writing for {summary['task_seconds']:.1f} s in all")

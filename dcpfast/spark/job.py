@@ -12,11 +12,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-from ..capture import is_capture
-from ..errors import text
 from . import output
-from .sink import checked, write_parquet
-from .source import filesystem, list_files
+from .sink import check_inputs, checked, write_parquet
 
 
 def session(master: str | None = None, app_name: str = "dcpfast", *,
@@ -92,32 +89,14 @@ def task_progress(spark, desc: str, *, enabled: bool = True):
         bar.close()
 
 
-def check_inputs(inputs: Sequence[str]) -> list[tuple[str, int]]:
-    """The files under ``inputs`` (``list_files``), each local one opened and looked at
-    first, so that a missing or unreadable file or a packet capture fails at once, with
-    its reason, before any Spark job (remote files are checked by the tasks)."""
-    files = list_files(inputs)
-    for uri, size in files:
-        store, where = filesystem(uri)
-        if store.type_name != "local":
-            continue
-        try:
-            with open(where, "rb") as f:
-                head = f.read(4)
-        except OSError as e:
-            raise OSError(text("unreadable", source=uri, reason=e.strerror or e)) from None
-        if is_capture(head):
-            raise ValueError(f"{uri}: {text('capture_not_dump')}")
-    return files
-
-
 def decode_to_parquet(inputs: Sequence[str], out: str, *, master: str | None = None,
                       spark=None, log: str | None = None, progress: bool = True,
                       **options) -> dict:
     """``write_parquet`` on ``spark``, or on a session of its own (``session(master,
     log=log)``, stopped at the end); the inputs and the output are checked before Spark
     starts. ``options`` go to ``write_parquet``; the summary it returns gains
-    ``startup_seconds``, the time it took Spark to start (0 on a given session)."""
+    ``startup_seconds``, the time it took Spark to start (about 0 where a session was
+    running: it is used, and left running)."""
     from pyspark.sql import SparkSession
 
     checked(options.get("columns"), options.get("values", False),

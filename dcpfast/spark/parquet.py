@@ -166,13 +166,14 @@ class TaskWriter:
         """The task's directory for a partition folder, made one level at a time, never
         its parents: once the job has ended and its staging directory is gone, an attempt
         still running (one Spark gave up on) fails rather than stage files again."""
-        where = self.directory
-        for level in ["", *folder.split("/")] if folder else [""]:
-            where = f"{where}/{level}" if level else where
-            if where not in self._made:
-                self.store.create_dir(where, recursive=False)
-                self._made.add(where)
-        return where
+        paths = [self.directory]
+        for level in folder.split("/") if folder else ():
+            paths.append(f"{paths[-1]}/{level}")
+        for path in paths:
+            if path not in self._made:
+                self.store.create_dir(path, recursive=False)
+                self._made.add(path)
+        return paths[-1]
 
     def result(self) -> dict:
         """What the task wrote: files (path relative to the task directory, rows, bytes),

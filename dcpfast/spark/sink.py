@@ -14,16 +14,21 @@ frames passes through Spark.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 from collections.abc import Sequence
 
 from .. import protocol as P
+from ..capture import is_capture
+from ..errors import text
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan
 from . import output
 from .parquet import TaskWriter, partition_columns
 from .schema import ERRORS, arrow_schema
 from .source import compressed, filesystem, list_files, parallelism, registered
+
+log = logging.getLogger("dcpfast.spark")
 
 _PIECES = "part long, uri string, lo long, hi long, size long"
 
@@ -116,13 +121,14 @@ def write_parquet(spark, inputs, out: str, *, partition_by: Sequence[str] = ("vb
     partition folder, e.g. ``"vbucket=12"``), ``skipped`` (per piece with damage
     stepped over in skip mode: ``where``, ``regions``, ``bytes``, ``first`` offset),
     ``tasks``, ``task_seconds`` (their time decoding and writing, summed) and
-    ``seconds`` (the whole call).
+    ``seconds`` (the whole call). Each piece with damage skipped is also logged (a
+    warning, logger ``dcpfast.spark``).
     """
     began = time.perf_counter()
     schema, partition_by = checked(columns, values, partition_by, errors)
     paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else \
         [os.fspath(p) for p in inputs]
-    files = list_files(paths)
+    files = check_inputs(paths)
     out = os.path.abspath(out) if "://" not in out else out
     parts = plan(files, partition_bytes, parallelism(spark),
                  splittable=lambda uri: not compressed(uri))
@@ -142,8 +148,30 @@ def write_parquet(spark, inputs, out: str, *, partition_by: Sequence[str] = ("vb
     finally:
         result = output.finish(out, job, created, committed)
     assert result is not None
+    for s in result["skipped"]:
+        log.warning("%s: skipped %d damaged region(s), %d bytes, the first at byte %d",
+                    s["where"], s["regions"], s["bytes"], s["first"])
     result["seconds"] = time.perf_counter() - began
     return result
+
+
+def check_inputs(inputs: Sequence[str]) -> list[tuple[str, int]]:
+    """The files under ``inputs`` (``list_files``), each local one opened and looked at
+    first, so that a missing or unreadable file or a packet capture fails at once, with
+    its reason, before any Spark job (remote files are checked by the tasks)."""
+    files = list_files(inputs)
+    for uri, _ in files:
+        store, where = filesystem(uri)
+        if store.type_name != "local":
+            continue
+        try:
+            with open(where, "rb") as f:
+                head = f.read(4)
+        except OSError as e:
+            raise OSError(text("unreadable", source=uri, reason=e.strerror or e)) from None
+        if is_capture(head):
+            raise ValueError(f"{uri}: {text('capture_not_dump')}")
+    return files
 
 
 def checked(columns, values: bool, partition_by: Sequence[str], errors: str):
