@@ -1,23 +1,29 @@
-"""Throughput of the three Spark read paths against a single-process scan of the same files.
+"""Spark's read paths and the Parquet job against one process and against Spark's own
+ceiling, on the same files in one run.
 
 Writes a synthetic collection-enabled corpus (one generated stream, repeated within each
-file), then, for every column set (all columns, and a projection of six), times best of
-``--repeat`` after a warm-up run (the Spark paths take turns, after one untimed round that
-warms Spark's JIT for all of them alike):
+file), checks every path's frame count against a single-process scan, then times, each
+measurement of a table taking turns with the others (one untimed round first, which also
+warms Spark's JIT), best and median of ``--repeat``:
 
-* single process: ``dcpfast.iter_batches`` over every file, each batch turned into the
-  Arrow record batch Spark receives (``dcpfast.spark.to_record_batch``);
-* each ``read_dcp`` method on ``local[N]`` into Spark's ``noop`` sink (every row is
-  produced, nothing is written); the data source also on the same bytes as one file,
-  split into byte ranges;
-* Spark's ceiling: a Python data source that decodes nothing and hands Spark the same
-  record batches, replayed from an Arrow file of one corpus file's batches, in as many
-  partitions as the data source plans. It is what Spark itself costs to take those rows
-  in, with the same task overhead.
+* reading into Spark (``noop`` sink, every row produced, nothing written), in one table
+  for all columns, the default columns and six: the single-process decode into the
+  batches Spark receives; the ``dcp`` data source; and Spark's ceiling, a Python data
+  source that decodes nothing and replays the same record batches from an Arrow file, in
+  as many partitions as the ``dcp`` source plans: no read path can take rows into Spark
+  faster; for the default columns also the ``dcp`` source on the same bytes as one file
+  split into byte ranges and ``binaryFile`` + ``mapInArrow`` / ``mapInPandas``;
+* a filter on opcode and vbucket (a quarter of the frames) into ``noop``, with and
+  without Python filter pushdown, and the ceiling filtered by Spark;
+* Parquet partitioned by vbucket, for all columns, the default columns and six: the job
+  (``write_parquet``: decoded and written in Spark's tasks), Spark's own
+  ``read_dcp(...).write.partitionBy("vbucket").parquet``, Spark's ceiling into the same
+  writer (replayed batches), one process doing the job's work (``parquet.TaskWriter``),
+  and ``dcpfast convert`` in a process of its own (its own column set and types, one file,
+  unpartitioned).
 
-Before timing, each path's frame count is checked against the single-process scan. The
-issue's targets (data source >= 300 MB/s and >= 3x mapInPandas) are printed with the
-measured figures for each column set.
+The issue's target, the job at >= 2.5x Spark's own partitioned write, is printed per
+column set, from the medians.
 
     python benchmarks/bench_spark.py            # 16 files of 24 MB, local[2]
     python benchmarks/bench_spark.py --quick    # 2 files, one timed run
@@ -28,26 +34,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 import dcpfast
 from dcpfast import spark as dspark
 from dcpfast import testing
+from dcpfast.spark.parquet import TaskWriter
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:              # the suite package next to this script
     sys.path.insert(0, str(HERE))
 
 from suite.common import machine, print_machine  # noqa: E402
-from suite.timing import best  # noqa: E402
+from suite.timing import Timing, take_turns  # noqa: E402
 
 PROJECTION = ["opcode", "vbucket", "cas", "by_seqno", "key", "value"]
-TARGET_MB_S, TARGET_RATIO = 300, 3.0
+COLUMN_SETS = (("all columns", "all"), ("default columns", None),
+               (f"{len(PROJECTION)} columns", PROJECTION))
+TARGET_JOB = 2.5
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 def corpus(root: Path, files: int, copies: int, items: int) -> list[str]:
@@ -72,6 +86,26 @@ def single_process(paths, columns) -> int:
                                           columns=dspark.convert.scanner_columns(schema.names)):
             frames += dspark.to_record_batch(batch, path, schema).num_rows
     return frames
+
+
+def one_process_job(paths, columns, out: Path) -> int:
+    """The job's work in this process: every file through one ``TaskWriter``."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    writer = TaskWriter(pafs.LocalFileSystem(), str(out), "part",
+                        dspark.arrow_schema(columns), ("vbucket",),
+                        collections=None, errors="strict")
+    for uri, size in dspark.list_files(paths):
+        writer.write(dspark.Piece(uri, 0, size, size))
+    return writer.result()["frames"]
+
+
+def convert(paths, columns, out: Path) -> None:
+    """``dcpfast convert`` in a process of its own (the scanner columns of the set)."""
+    names = [c for c in dspark.output_columns(columns)
+             if c in dcpfast.schema.INDEX or c in ("key", "value")]
+    subprocess.run([sys.executable, "-m", "dcpfast", "convert", *paths, "-o", str(out),
+                    "-q", "--columns", ",".join(names)], check=True)
 
 
 def write_batches(path: str, columns, out: Path) -> None:
@@ -122,70 +156,145 @@ def ceiling_source():
     return Replay
 
 
-def column_set(spark, label: str, columns, root: Path, paths: list[str], joined: Path,
-               size: int, repeat: int) -> dict | None:
-    """Check and time every path for one column set, print its table and targets; its
-    part of the report, or None when a path's frame count differs from the scan's."""
+class Table:
+    """One table of measurements over the same bytes, taking turns."""
+
+    def __init__(self, title: str, size: int, frames: int):
+        self.title, self.size, self.frames = title, size, frames
+        self.runs: list[tuple[Timing, object]] = []
+
+    def add(self, label: str, fn, frames: int | None = None) -> None:
+        self.runs.append((Timing(label, self.frames if frames is None else frames,
+                                 self.size), fn))
+
+    def run(self, repeat: int) -> list[dict]:
+        take_turns(self.runs, repeat)
+        print(f"\n{self.title}\n\n| path | best s | median s | MB/s (median) | "
+              f"frames/s (median) |\n|---|---|---|---|---|")
+        rows = []
+        for timing, _ in self.runs:
+            median = statistics.median(timing.times)
+            print(f"| {timing.label} | {timing.best:.2f} | {median:.2f} | "
+                  f"{self.size / 1e6 / median:,.0f} | {timing.frames / median / 1e6:,.2f} M |")
+            rows.append({"path": timing.label, "times": timing.times, "median": median,
+                         "mb_per_s": self.size / 1e6 / median})
+        return rows
+
+
+def _check(label: str, got: int, want: int) -> None:
+    if got != want:
+        raise SystemExit(f"FAILED: {label} gave {got:,} frames, the scan {want:,}")
+
+
+def reading(spark, root, paths, joined, size, repeat) -> dict:
+    """The read paths into the noop sink, each column set's data source and ceiling in
+    one table (the default set also through byte ranges and the binaryFile paths)."""
+    frames = single_process(paths, None)
+    table = Table(f"Reading into Spark: {frames:,} frames", size, frames)
+    spark_runs = {}
+    for label, columns in COLUMN_SETS:
+        n = len(dspark.output_columns(columns))
+        table.add(f"one process: iter_batches + the batches Spark takes, {label} ({n})",
+                  lambda columns=columns: single_process(paths, columns))
+        replay = root / f"replay-{n}.arrow"
+        write_batches(paths[0], columns, replay)
+        planned = dspark.read_dcp(spark, str(root / "files"), columns=columns) \
+            .rdd.getNumPartitions()
+        spark_runs[f"dcp data source, {len(paths)} files, {label} ({n})"] = \
+            dspark.read_dcp(spark, str(root / "files"), columns=columns)
+        if columns is None:
+            spark_runs[f"dcp data source, one file in byte ranges, {label} ({n})"] = \
+                dspark.read_dcp(spark, str(joined), columns=columns)
+            for method in ("arrow", "pandas"):
+                spark_runs[f"binaryFile + mapIn{method.title()}, {len(paths)} files, "
+                           f"{label} ({n})"] = dspark.read_dcp(spark, str(root / "files"),
+                                                                method, columns=columns)
+        spark_runs[f"Spark's ceiling: replayed batches, no decoding, {label} ({n}), "
+                   f"{planned} partitions"] = _replay(spark, replay, planned, len(paths))
+    for text, df in spark_runs.items():
+        _check(text, df.count(), frames)
+        table.add(text, lambda df=df: df.write.format("noop").mode("overwrite").save())
+    return {"frames": frames, "rows": table.run(repeat)}
+
+
+def _replay(spark, replay: Path, partitions: int, times: int):
+    return (spark.read.format("dcpfast_replay").option("batches", str(replay))
+            .option("partitions", partitions).option("times", times).load())
+
+
+def pushdown(spark, root, paths, size, repeat) -> dict:
+    """A filter on opcode and vbucket into noop, with and without pushdown."""
+    from dcpfast import Opcode
+
+    vbuckets = sorted({int(v) for v in dcpfast.read(paths[0]).only(Opcode.MUTATION)["vbucket"]})
+    query = f"opcode = {int(Opcode.MUTATION)} and vbucket in ({vbuckets[0]}, {vbuckets[1]})"
+    replay = root / "replay-default.arrow"
+    write_batches(paths[0], None, replay)
+    planned = dspark.read_dcp(spark, str(root / "files")).rdd.getNumPartitions()
+    frames = dspark.read_dcp(spark, str(root / "files")).where(query).count()
+    table = Table(f"A filter ({query}), default columns: {frames:,} frames kept", size,
+                  frames)
+    before = spark.conf.get(PUSHDOWN, "false")
+
+    def run(enabled: bool, df_of):
+        def go():
+            spark.conf.set(PUSHDOWN, str(enabled).lower())
+            try:
+                df_of().where(query).write.format("noop").mode("overwrite").save()
+            finally:
+                spark.conf.set(PUSHDOWN, before)
+        return go
+
+    files = str(root / "files")
+    table.add("dcp data source, Spark filters the rows", run(False, lambda: dspark.read_dcp(
+        spark, files)))
+    table.add("dcp data source, filters pushed to the scan", run(True, lambda: dspark.read_dcp(
+        spark, files)))
+    table.add("Spark's ceiling, Spark filters the rows", run(False, lambda: _replay(
+        spark, replay, planned, len(paths))))
+    return {"query": query, "frames": frames, "rows": table.run(repeat)}
+
+
+def parquet(spark, label, columns, root, paths, size, repeat) -> dict:
+    """The Parquet job against Spark's own writer, its ceiling and one process."""
     names = dspark.output_columns(columns)
-    print(f"{label}: {', '.join(names)}")
-    seconds = best(lambda: single_process(paths, columns), repeat)
     frames = single_process(paths, columns)
-    rows = [("single process: iter_batches + Arrow", "single", seconds)]
     replay = root / f"replay-{len(names)}.arrow"
     write_batches(paths[0], columns, replay)
-    runs = [("datasource", root / "files", f"{len(paths)} files"),
-            ("datasource", joined, "one file in byte ranges"),
-            ("arrow", root / "files", f"{len(paths)} files"),
-            ("pandas", root / "files", f"{len(paths)} files"),
-            ("ceiling", replay, "replayed record batches, no decoding")]
-    planned = dspark.read_dcp(spark, str(root / "files"), "datasource",
-                              columns=columns).rdd.getNumPartitions()
-    frames_of = []
-    for method, where, what in runs:
-        if method == "ceiling":
-            df = (spark.read.format("dcpfast_replay").option("batches", str(where))
-                  .option("partitions", planned).option("times", len(paths)).load())
-        else:
-            df = dspark.read_dcp(spark, str(where), method, columns=columns)
-        count = df.count()                      # the check
-        if count != frames:
-            print(f"FAILED: {method} ({what}) gave {count:,} frames, the scan {frames:,}")
-            return None
-        frames_of.append(df)
-    # every path once more to warm Spark's JIT, then the paths take turns
-    times = [[] for _ in runs]
-    for turn in range(repeat + 1):
-        for i, df in enumerate(frames_of):
-            start = time.perf_counter()
-            df.write.format("noop").mode("overwrite").save()
-            if turn:
-                times[i].append(time.perf_counter() - start)
-    for (method, _, what), taken in zip(runs, times):
-        rows.append((f"spark {method}, {what}, noop sink", method, min(taken)))
+    planned = dspark.read_dcp(spark, str(root / "files"), columns=columns) \
+        .rdd.getNumPartitions()
+    out = root / "out"
+    table = Table(f"Parquet partitioned by vbucket, {label} ({len(names)})", size, frames)
 
-    print(f"\n{frames:,} frames; the data source plans {planned} partitions for "
-          f"{len(paths)} files")
-    print("\n| path | seconds | MB/s | frames/s |\n|---|---|---|---|")
-    for text, _, seconds in rows:
-        print(f"| {text} | {seconds:.2f} | {size / 1e6 / seconds:,.0f} | "
-              f"{frames / seconds / 1e6:,.2f} M |")
-    first = {}
-    for _, method, seconds in rows:
-        first.setdefault(method, seconds)
-    mb_s = size / 1e6 / first["datasource"]
-    ratio = first["pandas"] / first["datasource"]
-    ceiling = size / 1e6 / first["ceiling"]
-    print(f"\ndata source {mb_s:,.0f} MB/s (target >= {TARGET_MB_S}: "
-          f"{'MET' if mb_s >= TARGET_MB_S else 'NOT MET'}); "
-          f"{ratio:.1f}x mapInPandas (target >= {TARGET_RATIO:.0f}x: "
-          f"{'MET' if ratio >= TARGET_RATIO else 'NOT MET'}); "
-          f"Spark's ceiling for these rows {ceiling:,.0f} MB/s, the data source "
-          f"reaches {mb_s / ceiling:.0%} of it\n")
-    return {"label": label, "columns": list(names), "frames": frames, "partitions": planned,
-            "paths": [{"path": text, "seconds": s, "mb_per_s": size / 1e6 / s,
-                       "frames_per_s": frames / s} for text, _, s in rows],
-            "datasource_mb_per_s": mb_s, "datasource_over_pandas": ratio,
-            "ceiling_mb_per_s": ceiling}
+    def job():
+        shutil.rmtree(out / "job", ignore_errors=True)
+        summary = dspark.write_parquet(spark, str(root / "files"), str(out / "job"),
+                                       columns=columns)
+        _check("write_parquet", summary["frames"], frames)
+
+    def spark_writer(df_of, where):
+        def go():
+            df_of().write.mode("overwrite").partitionBy("vbucket").parquet(str(out / where))
+        return go
+
+    table.add("the job: write_parquet, decoded and written in the tasks", job)
+    table.add("Spark's own: read_dcp(...).write.partitionBy(...).parquet", spark_writer(
+        lambda: dspark.read_dcp(spark, str(root / "files"), columns=columns), "spark"))
+    table.add("Spark's ceiling: replayed batches into its writer", spark_writer(
+        lambda: _replay(spark, replay, planned, len(paths)), "ceiling"))
+    table.add("one process: the job's work (TaskWriter)",
+              lambda: _check("TaskWriter", one_process_job(paths, columns, out / "one"),
+                             frames))
+    table.add("dcpfast convert, one process, one file", lambda: convert(
+        paths, columns, out / "convert.parquet"))
+    rows = table.run(repeat)
+    ratio = rows[1]["median"] / rows[0]["median"]
+    print(f"\nthe job: {ratio:.1f}x Spark's own partitioned write (target >= {TARGET_JOB}x: "
+          f"{'MET' if ratio >= TARGET_JOB else 'NOT MET'}); "
+          f"{rows[2]['median'] / rows[0]['median']:.1f}x Spark's ceiling into Parquet")
+    shutil.rmtree(out, ignore_errors=True)
+    return {"label": label, "columns": list(names), "frames": frames, "rows": rows,
+            "job_over_spark": ratio}
 
 
 def main(argv=None) -> int:
@@ -194,13 +303,16 @@ def main(argv=None) -> int:
     parser.add_argument("--files", type=int, default=16)
     parser.add_argument("--copies", type=int, default=1, help="stream copies per file")
     parser.add_argument("--items", type=int, default=88_000, help="document changes per stream")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--only", choices=["reading", "pushdown", "parquet"], action="append",
+                        help="run only these tables (default: all)")
     parser.add_argument("--dir", help="write the corpus here (default: a temporary directory)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     if args.quick:
         args.files, args.copies, args.repeat = 2, 1, 1
+    only = set(args.only or ("reading", "pushdown", "parquet"))
 
     root = Path(args.dir or tempfile.mkdtemp(prefix="dcpfast-bench-spark-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -219,19 +331,21 @@ def main(argv=None) -> int:
 
     spark = dspark.session(args.master, "dcpfast-bench",
                            conf={"spark.sql.shuffle.partitions": "2",
-                                 "spark.driver.memory": "3g"})
+                                 "spark.driver.memory": "3g"}, log=str(root / "spark.log"))
     spark.dataSource.register(ceiling_source())
     import pyspark
-    print(f"pyspark {pyspark.__version__}, master {args.master}\n")
-    report = {"machine": info, "files": len(paths), "bytes": size, "master": args.master,
-              "repeat": args.repeat, "column_sets": []}
+    print(f"pyspark {pyspark.__version__}, master {args.master}, best and median of "
+          f"{args.repeat} runs taking turns")
+    report: dict = {"machine": info, "files": len(paths), "bytes": size,
+                    "master": args.master, "repeat": args.repeat}
     try:
-        for label, columns in (("all columns", None),
-                               (f"{len(PROJECTION)} columns", PROJECTION)):
-            part = column_set(spark, label, columns, root, paths, joined, size, args.repeat)
-            if part is None:
-                return 1
-            report["column_sets"].append(part)
+        if "reading" in only:
+            report["reading"] = reading(spark, root, paths, joined, size, args.repeat)
+        if "pushdown" in only:
+            report["pushdown"] = pushdown(spark, root, paths, size, args.repeat)
+        if "parquet" in only:
+            report["parquet"] = [parquet(spark, label, columns, root, paths, size,
+                                         args.repeat) for label, columns in COLUMN_SETS]
     finally:
         spark.stop()
     if args.json:
