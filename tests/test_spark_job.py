@@ -515,7 +515,9 @@ def test_inputs_are_checked_before_spark_starts(tmp_path):
     taken.mkdir()
     (taken / "x").write_text("")
     sample, fresh = str(dcpfast.io.SAMPLE), str(tmp_path / "o")
-    for args, said in (([str(tmp_path / "missing.dcp"), "--out", fresh], "missing.dcp"),
+    missing = tmp_path / "missing.dcp"
+    for args, said in (([str(missing), "--out", fresh],
+                        f"Error: {missing}: No such file or directory"),
                        ([str(pcap), "--out", fresh], "x.pcap: a packet capture"),
                        ([sample, "--out", fresh, "--partition-by", "by_seqno"],
                         "cannot partition by 'by_seqno'"),

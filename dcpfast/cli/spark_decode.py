@@ -51,7 +51,9 @@ def spark_decode(inputs, sample, out, master, partition_by, columns, with_values
             mode="overwrite" if overwrite else "append" if append else "error")
     except (ValueError, OSError) as e:                # found before Spark ran
         os.unlink(log)
-        raise click.ClickException(str(e)) from None
+        named = isinstance(e, OSError) and e.filename and e.strerror
+        raise click.ClickException(f"{e.filename}: {e.strerror}" if named else str(e)) \
+            from None
     except Exception as e:
         raise click.ClickException(f"{dspark.spark_error(e)} (Spark's log: {log})") from None
     os.unlink(log)

@@ -13,6 +13,7 @@ executors, which need dcpfast installed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -60,7 +61,7 @@ def list_files(paths: Sequence[str]) -> list[tuple[str, int]]:
         store, where = filesystem(path)
         info = store.get_file_info(where)
         if info.type == fs.FileType.NotFound:
-            raise FileNotFoundError(path)
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         if info.type == fs.FileType.File:
             found = [info]
         else:
