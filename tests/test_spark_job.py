@@ -498,7 +498,9 @@ def test_the_quick_start_command(can_spark, tmp_path):
     [line] = done.stderr.splitlines()
     assert line.startswith(f"Error: {bad} (bytes ") and ": unknown magic 0xee" in line
     assert "Spark's log: " in line and not (tmp_path / "again").exists()
-    assert os.path.exists(line.rsplit("Spark's log: ", 1)[1].rstrip(")"))
+    log = Path(line.rsplit("Spark's log: ", 1)[1].rstrip(")"))
+    assert "unknown magic 0xee" in log.read_text()            # kept for the user
+    log.unlink()
 
 
 def test_inputs_are_checked_before_spark_starts(tmp_path):
