@@ -1,7 +1,8 @@
 """Decoding DCP dumps on Apache Spark: one schema, three read paths and a Parquet job.
 
-Every path yields the same rows: one per frame, with the columns of ``dcpfast.COLUMNS``
-in Spark types, ``key`` (binary), ``key_str`` (the key as a string where it is valid
+Every path yields the same rows: one per frame, with the columns asked for (by default
+``schema.DEFAULT``, those of document-change analysis; ``columns="all"`` for every column
+of ``dcpfast.COLUMNS``) in Spark types, ``key`` (binary), ``key_str`` (the key as a string where it is valid
 UTF-8, else null), ``value`` (binary), ``source`` (the file) and, with ``values=True``,
 ``content`` (the document body, decompressed, without xattrs) and ``xattrs``.
 

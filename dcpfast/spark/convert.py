@@ -108,7 +108,7 @@ def _utf8(keys):
 def _values(batch: FrameBatch, errors: str) -> dict:
     """``content`` and ``xattrs`` per frame (null where a frame carries no document)."""
 
-    table = values(batch, errors=errors)
+    table = values(batch, errors=errors, threads=1)          # Spark runs a task per core
     where = np.full(len(batch), -1, np.int64)
     where[table.column("index").to_numpy()] = np.arange(table.num_rows)
     take = pa.array(where, mask=where < 0)
@@ -126,7 +126,8 @@ def _file_batches(content, source, schema, *, collections, errors, batch_bytes,
     with noted(source):
         for fb in reported(iter_batches(content, batch_bytes, collections=collections,
                                          columns=scanner_columns(schema.names),
-                                         errors=errors, max_frame_size=max_frame_size),
+                                         errors=errors, max_frame_size=max_frame_size,
+                                         threads=1),
                             source):
             if len(fb):
                 yield to_record_batch(fb, source, schema, errors=errors)

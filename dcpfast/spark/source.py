@@ -101,11 +101,12 @@ def piece_batches(piece: Piece, names, *, collections: bool | None, errors: str,
         if piece.size:
             with store.open_input_file(where) as f:
                 _refuse_capture(f, piece)
-        local = store.type_name == "local"  # a path: iter_batches maps it, no copy
+        local = store.type_name == "local"  # a path: iter_batches reads it itself
         with contextlib.nullcontext(where) if local else \
                 store.open_input_stream(where) as f:
+            # one thread: Spark runs a task per core
             yield from iter_batches(f, batch_bytes, collections=collections, columns=names,
-                                    errors=errors, max_frame_size=max_frame_size)
+                                    errors=errors, max_frame_size=max_frame_size, threads=1)
         return
     with store.open_input_file(where) as f:
         if piece.lo == 0:
