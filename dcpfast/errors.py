@@ -170,7 +170,7 @@ _NAMED = {
     "failover_log_size": "failover log of {size} bytes is not a multiple of {entry}",
     "rollback_size": "rollback response value of {size} bytes (must be {must})",
     # Spark jobs (spark)
-    "capture_not_dump": "a packet capture (pcap or pcapng), not a DCP dump: decode it with "
+    "capture_on_spark": "a packet capture (pcap or pcapng), not a DCP dump: decode it with "
                         "dcpfast convert or dcpfast.read_pcap",
     "unreadable": "cannot read {source}: {reason}",
     "output_exists": "{out} already exists: write elsewhere, or replace it "

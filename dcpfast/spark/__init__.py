@@ -2,9 +2,10 @@
 
 Every path yields the same rows: one per frame, with the columns asked for (by default
 ``schema.DEFAULT``, those of document-change analysis; ``columns="all"`` for every column
-of ``dcpfast.COLUMNS``) in Spark types, ``key`` (binary), ``key_str`` (the key as a string where it is valid
-UTF-8, else null), ``value`` (binary), ``source`` (the file) and, with ``values=True``,
-``content`` (the document body, decompressed, without xattrs) and ``xattrs``.
+of ``dcpfast.COLUMNS``) in Spark types, ``key`` (binary), ``key_str`` (the key as a
+string where it is valid UTF-8, else null), ``value`` (binary), ``source`` (the file)
+and, with ``values=True``, ``content`` (the document body, decompressed, without xattrs)
+and ``xattrs``.
 
 Spark has no unsigned integers: uint8 columns become ``short``, uint16 ``int``, uint32
 ``long`` (values kept), and uint64 columns (CAS, seqnos, offsets) become ``long`` by

@@ -38,7 +38,7 @@ def session(master: str | None = None, app_name: str = "dcpfast", *,
     if master.startswith("local"):
         settings["spark.ui.enabled"] = "false"
     settings.update(conf or {})
-    if SparkSession.getActiveSession() is not None:
+    if running_session() is not None:
         return SparkSession.builder.getOrCreate()
     if log is not None:
         from pyspark.java_gateway import launch_gateway
@@ -55,6 +55,17 @@ def session(master: str | None = None, app_name: str = "dcpfast", *,
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def running_session():
+    """The session this process runs, active in this thread or made in another one
+    (``getActiveSession`` sees only this thread's), or None."""
+    from pyspark.sql import SparkSession
+
+    try:
+        return SparkSession.active()
+    except Exception:                       # PySparkRuntimeError: none
+        return None
 
 
 @contextlib.contextmanager
@@ -97,14 +108,13 @@ def decode_to_parquet(inputs: Sequence[str], out: str, *, master: str | None = N
     starts. ``options`` go to ``write_parquet``; the summary it returns gains
     ``startup_seconds``, the time it took Spark to start (about 0 where a session was
     running: it is used, and left running)."""
-    from pyspark.sql import SparkSession
 
     checked(options.get("columns"), options.get("values", False),
             options.get("partition_by", ("vbucket",)), options.get("errors", "strict"))
     check_inputs(inputs)
     output.check(out, options.get("mode", "error"))
     began = time.perf_counter()
-    own = spark is None and SparkSession.getActiveSession() is None
+    own = spark is None and running_session() is None
     if spark is None:
         spark = session(master, "dcpfast spark-decode", log=log)
     started = time.perf_counter() - began

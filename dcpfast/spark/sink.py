@@ -170,7 +170,7 @@ def check_inputs(inputs: Sequence[str]) -> list[tuple[str, int]]:
         except OSError as e:
             raise OSError(text("unreadable", source=uri, reason=e.strerror or e)) from None
         if is_capture(head):
-            raise ValueError(f"{uri}: {text('capture_not_dump')}")
+            raise ValueError(f"{uri}: {text('capture_on_spark')}")
     return files
 
 

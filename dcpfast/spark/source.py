@@ -120,7 +120,7 @@ def piece_batches(piece: Piece, names, *, collections: bool | None, errors: str,
 
 def _refuse_capture(f, piece: Piece) -> None:
     if is_capture(bytes(f.read_at(min(piece.size, 4), 0))):
-        raise DcpFormatError(0, text("capture_not_dump"))
+        raise DcpFormatError(0, text("capture_on_spark"))
 
 
 def where_in(piece: Piece) -> str:
