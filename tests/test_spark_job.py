@@ -482,7 +482,8 @@ def test_the_quick_start_command(can_spark, tmp_path):
     assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
     frames = len(dcpfast.read(dcpfast.io.SAMPLE))
     lines = done.stdout.splitlines()
-    assert lines[0].startswith(f"{frames:,} frames from 0.5 MB of dumps -> {out}: ")
+    size = dcpfast.io.SAMPLE.stat().st_size / 1e6
+    assert lines[0].startswith(f"{frames:,} frames from {size:,.1f} MB of dumps -> {out}: ")
     assert lines[1].startswith("  frames per partition: vbucket=-1 ")
     assert "s starting Spark, " in lines[-1] and " s running the job: " in lines[-1]
     assert _readers(str(out)) == dict.fromkeys(("pandas", "polars", "duckdb", "pyarrow"),
