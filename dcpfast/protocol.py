@@ -402,7 +402,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("system_event", Opcode.SYSTEM_EVENT, False, 13, _ANY, _ANY,
          (_x("by_seqno", 0, 8), _x("event_id", 8, 4), _x("event_version", 12, 1))),
     Kind("prepare", Opcode.PREPARE, False, 31, _SOME, _ANY,
-         _DOC_META + (_x("durability_level", 30, 1),)),
+         _DOC_META + (_x("deleted", 29, 1), _x("durability_level", 30, 1))),
     Kind("seqno_acknowledged", Opcode.SEQNO_ACKNOWLEDGED, False, 8, _NONE, _NONE,
          (_x("by_seqno", 0, 8),)),
     Kind("commit", Opcode.COMMIT, False, 16, _SOME, _NONE, _RESOLUTION),

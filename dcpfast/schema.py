@@ -48,6 +48,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("expiration", "uint32", "mutation, prepare"),
     Column("lock_time", "uint32", "mutation, prepare"),
     Column("delete_time", "uint32", "deletion V2, expiration"),
+    Column("deleted", "uint8", "prepare: 1 for a prepared deletion"),
     Column("durability_level", "uint8", "prepare"),
     Column("snap_start", "uint64", "snapshot marker"),
     Column("snap_end", "uint64", "snapshot marker"),

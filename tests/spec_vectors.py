@@ -151,8 +151,8 @@ VECTORS = [
            dict(kind="deletion_v1", by_seqno=5, rev_seqno=1, key=b"hello", **DOC)),
     Vector("C9", "806000051f000210000000290000121000000000000000000000000000000004000000000000"
                  "000100000000000000000000000000000168656c6c6f776f726c64",
-           dict(kind="prepare", by_seqno=4, rev_seqno=1, durability_level=1, key=b"hello",
-                value=b"world", **DOC)),
+           dict(kind="prepare", by_seqno=4, rev_seqno=1, deleted=0, durability_level=1,
+                key=b"hello", value=b"world", **DOC)),
     Vector("C10", "806400000800000000000008deadbeef00000000000000000000000000000004",
            dict(kind="seqno_advanced", by_seqno=4)),
     Vector("C11", "806500000400000000000004deadbeef000000000000000000000001",

@@ -90,8 +90,9 @@ def _prepare(draw, hdr, collections):
                   expiration=draw(u32), lock_time=draw(u32),
                   durability_level=draw(st.integers(1, 3)))
     value = draw(values)
-    expect.update(fields, value=value)
-    data = t.prepare(key, value, deleted=draw(st.booleans()), nru=draw(u8), **fields, **hdr)
+    deleted = draw(st.booleans())
+    expect.update(fields, value=value, deleted=int(deleted))
+    data = t.prepare(key, value, deleted=deleted, nru=draw(u8), **fields, **hdr)
     return data, expect
 
 

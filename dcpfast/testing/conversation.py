@@ -395,7 +395,8 @@ class _VBucketStream:
                        collection_id=cid if self.mix.collections else None, **self.hdr)
         self._emit(data, Opcode.PREPARE, cas=cas, datatype=datatype, **self._doc(key),
                    value=value, by_seqno=seqno, rev_seqno=rev, flags=flags, expiration=0,
-                   lock_time=0, durability_level=level, body=body, xattrs=pairs)
+                   lock_time=0, deleted=int(deleted), durability_level=level, body=body,
+                   xattrs=pairs)
         self.in_flight.add(key)
         self.prepared = seqno
         self.pending.append([rng.randint(0, 4), key, seqno, rev, deleted,
