@@ -62,7 +62,7 @@ def event_schema() -> pa.Schema:
     ])
 
 
-class _Malformed(Exception):
+class MalformedEvent(ValueError):
     """A system-event payload that does not decode; carries the reason."""
 
 
@@ -91,7 +91,7 @@ def system_events(batch: FrameBatch) -> pa.Table:
         frame = dict(zip(columns, values))
         try:
             fields = _decode(batch, frame)
-        except _Malformed as exc:
+        except MalformedEvent as exc:
             offset = frame["offset"]
             reporter.report(offset, frame["value_offset"] + frame["value_len"] - offset,
                             str(exc))
@@ -108,38 +108,45 @@ def _bytes(batch, start, length) -> bytes:
 
 
 def _decode(batch, frame) -> dict:
-    """The row of one system-event frame (its scanned fields); raises ``_Malformed``."""
-    event_id, version = frame["event_id"], frame["event_version"]
+    """The row of one system-event frame (its scanned fields); raises ``MalformedEvent``."""
     row = {"index": frame["index"], "offset": frame["offset"], "vbucket": frame["vbucket"],
-           "stream_id": frame["stream_id"] or None, "by_seqno": frame["by_seqno"],
-           "event_id": event_id, "version": version}
+           "stream_id": frame["stream_id"] or None, "by_seqno": frame["by_seqno"]}
+    row.update(event_fields(frame["event_id"], frame["event_version"],
+                            _bytes(batch, frame["key_offset"], frame["key_len"]),
+                            _bytes(batch, frame["value_offset"], frame["value_len"])))
+    return row
+
+
+def event_fields(event_id: int, version: int, key: bytes, value: bytes) -> dict:
+    """The ``event_schema`` fields an event's id, version, key and value give (``event``,
+    ``event_id``, ``version``, ``manifest_uid``, ``scope_id``, ``collection_id``, ``name``
+    and those of version 2); raises ``MalformedEvent`` when they do not decode."""
+    row: dict = {"event_id": event_id, "version": version}
     try:
         event = P.SystemEventId(event_id)
     except ValueError:
-        raise _Malformed(text("event_id", id=event_id)) from None
+        raise MalformedEvent(text("event_id", id=event_id)) from None
     row["event"] = P.SYSTEM_EVENT_NAMES[event]
-    key = _bytes(batch, frame["key_offset"], frame["key_len"])
-    value = _bytes(batch, frame["value_offset"], frame["value_len"])
     if version == P.SYSTEM_EVENT_FLATBUFFERS and event in P.SYSTEM_EVENT_TABLES:
         row.update(_flatbuffers_fields(event, value))
     elif (event, version) in _FIXED:
         row.update(_fixed_fields(event, version, value))
     else:
-        raise _Malformed(text("event_version", event=row["event"], version=version))
+        raise MalformedEvent(text("event_version", event=row["event"], version=version))
     if row.get("name") is None and key:
         row["name"] = key
     if row.get("name") is not None:
         try:
             row["name"] = row["name"].decode("utf-8")
         except UnicodeDecodeError:
-            raise _Malformed(text("event_name", event=row["event"])) from None
+            raise MalformedEvent(text("event_name", event=row["event"])) from None
     return row
 
 
 def _fixed_fields(event, version, value: bytes) -> dict:
     layout = _FIXED[event, version]
     if len(value) != layout.size:
-        raise _Malformed(text("event_size", event=P.SYSTEM_EVENT_NAMES[event],
+        raise MalformedEvent(text("event_size", event=P.SYSTEM_EVENT_NAMES[event],
                               version=version, size=len(value), must=layout.size))
     values = layout.unpack(value)
     out = {"manifest_uid": values[0], "scope_id": values[1]}
@@ -171,20 +178,20 @@ def _read_table(buf: bytes, fields) -> dict:
     """
     size = len(buf)
     if size < 8:
-        raise _Malformed(text("fb_short", size=size))
+        raise MalformedEvent(text("fb_short", size=size))
     root = _U32.unpack_from(buf, 0)[0]
     if not 4 <= root <= size - 4:
-        raise _Malformed(text("fb_root", root=root, size=size))
+        raise MalformedEvent(text("fb_root", root=root, size=size))
     vtable = root - _I32.unpack_from(buf, root)[0]
     if not 0 <= vtable <= size - 4:
-        raise _Malformed(text("fb_vtable", vtable=vtable, size=size))
+        raise MalformedEvent(text("fb_vtable", vtable=vtable, size=size))
     vtable_size = _U16.unpack_from(buf, vtable)[0]
     table_size = _U16.unpack_from(buf, vtable + 2)[0]
     if vtable_size < 4 or vtable_size % 2 or vtable + vtable_size > size:
-        raise _Malformed(text("fb_vtable_size", vtable_size=vtable_size, vtable=vtable,
+        raise MalformedEvent(text("fb_vtable_size", vtable_size=vtable_size, vtable=vtable,
                               size=size))
     if table_size < 4 or root + table_size > size:
-        raise _Malformed(text("fb_table_size", table_size=table_size, root=root, size=size))
+        raise MalformedEvent(text("fb_table_size", table_size=table_size, root=root, size=size))
     table = Table(buf, root)
     out = {}
     for slot, (name, kind) in enumerate(fields):
@@ -193,15 +200,15 @@ def _read_table(buf: bytes, fields) -> dict:
             out[name] = _FB_DEFAULT[kind]
             continue
         if field < 4 or field + _FB_WIDTH[kind] > table_size:
-            raise _Malformed(text("fb_field", name=name, field=field, table_size=table_size))
+            raise MalformedEvent(text("fb_field", name=name, field=field, table_size=table_size))
         pos = root + field
         if kind == "string":
             start = pos + _U32.unpack_from(buf, pos)[0]
             if start > size - 4:
-                raise _Malformed(text("fb_string_at", name=name, start=start, size=size))
+                raise MalformedEvent(text("fb_string_at", name=name, start=start, size=size))
             length = _U32.unpack_from(buf, start)[0]
             if length > size - start - 5 or buf[start + 4 + length] != 0:
-                raise _Malformed(text("fb_string_overrun", name=name, length=length,
+                raise MalformedEvent(text("fb_string_overrun", name=name, length=length,
                                       start=start, size=size))
             out[name] = table.String(pos)
         else:
