@@ -177,6 +177,13 @@ _NAMED = {
                      "(mode=\"overwrite\", --overwrite)",
     "output_not_dataset": "{out} holds {name}, which is not part of a Parquet dataset: "
                           "not replacing it",
+    # document state (content.state)
+    "state_no_prepare": "commit of the prepare at seqno {prepared} (vbucket {vbucket}): no "
+                        "such prepare is pending in the stream (captured mid-stream?)",
+    "state_seqno_backwards": "seqno {seqno} of vbucket {vbucket} is not above the stream's "
+                             "previous seqno {previous}",
+    "state_unplaced_rollback": "rollback response (to seqno {seqno}) that no request and no "
+                               "stream message places on a vbucket",
 }
 
 

@@ -1,0 +1,197 @@
+"""Document versions as columns (``Versions``), and the two stores the engine keeps them in:
+``Latest`` (one version per document, for the state) and ``History`` (every version).
+
+A version's ``gone`` says whether it still stands: ``ALIVE``, ``DISCARDED`` (a restart
+threw it away, or, in ``Latest``, a collection clear removed it), or the seqno of the
+collection clear that ended it (``History``: a restart below that seqno revives it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rows import DOCUMENTS, Rows
+from .segments import U64_MAX, Barriers
+
+ALIVE = U64_MAX
+DISCARDED = np.uint64(0)
+#: The numpy columns of ``Versions`` and their dtypes.
+NUMERIC = {"gpos": np.int64, "unit": np.uint32, "cid": np.uint32, "seqno": np.uint64,
+           "rev": np.uint64, "cas": np.uint64, "flags": np.uint32, "expiration": np.uint32,
+           "datatype": np.uint8, "delete_time": np.uint32, "timed_delete": bool,
+           "deleted": bool, "what": np.uint8, "gone": np.uint64}
+ARROW = ("key", "body", "xattrs")
+#: ``Latest`` merges its runs when they hold more than twice this or the documents of its
+#: last merge.
+MERGE_FLOOR = 1 << 16
+
+
+@dataclass
+class Versions:
+    """Versions of documents: the numpy columns of ``NUMERIC`` and the Arrow ``key``,
+    ``body`` and ``xattrs`` (``body``/``xattrs`` None without values)."""
+
+    columns: dict
+
+    def __len__(self):
+        return len(self.columns["gpos"])
+
+    def __getitem__(self, name):
+        return self.columns[name]
+
+    def __setitem__(self, name, value):
+        self.columns[name] = value
+
+    def take(self, index: np.ndarray) -> Versions:
+        import pyarrow as pa
+
+        out = {name: self.columns[name][index] for name in NUMERIC}
+        arrow_index = pa.array(np.asarray(index, np.int64))
+        for name in ARROW:
+            column = self.columns[name]
+            out[name] = None if column is None else column.take(arrow_index)
+        return Versions(out)
+
+
+def concat(parts: list[Versions]) -> Versions:
+    """The versions of ``parts``, in order (at least one part)."""
+    import pyarrow as pa
+
+    out: dict = {name: np.concatenate([p[name] for p in parts]) for name in NUMERIC}
+    for name in ARROW:
+        columns = [p[name] for p in parts]
+        out[name] = None if columns[0] is None else pa.concat_arrays(columns)
+    return Versions(out)
+
+
+def from_rows(rows: Rows, index: np.ndarray) -> Versions:
+    """The document-change rows at ``index`` as versions (alive)."""
+    import pyarrow as pa
+
+    out = {"gpos": rows.pos[index], "unit": rows.unit[index], "cid": rows.cid[index],
+           "seqno": rows.seqno[index], "rev": rows.rev[index], "cas": rows.cas[index],
+           "flags": rows.flags[index], "expiration": rows.expiration[index],
+           "datatype": rows.datatype[index], "delete_time": rows.delete_time[index],
+           "timed_delete": rows.timed_delete[index], "deleted": rows.deleted[index],
+           "what": rows.what[index], "gone": np.full(len(index), ALIVE, np.uint64)}
+    docs = (np.cumsum(rows.what < DOCUMENTS) - 1)[index]
+    arrow_index = pa.array(docs.astype(np.int64))
+    for name in ARROW:
+        column = getattr(rows, name)
+        out[name] = None if column is None else column.take(arrow_index)
+    return Versions(out)
+
+
+def group_ids(unit: np.ndarray, cid: np.ndarray, key) -> np.ndarray:
+    """A dense id per distinct (stream, collection, key)."""
+    import pyarrow.compute as pc
+
+    if not len(unit):
+        return np.zeros(0, np.int64)
+    keys = pc.dictionary_encode(key).indices.to_numpy().astype(np.int64)
+    order = np.lexsort((keys, cid, unit))
+    change = np.ones(len(order), bool)
+    change[1:] = ((unit[order][1:] != unit[order][:-1]) | (cid[order][1:] != cid[order][:-1])
+                  | (keys[order][1:] != keys[order][:-1]))
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(change) - 1
+    return ids
+
+
+def newest(group: np.ndarray, order_key: np.ndarray) -> np.ndarray:
+    """Index of the element with the highest ``order_key`` in each group."""
+    order = np.lexsort((order_key, group))
+    last = np.ones(len(order), bool)
+    last[:-1] = group[order][1:] != group[order][:-1]
+    return order[last]
+
+
+class Latest:
+    """The newest version of every document, in runs merged when they grow (each run holds
+    what one stretch added; a merge keeps the newest version of each document and drops
+    what no longer stands), so that it holds about twice the documents at most."""
+
+    def __init__(self, include_deleted: bool):
+        self.include_deleted = include_deleted
+        self.runs: list[Versions] = []
+        self.merged = 0
+
+    def kill(self, barriers: Barriers) -> None:
+        """What the stretch's restarts and clears remove from the versions held."""
+        for run in self.runs:
+            zero = np.zeros(len(run), np.int64)
+            out = barriers.discarded(run["unit"], run["seqno"], zero)
+            out |= barriers.cleared(run["unit"], run["cid"], zero, zero + barriers.span - 1)
+            run["gone"][out] = DISCARDED
+
+    def add(self, versions: Versions, rel: np.ndarray, barriers: Barriers) -> None:
+        """Add a stretch's versions (at ``rel``): the newest of each document stays."""
+        if not len(versions):
+            return
+        keep = newest(group_ids(versions["unit"], versions["cid"], versions["key"]), rel)
+        versions, rel = versions.take(np.sort(keep)), rel[np.sort(keep)]
+        if not barriers.empty:
+            out = barriers.discarded(versions["unit"], versions["seqno"], rel)
+            out |= barriers.cleared(versions["unit"], versions["cid"], rel,
+                                    np.full(len(rel), barriers.span - 1))
+            versions["gone"][out] = DISCARDED
+        self.runs.append(versions)
+        if sum(map(len, self.runs)) > 2 * max(self.merged, MERGE_FLOOR):
+            self.merge()
+
+    def merge(self) -> None:
+        """One run: the newest version of each document, where it still stands."""
+        if not self.runs:
+            return
+        every = concat(self.runs)
+        keep = newest(group_ids(every["unit"], every["cid"], every["key"]), every["gpos"])
+        keep = keep[every["gone"][keep] == ALIVE]
+        if not self.include_deleted:
+            keep = keep[~_tombstones(every)[keep]]
+        self.runs = [every.take(np.sort(keep))]
+        self.merged = len(keep)
+
+    def result(self) -> Versions | None:
+        self.merge()
+        return self.runs[0] if self.runs else None
+
+
+class History:
+    """Every version of every document that a restart has not discarded."""
+
+    def __init__(self):
+        self.runs: list[Versions] = []
+
+    def kill(self, barriers: Barriers) -> None:
+        for i, run in enumerate(self.runs):
+            zero = np.zeros(len(run), np.int64)
+            gone = run["gone"]
+            ended = (gone != ALIVE) & (gone != DISCARDED)
+            revived = ended & (barriers.restart_min(run["unit"], zero) < gone)
+            gone[revived] = ALIVE
+            np.minimum(gone, barriers.gone_after(run["unit"], run["cid"], zero), out=gone)
+            out = barriers.discarded(run["unit"], run["seqno"], zero)
+            if out.any():
+                self.runs[i] = run.take(np.flatnonzero(~out))
+
+    def add(self, versions: Versions, rel: np.ndarray, barriers: Barriers) -> None:
+        if not len(versions):
+            return
+        if not barriers.empty:
+            out = barriers.discarded(versions["unit"], versions["seqno"], rel)
+            versions["gone"] = barriers.gone_after(versions["unit"], versions["cid"], rel)
+            versions = versions.take(np.flatnonzero(~out))
+        self.runs.append(versions)
+
+    def result(self) -> Versions | None:
+        return concat(self.runs) if self.runs else None
+
+
+def _tombstones(versions: Versions) -> np.ndarray:
+    """Which versions are deletions or expirations (or a committed prepared deletion)."""
+    from .rows import DELETION, EXPIRATION
+
+    what = versions["what"]
+    return (what == DELETION) | (what == EXPIRATION) | versions["deleted"]
