@@ -113,9 +113,10 @@ class StateBuilder:
         restarts = self.placer.place(mine, self._frames, values=self.values)
         rows = batch_rows(mine, self._frames, values=self.values, events=events)
         self._frames += len(batch)
-        seen = len(self.engine.problems)
         self.engine.update(sort(concat([rows, restarts])))
-        self._report([*mine.errors, *(SkippedRegion(*p) for p in self.engine.problems[seen:])])
+        found = [*mine.errors, *(SkippedRegion(*p) for p in self.engine.problems)]
+        self.engine.problems.clear()
+        self._report(found)
         return self
 
     def _report(self, problems: list[SkippedRegion]) -> None:

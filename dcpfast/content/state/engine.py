@@ -76,11 +76,11 @@ class Engine:
         group = group_ids(tracked["unit"], tracked["cid"], tracked["key"])
         by_group = np.lexsort((every_rel[track], group))
         order, group = track[by_group], group[by_group]
-        before, at = order[:-1], order[1:]
-        paired = (group[:-1] == group[1:]) & (what[before] == PREPARE)
-        commits = np.flatnonzero(what[at] == COMMIT)
-        p, c = before[commits], at[commits]
-        ok = paired[commits] & (prepared[c] == every["seqno"][p])
+        commits = np.flatnonzero(what[order] == COMMIT)
+        c = order[commits]
+        p = order[np.maximum(commits - 1, 0)]             # what came before, in its group
+        ok = (commits > 0) & (group[np.maximum(commits - 1, 0)] == group[commits])
+        ok &= (what[p] == PREPARE) & (prepared[c] == every["seqno"][p])
         ok &= ~barriers.cleared(every["unit"][p], every["cid"][p], every_rel[p], every_rel[c])
         ok &= ~barriers.discarded(every["unit"][p], every["seqno"][p], every_rel[p],
                                   every_rel[c])

@@ -23,9 +23,10 @@ NUMERIC = {"gpos": np.int64, "unit": np.uint32, "cid": np.uint32, "seqno": np.ui
            "datatype": np.uint8, "delete_time": np.uint32, "timed_delete": bool,
            "deleted": bool, "what": np.uint8, "gone": np.uint64}
 ARROW = ("key", "body", "xattrs")
-#: ``Latest`` merges its runs when they hold more than twice this or the documents of its
-#: last merge.
-MERGE_FLOOR = 1 << 16
+#: ``Latest`` merges its runs when they hold more than twice the versions (or the bytes)
+#: of its last merge, or of these floors.
+MERGE_FLOOR = 1 << 12
+MERGE_FLOOR_BYTES = 16 << 20
 
 
 @dataclass
@@ -43,6 +44,10 @@ class Versions:
 
     def __setitem__(self, name, value):
         self.columns[name] = value
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in self.columns.values() if c is not None)
 
     def take(self, index: np.ndarray) -> Versions:
         import pyarrow as pa
@@ -116,7 +121,7 @@ class Latest:
     def __init__(self, include_deleted: bool):
         self.include_deleted = include_deleted
         self.runs: list[Versions] = []
-        self.merged = 0
+        self.merged = self.merged_bytes = 0
 
     def kill(self, barriers: Barriers) -> None:
         """What the stretch's restarts and clears remove from the versions held."""
@@ -138,7 +143,8 @@ class Latest:
                                     np.full(len(rel), barriers.span - 1))
             versions["gone"][out] = DISCARDED
         self.runs.append(versions)
-        if sum(map(len, self.runs)) > 2 * max(self.merged, MERGE_FLOOR):
+        if sum(map(len, self.runs)) > 2 * max(self.merged, MERGE_FLOOR) or \
+                sum(r.nbytes for r in self.runs) > 2 * max(self.merged_bytes, MERGE_FLOOR_BYTES):
             self.merge()
 
     def merge(self) -> None:
@@ -151,7 +157,7 @@ class Latest:
         if not self.include_deleted:
             keep = keep[~_tombstones(every)[keep]]
         self.runs = [every.take(np.sort(keep))]
-        self.merged = len(keep)
+        self.merged, self.merged_bytes = len(keep), self.runs[0].nbytes
 
     def result(self) -> Versions | None:
         self.merge()

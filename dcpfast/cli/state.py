@@ -1,0 +1,143 @@
+"""``dcpfast state``: the documents of dumps as of their end, a seqno or a time, to Parquet."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import click
+
+from ..capture.batch import CLIENT_TO_SERVER
+from ..content.state import StateBuilder, consistency, state_errors
+from .app import INPUT, main, opened, reported, scan_options, shown
+
+
+def _at_seqno(ctx, param, value):
+    """``N`` (every vbucket) or ``VB:N[,VB:N...]``."""
+    if value is None:
+        return None
+    try:
+        if ":" not in value:
+            return int(value)
+        pairs = (part.split(":") for part in value.split(",") if part.strip())
+        return {int(vb): int(seqno) for vb, seqno in pairs}
+    except ValueError:
+        raise click.BadParameter("expected N or VB:N[,VB:N...]") from None
+
+
+def _write(table, output: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if output.lower().endswith((".arrow", ".feather", ".ipc")):
+        with pa.OSFile(output, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        pq.write_table(table, output)
+
+
+@main.command("state")
+@click.argument("files", nargs=-1, required=True, type=INPUT)
+@click.option("-o", "--output", required=True,
+              help="OUT.parquet (or .arrow); with --spark a Parquet directory.")
+@click.option("--at-seqno", callback=_at_seqno, metavar="N|VB:N,...",
+              help="Leave out every change above this seqno (per vbucket: VB:N,...; the "
+              "vbuckets not named are left out).")
+@click.option("--at-time", metavar="ISO",
+              help="Leave out every change after this time (ISO 8601; no zone means UTC).")
+@click.option("--include-deleted", is_flag=True, help="Keep tombstones (deleted=true).")
+@click.option("--history", is_flag=True,
+              help="Every version of every document, with valid_from/valid_to.")
+@click.option("--no-values", is_flag=True, help="Leave out body and xattrs.")
+@click.option("--collection", "only", multiple=True, metavar="NAME|ID",
+              help="Only this collection (name, scope.name or id); repeatable.")
+@click.option("--spark", is_flag=True, help="Run on Spark (dcpfast[spark]).")
+@click.option("--master", help="With --spark: the Spark master (default: local[*]).")
+@scan_options
+def state(files, output, at_seqno, at_time, include_deleted, history, no_values, only, spark,
+          master, collections, errors):
+    """Rebuild the documents of the DCP dumps FILES (read in order, as one stream): one row
+    per document as it stood at the end, at --at-seqno or at --at-time.
+
+    Captures contribute their server-to-client frames (their client-to-server frames
+    place the Stream Request responses). The table's schema metadata holds each
+    vbucket's consistent seqno and, with --errors skip, what was skipped.
+    """
+    if at_seqno is not None and at_time is not None:
+        raise click.UsageError("give --at-seqno or --at-time, not both")
+    chosen = [int(c) if c.isdigit() else c for c in only] or None
+    options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
+                   values=not no_values, collections=chosen, errors=errors, history=history)
+    try:
+        builder = StateBuilder(**options)
+    except (TypeError, ValueError) as e:
+        raise click.BadParameter(str(e)) from None
+    if spark:
+        _on_spark(files, output, master, options, collections)
+        return
+    began = time.perf_counter()
+    for name in files:
+        with reported(name), opened(name, errors) as source:
+            for batch in source.batches(collections=collections, columns=None,
+                                        errors=errors):
+                if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
+                    builder.placer.tracker.update(batch)
+                else:
+                    builder.update(batch)
+    with reported(shown(files[-1])):
+        table = builder.table()
+    try:
+        _write(table, output)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(output)
+        raise click.ClickException(f"{output}: {e.strerror or e}") from None
+    _summary(table, output, time.perf_counter() - began)
+
+
+def _summary(table, output: str, seconds: float) -> None:
+    points = consistency(table)
+    skipped = state_errors(table)
+    what = "versions" if "valid_to_seqno" in table.column_names else "documents"
+    click.echo(f"{table.num_rows:,} {what} from {points.num_rows} vbuckets in "
+               f"{seconds:.1f} s -> {output}")
+    if points.num_rows:
+        seqnos = points.column("consistent_seqno").to_pylist()
+        click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
+                   "(see the schema metadata)")
+    if skipped:
+        click.echo(f"skipped {len(skipped)} damaged or inconsistent frame(s), the first at "
+                   f"byte {skipped[0].offset}: {skipped[0].reason}")
+
+
+def _on_spark(files, output, master, options, collections) -> None:
+    """The state on Spark, written as a Parquet dataset at ``output``."""
+    try:
+        import pyspark  # noqa: F401
+
+        from .. import spark as dspark
+        from ..spark.state import state as spark_state
+    except ImportError:
+        raise click.ClickException("--spark needs PySpark: pip install 'dcpfast[spark]'")
+    if "-" in files:
+        raise click.UsageError("--spark reads files, not standard input")
+    from pyspark.sql import SparkSession
+
+    began = time.perf_counter()
+    running = SparkSession.getActiveSession()          # reused, and left running
+    session = running or dspark.session(master, "dcpfast state")
+    try:
+        frames = dspark.read_dcp(session, list(files), values=options["values"],
+                                 errors=options["errors"], collections=collections)
+        result = spark_state(frames, **options)
+        result.write.mode("errorifexists").parquet(output)
+        rows = session.read.parquet(output).count()
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from None
+    except Exception as e:
+        raise click.ClickException(dspark.spark_error(e)) from None
+    finally:
+        if running is None:
+            session.stop()
+    click.echo(f"{rows:,} rows in {time.perf_counter() - began:.1f} s -> {output} (Spark)")

@@ -1,0 +1,390 @@
+"""``state`` on Spark: the documents of decoded frames (``read_dcp``) as they stood at the
+end of the dumps, at a seqno or at a time, with the semantics and rows of
+``dcpfast.content.state.state``.
+
+The frames are ordered by file (its path) and offset. On the driver, the few Stream
+Request responses are placed on the streams they restart, as ``content.state`` places
+them (the request before the response, else the one stream whose messages used its
+opaque before it, else the first stream message with its opaque after it), and the system
+events name the collections. The rows that change documents, the restarts and the stream
+markers are then shuffled by vbucket, ordered, and each partition runs the state engine
+over its vbuckets (``mapInArrow``). Skip-mode problems are logged on the executors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+
+import numpy as np
+import pyarrow as pa
+
+from .. import protocol as P
+from ..content.events import MalformedEvent, Manifest, event_fields, event_schema
+from ..content.state import StateBuilder, state_schema
+from ..content.state.rows import (
+    ADVANCE,
+    EVENT,
+    MARKER,
+    OSO,
+    RESTART,
+    Rows,
+    make_rows,
+    xattr_type,
+)
+from ..content.streams.frames import MESSAGE_OPCODES
+from ..errors import DcpFormatError, text
+
+log = logging.getLogger("dcpfast.spark")
+_ROLLBACK = struct.Struct(P.ROLLBACK_VALUE)
+_REQUESTS = (int(P.Magic.CLIENT_REQUEST), int(P.Magic.ALT_CLIENT_REQUEST))
+_RESPONSES = (int(P.Magic.CLIENT_RESPONSE), int(P.Magic.ALT_CLIENT_RESPONSE))
+_WHAT = {P.Opcode.MUTATION: 0, P.Opcode.DELETION: 1, P.Opcode.EXPIRATION: 2,
+         P.Opcode.PREPARE: 3, P.Opcode.COMMIT: 4, P.Opcode.ABORT: 5,
+         P.Opcode.SYSTEM_EVENT: EVENT, P.Opcode.SEQNO_ADVANCED: ADVANCE,
+         P.Opcode.SNAPSHOT_MARKER: MARKER, P.Opcode.OSO_SNAPSHOT: OSO}
+_SOURCE_BITS = 46                 # pos = (file rank << 46 | offset) * 2
+_LONG = ("pos", "unit", "seqno", "prepared", "rev", "cas", "flags", "expiration",
+         "delete_time", "cid", "event_id", "snap_start", "snap_end", "oso", "offset",
+         "length")
+_NEEDED = ("magic", "opcode", "vbucket", "status", "opaque", "offset", "body_len", "cas",
+           "datatype", "stream_id", "by_seqno", "rev_seqno", "prepared_seqno", "flags",
+           "expiration", "delete_time", "deleted", "collection_id", "event_id",
+           "event_version", "snap_start", "snap_end", "oso_flags", "key", "value")
+_SPARK_INT = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
+              pa.uint64(): pa.int64()}
+
+
+def _input_schema(values: bool) -> pa.Schema:
+    """The rows each partition's engine reads (Spark's signed types)."""
+    fields = [(name, pa.int64()) for name in _LONG]
+    fields += [("what", pa.int16()), ("datatype", pa.int16()), ("event_version", pa.int16()),
+               ("timed_delete", pa.bool_()), ("deleted", pa.bool_()), ("rolled", pa.bool_()),
+               ("vb", pa.int32()), ("key", pa.binary()), ("value", pa.binary())]
+    if values:
+        fields += [("body", pa.binary()), ("xattrs", pa.map_(pa.string(), pa.string()))]
+    return pa.schema(fields)
+
+
+def output_schema(*, values: bool = True, history: bool = False) -> pa.Schema:
+    """``state_schema`` in the types Spark takes: unsigned integers widened (uint64 as its
+    64 bits in a long), timestamps in microseconds."""
+    fields = []
+    for f in state_schema(values=values, history=history):
+        kind = _SPARK_INT.get(f.type, f.type)
+        if pa.types.is_timestamp(kind):
+            kind = pa.timestamp("us", tz="UTC")
+        fields.append(pa.field(f.name, kind))
+    return pa.schema(fields)
+
+
+def state(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = False,
+          values: bool = True, collections=None, errors: str = "strict",
+          history: bool = False):
+    """The documents of ``frames_df`` (the frames ``read_dcp`` decodes; with ``values``
+    it must hold ``content`` and ``xattrs``: ``read_dcp(..., values=True)``) as a Spark
+    DataFrame of ``output_schema``: the rows of ``dcpfast.content.state.state`` on the
+    same dumps (files in path order), in Spark's types. Options as for that function;
+    ``errors="skip"`` logs what it skips on the executors instead of listing it."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    missing = [c for c in (*_NEEDED, *(("content", "xattrs") if values else ()))
+               if c not in frames_df.columns]
+    if missing:
+        raise ValueError(f"state needs the frame columns {', '.join(missing)}"
+                         + (" (read_dcp(..., values=True))" if "content" in missing else ""))
+    probe = StateBuilder(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
+                         values=values, collections=collections, errors=errors,
+                         history=history)         # checks the options
+    facts = _Facts(frames_df)
+    frames = facts.ordered(frames_df)
+    restarts = _restarts(facts, frames, errors, values)
+    rows = _rows(frames, values).unionByName(
+        frames.sparkSession.createDataFrame(restarts, from_arrow_schema(_input_schema(values))))
+    options = dict(at_seqno=at_seqno, at_time=probe.at_time, include_deleted=include_deleted,
+                   values=values, collections=collections, errors=errors, history=history)
+    manifest = facts.manifest()
+
+    def run(batches):
+        yield from _partition(batches, manifest, options)
+
+    return (rows.repartition("vb").sortWithinPartitions("pos")
+            .mapInArrow(run, from_arrow_schema(output_schema(values=values, history=history))))
+
+
+class _Facts:
+    """What the driver learns in two passes over the frames: the few control frames
+    (system events, Stream Requests and their responses) and the first message of every
+    stream opaque per file; and from them the order of the files (by path)."""
+
+    def __init__(self, frames_df):
+        from pyspark.sql import functions as F
+
+        source = F.col("source") if "source" in frames_df.columns else F.lit(None)
+        frames_df = frames_df.withColumn("file", source.cast("string"))
+        request = F.col("magic").isin(*_REQUESTS)
+        stream_request = F.col("opcode") == int(P.Opcode.STREAM_REQUEST)
+        answer = F.col("magic").isin(*_RESPONSES) & \
+            F.col("status").isin(int(P.Status.SUCCESS), int(P.Status.ROLLBACK))
+        control = (request & (F.col("opcode") == int(P.Opcode.SYSTEM_EVENT))) | \
+            (stream_request & (request | answer))
+        self.control = frames_df.where(control).select(
+            "file", "offset", "magic", "opcode", "status", "opaque", "vbucket", "stream_id",
+            "event_id", "event_version", "key", "value", "body_len").collect()
+        self.message = request & F.col("opcode").isin(*(int(o) for o in MESSAGE_OPCODES))
+        self.unit = F.col("vbucket") * 65536 + F.coalesce(F.col("stream_id"), F.lit(0))
+        firsts = (frames_df.where(self.message)
+                  .groupBy("opaque", self.unit.alias("unit"), "file")
+                  .agg(F.min("offset").alias("first")).collect())
+        files = {r.file for r in self.control} | {r.file for r in firsts}
+        self.ranks = {name: i for i, name in enumerate(sorted(files, key=lambda f: f or ""))}
+        self.firsts: dict[tuple[int, int], int] = {}
+        for r in firsts:
+            at = self.pos(r.file, r.first)
+            key = (r.opaque, r.unit)
+            self.firsts[key] = min(at, self.firsts.get(key, at))
+
+    def pos(self, file, offset: int) -> int:
+        """Twice (the file's rank by path << 46 | the frame's offset)."""
+        return (self.ranks.get(file, 0) << _SOURCE_BITS | offset) * 2
+
+    def ordered(self, frames_df):
+        """The frames with ``pos``."""
+        from pyspark.sql import functions as F
+
+        if "source" in frames_df.columns and self.ranks:
+            ranks = frames_df.sparkSession.createDataFrame(
+                [(name, i) for name, i in self.ranks.items()], "source string, rank long")
+            frames_df = frames_df.join(F.broadcast(ranks), "source", "left")
+        else:
+            frames_df = frames_df.withColumn("rank", F.lit(0).cast("long"))
+        pos = (F.coalesce(F.col("rank"), F.lit(0)) * (1 << _SOURCE_BITS) + F.col("offset")) * 2
+        return frames_df.withColumn("pos", pos)
+
+    def rows(self, opcode: int, magics) -> list:
+        """The control frames of ``opcode`` with one of ``magics``, in stream order, each
+        with its ``pos``."""
+        found = [(self.pos(r.file, r.offset), r) for r in self.control
+                 if r.opcode == opcode and r.magic in magics]
+        return sorted(found, key=lambda pair: pair[0])
+
+    def manifest(self) -> Manifest:
+        """The collection names the system events tell, in stream order."""
+        decoded = []
+        for _, row in self.rows(int(P.Opcode.SYSTEM_EVENT), _REQUESTS):
+            try:
+                decoded.append(event_fields(row.event_id, row.event_version,
+                                            bytes(row.key or b""), bytes(row.value or b"")))
+            except MalformedEvent:
+                continue                      # the executors report it
+        schema = event_schema()
+        columns = {name: [d.get(name) for d in decoded] for name in
+                   ("event", "manifest_uid", "scope_id", "collection_id", "name")}
+        return Manifest().update(pa.table({n: pa.array(v, schema.field(n).type)
+                                           for n, v in columns.items()}))
+
+
+def _restarts(facts: _Facts, frames, errors: str, values: bool) -> list[dict]:
+    """The ``RESTART`` rows of the placed Stream Request responses."""
+    from pyspark.sql import functions as F
+
+    answers = facts.rows(int(P.Opcode.STREAM_REQUEST), _RESPONSES)
+    answers = [(pos, r) for pos, r in answers
+               if r.status in (P.Status.SUCCESS, P.Status.ROLLBACK)]
+    if not answers:
+        return []
+    problems: list[tuple[int, int, str]] = []
+    asked = _requests(facts.rows(int(P.Opcode.STREAM_REQUEST), _REQUESTS), problems)
+    placed, waiting = _place(answers, asked, facts.firsts)
+    if waiting:
+        wanted = frames.sparkSession.createDataFrame(
+            [(i, answers[i][1].opaque, answers[i][0]) for i in waiting],
+            "answer long, opaque long, after long")
+        found = (frames.where(facts.message).join(F.broadcast(wanted), "opaque")
+                 .where(F.col("pos") > F.col("after"))
+                 .groupBy("answer").agg(F.min_by(facts.unit, F.col("pos")).alias("unit"),
+                                        F.min("pos").alias("at")).collect())
+        for row in found:
+            placed[row.answer] = (row.unit, row.at - 1)
+    out = []
+    for i, (_, row) in enumerate(answers):
+        rolled = row.status == P.Status.ROLLBACK
+        value = bytes(row.value or b"")
+        where = (row.offset, P.HEADER_SIZE + row.body_len)
+        if rolled and len(value) != _ROLLBACK.size:
+            problems.append((*where, text("rollback_size", size=len(value),
+                                          must=_ROLLBACK.size)))
+            continue
+        seqno = _ROLLBACK.unpack(value)[0] if rolled else 0
+        if i not in placed:
+            if rolled:
+                problems.append((*where, text("state_unplaced_rollback", seqno=seqno)))
+            continue
+        restart = {f.name: None if f.name in ("key", "value", "body", "xattrs") else 0
+                   for f in _input_schema(values)}
+        unit, pos = placed[i]
+        restart.update(pos=pos, what=RESTART, unit=unit, vb=unit >> 16, rolled=rolled,
+                       seqno=_signed(seqno), offset=row.offset, timed_delete=False,
+                       deleted=False, length=P.HEADER_SIZE + row.body_len)
+        out.append(restart)
+    _report(problems, errors)
+    return out
+
+
+def _requests(asked, problems) -> list[tuple[int, int, int]]:
+    """(pos, opaque, stream key) of the well-formed Stream Requests (as
+    ``content.streams.frames.stream_request`` reads them)."""
+    out = []
+    for pos, row in asked:
+        sid = row.stream_id or 0
+        data = bytes(row.value or b"")
+        if data:
+            try:
+                body = json.loads(data)
+            except ValueError:
+                body = None
+            where = (row.offset, P.HEADER_SIZE + row.body_len)
+            if not isinstance(body, dict):
+                problems.append((*where, text("stream_request_value")))
+                continue
+            given = body.get(P.STREAM_REQUEST_SID)
+            if given is not None:
+                if type(given) is not int or not 1 <= given <= 0xFFFF:
+                    problems.append((*where, text("stream_request_sid", sid=given)))
+                    continue
+                sid = sid or given
+        out.append((pos, row.opaque, row.vbucket << 16 | sid))
+    return out
+
+
+def _place(answers, requests, firsts):
+    """Responses placed by their request or by the one stream that used their opaque
+    before them: index -> (stream key, pos); and the indices of those left waiting."""
+    placed, waiting = {}, []
+    for i, (at, row) in enumerate(answers):
+        before = [key for pos, opaque, key in requests if opaque == row.opaque and pos < at]
+        if before:
+            placed[i] = (before[-1], at)
+            continue
+        units = {unit for (opaque, unit), first in firsts.items()
+                 if opaque == row.opaque and first < at}
+        if len(units) == 1:
+            placed[i] = (units.pop(), at)
+        else:
+            waiting.append(i)
+    return placed, waiting
+
+
+def _rows(frames, values: bool):
+    """The rows that change documents or mark the streams, in the engine's columns."""
+    from pyspark.sql import functions as F
+
+    what = F.lit(None).cast("short")
+    for opcode, code in _WHAT.items():
+        what = F.when(F.col("opcode") == int(opcode), F.lit(code)).otherwise(what)
+    zero = F.lit(0)
+    out = frames.where(F.col("magic").isin(*_REQUESTS)).withColumn("what", what) \
+        .where(F.col("what").isNotNull())
+    columns = {
+        "pos": F.col("pos"), "unit": F.col("vbucket") * 65536 + F.coalesce("stream_id", zero),
+        "seqno": F.coalesce("by_seqno", zero), "prepared": F.coalesce("prepared_seqno", zero),
+        "rev": F.coalesce("rev_seqno", zero), "cas": F.col("cas"),
+        "flags": F.coalesce("flags", zero), "expiration": F.coalesce("expiration", zero),
+        "delete_time": F.coalesce("delete_time", zero),
+        "cid": F.coalesce("collection_id", zero), "event_id": F.coalesce("event_id", zero),
+        "snap_start": F.coalesce("snap_start", zero), "snap_end": F.coalesce("snap_end", zero),
+        "oso": F.coalesce("oso_flags", zero), "offset": F.col("offset"),
+        "length": F.col("body_len") + P.HEADER_SIZE, "what": F.col("what"),
+        "datatype": F.col("datatype"), "event_version": F.coalesce("event_version", zero),
+        "timed_delete": F.col("delete_time").isNotNull(),
+        "deleted": F.coalesce(F.col("deleted") != 0, F.lit(False)), "rolled": F.lit(False),
+        "vb": F.col("vbucket"), "key": F.col("key"),
+        "value": F.when(F.col("what") == EVENT, F.col("value")),
+    }
+    if values:
+        columns.update(body=F.col("content"), xattrs=F.col("xattrs"))
+    schema = _input_schema(values)
+    return out.select(*(columns[f.name].cast(_spark_type(f.type)).alias(f.name)
+                        for f in schema))
+
+
+def _spark_type(kind) -> str:
+    if pa.types.is_map(kind):
+        return "map<string,string>"
+    return {pa.int64(): "long", pa.int32(): "int", pa.int16(): "short",
+            pa.bool_(): "boolean", pa.binary(): "binary"}[kind]
+
+
+def _signed(value: int) -> int:
+    """A uint64 as the long Spark holds it."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _report(problems, errors: str) -> None:
+    if not problems:
+        return
+    if errors == "strict":
+        offset, _, reason = min(problems)
+        raise DcpFormatError(offset, reason)
+    log.warning("state: skipped %d problem(s), the first at byte %d", len(problems),
+                min(problems)[0])
+
+
+def _partition(batches, manifest: Manifest, options: dict):
+    """The state engine over one partition's rows (ordered by ``pos``)."""
+    builder = StateBuilder(**options)
+    builder.manifest = manifest
+    for rb in batches:
+        if rb.num_rows:
+            rows = _engine_rows(rb, options["values"], builder.engine.problems)
+            builder.engine.update(rows)
+            _report(builder.engine.problems, options["errors"])
+            builder.engine.problems.clear()
+    table = builder.result().cast(output_schema(values=options["values"],
+                                                  history=options["history"]), safe=False)
+    yield from table.to_batches()
+
+
+def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
+    """A record batch of ``_input_schema`` as engine rows; events decoded (a damaged one
+    joins ``problems`` and clears nothing)."""
+    column = {name: rb.column(name) for name in rb.schema.names}
+
+    def u64(name):
+        return column[name].to_numpy(zero_copy_only=False).view(np.uint64)
+
+    def num(name, dtype):
+        return column[name].to_numpy(zero_copy_only=False).astype(dtype)
+
+    what = num("what", np.uint8)
+    cid = num("cid", np.uint32)
+    clear = np.zeros(rb.num_rows, bool)
+    for i in np.flatnonzero(what == EVENT).tolist():
+        try:
+            fields = event_fields(int(column["event_id"][i].as_py()),
+                                  int(column["event_version"][i].as_py()),
+                                  column["key"][i].as_py() or b"",
+                                  column["value"][i].as_py() or b"")
+        except MalformedEvent as e:
+            problems.append((int(u64("offset")[i]), int(u64("length")[i]), str(e)))
+            continue
+        if fields["event"] in ("create_collection", "flush_collection", "drop_collection") \
+                and fields.get("collection_id") is not None:
+            clear[i], cid[i] = True, fields["collection_id"]
+    docs = np.flatnonzero(what < EVENT)
+    index = pa.array(docs)
+    extra = {"key": column["key"].take(index).cast(pa.large_binary())}
+    if values:
+        extra["body"] = column["body"].take(index).cast(pa.large_binary())
+        extra["xattrs"] = column["xattrs"].take(index).cast(xattr_type())
+    return make_rows(
+        rb.num_rows, values, pos=num("pos", np.int64), what=what,
+        unit=num("unit", np.uint32), seqno=u64("seqno"), prepared=u64("prepared"),
+        rev=u64("rev"), cas=u64("cas"), flags=num("flags", np.uint32),
+        expiration=num("expiration", np.uint32), datatype=num("datatype", np.uint8),
+        delete_time=num("delete_time", np.uint32),
+        timed_delete=num("timed_delete", bool), deleted=num("deleted", bool), cid=cid,
+        clear=clear, snap_start=u64("snap_start"), snap_end=u64("snap_end"),
+        oso=num("oso", np.uint32), rolled=num("rolled", bool), offset=u64("offset"),
+        length=u64("length"), **extra)

@@ -1,0 +1,117 @@
+"""``dcpfast state``: dumps to a Parquet table of documents, on one process and on Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import io
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from state_scenarios import CAS_EPOCH, scenario
+
+import dcpfast
+from dcpfast import testing as t
+from dcpfast.cli import main
+from dcpfast.content.state import consistency, state_errors
+from dcpfast.content.state.output import metadata
+from dcpfast.io import SAMPLE
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def same(read, table) -> bool:
+    """The rows and the state metadata agree (Parquet adds field metadata of its own)."""
+    return read.equals(table) and metadata(read) == metadata(table)
+
+
+def test_state_of_the_sample(tmp_path):
+    out = tmp_path / "state.parquet"
+    result = run("state", SAMPLE, "-o", out)
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    assert same(table, dcpfast.state(SAMPLE))
+    assert f"{table.num_rows:,} documents from 4 vbuckets" in result.output
+    assert consistency(table).num_rows == 4
+
+
+def test_options_reach_state(tmp_path):
+    data = scenario(7, restarts=0.2)
+    dump = tmp_path / "d.dcp.gz"
+    dump.write_bytes(gzip.compress(data))
+    out = tmp_path / "h.parquet"
+    at = "2023-11-14T22:18:20+00:00"
+    result = run("state", dump, "-o", out, "--at-time", at, "--history", "--include-deleted",
+                 "--errors", "skip", "--collection", "0")
+    assert result.exit_code == 0, result.output
+    want = dcpfast.state(data, at_time=at, history=True, include_deleted=True,
+                         errors="skip", collections=[0])
+    assert same(pq.read_table(out), want)
+    arrow = tmp_path / "s.arrow"
+    assert run("state", dump, "-o", arrow, "--at-seqno", "3:10,45:20", "--no-values",
+               "--errors", "skip").exit_code == 0
+    import pyarrow.feather as feather
+    assert feather.read_table(arrow).equals(
+        dcpfast.state(data, at_seqno={3: 10, 45: 20}, values=False, errors="skip"))
+
+
+def test_several_files_are_one_stream(tmp_path):
+    data = scenario(8, sync=False)
+    cut = int(dcpfast.scan(data)["offset"][300])
+    (tmp_path / "a.dcp").write_bytes(data[:cut])
+    (tmp_path / "b.dcp").write_bytes(data[cut:])
+    out = tmp_path / "s.parquet"
+    assert run("state", tmp_path / "a.dcp", tmp_path / "b.dcp", "-o", out).exit_code == 0
+    assert same(pq.read_table(out), dcpfast.state(data))
+
+
+def test_a_capture(tmp_path):
+    dump = t.synthetic_stream(400, seed=2, sync_writes=True)
+    capture = tmp_path / "c.pcap"
+    capture.write_bytes(t.pcap_file(t.tcp_packets(t.tcp_conversation(
+        t.stream_request(vbucket=1, opaque=9), dump))))
+    out = tmp_path / "s.parquet"
+    result = run("state", capture, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert same(pq.read_table(out), dcpfast.state(dump))
+
+
+def test_bad_input_and_arguments(tmp_path):
+    dump = tmp_path / "bad.dcp"
+    commit = t.commit(b"k", prepared_seqno=1, commit_seqno=2, vbucket=3)
+    dump.write_bytes(t.snapshot_marker(1, 2, vbucket=3) + commit)
+    out = tmp_path / "s.parquet"
+    result = run("state", dump, "-o", out)
+    assert result.exit_code == 1 and "at byte 44: commit of the prepare" in result.output
+    assert not out.exists()
+    result = run("state", dump, "-o", out, "--errors", "skip")
+    assert result.exit_code == 0 and "skipped 1" in result.output
+    assert [e.offset for e in state_errors(pq.read_table(out))] == [44]
+    both = run("state", dump, "-o", out, "--at-seqno", "1", "--at-time", "2024-01-01")
+    assert both.exit_code == 2 and "not both" in both.output
+    assert run("state", dump, "-o", out, "--at-seqno", "x").exit_code == 2
+    assert run("state", dump, "-o", out, "--at-time", "soon").exit_code == 2
+    assert run("state", tmp_path / "missing.dcp", "-o", out).exit_code == 2
+    stdin = CliRunner().invoke(main, ["state", "-", "-o", str(out)],
+                               input=io.BytesIO(SAMPLE.read_bytes()))
+    assert stdin.exit_code == 0, stdin.output
+
+
+@pytest.mark.spark
+def test_state_on_spark(spark, tmp_path):
+    data = scenario(9, restarts=0.2)
+    dump = tmp_path / "d.dcp"
+    dump.write_bytes(data)
+    out = tmp_path / "state"
+    at = dt.datetime.fromtimestamp((CAS_EPOCH + 4 * 10**11) / 1e9, dt.timezone.utc)
+    result = run("state", dump, "-o", out, "--spark", "--errors", "skip", "--at-time",
+                 at.isoformat())
+    assert result.exit_code == 0, result.output
+    got = sorted(r["key"] + bytes([r["vbucket"]]) for r in
+                 pq.read_table(out).select(["key", "vbucket"]).to_pylist())
+    want = sorted(r["key"] + bytes([r["vbucket"]]) for r in dcpfast.state(
+        data, errors="skip", at_time=CAS_EPOCH + 4 * 10**11).to_pylist())
+    assert got == want

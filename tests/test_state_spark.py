@@ -1,0 +1,81 @@
+"""dcpfast.spark.state: the same rows as dcpfast.state on the same dumps, on a local Spark."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from state_scenarios import CAS_EPOCH, scenario
+
+import dcpfast
+from dcpfast import testing as t
+from dcpfast.errors import DcpFormatError
+from dcpfast.spark import read_dcp
+from dcpfast.spark import state as spark_state
+from dcpfast.spark.state import output_schema
+
+pytestmark = pytest.mark.spark
+ORDER = [("vbucket", "ascending"), ("collection_id", "ascending"), ("key", "ascending"),
+         ("by_seqno", "ascending")]
+
+
+def same(spark_df, table, **options):
+    schema = output_schema(values=options.get("values", True),
+                           history=options.get("history", False))
+    want = table.cast(schema, safe=False).sort_by(ORDER)
+    got = spark_df.toArrow()
+    got = got.cast(pa.schema([got.schema.field(n).with_type(schema.field(n).type)
+                              for n in schema.names])).sort_by(ORDER)
+    assert got.to_pylist() == want.to_pylist()
+
+
+OPTIONS = {"restarts": [{}, {"history": True, "include_deleted": True}],
+           "placed_later": [{"at_seqno": 25, "values": False}],
+           "sids": [{"at_time": CAS_EPOCH + 4 * 10**11, "collections": [0]}],
+           "synthetic": [{"include_deleted": True}, {"history": True}]}
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("state")
+    out = {}
+    for name, data in {"restarts": scenario(1, restarts=0.25, requests=True),
+                       "placed_later": scenario(2, restarts=0.25),
+                       "sids": scenario(3, stream_ids=True),
+                       "synthetic": t.synthetic_stream(2000, seed=5, sync_writes=True)
+                       }.items():
+        path = root / f"{name}.dcp"
+        path.write_bytes(data)
+        out[name] = path
+    return out
+
+
+@pytest.mark.parametrize("name", ["restarts", "placed_later", "sids", "synthetic"])
+def test_spark_state_is_the_single_process_state(spark, dumps, name):
+    frames = read_dcp(spark, str(dumps[name]), values=True, errors="skip")
+    for options in OPTIONS[name]:
+        same(spark_state(frames, errors="skip", **options),
+             dcpfast.state(dumps[name], errors="skip", **options), **options)
+
+
+def test_files_are_one_stream_in_path_order(spark, tmp_path):
+    data = scenario(4, restarts=0.3)
+    cut = dcpfast.scan(data)["offset"][len(dcpfast.scan(data)) // 2]
+    (tmp_path / "a.dcp").write_bytes(data[:cut])
+    (tmp_path / "b.dcp").write_bytes(data[cut:])
+    frames = read_dcp(spark, str(tmp_path), values=True, errors="skip")
+    same(spark_state(frames, errors="skip", history=True),
+         dcpfast.state(data, errors="skip", history=True), history=True)
+
+
+def test_strict_spark_state_raises(spark, tmp_path):
+    path = tmp_path / "bad.dcp"
+    path.write_bytes(t.snapshot_marker(1, 2, vbucket=1) + t.commit(
+        b"a", prepared_seqno=1, commit_seqno=2, vbucket=1))
+    frames = read_dcp(spark, str(path), values=True)
+    with pytest.raises(Exception, match="no such prepare"):
+        spark_state(frames).collect()
+    assert spark_state(frames, errors="skip").count() == 0
+    with pytest.raises(ValueError, match="values=True"):
+        spark_state(read_dcp(spark, str(path)))
+    with pytest.raises(DcpFormatError):
+        dcpfast.state(path)
