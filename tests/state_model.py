@@ -87,9 +87,8 @@ def model(frames, bodies, *, at_seqno=None, at_time=None, history=False):
 
     for i, f in enumerate(frames):
         for unit, response in restarts.get(i, []):
-            point = _point(frames, i, unit, response)
-            if point is not None:
-                _restart(streams.setdefault(unit, Stream()), point, history)
+            _restart(streams.setdefault(unit, Stream()), _point(frames, i, unit, response),
+                     history)
         op = f["opcode"]
         if f["magic"] not in REQUESTS or op not in ITEMS | MARKS:
             continue
@@ -127,7 +126,12 @@ def _point(frames, i, unit, response):
     return None
 
 
-def _restart(s: Stream, point: int, history: bool) -> None:
+def _restart(s: Stream, point: int | None, history: bool) -> None:
+    """A new stream: no OSO snapshot or marker open; what the old one had above the
+    point is gone (nothing, when the new stream sends no item to tell the point)."""
+    s.oso, s.marker = False, None
+    if point is None:
+        return
     for k in [k for k, v in s.docs.items() if v["by_seqno"] > point]:
         del s.docs[k]
     for k in [k for k, v in s.pending.items() if v["by_seqno"] > point]:
@@ -137,7 +141,7 @@ def _restart(s: Stream, point: int, history: bool) -> None:
         for v in versions:
             if v["gone"] is not None and v["gone"] > point:
                 v["gone"] = None
-    s.chain, s.oso, s.marker = point, False, None
+    s.chain = point
     s.consistent = min(s.consistent, point)
     if point < s.cut:
         s.cut = MAX

@@ -289,8 +289,8 @@ def test_sources():
     data = dcpfast.io.SAMPLE.read_bytes()
     whole = dcpfast.state(data)
     for source in (dcpfast.io.SAMPLE, str(dcpfast.io.SAMPLE), memoryview(data),
-                   dcpfast.scan(data), dcpfast.iter_batches(data, 5000),
-                   list(dcpfast.iter_batches(dcpfast.io.SAMPLE, 20000))):
+                   dcpfast.scan(data), dcpfast.iter_batches(data, 5000, collections=True),
+                   list(dcpfast.iter_batches(dcpfast.io.SAMPLE, 20000, collections=True))):
         assert dcpfast.state(source).equals(whole, check_metadata=True)
 
 
@@ -320,16 +320,22 @@ def test_options_are_checked():
 # -- chunks -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", range(4))
+def chunks(data: bytes, size: int, **options):
+    """``iter_batches`` of ``size`` bytes (the collections setting given, or the first
+    batch would take a whole MiB to decide it)."""
+    collections = dcpfast.scan(data, errors="skip").collections
+    return dcpfast.iter_batches(data, size, collections=collections, **options)
+
+
+@pytest.mark.parametrize("seed", range(6))
 def test_chunked_equals_whole(seed, monkeypatch):
     monkeypatch.setattr(state_versions, "MERGE_FLOOR", 4)       # merge runs often
-    data = scenario(seed, restarts=0.2, requests=seed % 2 == 1)
+    data = scenario(seed, restarts=0.2, requests=seed % 2 == 1, stream_ids=seed == 5)
     for options in ({}, {"history": True}, {"include_deleted": True, "at_seqno": 30},
                     {"at_time": CAS_EPOCH + 4 * 10**11}):
         whole = dcpfast.state(data, errors="skip", **options)
-        for size in (150, 900, 4000):
-            part = dcpfast.state(dcpfast.iter_batches(data, size, errors="skip"),
-                                 errors="skip", **options)
+        for size in (1, 150, 900, 4000):                       # 1: a frame at a time
+            part = dcpfast.state(chunks(data, size, errors="skip"), errors="skip", **options)
             assert part.equals(whole, check_metadata=True), (size, options)
 
 
@@ -363,7 +369,7 @@ def test_event_that_does_not_decode():
     bad = t.system_event(1, by_seqno=2, version=0, value=b"\x00" * 5, **HDR)
     data = b"".join([marker(1, 3), mutation(b"a", 1, cid=8), bad, mutation(b"b", 3, cid=8)])
     with pytest.raises(DcpFormatError) as e:
-        dcpfast.state(data, )
+        dcpfast.state(data)
     assert e.value.offset == data.index(bad)
     table = dcpfast.state(data, errors="skip")
     assert [r.offset for r in state_errors(table)] == [data.index(bad)]
@@ -446,8 +452,8 @@ def test_memory_is_the_live_documents_and_a_batch(options, monkeypatch):
     dcpfast.state(churn(100))                                       # imports done
     for changes in (2_000, 16_000):
         data = churn(changes, **options)
-        table, peak = peak_allocation(lambda: dcpfast.state(
-            dcpfast.iter_batches(data, 64 << 10), errors="skip"))
+        table, peak = peak_allocation(lambda: dcpfast.state(dcpfast.iter_batches(
+            data, 64 << 10, collections=bool(options)), errors="skip"))
         assert table.num_rows in (100, 80) and not state_errors(table)
         peaks.append(peak)
     # eight times the changes, the same documents: the peak stays (not 8x)
@@ -473,3 +479,44 @@ def test_rss_of_a_large_dump_is_its_live_documents(tmp_path):
                              text=True, check=True)
         rss.append(int(out.stdout) * 1024)
     assert rss[1] - rss[0] < 48 << 20, rss       # the big dump is 160 MB
+
+
+# -- mutated streams: only DcpFormatError, and skip mode always answers -------------------
+
+
+def mutated(data: bytes, seed: int) -> bytes:
+    """``data`` with frames dropped, repeated and swapped, and bytes flipped or cut."""
+    import random
+
+    rng = random.Random(seed)
+    offsets = dcpfast.scan(data)["offset"].tolist() + [len(data)]
+    frames = [data[a:b] for a, b in zip(offsets, offsets[1:])]
+    for _ in range(rng.randint(1, 6)):
+        i, j = rng.randrange(len(frames)), rng.randrange(len(frames))
+        action = rng.choice(("drop", "repeat", "swap", "flip"))
+        if action == "drop":
+            del frames[i]
+        elif action == "repeat":
+            frames.insert(j, frames[i])
+        elif action == "swap":
+            frames[i], frames[j] = frames[j], frames[i]
+        else:
+            frame = bytearray(frames[i])
+            frame[rng.randrange(len(frame))] ^= 1 << rng.randrange(8)
+            frames[i] = bytes(frame)
+    out = b"".join(frames)
+    return out[:rng.randrange(len(out))] if rng.random() < 0.2 else out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_mutated_streams(seed):
+    data = mutated(scenario(seed, snapshots=12, restarts=0.2), seed)
+    for options in ({}, {"history": True, "at_time": CAS_EPOCH + 2 * 10**11}):
+        try:
+            dcpfast.state(data, **options)
+        except DcpFormatError:
+            pass
+        table = dcpfast.state(data, errors="skip", **options)
+        table.validate(full=True)
+        chunked = dcpfast.state(chunks(data, 700, errors="skip"), errors="skip", **options)
+        assert chunked.num_rows == table.num_rows

@@ -79,3 +79,17 @@ def test_strict_spark_state_raises(spark, tmp_path):
         spark_state(read_dcp(spark, str(path)))
     with pytest.raises(DcpFormatError):
         dcpfast.state(path)
+
+
+def test_partitions_fed_a_few_rows_at_a_time(spark, dumps):
+    """The engine on the executors takes its rows in record batches of any size."""
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "3")
+    try:
+        frames = read_dcp(spark, str(dumps["restarts"]), values=True, errors="skip")
+        for options in ({}, {"history": True, "at_time": CAS_EPOCH + 4 * 10**11}):
+            same(spark_state(frames, errors="skip", **options),
+                 dcpfast.state(dumps["restarts"], errors="skip", **options), **options)
+    finally:
+        spark.conf.set(key, before)

@@ -374,7 +374,8 @@ def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
             clear[i], cid[i] = True, fields["collection_id"]
     docs = np.flatnonzero(what < EVENT)
     index = pa.array(docs)
-    extra = {"key": column["key"].take(index).cast(pa.large_binary())}
+    extra = {"key": column["key"].take(index).cast(pa.large_binary()),
+             "value_at": np.arange(len(docs), dtype=np.int64)}
     if values:
         extra["body"] = column["body"].take(index).cast(pa.large_binary())
         extra["xattrs"] = column["xattrs"].take(index).cast(xattr_type())

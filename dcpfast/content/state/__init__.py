@@ -104,16 +104,19 @@ class StateBuilder:
         self.errors: list[SkippedRegion] = []
         self._reporter = Reporter("skip", self.errors)
         self._frames = 0
+        self._table: pa.Table | None = None
 
     def update(self, batch: FrameBatch) -> StateBuilder:
         """Add the next batch of the stream."""
+        if self._table is not None:
+            raise RuntimeError("this StateBuilder has given its table; start a new one")
         mine = FrameBatch(**{**batch.state(), "errors": list(batch.errors), "mode": "skip"})
         events = system_events(mine)
         self.manifest.update(events)
         restarts = self.placer.place(mine, self._frames, values=self.values)
         rows = batch_rows(mine, self._frames, values=self.values, events=events)
         self._frames += len(batch)
-        self.engine.update(sort(concat([rows, restarts])))
+        self.engine.update(sort(concat([rows, restarts])) if len(restarts) else rows)
         found = [*mine.errors, *(SkippedRegion(*p) for p in self.engine.problems)]
         self.engine.problems.clear()
         self._report(found)
@@ -129,7 +132,10 @@ class StateBuilder:
             self._reporter.report(*region)
 
     def table(self) -> pa.Table:
-        """The state of what the batches held."""
+        """The state of what the batches held (built once: the builder then holds nothing
+        else)."""
+        if self._table is not None:
+            return self._table
         self._report([SkippedRegion(offset, length, text("state_unplaced_rollback",
                                                          seqno=seqno))
                       for offset, length, seqno in self.placer.unplaced()])
@@ -138,6 +144,8 @@ class StateBuilder:
     def result(self) -> pa.Table:
         """The state of the rows the engine read (``table`` without the check that every
         Rollback response found its stream)."""
+        if self._table is not None:
+            return self._table
         versions, consistent = self.engine.finish()
         by_vbucket: dict[int, int] = {}
         for unit, seqno in consistent.items():
@@ -148,9 +156,10 @@ class StateBuilder:
                     "at_seqno": self.at_seqno if not isinstance(self.at_seqno, Mapping)
                     else {str(k): int(v) for k, v in self.at_seqno.items()},
                     "at_time": self.at_time, "history": self.history}
-        return table(versions, self.manifest, values=self.values, history=self.history,
-                     include_deleted=self.include_deleted, collections=self.collections,
-                     metadata=metadata)
+        self._table = table(versions, self.manifest, values=self.values,
+                            history=self.history, include_deleted=self.include_deleted,
+                            collections=self.collections, metadata=metadata)
+        return self._table
 
 
 def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,

@@ -22,8 +22,6 @@ from .segments import Barriers
 from .versions import History, Latest, Versions, concat, from_rows, group_ids
 from .walk import Carry, walk
 
-_EMPTY = (np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.uint64))
-
 
 class Engine:
     """Documents rebuilt from a stream's rows.
@@ -63,46 +61,61 @@ class Engine:
 
     def _changes(self, rows: Rows, docs: np.ndarray, barriers: Barriers):
         """The versions of the stretch's changes (mutations, deletions, expirations and
-        commits), with their ``rel``; the pending prepares move on."""
-        changes = from_rows(rows, docs)
-        rel = docs.astype(np.int64) + 2
+        commits) that the store keeps, with their ``rel``; the pending prepares move on.
+
+        Works on indices into the held prepares followed by the stretch's changes; only
+        the versions and prepares kept are built (``_build``)."""
+        import pyarrow as pa
+
         held = self.pending if self.pending is not None else from_rows(rows, docs[:0])
-        every = concat([held, changes])
-        every_rel = np.concatenate([np.zeros(len(held), np.int64), rel])
-        prepared = np.concatenate([np.zeros(len(held), np.uint64), rows.prepared[docs]])
-        what = every["what"]
+        h = len(held)
+        cat = np.concatenate
+        what = cat([held["what"], rows.what[docs]])
+        unit, cid = cat([held["unit"], rows.unit[docs]]), cat([held["cid"], rows.cid[docs]])
+        seqno = cat([held["seqno"], rows.seqno[docs]])
+        rel = cat([np.zeros(h, np.int64), docs.astype(np.int64) + 2])
+        prepared = cat([np.zeros(h, np.uint64), rows.prepared[docs]])
+        keys = pa.concat_arrays([held["key"], rows.key.take(pa.array(rows.documents(docs)))])
+        group = group_ids(unit, cid, keys)
         track = np.flatnonzero((what == PREPARE) | (what == COMMIT) | (what == ABORT))
-        tracked = every.take(track)
-        group = group_ids(tracked["unit"], tracked["cid"], tracked["key"])
-        by_group = np.lexsort((every_rel[track], group))
-        order, group = track[by_group], group[by_group]
+        order = track[np.lexsort((rel[track], group[track]))]
         commits = np.flatnonzero(what[order] == COMMIT)
-        c = order[commits]
-        p = order[np.maximum(commits - 1, 0)]             # what came before, in its group
-        ok = (commits > 0) & (group[np.maximum(commits - 1, 0)] == group[commits])
-        ok &= (what[p] == PREPARE) & (prepared[c] == every["seqno"][p])
-        ok &= ~barriers.cleared(every["unit"][p], every["cid"][p], every_rel[p], every_rel[c])
-        ok &= ~barriers.discarded(every["unit"][p], every["seqno"][p], every_rel[p],
-                                  every_rel[c])
+        before = np.maximum(commits - 1, 0)
+        c, p = order[commits], order[before]            # a commit, what came before it
+        ok = (commits > 0) & (group[order[before]] == group[c]) & (what[p] == PREPARE)
+        ok &= prepared[c] == seqno[p]
+        ok &= ~barriers.cleared(unit[p], cid[p], rel[p], rel[c])
+        ok &= ~barriers.discarded(unit[p], seqno[p], rel[p], rel[c])
         for j in c[~ok].tolist():
-            i = docs[j - len(held)]
+            i = docs[j - h]
             self._problem(rows, i, text("state_no_prepare", prepared=int(prepared[j]),
                                         vbucket=int(rows.unit[i]) >> 16))
-        committed = every.take(p[ok])
-        for name in ("gpos", "seqno", "what"):
-            committed[name] = every[name][c[ok]]
         last = np.ones(len(order), bool)
-        last[:-1] = group[:-1] != group[1:]
+        last[:-1] = group[order][:-1] != group[order][1:]
         waiting = order[last & (what[order] == PREPARE)]
-        span = np.full(len(waiting), barriers.span - 1)
-        waiting = waiting[~barriers.discarded(every["unit"][waiting], every["seqno"][waiting],
-                                              every_rel[waiting])
-                          & ~barriers.cleared(every["unit"][waiting], every["cid"][waiting],
-                                              every_rel[waiting], span)]
-        self.pending = every.take(np.sort(waiting))
+        waiting = waiting[~barriers.discarded(unit[waiting], seqno[waiting], rel[waiting])
+                          & ~barriers.cleared(unit[waiting], cid[waiting], rel[waiting],
+                                              np.full(len(waiting), barriers.span - 1))]
+        self.pending = self._build(rows, docs, held, np.sort(waiting)).combined()
         plain = np.flatnonzero((what == MUTATION) | (what == DELETION) | (what == EXPIRATION))
-        return concat([every.take(plain), committed]), \
-            np.concatenate([every_rel[plain], every_rel[c[ok]]])
+        at = cat([plain, c[ok]])                          # where each version is
+        source = cat([plain, p[ok]])                      # where its document comes from
+        keep = self.store.select(group[at], rel[at])
+        at, source = at[keep], source[keep]
+        by_source = np.argsort(source, kind="stable")
+        at, source = at[by_source], source[by_source]
+        versions = self._build(rows, docs, held, source)
+        for name, column in (("gpos", cat([held["gpos"], rows.pos[docs]])), ("seqno", seqno),
+                             ("what", what)):
+            versions[name] = column[at]
+        return versions, rel[at]
+
+    @staticmethod
+    def _build(rows: Rows, docs: np.ndarray, held: Versions, index: np.ndarray) -> Versions:
+        """The versions at ``index`` (ascending) among the held prepares then the rows
+        ``docs``."""
+        h = len(held)
+        return concat([held.take(index[index < h]), from_rows(rows, docs[index[index >= h] - h])])
 
     def finish(self) -> tuple[Versions | None, dict[int, int]]:
         """The versions that stand (past ``at_time`` cut where the stream's clock passed it),

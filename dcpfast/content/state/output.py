@@ -16,7 +16,6 @@ from .versions import ALIVE, DISCARDED, Versions
 
 #: The schema metadata key of the state's metadata (JSON).
 METADATA_KEY = b"dcpfast.state"
-_HISTORY = ("valid_from_seqno", "valid_to_seqno", "valid_from_time", "valid_to_time")
 
 
 def state_schema(*, values: bool = True, history: bool = False):
@@ -37,53 +36,85 @@ def state_schema(*, values: bool = True, history: bool = False):
     return pa.schema(fields)
 
 
-def merged(versions: Versions, *, history: bool) -> Versions:
-    """One vbucket's streams together: per document the version with the highest seqno
-    (``history``: each seqno once, as last sent), ordered by vbucket, collection, key,
-    seqno."""
-    from .versions import group_ids, newest
+def ordered(versions: Versions, *, history: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The rows to return, in order (vbucket, collection, key bytes, seqno): per document
+    its version with the highest seqno (several streams of a vbucket can each hold one),
+    or with ``history`` each seqno once, as last sent; and whether each row's document is
+    the next row's."""
+    vbucket, cid, seqno = versions["unit"] >> np.uint32(16), versions["cid"], versions["seqno"]
+    rank = _key_ranks(versions["key"])
+    order = np.lexsort((versions["gpos"], seqno, rank, cid, vbucket))
+    same = np.zeros(len(order), bool)
+    same[:-1] = (vbucket[order][1:] == vbucket[order][:-1]) & \
+        (cid[order][1:] == cid[order][:-1]) & (rank[order][1:] == rank[order][:-1])
+    drop = same & np.append(seqno[order][1:] == seqno[order][:-1], False) if history \
+        else same
+    order, same = order[~drop], same[~drop]
+    if not history:
+        same[:] = False
+    return order, same
 
-    vbucket = versions["unit"] >> np.uint32(16)
-    group = group_ids(vbucket, versions["cid"], versions["key"])
-    if history:
-        order = np.lexsort((versions["gpos"], versions["seqno"], group))
-        last = np.ones(len(order), bool)
-        last[:-1] = (group[order][1:] != group[order][:-1]) | \
-            (versions["seqno"][order][1:] != versions["seqno"][order][:-1])
-        return versions.take(order[last])
-    keep = newest(group, versions["seqno"])
-    return versions.take(keep[np.argsort(group[keep], kind="stable")])
+
+def _key_ranks(key) -> np.ndarray:
+    """Each key's rank among the distinct keys in byte order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(key, pa.ChunkedArray):
+        key = key.combine_chunks()
+    encoded = pc.dictionary_encode(key)
+    by_bytes = pc.sort_indices(encoded.dictionary).to_numpy()
+    rank = np.empty(len(by_bytes), np.int64)
+    rank[by_bytes] = np.arange(len(by_bytes))
+    return rank[encoded.indices.to_numpy()]
+
+
+def _taken(versions: Versions, name: str, index: np.ndarray):
+    """Arrow column ``name`` at ``index``: one contiguous array first (faster to take
+    from than chunks; the chunks are let go at once, so that the peak is two copies)."""
+    import pyarrow as pa
+
+    column = versions[name]
+    if isinstance(column, pa.ChunkedArray):
+        column = versions[name] = column.combine_chunks()
+    return column.take(pa.array(index, pa.int64()))
 
 
 def table(versions: Versions | None, manifest: Manifest, *, values: bool, history: bool,
           include_deleted: bool, collections, metadata: dict):
     """The rows of ``state``: ``versions`` as the schema says, named by ``manifest``,
-    filtered by ``collections``, with ``metadata`` in the schema."""
+    filtered by ``collections``, with ``metadata`` in the schema. Each Arrow column is
+    taken once, in the final order."""
     import pyarrow as pa
 
     schema = state_schema(values=values, history=history)
     if versions is None or not len(versions):
         out = schema.empty_table()
     else:
-        versions = merged(versions, history=history)
-        columns = _columns(versions, manifest, values=values, history=history)
-        out = pa.table(columns, schema=schema)
-        keep = np.ones(out.num_rows, bool)
+        order, same = ordered(versions, history=history)
+        rows = versions.take(order, arrow=())
+        keep = np.ones(len(order), bool)
         if not include_deleted:
-            keep &= ~out.column("deleted").to_numpy(zero_copy_only=False)
+            keep &= ~_tombstones(rows)
         if collections is not None:
-            keep &= _wanted(out, collections)
-        if not keep.all():
-            out = out.filter(pa.array(keep))
-        out = out.sort_by([("vbucket", "ascending"), ("collection_id", "ascending"),
-                           ("key", "ascending"), ("by_seqno", "ascending")])
+            keep &= _wanted(rows["cid"], manifest, collections)
+        validity = _validity(rows, same) if history else {}
+        rows = rows.take(np.flatnonzero(keep), arrow=())
+        rows["key"] = _taken(versions, "key", order[keep])
+        columns = _columns(rows, manifest)
+        columns.update({name: column.filter(pa.array(keep)) for name, column in
+                        validity.items()})
+        if values:
+            columns["body"] = _taken(versions, "body", order[keep]).cast(pa.binary())
+            columns["xattrs"] = _taken(versions, "xattrs", order[keep]).cast(
+                pa.map_(pa.string(), pa.string()))
+        out = pa.table(columns, schema=schema)
     return out.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()})
 
 
-def _columns(versions: Versions, manifest: Manifest, *, values: bool, history: bool) -> dict:
+def _columns(versions: Versions, manifest: Manifest) -> dict:
     import pyarrow as pa
 
-    n = len(versions)
     what = versions["what"]
     carries_flags = (what == MUTATION) | (what == COMMIT)
     cid = versions["cid"]
@@ -94,7 +125,7 @@ def _columns(versions: Versions, manifest: Manifest, *, values: bool, history: b
     names = pa.array([manifest.collections.get(c) for c in unique.tolist()],
                      pa.string()).take(pa.array(inverse))
     key = versions["key"].cast(pa.binary())
-    columns = {
+    return {
         "vbucket": (versions["unit"] >> np.uint32(16)).astype(np.uint16),
         "collection_id": cid, "scope": scopes, "collection": names, "key": key,
         "key_str": utf8(key), "by_seqno": versions["seqno"], "rev_seqno": versions["rev"],
@@ -104,12 +135,6 @@ def _columns(versions: Versions, manifest: Manifest, *, values: bool, history: b
         "datatype": versions["datatype"], "deleted": _tombstones(versions),
         "delete_time": pa.array(versions["delete_time"], mask=~versions["timed_delete"]),
     }
-    if history:
-        columns.update(_validity(versions, n))
-    if values:
-        columns["body"] = versions["body"].cast(pa.binary())
-        columns["xattrs"] = versions["xattrs"].cast(pa.map_(pa.string(), pa.string()))
-    return columns
 
 
 def _tombstones(versions: Versions) -> np.ndarray:
@@ -119,17 +144,14 @@ def _tombstones(versions: Versions) -> np.ndarray:
     return (what == DELETION) | (what == EXPIRATION) | versions["deleted"]
 
 
-def _validity(versions: Versions, n: int) -> dict:
-    """``valid_from``/``valid_to`` seqnos and times of ordered versions: a version lasts
-    until the next version of its document, or the collection clear that ended it."""
+def _validity(versions: Versions, same: np.ndarray) -> dict:
+    """``valid_from``/``valid_to`` seqnos and times of ordered versions (``same``: the next
+    row is the same document): a version lasts until the next version of its document,
+    or the collection clear that ended it."""
     import pyarrow as pa
 
+    n = len(versions)
     time = pa.timestamp("ns", tz="UTC")
-    same = np.zeros(n, bool)
-    vbucket = versions["unit"] >> np.uint32(16)
-    same[:-1] = (vbucket[1:] == vbucket[:-1]) & (versions["cid"][1:] == versions["cid"][:-1])
-    if n > 1:
-        same[:-1] &= _equal_next(versions["key"])
     gone = versions["gone"]
     ended = (gone != ALIVE) & (gone != DISCARDED)
     following = np.zeros(n, np.uint64)
@@ -138,17 +160,10 @@ def _validity(versions: Versions, n: int) -> dict:
     next_clock = np.zeros(n, np.int64)
     next_clock[:-1] = clock[1:]
     to_seqno = np.where(ended, gone, following)
-    return {"valid_from_seqno": versions["seqno"],
+    return {"valid_from_seqno": pa.array(versions["seqno"]),
             "valid_to_seqno": pa.array(to_seqno, mask=~(ended | same)),
             "valid_from_time": pa.array(clock, time),
             "valid_to_time": pa.array(next_clock, time, mask=ended | ~same)}
-
-
-def _equal_next(key) -> np.ndarray:
-    """Whether each key equals the next one (n - 1 flags)."""
-    import pyarrow.compute as pc
-
-    return pc.equal(key[1:], key[:-1]).to_numpy(zero_copy_only=False)
 
 
 def utf8(keys):
@@ -156,6 +171,8 @@ def utf8(keys):
     import pyarrow as pa
 
     keys = keys.cast(pa.binary())
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
     text = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers(), offset=keys.offset)
     try:
         text.validate(full=True)
@@ -170,19 +187,16 @@ def utf8(keys):
         return pa.array(out, pa.string())
 
 
-def _wanted(out, collections) -> np.ndarray:
+def _wanted(cid: np.ndarray, manifest: Manifest, collections) -> np.ndarray:
     """Rows whose collection is one of ``collections`` (ids, ``name`` or
     ``scope.collection``)."""
-    ids = {c for c in collections if isinstance(c, int)}
-    names = {c for c in collections if isinstance(c, str)}
-    cid = out.column("collection_id").to_numpy()
-    keep = np.isin(cid, list(ids))
-    if names:
-        scope = out.column("scope").to_pylist()
-        name = out.column("collection").to_pylist()
-        keep |= np.array([n in names or f"{s}.{n}" in names for s, n in zip(scope, name)],
-                         bool)
-    return keep
+    wanted = set()
+    for c in np.unique(cid).tolist():
+        name = manifest.collections.get(c)
+        scope = manifest.scopes.get(manifest.collection_scopes.get(c, -1))
+        if c in collections or name in collections or f"{scope}.{name}" in collections:
+            wanted.add(c)
+    return np.isin(cid, list(wanted))
 
 
 def metadata(table) -> dict:

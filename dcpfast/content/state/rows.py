@@ -12,6 +12,7 @@ placed just before the message that placed it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -54,9 +55,9 @@ NEEDED = ("offset", "magic", "opcode", "datatype", "vbucket", "status", "opaque"
 
 @dataclass
 class Rows:
-    """Rows of a stretch in stream order. Arrow columns (``key``, ``body``, ``xattrs``)
-    hold one entry per document change, in row order; ``body``/``xattrs`` are None when
-    values are not wanted."""
+    """Rows of a stretch in stream order. ``key`` holds one entry per document change, in
+    row order; ``body``/``xattrs`` (None when values are not wanted) hold the values, and
+    ``value_at`` gives each document change's entry in them (-1: none)."""
 
     pos: np.ndarray          # int64: stream order
     what: np.ndarray         # uint8
@@ -79,22 +80,17 @@ class Rows:
     rolled: np.ndarray       # bool: a restart whose point is known (a rollback's seqno)
     offset: np.ndarray       # uint64: the frame's stream offset (for errors)
     length: np.ndarray       # uint64: the frame's length
-    key: object = None       # pa.Array (large_binary), one per document change
-    body: object = None      # pa.Array (large_binary) or None
-    xattrs: object = None    # pa.Array (map<large_string, large_string>) or None
+    key: Any = None          # pa.Array (large_binary), one per document change
+    value_at: Any = None     # int64 array, one per document change
+    body: Any = None         # pa.Array (large_binary) or None
+    xattrs: Any = None       # pa.Array (map<large_string, large_string>) or None
 
     def __len__(self):
         return len(self.pos)
 
-    def take(self, index: np.ndarray) -> Rows:
-        """The rows at ``index`` (Arrow columns follow the document rows among them)."""
-        out = {name: getattr(self, name)[index] for name in NUMERIC}
-        docs = np.cumsum(self.what < DOCUMENTS) - 1
-        picked = docs[index][self.what[index] < DOCUMENTS]
-        for name in ("key", "body", "xattrs"):
-            column = getattr(self, name)
-            out[name] = None if column is None else column.take(picked)
-        return Rows(**out)
+    def documents(self, index: np.ndarray) -> np.ndarray:
+        """The document-change number of each row at ``index`` (all document changes)."""
+        return (np.cumsum(self.what < DOCUMENTS) - 1)[index]
 
 
 #: The numpy columns of ``Rows`` and their dtypes.
@@ -115,16 +111,15 @@ def xattr_type():
 
 def make_rows(n: int, values: bool, **columns) -> Rows:
     """``n`` rows of ``columns`` (numpy arrays, or Arrow for ``key``/``body``/``xattrs``);
-    the columns not given are zeros, and empty Arrow columns (no document rows)."""
+    the columns not given are zeros, and no document changes."""
     import pyarrow as pa
 
     out: dict = {name: np.zeros(n, dtype) for name, dtype in NUMERIC.items()}
-    out.update(key=pa.array([], pa.large_binary()),
+    out.update(key=pa.array([], pa.large_binary()), value_at=np.zeros(0, np.int64),
                body=pa.array([], pa.large_binary()) if values else None,
                xattrs=pa.array([], xattr_type()) if values else None)
     for name, column in columns.items():
-        out[name] = column if name in ("key", "body", "xattrs") \
-            else np.asarray(column, NUMERIC[name])
+        out[name] = np.asarray(column, NUMERIC[name]) if name in NUMERIC else column
     return Rows(**out)
 
 
@@ -133,18 +128,28 @@ def concat(parts: list[Rows]) -> Rows:
     import pyarrow as pa
 
     out: dict = {name: np.concatenate([getattr(p, name) for p in parts]) for name in NUMERIC}
-    for name in ("key", "body", "xattrs"):
+    out["key"] = pa.concat_arrays([p.key for p in parts])
+    shift, value_at = 0, []
+    for p in parts:
+        value_at.append(np.where(p.value_at < 0, -1, p.value_at + shift))
+        shift += 0 if p.body is None else len(p.body)
+    out["value_at"] = np.concatenate(value_at)
+    for name in ("body", "xattrs"):
         columns = [getattr(p, name) for p in parts]
         out[name] = None if columns[0] is None else pa.concat_arrays(columns)
     return Rows(**out)
 
 
 def sort(rows: Rows) -> Rows:
-    """The rows in ``pos`` order."""
+    """The rows in ``pos`` order; the document changes must be in order already."""
     order = np.argsort(rows.pos, kind="stable")
     if (order == np.arange(len(order))).all():
         return rows
-    return rows.take(order)
+    docs = order[rows.what[order] < DOCUMENTS]
+    assert (np.diff(docs) > 0).all(), "document changes out of order"
+    out = {name: getattr(rows, name)[order] for name in NUMERIC}
+    return Rows(**out, key=rows.key, value_at=rows.value_at, body=rows.body,
+                xattrs=rows.xattrs)
 
 
 def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> Rows:
@@ -183,11 +188,13 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> R
         cid[rows] = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
     docs = what < DOCUMENTS
     doc_rows = at[docs]
-    key = batch.filter(doc_rows).binary_array("key_offset", "key_len", [None]) \
-        .cast(pa.large_binary())
+    keyed = FrameBatch(**{**batch.state(), "kinds": batch.kinds[doc_rows], "views": None,
+                          "arrays": {n: batch[n][doc_rows] for n in ("key_offset", "key_len")}})
+    key = keyed.binary_array("key_offset", "key_len", [None]).cast(pa.large_binary())
     body = xattrs = None
+    value_at = np.full(len(doc_rows), -1, np.int64)
     if values:
-        body, xattrs = _values(batch, doc_rows)
+        value_at, body, xattrs = _values(batch, doc_rows)
     return Rows(
         pos=(first + at.astype(np.int64)) * 2, what=what,
         unit=col("vbucket", np.uint32) << np.uint32(16) | col("stream_id", np.uint32),
@@ -198,19 +205,17 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> R
         clear=clear, snap_start=col("snap_start"), snap_end=col("snap_end"),
         oso=col("oso_flags"), rolled=np.zeros(len(at), bool), offset=col("offset"),
         length=col("body_len", np.uint64) + np.uint64(P.HEADER_SIZE),
-        key=key, body=body, xattrs=xattrs)
+        key=key, value_at=value_at, body=body, xattrs=xattrs)
 
 
 def _values(batch: FrameBatch, doc_rows: np.ndarray):
-    """Bodies and xattrs of the document rows (null for commits and aborts, and for values
-    that do not decode)."""
+    """The values of the batch (bodies, xattrs; null where they do not decode) and the
+    entry of each document row in them (-1 for commits and aborts)."""
     import pyarrow as pa
 
     table = batch.values()
     where = np.full(len(batch), -1, np.int64)
     where[table.column("index").to_numpy()] = np.arange(table.num_rows)
-    pick = where[doc_rows]
-    take = pa.array(pick, mask=pick < 0)
-    body = table.column("body").combine_chunks().cast(pa.large_binary()).take(take)
-    xattrs = table.column("xattrs").combine_chunks().cast(xattr_type()).take(take)
-    return body, xattrs
+    body = table.column("body").combine_chunks().cast(pa.large_binary())
+    xattrs = table.column("xattrs").combine_chunks().cast(xattr_type())
+    return where[doc_rows], body, xattrs

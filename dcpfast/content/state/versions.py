@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rows import DOCUMENTS, Rows
+from .rows import Rows
 from .segments import U64_MAX, Barriers
 
 ALIVE = U64_MAX
@@ -49,25 +49,41 @@ class Versions:
     def nbytes(self) -> int:
         return sum(c.nbytes for c in self.columns.values() if c is not None)
 
-    def take(self, index: np.ndarray) -> Versions:
+    def combined(self) -> Versions:
+        """The same versions with each Arrow column in one array."""
+        out = dict(self.columns)
+        for name in ARROW:
+            if hasattr(out[name], "combine_chunks"):
+                out[name] = out[name].combine_chunks()
+        return Versions(out)
+
+    def take(self, index: np.ndarray, arrow=ARROW) -> Versions:
+        """The versions at ``index``; of the Arrow columns only ``arrow`` (others None)."""
         import pyarrow as pa
 
         out = {name: self.columns[name][index] for name in NUMERIC}
         arrow_index = pa.array(np.asarray(index, np.int64))
         for name in ARROW:
             column = self.columns[name]
-            out[name] = None if column is None else column.take(arrow_index)
+            out[name] = None if column is None or name not in arrow else \
+                column.take(arrow_index)
         return Versions(out)
 
 
 def concat(parts: list[Versions]) -> Versions:
-    """The versions of ``parts``, in order (at least one part)."""
+    """The versions of ``parts``, in order (at least one part); the Arrow columns become
+    chunked arrays of the parts' buffers, nothing copied."""
     import pyarrow as pa
 
     out: dict = {name: np.concatenate([p[name] for p in parts]) for name in NUMERIC}
     for name in ARROW:
         columns = [p[name] for p in parts]
-        out[name] = None if columns[0] is None else pa.concat_arrays(columns)
+        if columns[0] is None:
+            out[name] = None
+            continue
+        chunks = [chunk for c in columns
+                  for chunk in (c.chunks if isinstance(c, pa.ChunkedArray) else [c])]
+        out[name] = pa.chunked_array(chunks, type=columns[0].type)
     return Versions(out)
 
 
@@ -81,36 +97,44 @@ def from_rows(rows: Rows, index: np.ndarray) -> Versions:
            "datatype": rows.datatype[index], "delete_time": rows.delete_time[index],
            "timed_delete": rows.timed_delete[index], "deleted": rows.deleted[index],
            "what": rows.what[index], "gone": np.full(len(index), ALIVE, np.uint64)}
-    docs = (np.cumsum(rows.what < DOCUMENTS) - 1)[index]
-    arrow_index = pa.array(docs.astype(np.int64))
-    for name in ARROW:
+    docs = rows.documents(index)
+    out["key"] = rows.key.take(pa.array(docs, pa.int64()))
+    at = rows.value_at[docs]
+    picks = pa.array(at, pa.int64(), mask=at < 0)
+    for name in ("body", "xattrs"):
         column = getattr(rows, name)
-        out[name] = None if column is None else column.take(arrow_index)
+        out[name] = None if column is None else column.take(picks)
     return Versions(out)
 
 
 def group_ids(unit: np.ndarray, cid: np.ndarray, key) -> np.ndarray:
-    """A dense id per distinct (stream, collection, key)."""
+    """A dense id per distinct (stream, collection, key), by hashing (no sort)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     if not len(unit):
         return np.zeros(0, np.int64)
+    if isinstance(key, pa.ChunkedArray):
+        key = key.combine_chunks()
     keys = pc.dictionary_encode(key).indices.to_numpy().astype(np.int64)
-    order = np.lexsort((keys, cid, unit))
-    change = np.ones(len(order), bool)
-    change[1:] = ((unit[order][1:] != unit[order][:-1]) | (cid[order][1:] != cid[order][:-1])
-                  | (keys[order][1:] != keys[order][:-1]))
-    ids = np.empty(len(order), np.int64)
-    ids[order] = np.cumsum(change) - 1
-    return ids
+    pairs = unit.astype(np.uint64) << np.uint64(32) | cid.astype(np.uint64)
+    streams = pc.dictionary_encode(pa.array(pairs)).indices.to_numpy().astype(np.int64)
+    combined = pa.array(streams * (int(keys.max()) + 1) + keys)
+    return pc.dictionary_encode(combined).indices.to_numpy().astype(np.int64)
 
 
 def newest(group: np.ndarray, order_key: np.ndarray) -> np.ndarray:
-    """Index of the element with the highest ``order_key`` in each group."""
-    order = np.lexsort((order_key, group))
-    last = np.ones(len(order), bool)
-    last[:-1] = group[order][1:] != group[order][:-1]
-    return order[last]
+    """Index of the element with the highest ``order_key`` in each group (of dense ids;
+    the last such element where several share it), ascending."""
+    if not len(group):
+        return np.zeros(0, np.int64)
+    best = np.zeros(int(group.max()) + 1, order_key.dtype)
+    np.maximum.at(best, group, order_key)
+    top = np.flatnonzero(order_key == best[group])
+    if len(top) == int(group.max()) + 1:
+        return top
+    last = np.unique(group[top][::-1], return_index=True)[1]
+    return np.sort(top[len(top) - 1 - last])
 
 
 class Latest:
@@ -131,12 +155,16 @@ class Latest:
             out |= barriers.cleared(run["unit"], run["cid"], zero, zero + barriers.span - 1)
             run["gone"][out] = DISCARDED
 
+    @staticmethod
+    def select(group: np.ndarray, rel: np.ndarray) -> np.ndarray:
+        """Which of a stretch's versions (of ``group``, at ``rel``) to keep: the newest of
+        each document."""
+        return newest(group, rel)
+
     def add(self, versions: Versions, rel: np.ndarray, barriers: Barriers) -> None:
-        """Add a stretch's versions (at ``rel``): the newest of each document stays."""
+        """Add a stretch's versions (at ``rel``, one per document)."""
         if not len(versions):
             return
-        keep = newest(group_ids(versions["unit"], versions["cid"], versions["key"]), rel)
-        versions, rel = versions.take(np.sort(keep)), rel[np.sort(keep)]
         if not barriers.empty:
             out = barriers.discarded(versions["unit"], versions["seqno"], rel)
             out |= barriers.cleared(versions["unit"], versions["cid"], rel,
@@ -148,20 +176,27 @@ class Latest:
             self.merge()
 
     def merge(self) -> None:
-        """One run: the newest version of each document, where it still stands."""
-        if not self.runs:
+        """The newest version of each document, where it still stands; each run keeps
+        its part (no run is copied whole)."""
+        if not self.runs or (len(self.runs) == 1 and self.merged == len(self.runs[0])
+                             and (self.runs[0]["gone"] == ALIVE).all()):
             return
         every = concat(self.runs)
         keep = newest(group_ids(every["unit"], every["cid"], every["key"]), every["gpos"])
         keep = keep[every["gone"][keep] == ALIVE]
         if not self.include_deleted:
             keep = keep[~_tombstones(every)[keep]]
-        self.runs = [every.take(np.sort(keep))]
-        self.merged, self.merged_bytes = len(keep), self.runs[0].nbytes
+        bounds = np.cumsum([0, *map(len, self.runs)])
+        parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
+                 for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
+        self.runs = [part for part in parts if len(part)]
+        self.merged, self.merged_bytes = len(keep), sum(p.nbytes for p in self.runs)
 
     def result(self) -> Versions | None:
+        """The versions held, handed over: the store is empty after."""
         self.merge()
-        return self.runs[0] if self.runs else None
+        runs, self.runs = self.runs, []
+        return concat(runs) if runs else None
 
 
 class History:
@@ -182,6 +217,11 @@ class History:
             if out.any():
                 self.runs[i] = run.take(np.flatnonzero(~out))
 
+    @staticmethod
+    def select(group: np.ndarray, rel: np.ndarray) -> np.ndarray:
+        """Every version of a stretch."""
+        return np.arange(len(group))
+
     def add(self, versions: Versions, rel: np.ndarray, barriers: Barriers) -> None:
         if not len(versions):
             return
@@ -192,7 +232,9 @@ class History:
         self.runs.append(versions)
 
     def result(self) -> Versions | None:
-        return concat(self.runs) if self.runs else None
+        """The versions held, handed over: the store is empty after."""
+        runs, self.runs = self.runs, []
+        return concat(runs) if runs else None
 
 
 def _tombstones(versions: Versions) -> np.ndarray:

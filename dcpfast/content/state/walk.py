@@ -67,7 +67,7 @@ class Sequence:
     def lay(self, column: np.ndarray, carried, dtype=None) -> np.ndarray:
         """``column`` of the rows in this layout, ``carried`` in the carried slots."""
         out = np.empty(self.size, dtype or column.dtype)
-        out[~self.is_carry] = column[self.order]
+        out[self.row_slot] = column
         out[self.carry_at] = carried
         return out
 
@@ -86,12 +86,15 @@ def walk(rows: Rows, carries: dict[int, Carry], limit, at_time: int | None) -> W
     unit = seq.lay(rows.unit, seq.units)
     item = ITEMS[np.minimum(what, 15)] & ~seq.is_carry
     lazy = np.array([c.lazy for c in seq.carries], bool)
-    restart = (what == RESTART) | (seq.is_carry & lazy[seq.group])
+    # a restart row starts its stream afresh; a carried slot whose restart point awaited
+    # an item stands for that earlier restart (the point, and what it discards, only)
+    fresh = what == RESTART
+    restart = fresh | (seq.is_carry & lazy[seq.group])
     point, known = _points(seq, what, seqno, unit, item, restart)
-    previous, bad = _chain(seq, what, seqno, item, restart, point, known)
+    previous, bad = _chain(seq, what, seqno, item, restart, fresh, point, known)
     lim = limit(unit >> np.uint32(16))
-    cut = _cut(seq, what, seqno, rows, restart & known, point, at_time)
-    _snapshots(seq, what, seqno, item, restart, known, point, lim, cut)
+    cut = _cut(seq, what, seqno, rows, restart & known, point, at_time, bad)
+    _snapshots(seq, what, seqno, item & ~bad, restart, fresh, known, point, lim, cut)
     waiting = np.zeros(len(seq.units), bool)
     waiting[seq.group[restart & ~known]] = True
     for c, still in zip(seq.carries, waiting.tolist()):
@@ -123,7 +126,7 @@ def _points(seq, what, seqno, unit, item, restart):
     return point, known
 
 
-def _chain(seq, what, seqno, item, restart, point, known):
+def _chain(seq, what, seqno, item, restart, fresh, point, known):
     """The seqno each item must exceed, and the items that do not (outside OSO)."""
     chain = np.where(item, seqno, np.uint64(0)).astype(np.uint64)
     chain[seq.carry_at] = [c.chain for c in seq.carries]
@@ -136,7 +139,7 @@ def _chain(seq, what, seqno, item, restart, point, known):
     setters = starts | (what == OSO)
     value = (what == OSO) & (oso_flags & P.OsoFlag.START != 0) & (oso_flags & P.OsoFlag.END == 0)
     value[seq.carry_at] = [c.oso for c in seq.carries]
-    value[restart] = False
+    value[fresh] = False
     inside = value[last_flagged(setters)]
     bad = item & ~inside & (seqno <= previous)
     for c, end in zip(seq.carries, seq.last_slots().tolist()):
@@ -144,14 +147,15 @@ def _chain(seq, what, seqno, item, restart, point, known):
     return previous, bad
 
 
-def _cut(seq, what, seqno, rows, restarts, point, at_time):
+def _cut(seq, what, seqno, rows, restarts, point, at_time, bad):
     """At each slot, the seqno from which the stream's changes are past ``at_time``: the
     lowest seqno of a change whose CAS clock is past it, since the stream last restarted
     below that seqno."""
     if at_time is None:
         return np.full(seq.size, U64_MAX, np.uint64)
     cas = seq.lay(rows.cas, 0)
-    late = TIMED[np.minimum(what, 15)] & ~seq.is_carry & (cas & ~CLOCK_COUNTER > np.uint64(at_time))
+    late = TIMED[np.minimum(what, 15)] & ~seq.is_carry & ~bad & \
+        (cas & ~CLOCK_COUNTER > np.uint64(at_time))
     values = np.where(late, seqno, U64_MAX).astype(np.uint64)
     values[seq.carry_at] = [c.cut for c in seq.carries]
     breaks = seq.is_carry.copy()
@@ -171,7 +175,7 @@ def _cut(seq, what, seqno, rows, restarts, point, at_time):
     return cut
 
 
-def _snapshots(seq, what, seqno, item, restart, known, point, lim, cut) -> None:
+def _snapshots(seq, what, seqno, item, restart, fresh, known, point, lim, cut) -> None:
     """Complete the snapshots of the stretch and move each stream's ``consistent`` to the
     end of its last complete snapshot within the limits (a restart lowers it to its point)."""
     marker = what == MARKER
@@ -180,10 +184,10 @@ def _snapshots(seq, what, seqno, item, restart, known, point, lim, cut) -> None:
     end = seq.lay(seq.rows.snap_end, 0)
     has = marker.copy()
     for c, at in zip(seq.carries, seq.carry_at.tolist()):
-        if c.marker is not None and not c.lazy:
+        if c.marker is not None:
             has[at] = True
             start[at], end[at] = c.marker
-    has[restart] = False
+    has[fresh] = False
     current = last_flagged(setters)
     reach = item & has[current] & (seqno >= end[current])
     setter_ids, first = np.unique(current[reach], return_index=True)
