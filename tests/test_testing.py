@@ -327,7 +327,7 @@ EXTRAS_FIELDS = {
                  ("expiration", 20, "I"), ("lock_time", 24, "I")],
     (0x60, 31): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q"), ("flags", 16, "I"),
                  ("expiration", 20, "I"), ("lock_time", 24, "I"),
-                 ("durability_level", 30, "B")],
+                 ("deleted", 29, "B"), ("durability_level", 30, "B")],
     (0x58, 18): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q")],
     (0x58, 21): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q"), ("delete_time", 16, "I")],
     (0x59, 20): [("by_seqno", 0, "Q"), ("rev_seqno", 8, "Q"), ("delete_time", 16, "I")],
