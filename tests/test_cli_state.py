@@ -94,7 +94,9 @@ def test_bad_input_and_arguments(tmp_path):
     assert both.exit_code == 2 and "not both" in both.output
     assert run("state", dump, "-o", out, "--at-seqno", "x").exit_code == 2
     assert run("state", dump, "-o", out, "--at-time", "soon").exit_code == 2
-    assert run("state", tmp_path / "missing.dcp", "-o", out).exit_code == 2
+    missing = run("state", tmp_path / "missing.dcp", "-o", out)
+    assert missing.exit_code == 1 and "No such file" in missing.output
+    assert run("state", "-o", out).exit_code == 2                   # no FILE, no --sample
     stdin = CliRunner().invoke(main, ["state", "-", "-o", str(out)],
                                input=io.BytesIO(SAMPLE.read_bytes()))
     assert stdin.exit_code == 0, stdin.output

@@ -51,7 +51,7 @@ def dumps(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["restarts", "placed_later", "sids", "synthetic"])
 def test_spark_state_is_the_single_process_state(spark, dumps, name):
-    frames = read_dcp(spark, str(dumps[name]), values=True, errors="skip")
+    frames = read_dcp(spark, str(dumps[name]), columns="all", values=True, errors="skip")
     for options in OPTIONS[name]:
         same(spark_state(frames, errors="skip", **options),
              dcpfast.state(dumps[name], errors="skip", **options), **options)
@@ -62,7 +62,7 @@ def test_files_are_one_stream_in_path_order(spark, tmp_path):
     cut = dcpfast.scan(data)["offset"][len(dcpfast.scan(data)) // 2]
     (tmp_path / "a.dcp").write_bytes(data[:cut])
     (tmp_path / "b.dcp").write_bytes(data[cut:])
-    frames = read_dcp(spark, str(tmp_path), values=True, errors="skip")
+    frames = read_dcp(spark, str(tmp_path), columns="all", values=True, errors="skip")
     same(spark_state(frames, errors="skip", history=True),
          dcpfast.state(data, errors="skip", history=True), history=True)
 
@@ -71,7 +71,7 @@ def test_strict_spark_state_raises(spark, tmp_path):
     path = tmp_path / "bad.dcp"
     path.write_bytes(t.snapshot_marker(1, 2, vbucket=1) + t.commit(
         b"a", prepared_seqno=1, commit_seqno=2, vbucket=1))
-    frames = read_dcp(spark, str(path), values=True)
+    frames = read_dcp(spark, str(path), columns="all", values=True)
     with pytest.raises(Exception, match="no such prepare"):
         spark_state(frames).collect()
     assert spark_state(frames, errors="skip").count() == 0
@@ -87,7 +87,7 @@ def test_partitions_fed_a_few_rows_at_a_time(spark, dumps):
     before = spark.conf.get(key)
     spark.conf.set(key, "3")
     try:
-        frames = read_dcp(spark, str(dumps["restarts"]), values=True, errors="skip")
+        frames = read_dcp(spark, str(dumps["restarts"]), columns="all", values=True, errors="skip")
         for options in ({}, {"history": True, "at_time": CAS_EPOCH + 4 * 10**11}):
             same(spark_state(frames, errors="skip", **options),
                  dcpfast.state(dumps["restarts"], errors="skip", **options), **options)

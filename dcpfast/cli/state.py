@@ -10,7 +10,7 @@ import click
 
 from ..capture.batch import CLIENT_TO_SERVER
 from ..content.state import StateBuilder, consistency, state_errors
-from .app import INPUT, main, opened, reported, scan_options, shown
+from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
 
 def _at_seqno(ctx, param, value):
@@ -38,7 +38,7 @@ def _write(table, output: str) -> None:
 
 
 @main.command("state")
-@click.argument("files", nargs=-1, required=True, type=INPUT)
+@click.argument("files", nargs=-1, type=INPUT)
 @click.option("-o", "--output", required=True,
               help="OUT.parquet (or .arrow); with --spark a Parquet directory.")
 @click.option("--at-seqno", callback=_at_seqno, metavar="N|VB:N,...",
@@ -54,9 +54,10 @@ def _write(table, output: str) -> None:
               help="Only this collection (name, scope.name or id); repeatable.")
 @click.option("--spark", is_flag=True, help="Run on Spark (dcpfast[spark]).")
 @click.option("--master", help="With --spark: the Spark master (default: local[*]).")
+@sample_option
 @scan_options
 def state(files, output, at_seqno, at_time, include_deleted, history, no_values, only, spark,
-          master, collections, errors):
+          master, sample, collections, errors):
     """Rebuild the documents of the DCP dumps FILES (read in order, as one stream): one row
     per document as it stood at the end, at --at-seqno or at --at-time.
 
@@ -66,6 +67,7 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
     """
     if at_seqno is not None and at_time is not None:
         raise click.UsageError("give --at-seqno or --at-time, not both")
+    files = inputs(files, sample)                # each one there before OUTPUT is touched
     chosen = [int(c) if c.isdigit() else c for c in only] or None
     options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
                    values=not no_values, collections=chosen, errors=errors, history=history)
@@ -122,13 +124,13 @@ def _on_spark(files, output, master, options, collections) -> None:
         raise click.ClickException("--spark needs PySpark: pip install 'dcpfast[spark]'")
     if "-" in files:
         raise click.UsageError("--spark reads files, not standard input")
-    from pyspark.sql import SparkSession
+    from ..spark.job import running_session
 
     began = time.perf_counter()
-    running = SparkSession.getActiveSession()          # reused, and left running
+    running = running_session()                        # reused, and left running
     session = running or dspark.session(master, "dcpfast state")
     try:
-        frames = dspark.read_dcp(session, list(files), values=options["values"],
+        frames = dspark.read_dcp(session, list(files), columns="all", values=options["values"],
                                  errors=options["errors"], collections=collections)
         result = spark_state(frames, **options)
         result.write.mode("errorifexists").parquet(output)

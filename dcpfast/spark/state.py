@@ -82,8 +82,9 @@ def output_schema(*, values: bool = True, history: bool = False) -> pa.Schema:
 def state(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = False,
           values: bool = True, collections=None, errors: str = "strict",
           history: bool = False):
-    """The documents of ``frames_df`` (the frames ``read_dcp`` decodes; with ``values``
-    it must hold ``content`` and ``xattrs``: ``read_dcp(..., values=True)``) as a Spark
+    """The documents of ``frames_df`` (the frames ``read_dcp(..., columns="all")``
+    decodes: every column; with ``values`` also ``content`` and ``xattrs``:
+    ``read_dcp(..., columns="all", values=True)``) as a Spark
     DataFrame of ``output_schema``: the rows of ``dcpfast.content.state.state`` on the
     same dumps (files in path order), in Spark's types. Options as for that function;
     ``errors="skip"`` logs what it skips on the executors instead of listing it."""
@@ -92,8 +93,9 @@ def state(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = Fal
     missing = [c for c in (*_NEEDED, *(("content", "xattrs") if values else ()))
                if c not in frames_df.columns]
     if missing:
-        raise ValueError(f"state needs the frame columns {', '.join(missing)}"
-                         + (" (read_dcp(..., values=True))" if "content" in missing else ""))
+        raise ValueError(f"state needs the frame columns {', '.join(missing)}: read them "
+                         "with read_dcp(..., columns=\"all\""
+                         + (", values=True)" if "content" in missing else ")"))
     probe = StateBuilder(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
                          values=values, collections=collections, errors=errors,
                          history=history)         # checks the options
