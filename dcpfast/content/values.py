@@ -128,6 +128,28 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
         at = stop
 
 
+def text_or_null(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Binary values (keys) as strings; one that is not valid UTF-8 becomes null. The
+    buffers are taken as they are where every value is valid (the usual case)."""
+    import pyarrow as pa
+
+    keys = keys.cast(pa.binary())
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    text = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers(), offset=keys.offset)
+    try:
+        text.validate(full=True)
+        return text
+    except pa.ArrowInvalid:
+        out = []
+        for key in keys.to_pylist():
+            try:
+                out.append(None if key is None else key.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append(None)
+        return pa.array(out, pa.string())
+
+
 def _sizes(batch, rows, decompress) -> np.ndarray:
     """What each value at ``rows`` takes inflated: its length, or the length its Snappy
     block declares (0 when it declares none that can be)."""

@@ -19,7 +19,7 @@ import pyarrow as pa
 from .. import protocol as P
 from .. import schema as S
 from ..batch import FrameBatch
-from ..content.values import values
+from ..content.values import text_or_null, values
 from ..errors import DcpFormatError
 from ..io import iter_batches
 from ..io.ranges import BATCH_BYTES
@@ -60,7 +60,7 @@ def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
                 arrays.append(_binary(batch, "value", validity))
                 continue
             keys = _binary(batch, "key", validity) if keys is None else keys
-            arrays.append(keys if name == "key" else _utf8(keys))
+            arrays.append(keys if name == "key" else text_or_null(keys))
         elif name == "source":
             arrays.append(_repeated(source, n))
         else:
@@ -86,23 +86,6 @@ def _repeated(text: str | None, n: int):
     offsets = (np.arange(n + 1, dtype=np.int64) * len(raw)).astype(np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
                                                   pa.py_buffer(raw * n)])
-
-
-def _utf8(keys):
-    """Keys as strings; a key that is not valid UTF-8 becomes null."""
-
-    text = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers(), offset=keys.offset)
-    try:
-        text.validate(full=True)
-        return text
-    except pa.ArrowInvalid:
-        out = []
-        for key in keys.to_pylist():
-            try:
-                out.append(None if key is None else key.decode("utf-8"))
-            except UnicodeDecodeError:
-                out.append(None)
-        return pa.array(out, pa.string())
 
 
 def _values(batch: FrameBatch, errors: str) -> dict:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...errors import SkippedRegion
 from ..events import Manifest
+from ..values import text_or_null
 from .rows import COMMIT, MUTATION
 from .versions import ALIVE, DISCARDED, Versions
 
@@ -128,7 +129,7 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     return {
         "vbucket": (versions["unit"] >> np.uint32(16)).astype(np.uint16),
         "collection_id": cid, "scope": scopes, "collection": names, "key": key,
-        "key_str": utf8(key), "by_seqno": versions["seqno"], "rev_seqno": versions["rev"],
+        "key_str": text_or_null(key), "by_seqno": versions["seqno"], "rev_seqno": versions["rev"],
         "cas": versions["cas"],
         "flags": pa.array(versions["flags"], mask=~carries_flags),
         "expiration": pa.array(versions["expiration"], mask=~carries_flags),
@@ -164,27 +165,6 @@ def _validity(versions: Versions, same: np.ndarray) -> dict:
             "valid_to_seqno": pa.array(to_seqno, mask=~(ended | same)),
             "valid_from_time": pa.array(clock, time),
             "valid_to_time": pa.array(next_clock, time, mask=ended | ~same)}
-
-
-def utf8(keys):
-    """Keys as strings; a key that is not valid UTF-8 becomes null."""
-    import pyarrow as pa
-
-    keys = keys.cast(pa.binary())
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    text = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers(), offset=keys.offset)
-    try:
-        text.validate(full=True)
-        return text
-    except pa.ArrowInvalid:
-        out = []
-        for key in keys.to_pylist():
-            try:
-                out.append(None if key is None else key.decode("utf-8"))
-            except UnicodeDecodeError:
-                out.append(None)
-        return pa.array(out, pa.string())
 
 
 def _wanted(cid: np.ndarray, manifest: Manifest, collections) -> np.ndarray:
