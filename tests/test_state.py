@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import os
 import struct
 
 import pyarrow as pa
@@ -460,6 +461,8 @@ def test_memory_is_the_live_documents_and_a_batch(options, monkeypatch):
     assert peaks[1] < 1.5 * peaks[0] + (1 << 20), peaks
 
 
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="AddressSanitizer's quarantine keeps freed memory resident")
 def test_rss_of_a_large_dump_is_its_live_documents(tmp_path):
     """In a child process: 16x the versions of the same documents read from a file cost
     about the same resident memory."""
