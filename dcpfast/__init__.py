@@ -8,15 +8,15 @@ from .content.streams import StreamTracker, Summary, summarize
 from .errors import DcpFormatError, SkippedRegion
 from .io import iter_batches, read
 from .protocol import (
-                       Datatype,
-                       DurabilityLevel,
-                       Magic,
-                       Opcode,
-                       SnapshotFlag,
-                       Status,
-                       StreamEndStatus,
-                       SystemEventId,
-                       VBucketState,
+    Datatype,
+    DurabilityLevel,
+    Magic,
+    Opcode,
+    SnapshotFlag,
+    Status,
+    StreamEndStatus,
+    SystemEventId,
+    VBucketState,
 )
 from .schema import COLUMNS, arrow_schema
 

@@ -258,8 +258,7 @@ class _Job:
         places what is left."""
         k, j = self.next
         return not self.open or k >= self.parts or self.chains[k] is False or \
-            (self.done[k] and j >= len(self.found[k])) or not self.started[k] or \
-            (k > 0 and not self.started[k - 1] and self.chains[k] is None)
+            (self.done[k] and j >= len(self.found[k])) or not self.started[k]
 
     def _place_while_possible(self) -> None:
         """Place pieces in stream order while there are some, or walks under way that
