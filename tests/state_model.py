@@ -24,7 +24,6 @@ CLEARING = {0, 1, 2}          # begin (create or flush), end (drop), flush colle
 
 @dataclass
 class Stream:
-    docs: dict = field(default_factory=dict)       # (cid, key) -> newest version
     history: dict = field(default_factory=dict)    # (cid, key) -> [versions]
     pending: dict = field(default_factory=dict)    # (cid, key) -> prepare
     chain: int = 0
@@ -99,20 +98,21 @@ def model(frames, bodies, *, at_seqno=None, at_time=None, history=False):
             s.marker = (f["snap_start"], f["snap_end"])
         elif op == Opcode.OSO_SNAPSHOT:
             s.oso = bool(f["oso_flags"] & OsoFlag.START) and not f["oso_flags"] & OsoFlag.END
+            if f["oso_flags"] & OsoFlag.END and s.marker is not None \
+                    and s.chain >= s.marker[1]:       # complete once the OSO snapshot ends
+                _complete(s, s.marker, limit(unit_of(f)))
         elif op in ITEMS:
             _item(s, i, f, bodies, limit(unit_of(f)), at_time, history, problems)
     docs, consistency = {}, {}
     for unit, s in streams.items():
         vbucket = unit >> 16
         consistency[vbucket] = min(s.consistent, consistency.get(vbucket, MAX))
-        source = s.history if history else s.docs
-        for (cid, key), value in source.items():
-            if history:
-                value = _valid(value, s.cut)
-                if value:
-                    docs[vbucket, cid, key] = value
-            elif value["by_seqno"] < s.cut:
+        for (cid, key), versions in s.history.items():
+            value = _valid(versions, s.cut)
+            if history and value:
                 docs[vbucket, cid, key] = value
+            elif value and value[-1]["gone"] is None:     # the current version
+                docs[vbucket, cid, key] = value[-1]
     return docs, consistency, problems
 
 
@@ -132,8 +132,6 @@ def _restart(s: Stream, point: int | None, history: bool) -> None:
     s.oso, s.marker = False, None
     if point is None:
         return
-    for k in [k for k, v in s.docs.items() if v["by_seqno"] > point]:
-        del s.docs[k]
     for k in [k for k, v in s.pending.items() if v["by_seqno"] > point]:
         del s.pending[k]
     for versions in s.history.values():
@@ -161,7 +159,7 @@ def _item(s: Stream, i, f, bodies, limit, at_time, history, problems) -> None:
     s.chain = max(s.chain, seqno)
     if at_time is not None and f["opcode"] in TIMED and f["cas"] & ~0xFFFF > at_time:
         s.cut = min(s.cut, seqno)
-    if s.marker is not None and seqno >= s.marker[1]:
+    if s.marker is not None and seqno >= s.marker[1] and not s.oso:
         _complete(s, s.marker, limit)
     if seqno > limit or seqno >= s.cut:
         return
@@ -196,13 +194,10 @@ def _version(f, body, *, deleted):
 
 
 def _set(s: Stream, key, version) -> None:
-    s.docs[key] = version
     s.history.setdefault(key, []).append(dict(version))
 
 
 def _clear(s: Stream, cid: int, seqno: int) -> None:
-    for key in [k for k in s.docs if k[0] == cid]:
-        del s.docs[key]
     for key in [k for k in s.pending if k[0] == cid]:
         del s.pending[key]
     for key, versions in s.history.items():

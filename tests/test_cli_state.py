@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import io
+import json
 
 import pyarrow.parquet as pq
 import pytest
@@ -36,6 +37,25 @@ def test_state_of_the_sample(tmp_path):
     assert same(table, dcpfast.state(SAMPLE))
     assert f"{table.num_rows:,} documents from 4 vbuckets" in result.output
     assert consistency(table).num_rows == 4
+
+
+def test_restarts_are_exact_from_files_and_flagged_from_stdin(tmp_path):
+    """A file is read a second time for the versions a restart made current again;
+    standard input cannot be, and the output says which vbuckets may lack some."""
+    data = scenario(1, restarts=0.25)
+    dump = tmp_path / "r.dcp"
+    dump.write_bytes(data)
+    out = tmp_path / "r.parquet"
+    result = run("state", dump, "-o", out, "--errors", "skip")
+    assert result.exit_code == 0, result.output
+    assert same(pq.read_table(out), dcpfast.state(data, errors="skip"))
+    assert "may lack" not in result.output
+    piped = CliRunner().invoke(main, ["state", "-", "-o", str(out), "--errors", "skip"],
+                               input=data)
+    assert piped.exit_code == 0, piped.output
+    lost = [r["vbucket"] for r in consistency(pq.read_table(out)).to_pylist()
+            if not r["restored"]]
+    assert lost and f"{len(lost)} vbucket(s)" in piped.output and "may lack" in piped.output
 
 
 def test_options_reach_state(tmp_path):
@@ -117,3 +137,7 @@ def test_state_on_spark(spark, tmp_path):
     want = sorted(r["key"] + bytes([r["vbucket"]]) for r in dcpfast.state(
         data, errors="skip", at_time=CAS_EPOCH + 4 * 10**11).to_pylist())
     assert got == want
+    report = json.loads((out / "_dcpfast_state.json").read_text())
+    assert report["consistency"] == metadata(dcpfast.state(
+        data, errors="skip", at_time=CAS_EPOCH + 4 * 10**11))["consistency"]
+    assert "consistent up to seqno" in result.output

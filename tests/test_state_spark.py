@@ -8,8 +8,9 @@ from state_scenarios import CAS_EPOCH, scenario
 
 import dcpfast
 from dcpfast import testing as t
+from dcpfast.content.state.output import metadata
 from dcpfast.errors import DcpFormatError
-from dcpfast.spark import read_dcp
+from dcpfast.spark import read_dcp, state_report
 from dcpfast.spark import state as spark_state
 from dcpfast.spark.state import output_schema
 
@@ -93,3 +94,25 @@ def test_partitions_fed_a_few_rows_at_a_time(spark, dumps):
                  dcpfast.state(dumps["restarts"], errors="skip", **options), **options)
     finally:
         spark.conf.set(key, before)
+
+
+def test_report_is_the_single_process_metadata(spark, dumps, tmp_path):
+    """Consistent seqnos and what skip mode passed over, with the file of each."""
+    for name in ("restarts", "sids"):
+        frames = read_dcp(spark, str(dumps[name]), columns="all", values=True, errors="skip")
+        for options in ({}, {"at_time": CAS_EPOCH + 4 * 10**11}):
+            report = state_report(frames, errors="skip", **options)
+            want = metadata(dcpfast.state(dumps[name], errors="skip", **options))
+            assert report["consistency"] == want["consistency"], (name, options)
+            assert report["unrestored"] == []
+    bad = tmp_path / "b.dcp"
+    bad.write_bytes(t.snapshot_marker(1, 3, vbucket=1)
+                    + t.mutation(b"a", b"1", by_seqno=2, vbucket=1)
+                    + t.commit(b"a", prepared_seqno=1, commit_seqno=3, vbucket=1)   # no prepare
+                    + t.mutation(b"b", b"1", by_seqno=2, vbucket=1))                # backwards
+    frames = read_dcp(spark, str(bad), columns="all", values=True)
+    report = state_report(frames, errors="skip")
+    want = metadata(dcpfast.state(bad, errors="skip"))
+    assert len(want["errors"]) == 2
+    assert report["errors"] == [[f"file:{bad}", *e] for e in want["errors"]]
+    assert report["consistency"] == want["consistency"]

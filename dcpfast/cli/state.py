@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 
@@ -11,6 +12,10 @@ import click
 from ..capture.batch import CLIENT_TO_SERVER
 from ..content.state import StateBuilder, consistency, state_errors
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
+
+#: With --spark: the file in the output directory that holds ``state_report``'s JSON
+#: (Parquet readers pass over names that start with "_").
+REPORT_FILE = "_dcpfast_state.json"
 
 
 def _at_seqno(ctx, param, value):
@@ -79,16 +84,20 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
         _on_spark(files, output, master, options, collections)
         return
     began = time.perf_counter()
-    for name in files:
-        with reported(name), opened(name, errors) as source:
-            for batch in source.batches(collections=collections, columns=None,
-                                        errors=errors):
-                if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
-                    builder.placer.tracker.update(batch)
-                else:
-                    builder.update(batch)
+
+    def feed(builder: StateBuilder) -> None:
+        for name in files:
+            with reported(name), opened(name, errors) as source:
+                for batch in source.batches(collections=collections, columns=None,
+                                            errors=errors):
+                    if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
+                        builder.placer.tracker.update(batch)
+                    else:
+                        builder.update(batch)
+
+    feed(builder)
     with reported(shown(files[-1])):
-        table = builder.table()
+        table = builder.table(None if "-" in files else feed)   # standard input: once
     try:
         _write(table, output)
     except OSError as e:
@@ -99,6 +108,8 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
 
 
 def _summary(table, output: str, seconds: float) -> None:
+    import pyarrow.compute as pc
+
     points = consistency(table)
     skipped = state_errors(table)
     what = "versions" if "valid_to_seqno" in table.column_names else "documents"
@@ -108,6 +119,11 @@ def _summary(table, output: str, seconds: float) -> None:
         seqnos = points.column("consistent_seqno").to_pylist()
         click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
                    "(see the schema metadata)")
+    lost = points.filter(pc.invert(points.column("restored"))).column("vbucket").to_pylist()
+    if lost:
+        click.echo(f"{len(lost)} vbucket(s) ({', '.join(map(str, lost[:8]))}"
+                   f"{', ...' if len(lost) > 8 else ''}) may lack versions a restart made "
+                   "current again: give the input as files, not standard input")
     if skipped:
         click.echo(f"skipped {len(skipped)} damaged or inconsistent frame(s), the first at "
                    f"byte {skipped[0].offset}: {skipped[0].reason}")
@@ -120,6 +136,7 @@ def _on_spark(files, output, master, options, collections) -> None:
 
         from .. import spark as dspark
         from ..spark.state import state as spark_state
+        from ..spark.state import state_report
     except ImportError:
         raise click.ClickException("--spark needs PySpark: pip install 'dcpfast[spark]'")
     if "-" in files:
@@ -135,6 +152,7 @@ def _on_spark(files, output, master, options, collections) -> None:
         result = spark_state(frames, **options)
         result.write.mode("errorifexists").parquet(output)
         rows = session.read.parquet(output).count()
+        report = state_report(frames, **options)
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     except Exception as e:
@@ -143,3 +161,14 @@ def _on_spark(files, output, master, options, collections) -> None:
         if running is None:
             session.stop()
     click.echo(f"{rows:,} rows in {time.perf_counter() - began:.1f} s -> {output} (Spark)")
+    if os.path.isdir(output):                  # a local directory: the report beside the rows
+        with open(os.path.join(output, REPORT_FILE), "w") as f:
+            json.dump(report, f)
+    seqnos = [seqno for _, seqno in report["consistency"]]
+    if seqnos:
+        click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
+                   f"(see {REPORT_FILE})")
+    if report["errors"]:
+        file, offset, _, reason = report["errors"][0]
+        click.echo(f"skipped {len(report['errors'])} damaged or inconsistent frame(s), the "
+                   f"first at byte {offset}{f' of {file}' if file else ''}: {reason}")

@@ -18,7 +18,8 @@ reinterpreting their 64 bits, so values of 2**63 and above read as negative numb
 * ``method="arrow"`` / ``"pandas"``: Spark's ``binaryFile`` source and ``mapInArrow``
   (``decode_arrow``) or ``mapInPandas`` (``decode_pandas``); files must be under 2 GiB.
 * ``state(frames_df, ...)``: the documents of the decoded frames as of the end, a seqno or
-  a time (``dcpfast.state`` on Spark).
+  a time (``dcpfast.state`` on Spark); ``state_report`` its consistent seqnos and what
+  skip mode passed over.
 
 pyspark is imported only by the functions that need it; the decoding itself runs on the
 executors, which need dcpfast installed.
@@ -38,14 +39,14 @@ from .schema import (
 )
 from .sink import parquet_sink, write_parquet
 from .source import data_source, list_files, read_dcp, read_piece, register
-from .state import state
+from .state import state, state_report
 
 __all__ = ["BATCH_BYTES", "DEFAULT", "EXTRA", "LEAD_IN_BYTES", "PARTITION_BYTES", "SCHEMA",
            "VALUE_COLUMNS", "Piece", "arrow_schema", "data_source", "decode_arrow",
            "decode_pandas", "decode_to_parquet", "list_files", "output_columns", "plan",
            "range_batches", "read_dcp", "read_piece", "parquet_sink", "register", "session",
-           "spark_error", "spark_schema", "state", "task_progress", "to_record_batch",
-           "unsigned", "write_parquet"]
+           "spark_error", "spark_schema", "state", "state_report", "task_progress",
+           "to_record_batch", "unsigned", "write_parquet"]
 
 
 def __getattr__(name):

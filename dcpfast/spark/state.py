@@ -8,7 +8,11 @@ them (the request before the response, else the one stream whose messages used i
 opaque before it, else the first stream message with its opaque after it), and the system
 events name the collections. The rows that change documents, the restarts and the stream
 markers are then shuffled by vbucket, ordered, and each partition runs the state engine
-over its vbuckets (``mapInArrow``). Skip-mode problems are logged on the executors.
+over its vbuckets (``mapInArrow``). A stream that restarts keeps every version of its
+documents in its partition, where the single-process ``state`` reads its input again.
+Each partition adds a row with its report (consistent seqnos, the problems skip mode
+passed over, which are also logged), which ``state`` leaves out and ``state_report``
+gathers.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import pyarrow as pa
 from .. import protocol as P
 from ..content.events import MalformedEvent, Manifest, event_fields, event_schema
 from ..content.state import StateBuilder, state_schema
+from ..content.state.output import metadata
 from ..content.state.rows import (
     ADVANCE,
     EVENT,
@@ -45,6 +50,8 @@ _WHAT = {P.Opcode.MUTATION: 0, P.Opcode.DELETION: 1, P.Opcode.EXPIRATION: 2,
          P.Opcode.SYSTEM_EVENT: EVENT, P.Opcode.SEQNO_ADVANCED: ADVANCE,
          P.Opcode.SNAPSHOT_MARKER: MARKER, P.Opcode.OSO_SNAPSHOT: OSO}
 _SOURCE_BITS = 46                 # pos = (file rank << 46 | offset) * 2
+_OFFSET_MASK = (1 << _SOURCE_BITS) - 1
+_REPORT = "_report"               # the column of each partition's report
 _LONG = ("pos", "unit", "seqno", "prepared", "rev", "cas", "flags", "expiration",
          "delete_time", "cid", "event_id", "snap_start", "snap_end", "oso", "offset",
          "length")
@@ -87,7 +94,48 @@ def state(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = Fal
     ``read_dcp(..., columns="all", values=True)``) as a Spark
     DataFrame of ``output_schema``: the rows of ``dcpfast.content.state.state`` on the
     same dumps (files in path order), in Spark's types. Options as for that function;
-    ``errors="skip"`` logs what it skips on the executors instead of listing it."""
+    ``errors="skip"`` logs what it skips (``state_report`` lists it)."""
+    from pyspark.sql import functions as F
+
+    found, _ = _combined(frames_df, at_seqno=at_seqno, at_time=at_time,
+                         include_deleted=include_deleted, values=values,
+                         collections=collections, errors=errors, history=history)
+    return found.where(F.col(_REPORT).isNull()).drop(_REPORT)
+
+
+def state_report(frames_df, **options) -> dict:
+    """What ``state(frames_df, **options)`` would tell in the metadata of the
+    single-process table, as a dict: ``consistency`` (per vbucket the end of the last
+    complete snapshot covered, ``[[vbucket, seqno], ...]``), ``errors`` (``[[file,
+    offset, length, reason], ...]`` in stream order: what skip mode passed over, the
+    offsets within their file) and ``unrestored`` (always empty on Spark). It runs the
+    state's job (once more, unless the caller persisted ``frames_df``'s decoded rows)."""
+    from pyspark.sql import functions as F
+
+    found, problems = _combined(frames_df, **options)
+    reports = [json.loads(r[0]) for r in
+               found.where(F.col(_REPORT).isNotNull()).select(_REPORT).collect()]
+    return _merged(reports, problems)
+
+
+def _merged(reports: list[dict], problems: list) -> dict:
+    """The partitions' reports (and the driver's ``problems``) as one."""
+    points: dict[int, int] = {}
+    for report in reports:
+        for vbucket, seqno in report["consistency"]:
+            points[vbucket] = min(seqno, points.get(vbucket, seqno))
+    found = sorted([tuple(e) for r in reports for e in r["errors"]] + list(problems),
+                   key=lambda e: (e[0] or "", e[1]))
+    return {"consistency": sorted([list(p) for p in points.items()]),
+            "errors": [list(e) for e in found],
+            "unrestored": sorted({v for r in reports for v in r["unrestored"]})}
+
+
+def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = False,
+              values: bool = True, collections=None, errors: str = "strict",
+              history: bool = False):
+    """The rows of ``state`` and, in column ``_REPORT``, one more row per partition with its
+    report (JSON); and the problems the driver skipped (file, offset, length, reason)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     missing = [c for c in (*_NEEDED, *(("content", "xattrs") if values else ()))
@@ -101,24 +149,38 @@ def state(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = Fal
                          history=history)         # checks the options
     facts = _Facts(frames_df)
     frames = facts.ordered(frames_df)
-    restarts = _restarts(facts, frames, errors, values)
+    files = facts.files()
+    restarts, problems = _restarts(facts, frames, errors, values)
     rows = _rows(frames, values).unionByName(
         frames.sparkSession.createDataFrame(restarts, from_arrow_schema(_input_schema(values))))
+    # a stream that restarts (or, cut at a time, has an OSO snapshot) keeps every version
+    # of its documents in its partition, so that what a restart or the cut makes current
+    # again is there
+    exact = {r["unit"] for r in restarts}
+    if at_time is not None:
+        exact |= {r.vbucket << 16 | (r.stream_id or 0) for _, r in
+                  facts.rows(int(P.Opcode.OSO_SNAPSHOT), _REQUESTS)}
     options = dict(at_seqno=at_seqno, at_time=probe.at_time, include_deleted=include_deleted,
-                   values=values, collections=collections, errors=errors, history=history)
+                   values=values, collections=collections, errors=errors, history=history,
+                   exact_units=sorted(exact))
     manifest = facts.manifest()
+    schema = output_schema(values=values, history=history).append(pa.field(_REPORT,
+                                                                            pa.string()))
 
     def run(batches):
-        yield from _partition(batches, manifest, options)
+        yield from _partition(batches, manifest, options, files, schema)
 
+    located = [(files[offset >> _SOURCE_BITS], offset & _OFFSET_MASK, length, reason)
+               for offset, length, reason in problems]
     return (rows.repartition("vb").sortWithinPartitions("pos")
-            .mapInArrow(run, from_arrow_schema(output_schema(values=values, history=history))))
+            .mapInArrow(run, from_arrow_schema(schema)), located)
 
 
 class _Facts:
     """What the driver learns in two passes over the frames: the few control frames
-    (system events, Stream Requests and their responses) and the first message of every
-    stream opaque per file; and from them the order of the files (by path)."""
+    (system events, OSO snapshot markers, Stream Requests and their responses) and the
+    first message of every stream opaque per file; and from them the order of the files
+    (by path)."""
 
     def __init__(self, frames_df):
         from pyspark.sql import functions as F
@@ -129,7 +191,8 @@ class _Facts:
         stream_request = F.col("opcode") == int(P.Opcode.STREAM_REQUEST)
         answer = F.col("magic").isin(*_RESPONSES) & \
             F.col("status").isin(int(P.Status.SUCCESS), int(P.Status.ROLLBACK))
-        control = (request & (F.col("opcode") == int(P.Opcode.SYSTEM_EVENT))) | \
+        control = (request & F.col("opcode").isin(int(P.Opcode.SYSTEM_EVENT),
+                                                  int(P.Opcode.OSO_SNAPSHOT))) | \
             (stream_request & (request | answer))
         self.control = frames_df.where(control).select(
             "file", "offset", "magic", "opcode", "status", "opaque", "vbucket", "stream_id",
@@ -146,6 +209,13 @@ class _Facts:
             at = self.pos(r.file, r.first)
             key = (r.opaque, r.unit)
             self.firsts[key] = min(at, self.firsts.get(key, at))
+
+    def files(self) -> list:
+        """The files by rank (None: frames without a ``source``)."""
+        out: list = [None] * max(len(self.ranks), 1)
+        for name, rank in self.ranks.items():
+            out[rank] = name
+        return out
 
     def pos(self, file, offset: int) -> int:
         """Twice (the file's rank by path << 46 | the frame's offset)."""
@@ -187,16 +257,17 @@ class _Facts:
                                            for n, v in columns.items()}))
 
 
-def _restarts(facts: _Facts, frames, errors: str, values: bool) -> list[dict]:
-    """The ``RESTART`` rows of the placed Stream Request responses."""
+def _restarts(facts: _Facts, frames, errors: str, values: bool) -> tuple[list[dict], list]:
+    """The ``RESTART`` rows of the placed Stream Request responses, and the problems found
+    (file rank << 46 | offset, length, reason)."""
     from pyspark.sql import functions as F
 
     answers = facts.rows(int(P.Opcode.STREAM_REQUEST), _RESPONSES)
     answers = [(pos, r) for pos, r in answers
                if r.status in (P.Status.SUCCESS, P.Status.ROLLBACK)]
     if not answers:
-        return []
-    problems: list[tuple[int, int, str]] = []
+        return [], []
+    problems: list[tuple[str | None, int, int, str]] = []
     asked = _requests(facts.rows(int(P.Opcode.STREAM_REQUEST), _REQUESTS), problems)
     placed, waiting = _place(answers, asked, facts.firsts)
     if waiting:
@@ -213,7 +284,7 @@ def _restarts(facts: _Facts, frames, errors: str, values: bool) -> list[dict]:
     for i, (_, row) in enumerate(answers):
         rolled = row.status == P.Status.ROLLBACK
         value = bytes(row.value or b"")
-        where = (row.offset, P.HEADER_SIZE + row.body_len)
+        where = (row.file, row.offset, P.HEADER_SIZE + row.body_len)
         if rolled and len(value) != _ROLLBACK.size:
             problems.append((*where, text("rollback_size", size=len(value),
                                           must=_ROLLBACK.size)))
@@ -230,8 +301,10 @@ def _restarts(facts: _Facts, frames, errors: str, values: bool) -> list[dict]:
                        seqno=_signed(seqno), offset=row.offset, timed_delete=False,
                        deleted=False, length=P.HEADER_SIZE + row.body_len)
         out.append(restart)
-    _report(problems, errors)
-    return out
+    located = [(facts.pos(file, offset) // 2, length, reason)
+               for file, offset, length, reason in problems]
+    _report(located, errors, facts.files())
+    return out, located
 
 
 def _requests(asked, problems) -> list[tuple[int, int, int]]:
@@ -246,7 +319,7 @@ def _requests(asked, problems) -> list[tuple[int, int, int]]:
                 body = json.loads(data)
             except ValueError:
                 body = None
-            where = (row.offset, P.HEADER_SIZE + row.body_len)
+            where = (row.file, row.offset, P.HEADER_SIZE + row.body_len)
             if not isinstance(body, dict):
                 problems.append((*where, text("stream_request_value")))
                 continue
@@ -296,7 +369,7 @@ def _rows(frames, values: bool):
         "delete_time": F.coalesce("delete_time", zero),
         "cid": F.coalesce("collection_id", zero), "event_id": F.coalesce("event_id", zero),
         "snap_start": F.coalesce("snap_start", zero), "snap_end": F.coalesce("snap_end", zero),
-        "oso": F.coalesce("oso_flags", zero), "offset": F.col("offset"),
+        "oso": F.coalesce("oso_flags", zero), "offset": F.shiftright("pos", 1),
         "length": F.col("body_len") + P.HEADER_SIZE, "what": F.col("what"),
         "datatype": F.col("datatype"), "event_version": F.coalesce("event_version", zero),
         "timed_delete": F.col("delete_time").isNotNull(),
@@ -323,29 +396,43 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _report(problems, errors: str) -> None:
+def _report(problems, errors: str, files: list) -> None:
+    """Raise the first of ``problems`` ((file rank << 46 | offset, length, reason)) in
+    strict mode, naming its file; log them in skip mode."""
     if not problems:
         return
+    at, _, reason = min(problems)
+    file, offset = files[at >> _SOURCE_BITS], at & _OFFSET_MASK
     if errors == "strict":
-        offset, _, reason = min(problems)
-        raise DcpFormatError(offset, reason)
-    log.warning("state: skipped %d problem(s), the first at byte %d", len(problems),
-                min(problems)[0])
+        error = DcpFormatError(offset, reason)
+        if file is not None:
+            error.add_note(f"while decoding {file}")
+        raise error
+    log.warning("state: skipped %d problem(s), the first at byte %d%s", len(problems),
+                offset, f" of {file}" if file is not None else "")
 
 
-def _partition(batches, manifest: Manifest, options: dict):
-    """The state engine over one partition's rows (ordered by ``pos``)."""
+def _partition(batches, manifest: Manifest, options: dict, files: list, schema: pa.Schema):
+    """The state engine over one partition's rows (ordered by ``pos``): its rows, then a
+    row with its report (``_REPORT``)."""
     builder = StateBuilder(**options)
     builder.manifest = manifest
+    skipped = []
     for rb in batches:
         if rb.num_rows:
             rows = _engine_rows(rb, options["values"], builder.engine.problems)
-            builder.engine.update(rows)
-            _report(builder.engine.problems, options["errors"])
+            builder.feed(rows)
+            _report(builder.engine.problems, options["errors"], files)
+            skipped += builder.engine.problems
             builder.engine.problems.clear()
-    table = builder.result().cast(output_schema(values=options["values"],
-                                                  history=options["history"]), safe=False)
-    yield from table.to_batches()
+    table = builder.result()
+    meta = metadata(table)
+    report = {"consistency": meta["consistency"], "unrestored": meta["unrestored"],
+              "errors": [[files[at >> _SOURCE_BITS], at & _OFFSET_MASK, length, reason]
+                         for at, length, reason in sorted(skipped)]}
+    table = table.cast(schema.remove(schema.get_field_index(_REPORT)), safe=False)
+    yield from table.append_column(_REPORT, pa.nulls(table.num_rows, pa.string())).to_batches()
+    yield pa.RecordBatch.from_pylist([{_REPORT: json.dumps(report)}], schema=schema)
 
 
 def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import numbers
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,7 +25,10 @@ from ..events import Manifest, system_events
 from .engine import Engine
 from .output import METADATA_KEY, consistency, state_errors, state_schema, table
 from .restarts import Placer
-from .rows import batch_rows, concat, sort
+from .rows import Rows, batch_rows, concat, sort, take
+from .segments import dense
+from .versions import Lost, Versions, standing
+from .versions import concat as concat_versions
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,7 +43,16 @@ _NO_LIMIT = np.uint64(2**64 - 1)
 
 def nanoseconds(at_time) -> int:
     """``at_time`` as nanoseconds since the epoch: a ``datetime`` (naive means UTC), an ISO
-    8601 string, or an int of nanoseconds."""
+    8601 string, or an int of nanoseconds; a time the CAS clock cannot hold (before the
+    epoch, or 2**64 ns after it) is a ``ValueError``."""
+    ns = _nanoseconds(at_time)
+    if not 0 <= ns < 2**64:
+        raise ValueError(f"at_time {at_time!r} is outside the CAS clock's range "
+                         "(1970-01-01 to 2554-07-21 UTC)")
+    return ns
+
+
+def _nanoseconds(at_time) -> int:
     if isinstance(at_time, numbers.Integral) and not isinstance(at_time, bool):
         return int(at_time)
     if isinstance(at_time, str):
@@ -86,7 +98,7 @@ class StateBuilder:
 
     def __init__(self, *, at_seqno=None, at_time=None, include_deleted: bool = False,
                  values: bool = True, collections=None, errors: str = "strict",
-                 history: bool = False):
+                 history: bool = False, exact_units: Iterable[int] = ()):
         if errors not in _ERRORS:
             raise ValueError(f"errors must be one of {_ERRORS}, not {errors!r}")
         if collections is not None:
@@ -97,8 +109,14 @@ class StateBuilder:
         self.history, self.include_deleted = history, include_deleted
         self.at_seqno = at_seqno
         self.at_time = None if at_time is None else nanoseconds(at_time)
-        self.engine = Engine(limit=limits(at_seqno), at_time=self.at_time, history=history,
-                             include_deleted=include_deleted)
+        self.engine = Engine(limit=limits(at_seqno), at_time=self.at_time, history=history)
+        #: the streams (vbucket << 16 | stream id) known beforehand to need every version
+        #: of their documents to be exact (``table``), and the engine that keeps them
+        self.exact_units = np.array(sorted(set(exact_units)), np.uint32)
+        self.exact: Engine | None = None
+        if len(self.exact_units) and not history:
+            self.exact = Engine(limit=self.engine.limit, at_time=self.at_time, history=True)
+            self.exact.problems = self.engine.problems
         self.placer = Placer()
         self.manifest = Manifest()
         self.errors: list[SkippedRegion] = []
@@ -116,11 +134,20 @@ class StateBuilder:
         restarts = self.placer.place(mine, self._frames, values=self.values)
         rows = batch_rows(mine, self._frames, values=self.values, events=events)
         self._frames += len(batch)
-        self.engine.update(sort(concat([rows, restarts])) if len(restarts) else rows)
+        self.feed(sort(concat([rows, restarts])) if len(restarts) else rows)
         found = [*mine.errors, *(SkippedRegion(*p) for p in self.engine.problems)]
         self.engine.problems.clear()
         self._report(found)
         return self
+
+    def feed(self, rows: Rows) -> None:
+        """Take the next rows of the stream (what ``update`` makes of a batch)."""
+        if self.exact is None:
+            self.engine.update(rows)
+            return
+        exact = dense(rows.unit, self.exact_units)[1]
+        self.engine.update(take(rows, np.flatnonzero(~exact)))
+        self.exact.update(take(rows, np.flatnonzero(exact)))
 
     def _report(self, problems: list[SkippedRegion]) -> None:
         if not problems:
@@ -131,22 +158,38 @@ class StateBuilder:
         for region in problems:
             self._reporter.report(*region)
 
-    def table(self) -> pa.Table:
+    def table(self, again: Callable[[StateBuilder], object] | None = None) -> pa.Table:
         """The state of what the batches held (built once: the builder then holds nothing
-        else)."""
+        else).
+
+        Keeping one version per document, the builder cannot bring back the version a
+        restart (or a time cut inside an OSO snapshot) makes current again once a later
+        one replaced it. ``again(builder)`` feeds ``builder`` the same batches once more
+        (as this builder was fed); with it, those documents are worked out exactly in a
+        second pass over their changes only. Without it, their vbuckets are listed
+        under ``unrestored`` in the metadata."""
         if self._table is not None:
             return self._table
         self._report([SkippedRegion(offset, length, text("state_unplaced_rollback",
                                                          seqno=seqno))
                       for offset, length, seqno in self.placer.unplaced()])
-        return self.result()
+        return self.result(again)
 
-    def result(self) -> pa.Table:
+    def result(self, again: Callable[[StateBuilder], object] | None = None) -> pa.Table:
         """The state of the rows the engine read (``table`` without the check that every
         Rollback response found its stream)."""
         if self._table is not None:
             return self._table
         versions, consistent = self.engine.finish()
+        if self.exact is not None:
+            found, more = self.exact.finish()
+            versions = _joined(versions, None, found)
+            consistent.update(more)
+        lost, unrestored = self.engine.lost, []
+        if lost and again is not None:
+            versions = self._restored(versions, lost, again)
+        elif lost:
+            unrestored = lost.vbuckets()
         by_vbucket: dict[int, int] = {}
         for unit, seqno in consistent.items():
             vbucket = unit >> 16
@@ -155,11 +198,38 @@ class StateBuilder:
                     "errors": [list(e) for e in self.errors],
                     "at_seqno": self.at_seqno if not isinstance(self.at_seqno, Mapping)
                     else {str(k): int(v) for k, v in self.at_seqno.items()},
-                    "at_time": self.at_time, "history": self.history}
+                    "at_time": self.at_time, "history": self.history,
+                    "unrestored": unrestored}
         self._table = table(versions, self.manifest, values=self.values,
                             history=self.history, include_deleted=self.include_deleted,
                             collections=self.collections, metadata=metadata)
         return self._table
+
+
+    def _restored(self, versions: Versions | None, lost: Lost,
+                  again: Callable[[StateBuilder], object]) -> Versions | None:
+        """``versions`` with the ``lost`` documents' current versions worked out again from
+        every version of theirs (a second pass, ``again``)."""
+        exact = StateBuilder(at_seqno=self.at_seqno, at_time=self.at_time,
+                             values=self.values, errors="skip", history=True)
+        exact.engine.only = lost
+        again(exact)
+        return _joined(versions, lost, exact.engine.finish()[0])
+
+
+def _joined(versions: Versions | None, lost: Lost | None,
+            found: Versions | None) -> Versions | None:
+    """``versions`` (less the documents ``lost`` names) and the current version of each
+    document of the history ``found``."""
+    parts = []
+    if versions is not None and len(versions):
+        if lost is not None:
+            versions = versions.take(np.flatnonzero(~lost.matches(
+                versions["unit"], versions["cid"], versions["key"])))
+        parts.append(versions)
+    if found is not None and len(found):
+        parts.append(found.take(standing(found, include_deleted=True)))
+    return concat_versions(parts) if parts else None
 
 
 def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
@@ -183,18 +253,37 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
                            history=history)
     for batch in _batches(source, errors, batch_bytes):
         builder.update(batch)
-    return builder.table()
+    return builder.table(_again(source, errors, batch_bytes))
+
+
+def _again(source, errors: str, batch_bytes: int) -> Callable[[StateBuilder], object] | None:
+    """A function that feeds a builder ``source``'s batches once more, where ``source``
+    can be read twice: a path, a buffer, a batch or a list or tuple of batches (not a
+    file object or an iterator)."""
+    if hasattr(source, "read") or not (isinstance(source, (str, os.PathLike, FrameBatch,
+                                                            list, tuple))
+                                       or _is_buffer(source)):
+        return None
+
+    def feed(builder: StateBuilder) -> None:
+        for batch in _batches(source, errors, batch_bytes):
+            builder.update(batch)
+    return feed
+
+
+def _is_buffer(source) -> bool:
+    try:
+        memoryview(source)
+    except TypeError:
+        return False
+    return True
 
 
 def _batches(source, errors: str, batch_bytes: int) -> Iterable[FrameBatch]:
     """The batches of ``source``: a batch, a dump (path, file or buffer), or batches."""
     if isinstance(source, FrameBatch):
         return [source]
-    try:
-        memoryview(source)
-    except TypeError:
-        pass
-    else:
+    if _is_buffer(source):
         return iter_batches(source, batch_bytes, errors=errors)
     if isinstance(source, (str, os.PathLike)) or hasattr(source, "read") \
             or not isinstance(source, Iterable):

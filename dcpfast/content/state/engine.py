@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import text
 from .rows import ABORT, COMMIT, DELETION, DOCUMENTS, EXPIRATION, MUTATION, PREPARE, Rows
 from .segments import Barriers
-from .versions import History, Latest, Versions, concat, from_rows, group_ids
+from .versions import History, Latest, Lost, Versions, concat, from_rows, group_ids
 from .walk import Carry, walk
 
 
@@ -27,19 +27,22 @@ class Engine:
     """Documents rebuilt from a stream's rows.
 
     ``limit`` maps an array of vbucket ids to their at_seqno limits (uint64), ``at_time``
-    is nanoseconds since the epoch or None; ``history`` keeps every version.
+    is nanoseconds since the epoch or None; ``history`` keeps every version. ``only``
+    (a ``Lost``) restricts the documents to those it names, every stream still walked.
     """
 
     def __init__(self, *, limit: Callable, at_time: int | None, history: bool,
-                 include_deleted: bool):
-        self.limit, self.at_time, self.history = limit, at_time, history
-        self.store: Latest | History = History() if history else Latest(include_deleted)
+                 only: Lost | None = None):
+        self.limit, self.at_time, self.history, self.only = limit, at_time, history, only
+        self.store: Latest | History = History() if history else Latest()
         self.carries: dict[int, Carry] = {}
         self.pending: Versions | None = None      # prepares awaiting their commit or abort
         self.problems: list[tuple[int, int, str]] = []
 
     def update(self, rows: Rows) -> None:
         """Take the next stretch of the stream (rows in stream order)."""
+        import pyarrow as pa
+
         if not len(rows):
             return
         found = walk(rows, self.carries, self.limit, self.at_time)
@@ -53,6 +56,9 @@ class Engine:
         if not barriers.empty:
             self.store.kill(barriers)
         docs = np.flatnonzero((rows.what < DOCUMENTS) & found.applies)
+        if self.only is not None:
+            keys = rows.key.take(pa.array(rows.documents(docs), pa.int64()))
+            docs = docs[self.only.matches(rows.unit[docs], rows.cid[docs], keys)]
         versions, rel = self._changes(rows, docs, barriers)
         self.store.add(versions, rel, barriers)
 
@@ -117,14 +123,24 @@ class Engine:
         h = len(held)
         return concat([held.take(index[index < h]), from_rows(rows, docs[index[index >= h] - h])])
 
+    @property
+    def lost(self) -> Lost:
+        """The documents whose state a restart or a time cut left unknown to a ``Latest``
+        store (always empty for ``History``)."""
+        return self.store.lost if isinstance(self.store, Latest) else Lost()
+
     def finish(self) -> tuple[Versions | None, dict[int, int]]:
         """The versions that stand (past ``at_time`` cut where the stream's clock passed it),
-        and each stream's consistent seqno."""
+        and each stream's consistent seqno. A version the cut removes from a ``Latest``
+        store may have hidden an earlier one: its document joins ``lost``."""
         versions = self.store.result()
         if versions is not None and self.at_time is not None:
             cuts = {u: c.cut for u, c in self.carries.items()}
             units = np.array(sorted(cuts), np.uint32)
             limits = np.array([cuts[u] for u in units.tolist()], np.uint64)
             at = np.searchsorted(units, versions["unit"])
-            versions = versions.take(np.flatnonzero(versions["seqno"] < limits[at]))
+            before = versions["seqno"] < limits[at]
+            if isinstance(self.store, Latest):
+                self.store.lost.add(versions, ~before)
+            versions = versions.take(np.flatnonzero(before))
         return versions, {u: c.consistent for u, c in self.carries.items()}

@@ -189,13 +189,17 @@ def metadata(table) -> dict:
 
 def consistency(table):
     """Per vbucket, up to which seqno ``table`` (a ``state`` result) is consistent: the end
-    of the last complete snapshot it covers. A ``pyarrow.Table`` of ``vbucket``,
-    ``consistent_seqno``."""
+    of the last complete snapshot it covers; and whether every document is as the stream
+    left it (``restored`` false: a restart made current again a version that a
+    one-pass ``state`` had let go, see docs/state.md). A ``pyarrow.Table`` of
+    ``vbucket``, ``consistent_seqno``, ``restored``."""
     import pyarrow as pa
 
-    rows = metadata(table)["consistency"]
+    meta = metadata(table)
+    rows, unrestored = meta["consistency"], set(meta.get("unrestored", ()))
     return pa.table({"vbucket": pa.array([r[0] for r in rows], pa.uint16()),
-                     "consistent_seqno": pa.array([r[1] for r in rows], pa.uint64())})
+                     "consistent_seqno": pa.array([r[1] for r in rows], pa.uint64()),
+                     "restored": pa.array([r[0] not in unrestored for r in rows], pa.bool_())})
 
 
 def state_errors(table) -> list[SkippedRegion]:

@@ -140,6 +140,16 @@ def concat(parts: list[Rows]) -> Rows:
     return Rows(**out)
 
 
+def take(rows: Rows, index: np.ndarray) -> Rows:
+    """The rows at ``index`` (ascending); their values stay where they are."""
+    import pyarrow as pa
+
+    out = {name: getattr(rows, name)[index] for name in NUMERIC}
+    docs = rows.documents(index[rows.what[index] < DOCUMENTS])
+    return Rows(**out, key=rows.key.take(pa.array(docs, pa.int64())),
+                value_at=rows.value_at[docs], body=rows.body, xattrs=rows.xattrs)
+
+
 def sort(rows: Rows) -> Rows:
     """The rows in ``pos`` order; the document changes must be in order already."""
     order = np.argsort(rows.pos, kind="stable")

@@ -89,7 +89,7 @@ class Barriers:
         self.c_known = np.unique(self.c_keys)
         ids, _ = dense(self.c_keys, self.c_known)
         self.c_key = ids * self.span + self.c_rel
-        kept = ~self.discarded(self.c_unit, self.c_seqno, self.c_rel)
+        kept = self.c_kept = ~self.discarded(self.c_unit, self.c_seqno, self.c_rel)
         # surviving clears' seqnos, suffix minima per collection key (for gone_after)
         self.c_left = np.where(kept, self.c_seqno, U64_MAX).astype(np.uint64)
         starts = np.ones(len(keys), bool)

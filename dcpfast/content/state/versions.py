@@ -1,5 +1,7 @@
 """Document versions as columns (``Versions``), and the two stores the engine keeps them in:
 ``Latest`` (one version per document, for the state) and ``History`` (every version).
+``Lost`` names the documents whose earlier version ``Latest`` let go where a restart
+needed it back; ``standing`` picks the current version of each document from a history.
 
 A version's ``gone`` says whether it still stands: ``ALIVE``, ``DISCARDED`` (a restart
 threw it away, or, in ``Latest``, a collection clear removed it), or the seqno of the
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rows import Rows
-from .segments import U64_MAX, Barriers
+from .segments import U64_MAX, Barriers, dense
 
 ALIVE = U64_MAX
 DISCARDED = np.uint64(0)
@@ -140,20 +142,36 @@ def newest(group: np.ndarray, order_key: np.ndarray) -> np.ndarray:
 class Latest:
     """The newest version of every document, in runs merged when they grow (each run holds
     what one stretch added; a merge keeps the newest version of each document and drops
-    what no longer stands), so that it holds about twice the documents at most."""
+    what no longer stands), so that it holds about twice the documents at most.
+    Tombstones are kept (the table leaves them out): a restart that discards one must
+    know which document it hid."""
 
-    def __init__(self, include_deleted: bool):
-        self.include_deleted = include_deleted
+    def __init__(self):
         self.runs: list[Versions] = []
         self.merged = self.merged_bytes = 0
+        self.lost = Lost()
+        #: the collection clears that stand: (unit, cid, seqno)
+        self.clears = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint64))
 
     def kill(self, barriers: Barriers) -> None:
-        """What the stretch's restarts and clears remove from the versions held."""
+        """What the stretch's restarts and clears remove from the versions held. A version
+        a restart discards, and a clear a restart undoes, may have hidden an earlier
+        version that now stands again: those documents join ``lost``."""
         for run in self.runs:
             zero = np.zeros(len(run), np.int64)
             out = barriers.discarded(run["unit"], run["seqno"], zero)
+            self.lost.add(run, out & (run["gone"] == ALIVE))
             out |= barriers.cleared(run["unit"], run["cid"], zero, zero + barriers.span - 1)
             run["gone"][out] = DISCARDED
+        unit, cid, seqno = self.clears
+        undone = barriers.discarded(unit, seqno, np.zeros(len(unit), np.int64))
+        self.lost.add_collections(unit[undone], cid[undone])
+        kept = barriers.c_kept
+        self.lost.add_collections(barriers.c_unit[~kept],
+                                  (barriers.c_keys[~kept] & np.uint64(0xFFFFFFFF)))
+        self.clears = tuple(np.concatenate([old[~undone], new[kept]]) for old, new in zip(
+            self.clears, (barriers.c_unit, barriers.c_keys & np.uint64(0xFFFFFFFF),
+                          barriers.c_seqno)))
 
     @staticmethod
     def select(group: np.ndarray, rel: np.ndarray) -> np.ndarray:
@@ -167,6 +185,7 @@ class Latest:
             return
         if not barriers.empty:
             out = barriers.discarded(versions["unit"], versions["seqno"], rel)
+            self.lost.add(versions, out)
             out |= barriers.cleared(versions["unit"], versions["cid"], rel,
                                     np.full(len(rel), barriers.span - 1))
             versions["gone"][out] = DISCARDED
@@ -182,10 +201,7 @@ class Latest:
                              and (self.runs[0]["gone"] == ALIVE).all()):
             return
         every = concat(self.runs)
-        keep = newest(group_ids(every["unit"], every["cid"], every["key"]), every["gpos"])
-        keep = keep[every["gone"][keep] == ALIVE]
-        if not self.include_deleted:
-            keep = keep[~_tombstones(every)[keep]]
+        keep = standing(every, include_deleted=True)
         bounds = np.cumsum([0, *map(len, self.runs)])
         parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
                  for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
@@ -243,3 +259,87 @@ def _tombstones(versions: Versions) -> np.ndarray:
 
     what = versions["what"]
     return (what == DELETION) | (what == EXPIRATION) | versions["deleted"]
+
+
+def standing(versions: Versions, *, include_deleted: bool) -> np.ndarray:
+    """Index (ascending) of each document's current version among ``versions``: its
+    newest in stream order, where that one still stands (and is not a tombstone, unless
+    ``include_deleted``)."""
+    keep = newest(group_ids(versions["unit"], versions["cid"], versions["key"]),
+                  versions["gpos"])
+    keep = keep[versions["gone"][keep] == ALIVE]
+    if not include_deleted:
+        keep = keep[~_tombstones(versions)[keep]]
+    return keep
+
+
+def identities(unit: np.ndarray, cid: np.ndarray, key):
+    """One binary value per document: its stream and collection (8 bytes) then its key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(unit)
+    prefix = np.empty((n, 2), ">u4")
+    prefix[:, 0], prefix[:, 1] = unit, cid
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), n,
+                                                 [None, pa.py_buffer(prefix.tobytes())])
+    if isinstance(key, pa.ChunkedArray):
+        key = key.combine_chunks()
+    return pc.binary_join_element_wise(fixed.cast(pa.large_binary()),
+                                       key.cast(pa.large_binary()),
+                                       pa.scalar(b"", pa.large_binary()))
+
+
+class Lost:
+    """Documents whose version at some restart point a ``Latest`` store may have let go
+    (a restart discarded the version that hid it), and collections of a stream whose
+    clear a restart undid: what a second, exact pass must work out again."""
+
+    def __init__(self):
+        self.parts: list = []                     # identities of documents
+        self.units = np.zeros(0, np.uint32)       # their streams
+        self.collections: set[tuple[int, int]] = set()   # (unit, cid)
+
+    def __bool__(self) -> bool:
+        return bool(self.parts or self.collections)
+
+    def add(self, versions: Versions, mask: np.ndarray) -> None:
+        """The documents of ``versions`` where ``mask``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        at = np.flatnonzero(mask)
+        if not len(at):
+            return
+        key = versions["key"].take(pa.array(at, pa.int64()))
+        self.parts.append(identities(versions["unit"][at], versions["cid"][at], key))
+        self.units = np.unique(np.concatenate([self.units, versions["unit"][at]]))
+        if len(self.parts) > 64:                  # each document once
+            self.parts = [pc.unique(pa.chunked_array(self.parts).combine_chunks())]
+
+    def add_collections(self, unit: np.ndarray, cid: np.ndarray) -> None:
+        self.collections.update(zip(unit.tolist(), cid.tolist()))
+
+    def vbuckets(self) -> list[int]:
+        """The vbuckets of the documents and collections named."""
+        units = np.concatenate([self.units, np.array([u for u, _ in self.collections],
+                                                     np.uint32)])
+        return np.unique(units >> np.uint32(16)).tolist()
+
+    def matches(self, unit: np.ndarray, cid: np.ndarray, key) -> np.ndarray:
+        """Which documents (``unit``, ``cid``, ``key``) are named."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        out = np.zeros(len(unit), bool)
+        if not len(unit):
+            return out
+        if self.parts:
+            known = pa.chunked_array(self.parts, pa.large_binary()).combine_chunks()
+            out |= pc.is_in(identities(unit, cid, key), value_set=known).to_numpy(
+                zero_copy_only=False)
+        if self.collections:
+            pairs = unit.astype(np.uint64) << np.uint64(32) | cid.astype(np.uint64)
+            named = np.array(sorted(u << 32 | c for u, c in self.collections), np.uint64)
+            out |= dense(pairs, named)[1]
+        return out

@@ -91,10 +91,16 @@ def walk(rows: Rows, carries: dict[int, Carry], limit, at_time: int | None) -> W
     fresh = what == RESTART
     restart = fresh | (seq.is_carry & lazy[seq.group])
     point, known = _points(seq, what, seqno, unit, item, restart)
-    previous, bad = _chain(seq, what, seqno, item, restart, fresh, point, known)
+    previous, bad, inside, running = _chain(seq, what, seqno, item, restart, fresh, point,
+                                            known)
     lim = limit(unit >> np.uint32(16))
     cut = _cut(seq, what, seqno, rows, restart & known, point, at_time, bad)
-    _snapshots(seq, what, seqno, item & ~bad, restart, fresh, known, point, lim, cut)
+    oso_end = (what == OSO) & (seq.lay(rows.oso, 0) & P.OsoFlag.END != 0)
+    # inside an OSO snapshot items come in key order: the snapshot is complete only at
+    # its end, if the highest seqno by then reached the marker's end
+    reach = (item & ~bad & ~inside) | oso_end
+    _snapshots(seq, what, np.where(oso_end, running, seqno), reach, restart, fresh, known,
+               point, lim, cut)
     waiting = np.zeros(len(seq.units), bool)
     waiting[seq.group[restart & ~known]] = True
     for c, still in zip(seq.carries, waiting.tolist()):
@@ -127,7 +133,8 @@ def _points(seq, what, seqno, unit, item, restart):
 
 
 def _chain(seq, what, seqno, item, restart, fresh, point, known):
-    """The seqno each item must exceed, and the items that do not (outside OSO)."""
+    """The seqno each item must exceed, and the items that do not (outside OSO); and at
+    each slot whether it is inside an OSO snapshot, and the highest seqno so far."""
     chain = np.where(item, seqno, np.uint64(0)).astype(np.uint64)
     chain[seq.carry_at] = [c.chain for c in seq.carries]
     chain[restart] = np.where(known[restart], point[restart], np.uint64(0))
@@ -144,7 +151,7 @@ def _chain(seq, what, seqno, item, restart, fresh, point, known):
     bad = item & ~inside & (seqno <= previous)
     for c, end in zip(seq.carries, seq.last_slots().tolist()):
         c.chain, c.oso = int(running[end]), bool(inside[end])
-    return previous, bad
+    return previous, bad, inside, running
 
 
 def _cut(seq, what, seqno, rows, restarts, point, at_time, bad):
@@ -177,7 +184,8 @@ def _cut(seq, what, seqno, rows, restarts, point, at_time, bad):
 
 def _snapshots(seq, what, seqno, item, restart, fresh, known, point, lim, cut) -> None:
     """Complete the snapshots of the stretch and move each stream's ``consistent`` to the
-    end of its last complete snapshot within the limits (a restart lowers it to its point)."""
+    end of its last complete snapshot within the limits (a restart lowers it to its point).
+    ``item``: the slots that complete their snapshot if their ``seqno`` reaches its end."""
     marker = what == MARKER
     setters = seq.is_carry | restart | marker
     start = seq.lay(seq.rows.snap_start, 0)
