@@ -94,7 +94,9 @@ def limits(at_seqno):
 
 class StateBuilder:
     """``state`` batch by batch: ``update`` with each batch of one stream, in order, then
-    ``table``. Options as for ``state``."""
+    ``table``. Options as for ``state``; ``exact_units`` names the streams (vbucket << 16
+    | stream id) known beforehand to restart, whose documents keep every version so that
+    ``table`` needs no second pass for them (Spark's partitions use it)."""
 
     def __init__(self, *, at_seqno=None, at_time=None, include_deleted: bool = False,
                  values: bool = True, collections=None, errors: str = "strict",
