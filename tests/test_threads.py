@@ -108,6 +108,19 @@ def test_threads_equal_one_scan_for_every_cut(data):
         assert_same_result(got, want)
 
 
+@pytest.mark.parametrize("skip", [False, True])
+@pytest.mark.parametrize("threads", [2, 3, 7])
+def test_fewer_bytes_than_threads(threads, skip):
+    """Cuts that would fall on the start (a 3-byte buffer of junk in 1-byte ranges) make
+    fewer ranges, and the strict scan still fails at byte 0."""
+    buf = memoryview(bytes.fromhex("89eb2f"))
+    ask = request(len(buf), skip=skip, unverified=True)
+    want = _core.scan.scan_buffer(buf, ask)
+    assert (want.failure is None) == skip
+    got = parallel.scan_result(buf, ask, threads, range_bytes=1, lead_in=1, piece_bytes=1)
+    assert_same_result(got, want)
+
+
 @settings(max_examples=40, deadline=None)
 @given(streams(min_frames=1, max_frames=30), st.data())
 def test_threads_equal_one_scan_on_random_frames(stream, data):

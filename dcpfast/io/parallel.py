@@ -137,6 +137,10 @@ def scan_result(view, request: ScanRequest, threads: int, *,
     # the first range is a little shorter: its thread then places the second's rows
     weights = [1 - _FIRST_LESS] + [1 + _FIRST_LESS / (parts - 1)] * (parts - 1)
     cuts = [start + int((size - start) * sum(weights[:k]) / parts) for k in range(1, parts)]
+    cuts = sorted({c for c in cuts if start < c < size})    # a few bytes: fewer ranges
+    parts = len(cuts) + 1
+    if parts < 2:
+        return _core.scan.scan_buffer(view, request)
     limits = [*cuts[1:], size]
 
     def anchored(k):
