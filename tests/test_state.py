@@ -90,6 +90,22 @@ def test_state_is_the_model(seed, kind):
         check_model(data, **options)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_merged_often_and_read_in_pieces_is_the_model(seed, monkeypatch):
+    """Merges that drop tombstones and superseded versions between small batches, then a
+    restart below them: the second pass brings back what they dropped."""
+    monkeypatch.setattr(state_versions, "MERGE_FLOOR", 4)
+    monkeypatch.setattr(state_versions, "MERGE_FLOOR_BYTES", 1 << 10)
+    data = scenario(seed + 100, restarts=0.3, vbuckets=2, requests=seed % 2 == 1)
+    frames, bodies = decoded(data)
+    for options in ({}, {"at_time": CAS_EPOCH + 4 * 10**11}, {"at_seqno": 25}):
+        want, _, _ = model(frames, bodies, **options)
+        for deleted in (False, True):
+            table = dcpfast.state(chunks(data, 300, errors="skip"), errors="skip",
+                                  include_deleted=deleted, **options)
+            assert rows_of(table) == expected(want, include_deleted=deleted), options
+
+
 @pytest.mark.parametrize("options", [{}, {"history": True}, {"at_seqno": 150},
                                      {"at_time": 1_700_000_300 * 10**9}])
 def test_synthetic_conversations_are_the_model(options):

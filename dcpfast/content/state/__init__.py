@@ -111,7 +111,8 @@ class StateBuilder:
         self.history, self.include_deleted = history, include_deleted
         self.at_seqno = at_seqno
         self.at_time = None if at_time is None else nanoseconds(at_time)
-        self.engine = Engine(limit=limits(at_seqno), at_time=self.at_time, history=history)
+        self.engine = Engine(limit=limits(at_seqno), at_time=self.at_time, history=history,
+                             include_deleted=include_deleted)
         #: the streams (vbucket << 16 | stream id) known beforehand to need every version
         #: of their documents to be exact (``table``), and the engine that keeps them
         self.exact_units = np.array(sorted(set(exact_units)), np.uint32)

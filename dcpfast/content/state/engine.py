@@ -18,7 +18,7 @@ import numpy as np
 
 from ...errors import text
 from .rows import ABORT, COMMIT, DELETION, DOCUMENTS, EXPIRATION, MUTATION, PREPARE, Rows
-from .segments import Barriers
+from .segments import U64_MAX, Barriers
 from .versions import History, Latest, Lost, Versions, concat, from_rows, group_ids
 from .walk import Carry, walk
 
@@ -27,14 +27,15 @@ class Engine:
     """Documents rebuilt from a stream's rows.
 
     ``limit`` maps an array of vbucket ids to their at_seqno limits (uint64), ``at_time``
-    is nanoseconds since the epoch or None; ``history`` keeps every version. ``only``
+    is nanoseconds since the epoch or None; ``history`` keeps every version, else
+    ``include_deleted`` keeps the tombstones. ``only``
     (a ``Lost``) restricts the documents to those it names, every stream still walked.
     """
 
     def __init__(self, *, limit: Callable, at_time: int | None, history: bool,
-                 only: Lost | None = None):
+                 include_deleted: bool = False, only: Lost | None = None):
         self.limit, self.at_time, self.history, self.only = limit, at_time, history, only
-        self.store: Latest | History = History() if history else Latest()
+        self.store: Latest | History = History() if history else Latest(include_deleted)
         self.carries: dict[int, Carry] = {}
         self.pending: Versions | None = None      # prepares awaiting their commit or abort
         self.problems: list[tuple[int, int, str]] = []
@@ -134,13 +135,18 @@ class Engine:
         and each stream's consistent seqno. A version the cut removes from a ``Latest``
         store may have hidden an earlier one: its document joins ``lost``."""
         versions = self.store.result()
-        if versions is not None and self.at_time is not None:
-            cuts = {u: c.cut for u, c in self.carries.items()}
+        if self.at_time is None:
+            return versions, {u: c.consistent for u, c in self.carries.items()}
+        cuts = {u: c.cut for u, c in self.carries.items()}
+        latest = self.store if isinstance(self.store, Latest) else None
+        if latest is not None:
+            latest.lost.add_streams(latest.dropped_above(lambda units, _: np.array(
+                [cuts.get(u, int(U64_MAX)) for u in units.tolist()], np.uint64)))
+        if versions is not None:
             units = np.array(sorted(cuts), np.uint32)
             limits = np.array([cuts[u] for u in units.tolist()], np.uint64)
-            at = np.searchsorted(units, versions["unit"])
-            before = versions["seqno"] < limits[at]
-            if isinstance(self.store, Latest):
-                self.store.lost.add(versions, ~before)
+            before = versions["seqno"] < limits[np.searchsorted(units, versions["unit"])]
+            if latest is not None:
+                latest.lost.add(versions, ~before)
             versions = versions.take(np.flatnonzero(before))
         return versions, {u: c.consistent for u, c in self.carries.items()}

@@ -143,13 +143,17 @@ class Latest:
     """The newest version of every document, in runs merged when they grow (each run holds
     what one stretch added; a merge keeps the newest version of each document and drops
     what no longer stands), so that it holds about twice the documents at most.
-    Tombstones are kept (the table leaves them out): a restart that discards one must
-    know which document it hid."""
+    Tombstones are dropped unless ``include_deleted``; a restart that discards one would
+    bring back the version it deleted, so each stream remembers the highest seqno of a
+    tombstone it dropped (``dropped``), and a restart below it makes the stream ``lost``."""
 
-    def __init__(self):
+    def __init__(self, include_deleted: bool):
+        self.include_deleted = include_deleted
         self.runs: list[Versions] = []
         self.merged = self.merged_bytes = 0
         self.lost = Lost()
+        #: per stream, the highest seqno of a tombstone a merge dropped
+        self.dropped: dict[int, int] = {}
         #: the collection clears that stand: (unit, cid, seqno)
         self.clears = (np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint64))
 
@@ -163,15 +167,25 @@ class Latest:
             self.lost.add(run, out & (run["gone"] == ALIVE))
             out |= barriers.cleared(run["unit"], run["cid"], zero, zero + barriers.span - 1)
             run["gone"][out] = DISCARDED
+        self.lost.add_streams(self.dropped_above(barriers.restart_min))
         unit, cid, seqno = self.clears
         undone = barriers.discarded(unit, seqno, np.zeros(len(unit), np.int64))
         self.lost.add_collections(unit[undone], cid[undone])
         kept = barriers.c_kept
-        self.lost.add_collections(barriers.c_unit[~kept],
-                                  (barriers.c_keys[~kept] & np.uint64(0xFFFFFFFF)))
-        self.clears = tuple(np.concatenate([old[~undone], new[kept]]) for old, new in zip(
-            self.clears, (barriers.c_unit, barriers.c_keys & np.uint64(0xFFFFFFFF),
-                          barriers.c_seqno)))
+        cids = (barriers.c_keys & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        self.lost.add_collections(barriers.c_unit[~kept], cids[~kept])
+        self.clears = (np.concatenate([unit[~undone], barriers.c_unit[kept]]),
+                       np.concatenate([cid[~undone], cids[kept]]),
+                       np.concatenate([seqno[~undone], barriers.c_seqno[kept]]))
+
+    def dropped_above(self, lowest) -> list[int]:
+        """The streams whose dropped tombstones reach above ``lowest(units, zeros)``, an
+        array of seqnos per stream (a restart's point, a time cut)."""
+        if not self.dropped:
+            return []
+        units = np.array(list(self.dropped), np.uint32)
+        tops = np.array(list(self.dropped.values()), np.uint64)
+        return units[lowest(units, np.zeros(len(units), np.int64)) < tops].tolist()
 
     @staticmethod
     def select(group: np.ndarray, rel: np.ndarray) -> np.ndarray:
@@ -202,6 +216,13 @@ class Latest:
             return
         every = concat(self.runs)
         keep = standing(every, include_deleted=True)
+        if not self.include_deleted:
+            tombs = keep[_tombstones(every)[keep]]
+            units, seqnos = every["unit"][tombs], every["seqno"][tombs]
+            for u in np.unique(units).tolist():
+                top = int(seqnos[units == u].max())
+                self.dropped[u] = max(top, self.dropped.get(u, 0))
+            keep = keep[~_tombstones(every)[keep]]
         bounds = np.cumsum([0, *map(len, self.runs)])
         parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
                  for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
@@ -292,16 +313,18 @@ def identities(unit: np.ndarray, cid: np.ndarray, key):
 
 class Lost:
     """Documents whose version at some restart point a ``Latest`` store may have let go
-    (a restart discarded the version that hid it), and collections of a stream whose
-    clear a restart undid: what a second, exact pass must work out again."""
+    (a restart discarded the version that hid it), collections of a stream whose clear a
+    restart undid, and streams a restart took below a tombstone already dropped: what a
+    second, exact pass must work out again."""
 
     def __init__(self):
         self.parts: list = []                     # identities of documents
         self.units = np.zeros(0, np.uint32)       # their streams
         self.collections: set[tuple[int, int]] = set()   # (unit, cid)
+        self.streams: set[int] = set()            # every document of these streams
 
     def __bool__(self) -> bool:
-        return bool(self.parts or self.collections)
+        return bool(self.parts or self.collections or self.streams)
 
     def add(self, versions: Versions, mask: np.ndarray) -> None:
         """The documents of ``versions`` where ``mask``."""
@@ -320,10 +343,14 @@ class Lost:
     def add_collections(self, unit: np.ndarray, cid: np.ndarray) -> None:
         self.collections.update(zip(unit.tolist(), cid.tolist()))
 
+    def add_streams(self, units: list[int]) -> None:
+        self.streams.update(units)
+
     def vbuckets(self) -> list[int]:
         """The vbuckets of the documents and collections named."""
         units = np.concatenate([self.units, np.array([u for u, _ in self.collections],
-                                                     np.uint32)])
+                                                     np.uint32),
+                                np.array(list(self.streams), np.uint32)])
         return np.unique(units >> np.uint32(16)).tolist()
 
     def matches(self, unit: np.ndarray, cid: np.ndarray, key) -> np.ndarray:
@@ -342,4 +369,6 @@ class Lost:
             pairs = unit.astype(np.uint64) << np.uint64(32) | cid.astype(np.uint64)
             named = np.array(sorted(u << 32 | c for u, c in self.collections), np.uint64)
             out |= dense(pairs, named)[1]
+        if self.streams:
+            out |= np.isin(unit, np.array(list(self.streams), np.uint32))
         return out
