@@ -150,7 +150,7 @@ def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool =
     facts = _Facts(frames_df)
     frames = facts.ordered(frames_df)
     files = facts.files()
-    restarts, problems = _restarts(facts, frames, errors, values)
+    restarts, problems = _restarts(facts, frames, errors, values, files)
     rows = _rows(frames, values).unionByName(
         frames.sparkSession.createDataFrame(restarts, from_arrow_schema(_input_schema(values))))
     # a stream that restarts (or, cut at a time, has an OSO snapshot) keeps every version
@@ -170,8 +170,7 @@ def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool =
     def run(batches):
         yield from _partition(batches, manifest, options, files, schema)
 
-    located = [(files[offset >> _SOURCE_BITS], offset & _OFFSET_MASK, length, reason)
-               for offset, length, reason in problems]
+    located = [(*_where(files, at), length, reason) for at, length, reason in problems]
     return (rows.repartition("vb").sortWithinPartitions("pos")
             .mapInArrow(run, from_arrow_schema(schema)), located)
 
@@ -257,9 +256,10 @@ class _Facts:
                                            for n, v in columns.items()}))
 
 
-def _restarts(facts: _Facts, frames, errors: str, values: bool) -> tuple[list[dict], list]:
+def _restarts(facts: _Facts, frames, errors: str, values: bool,
+              files: list) -> tuple[list[dict], list]:
     """The ``RESTART`` rows of the placed Stream Request responses, and the problems found
-    (file rank << 46 | offset, length, reason)."""
+    (file rank << 46 | offset, length, reason); ``files`` are ``facts.files()``."""
     from pyspark.sql import functions as F
 
     answers = facts.rows(int(P.Opcode.STREAM_REQUEST), _RESPONSES)
@@ -303,7 +303,7 @@ def _restarts(facts: _Facts, frames, errors: str, values: bool) -> tuple[list[di
         out.append(restart)
     located = [(facts.pos(file, offset) // 2, length, reason)
                for file, offset, length, reason in problems]
-    _report(located, errors, facts.files())
+    _report(located, errors, files)
     return out, located
 
 
@@ -396,13 +396,18 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def _where(files: list, at: int) -> tuple:
+    """(file, offset) of ``at`` (file rank << 46 | offset)."""
+    return files[at >> _SOURCE_BITS], at & _OFFSET_MASK
+
+
 def _report(problems, errors: str, files: list) -> None:
     """Raise the first of ``problems`` ((file rank << 46 | offset, length, reason)) in
     strict mode, naming its file; log them in skip mode."""
     if not problems:
         return
     at, _, reason = min(problems)
-    file, offset = files[at >> _SOURCE_BITS], at & _OFFSET_MASK
+    file, offset = _where(files, at)
     if errors == "strict":
         error = DcpFormatError(offset, reason)
         if file is not None:
@@ -428,7 +433,7 @@ def _partition(batches, manifest: Manifest, options: dict, files: list, schema: 
     table = builder.result()
     meta = metadata(table)
     report = {"consistency": meta["consistency"], "unrestored": meta["unrestored"],
-              "errors": [[files[at >> _SOURCE_BITS], at & _OFFSET_MASK, length, reason]
+              "errors": [[*_where(files, at), length, reason]
                          for at, length, reason in sorted(skipped)]}
     table = table.cast(schema.remove(schema.get_field_index(_REPORT)), safe=False)
     yield from table.append_column(_REPORT, pa.nulls(table.num_rows, pa.string())).to_batches()

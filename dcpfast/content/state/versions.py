@@ -217,12 +217,12 @@ class Latest:
         every = concat(self.runs)
         keep = standing(every, include_deleted=True)
         if not self.include_deleted:
-            tombs = keep[_tombstones(every)[keep]]
-            units, seqnos = every["unit"][tombs], every["seqno"][tombs]
+            tomb = _tombstones(every)[keep]
+            units, seqnos = every["unit"][keep[tomb]], every["seqno"][keep[tomb]]
             for u in np.unique(units).tolist():
                 top = int(seqnos[units == u].max())
                 self.dropped[u] = max(top, self.dropped.get(u, 0))
-            keep = keep[~_tombstones(every)[keep]]
+            keep = keep[~tomb]
         bounds = np.cumsum([0, *map(len, self.runs)])
         parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
                  for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
