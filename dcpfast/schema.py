@@ -71,6 +71,15 @@ INDEX = {name: i for i, name in enumerate(NAMES)}
 DTYPES = {c.name: np.dtype(c.dtype) for c in COLUMNS}
 #: Arrow-only columns built from an offset/length pair.
 BINARY = {"key": ("key_offset", "key_len"), "value": ("value_offset", "value_len")}
+#: Columns whose values almost never repeat (stream positions, the hybrid logical clock):
+#: Parquet writers give them no dictionary, which they would fill and then drop (measured:
+#: a seventh of the time of writing a mixed stream's frames, see docs/benchmarks.md).
+DISTINCT = frozenset({"offset", "key_offset", "value_offset", "cas"})
+
+
+def dictionary_columns(names) -> list[str]:
+    """Of ``names``, those worth a Parquet dictionary (all but ``DISTINCT``)."""
+    return [n for n in names if n not in DISTINCT]
 
 _HEADER = frozenset({"offset", "magic", "opcode", "datatype", "opaque", "cas", "body_len",
                      "framing_len", "extras_len"})

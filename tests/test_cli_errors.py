@@ -5,6 +5,7 @@ a traceback, and leaves no partial output."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -86,8 +87,9 @@ def test_convert_refuses_to_write_over_an_input(dump, tmp_path):
 def test_a_signal_during_convert_removes_the_partial_output(tmp_path, signum):
     out = tmp_path / "out.parquet"
     body = b"".join(f.data for f in t.synthetic_frames(400, seed=3)[20:])
-    proc = subprocess.Popen(command("convert", "-q", "-", "-o", out), stdin=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=ENV)
+    # two threads: the output is written by a thread beside the decoding
+    proc = subprocess.Popen(command("convert", "-q", "-", "-o", out, "--threads", "2"),
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     try:
         # more than one 64 MiB batch, then the input stays open: convert has written the
         # first batch and waits for more when the signal comes
@@ -165,14 +167,36 @@ def test_names_that_are_not_utf8(dump, tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_full_disk_names_the_output(dump, tmp_path):
+@pytest.mark.parametrize("threads", ["1", "2"])     # written here, or by a thread beside
+def test_a_full_disk_names_the_output(dump, tmp_path, threads):
     for ext in ("parquet", "arrow", "csv"):
         out = tmp_path / f"full.{ext}"
         out.symlink_to("/dev/full")
-        result = run("convert", dump, "-o", out)
+        result = run("convert", dump, "-o", out, "--threads", threads)
         line = one_error_line(result.output, result.exit_code)
         assert line == f"Error: {out}: No space left on device"
         assert out.is_symlink()                   # a device is not removed
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="needs file size limits")
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_a_write_failing_mid_way_names_the_output(tmp_path, threads):
+    """A file size limit fails the first group's write while later groups are still to
+    come (with two threads, in the thread that writes beside the decoding)."""
+    big = tmp_path / "big.dcp"
+    big.write_bytes(SAMPLE.read_bytes() * 400)          # 180 MB: three 64 MiB batches
+    out = tmp_path / "out.parquet"
+
+    def limited():
+        import resource
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # the write fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    done = subprocess.run(command("convert", "-q", big, "-o", out, "--threads", threads),
+                          capture_output=True, env=ENV, timeout=300, preexec_fn=limited)
+    line = one_error_line(done.stderr.decode(), done.returncode)
+    assert line == f"Error: {out}: {os.strerror(errno.EFBIG)}"
+    assert not out.exists()
 
 
 @pytest.mark.skipif(sys.platform != "linux" or "libasan" in os.environ.get("LD_PRELOAD", ""),
@@ -192,7 +216,9 @@ def test_too_little_memory_is_one_line(tmp_path):
         "resource.setrlimit(resource.RLIMIT_AS, (size, resource.RLIM_INFINITY))\n"
         "main(sys.argv[2:])\n")
     said = []
-    for margin in (100, 150, 200):
+    # many limits: where memory runs out differs with each, in a worker thread too
+    # (which once left the command waiting for ever)
+    for margin in range(60, 260, 20):
         done = subprocess.run([sys.executable, "-c", limited, str(margin), "convert", "-q",
                                big, "-o", out], capture_output=True, env=ENV, timeout=300)
         if done.returncode:

@@ -234,6 +234,52 @@ def test_a_forked_child_scans_with_threads():
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_run_gives_results_in_order_and_the_first_error():
+    assert parallel.run([lambda k=k: k * k for k in range(5)], 3) == [0, 1, 4, 9, 16]
+    ran = []
+
+    def fails(k):
+        def task():
+            ran.append(k)
+            raise KeyError(k)
+        return task
+    with pytest.raises(KeyError) as e:
+        parallel.run([lambda: ran.append(0), fails(1), fails(2)], 3)
+    assert e.value.args == (1,) and sorted(ran) == [0, 1, 2]    # every task ran first
+
+
+def test_a_worker_that_ends_mid_task_fails_the_task_instead_of_hanging(monkeypatch):
+    """A worker thread ends when even recording its task's outcome fails (out of memory):
+    the task fails with MemoryError, and the next run starts workers afresh."""
+    real = parallel._outcome
+    doomed = []
+
+    def recording(call):
+        if call in doomed:
+            raise SystemExit                 # escapes the worker's task, as a failed record
+        return real(call)
+
+    def doomed_task():
+        return "never recorded"
+    doomed.append(doomed_task)
+    monkeypatch.setattr(parallel, "_outcome", recording)
+    with pytest.raises(MemoryError):
+        parallel.run([lambda: 1, doomed_task], 2)
+    pool = parallel._pool
+    assert pool is None or all(thread.is_alive() for thread in pool.threads)
+    assert parallel.run([lambda: 1, lambda: 2, lambda: 3], 3) == [1, 2, 3]
+
+
+def test_beside_runs_a_call_on_a_thread_of_its_own():
+    import threading
+
+    here = threading.current_thread()
+    assert parallel.beside(lambda: threading.current_thread() is not here)() is True
+    wait = parallel.beside(lambda: {}["missing"])
+    with pytest.raises(KeyError):
+        wait()
+
+
 # -- the core pieces: stop, and output memory filled by the caller -----------------------
 
 @settings(max_examples=60, deadline=None)

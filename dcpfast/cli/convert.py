@@ -11,6 +11,7 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -19,6 +20,7 @@ import numpy as np
 from .. import schema as S
 from ..batch import scan
 from ..content.values import iter_values
+from ..io.parallel import beside, threads_of
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
@@ -40,14 +42,17 @@ class _Writer:
     """Parquet, Arrow IPC or CSV output. Small tables (a capture gives one per connection
     direction) are gathered until they hold ``GROUP_BYTES``, each counted with
     ``TABLE_COST`` for its objects, and written together: one row group or record batch
-    per group, in memory bounded by bytes whatever the number of tables."""
+    per group, in memory bounded by bytes whatever the number of tables. With
+    ``background``, a group is written by a thread of its own while the next is decoded and
+    gathered (pyarrow writes a file on one thread): one group more in memory, the same
+    file."""
 
     #: Bytes of tables gathered before they are written as one.
     GROUP_BYTES = 64 << 20
     #: What a table counts besides its Arrow data (its Python objects and column arrays).
     TABLE_COST = 128 << 10
 
-    def __init__(self, path: str, fmt: str):
+    def __init__(self, path: str, fmt: str, background: bool = False):
         import pyarrow as pa
 
         self.path, self.format = path, fmt
@@ -56,6 +61,8 @@ class _Writer:
         self.schema: Any = None
         self._pending: list = []
         self._pending_bytes = 0
+        self._background = background
+        self._written: Callable[[], object] | None = None   # waits for the group being written
 
     def write(self, table) -> None:
         if self.schema is not None and table.column_names != self.schema.names:
@@ -88,25 +95,48 @@ class _Writer:
         if self._writer is None:
             if self.format == "parquet":
                 import pyarrow.parquet as pq
-                self._writer = pq.ParquetWriter(self._sink, table.schema)
+                self._writer = pq.ParquetWriter(
+                    self._sink, table.schema,
+                    use_dictionary=S.dictionary_columns(table.column_names))
             elif self.format == "ipc":
                 self._writer = pa.ipc.new_file(self._sink, table.schema)
             else:
                 import pyarrow.csv as pcsv
                 self._writer = pcsv.CSVWriter(self._sink, table.schema)
-        self._writer.write_table(table)
+        self._wait()
+        if self._background:
+            self._written = beside(lambda: self._writer.write_table(table))
+        else:
+            self._writer.write_table(table)
+
+    def _wait(self) -> None:
+        """Wait for the group being written, raising its error here."""
+        written, self._written = self._written, None
+        if written is not None:
+            written()
 
     def close(self) -> None:
         """Write what is gathered and finish the file (errors included: a full disk may
         show only here)."""
         self.flush()
+        self._wait()
         if self._writer is not None:
             self._writer.close()
         self._sink.close()
 
     def abandon(self) -> None:
-        """Close without finishing, ignoring errors (the output is removed after)."""
+        """Close without finishing, ignoring errors (the output is removed after): once the
+        group being written, if any, is done."""
         self._pending = []
+        written, self._written = self._written, None
+        while written is not None:              # a file is never closed while written
+            try:
+                written()
+                break
+            except (KeyboardInterrupt, _Ended):   # an interrupt while waiting: wait on
+                continue
+            except BaseException:               # the write's own error
+                break
         for closing in (self._writer, self._sink):
             if closing is not None:
                 with contextlib.suppress(Exception):
@@ -209,8 +239,9 @@ def _progress(name, source, quiet):
               help="Add the decoded document bodies, xattrs and is_json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Threads that read and decode each batch (default: the cores this "
-                   "process may use).")
+              help="Threads that read and decode each batch, and with more than one, "
+                   "write the output beside the decoding (default: the cores this process "
+                   "may use).")
 @sample_option
 @scan_options
 def convert(files, output, columns, with_values, quiet, threads, sample, collections, errors):
@@ -232,7 +263,7 @@ def convert(files, output, columns, with_values, quiet, threads, sample, collect
     scanned = None if with_values else columns
     with _signals_end_cleanly():
         try:
-            writer = _Writer(output, fmt)
+            writer = _Writer(output, fmt, background=threads_of(threads) > 1)
         except OSError as e:
             raise click.ClickException(f"{_name(output)}: {_reason(e)}") from None
         done, written = False, 0

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numbers
 import os
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -47,8 +47,9 @@ _SAMPLE_BYTES = 1 << 20     # ... in at most this many bytes
 _MIN_MEAN = 48              # frames shorter than this on average are no guide ...
 _FIRST_ROWS = 65536         # ... and this many rows are reserved (the core's rule)
 
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
+_POLL_SECONDS = 0.2         # how often a wait looks whether its worker thread still lives
+
+_pool: _Pool | None = None
 _pool_lock = threading.Lock()
 
 
@@ -69,32 +70,130 @@ def threads_of(threads) -> int:
     return int(threads)
 
 
-def _forget_pool() -> None:
-    """In a forked child: the parent's worker threads do not exist here."""
-    global _pool, _pool_size
-    _pool, _pool_size = None, 0
+class _Task:
+    """One call handed to another thread, and what became of it. ``outcome`` stays None
+    until the call has run: a thread that ended while running it (out of memory even for
+    an exception) leaves it so, and the waiting thread then raises MemoryError instead
+    of waiting for ever."""
+
+    __slots__ = ("call", "outcome", "done", "worker")
+
+    def __init__(self, call):
+        self.call = call
+        self.outcome: tuple[object, BaseException | None] | None = None
+        self.done = threading.Event()
+        self.worker: threading.Thread | None = None
+
+    def run(self) -> None:
+        self.worker = threading.current_thread()
+        try:
+            self.outcome = _outcome(self.call)
+        finally:
+            self.done.set()
+
+    def wait(self, lost) -> tuple[object, BaseException | None]:
+        """The call's outcome, or MemoryError once ``lost()`` says that it will not come."""
+        while not self.done.wait(_POLL_SECONDS) and not lost():
+            pass
+        if self.outcome is None:
+            return None, MemoryError("a thread ended without finishing its work")
+        return self.outcome
 
 
-os.register_at_fork(after_in_child=_forget_pool)
+class _Pool:
+    """``size`` daemon worker threads taking ``_Task``s from a queue; they end when the
+    pool is collected (another caller may be handing it tasks until then)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        for k in range(size):
+            thread = threading.Thread(target=_work, args=(self.queue,), daemon=True,
+                                      name=f"dcpfast-{k}")
+            thread.start()                    # RuntimeError when no thread can be made
+            self.threads.append(thread)
+
+    def lost(self, task: _Task) -> bool:
+        """Whether ``task`` will not finish: its worker ended, or, before any took it, a
+        worker ended (it may have taken it from the queue)."""
+        if task.worker is not None:
+            return not task.worker.is_alive()
+        return not all(thread.is_alive() for thread in self.threads)
+
+    def __del__(self):
+        for _ in self.threads:
+            self.queue.put(None)
+
+
+def _work(tasks: queue.SimpleQueue) -> None:
+    """A worker: runs tasks until told to end (``None``). Whatever escapes a task (only
+    a failure to record its outcome can) ends the worker quietly: its waiter sees that."""
+    try:
+        while (task := tasks.get()) is not None:
+            task.run()
+            del task
+    except BaseException:
+        pass
+
+
+def _after_fork() -> None:
+    """In a forked child the parent's workers, and whoever held the lock, do not exist."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def beside(call):
+    """Start ``call`` on a thread of its own; returns a function that waits for it and
+    returns its result or raises its exception (MemoryError if the thread ended without
+    finishing it). Where no thread can be started, ``call`` runs here and now."""
+    task = _Task(call)
+    thread = threading.Thread(target=task.run, daemon=True, name="dcpfast-beside")
+    try:
+        thread.start()
+    except RuntimeError:                      # no thread could be started
+        task.run()
+
+    def result():
+        value, error = task.wait(lambda: not thread.is_alive())
+        if error is not None:
+            raise error
+        return value
+    return result
 
 
 def run(tasks, threads: int) -> list:
     """The results of ``tasks`` (functions of no argument), in order: the first in this
     thread, the others on up to ``threads - 1`` worker threads at the same time. Every
     task ends before anything is raised: then the first failing task's exception, in
-    the order of ``tasks``."""
-    global _pool, _pool_size
+    the order of ``tasks``. Where no worker thread can be started (a memory limit), the
+    tasks run one after another in this thread; a worker that ends without finishing its
+    task (out of memory) makes its task fail with MemoryError, never a wait for ever."""
+    global _pool
     if len(tasks) == 1 or threads < 2:
         return [task() for task in tasks]
-    with _pool_lock:
-        if _pool is None or _pool_size < threads - 1:
-            # a larger pool replaces the smaller, whose threads end once it is collected
-            # (not shut down: another caller may be handing it tasks now)
-            _pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="dcpfast")
-            _pool_size = threads - 1
-        pool = _pool
-    futures = [pool.submit(task) for task in tasks[1:]]
-    outcomes = [_outcome(tasks[0])] + [_outcome(future.result) for future in futures]
+    try:
+        with _pool_lock:
+            if _pool is None or _pool.size < threads - 1:
+                # a larger pool replaces the smaller, whose threads end once it is
+                # collected
+                _pool = _Pool(threads - 1)
+            pool = _pool
+    except RuntimeError:                      # no thread could be started
+        return [task() for task in tasks]
+    handed = [_Task(task) for task in tasks[1:]]
+    for task in handed:
+        pool.queue.put(task)
+    outcomes = [_outcome(tasks[0])]
+    for task in handed:
+        outcomes.append(task.wait(lambda task=task: pool.lost(task)))
+        if task.outcome is None:                 # a worker ended: start afresh next time
+            with _pool_lock:
+                if _pool is pool:
+                    _pool = None
     for _, error in outcomes:
         if error is not None:
             raise error

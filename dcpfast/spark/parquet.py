@@ -156,7 +156,8 @@ class TaskWriter:
             relative = f"{folder}/{name}" if folder else name
             where = self._folder(folder)
             pq.write_table(table, f"{where}/{name}", filesystem=self.store,
-                           compression=self.compression)
+                           compression=self.compression,
+                           use_dictionary=S.dictionary_columns(table.column_names))
             size = self.store.get_file_info(f"{where}/{name}").size
             self.files.append((relative, table.num_rows, size))
             self.rows[folder] = self.rows.get(folder, 0) + table.num_rows
