@@ -270,14 +270,17 @@ def test_a_worker_that_ends_mid_task_fails_the_task_instead_of_hanging(monkeypat
     assert parallel.run([lambda: 1, lambda: 2, lambda: 3], 3) == [1, 2, 3]
 
 
-def test_beside_runs_a_call_on_a_thread_of_its_own():
+def test_beside_runs_calls_in_turn_on_one_thread_of_its_own():
     import threading
 
-    here = threading.current_thread()
-    assert parallel.beside(lambda: threading.current_thread() is not here)() is True
-    wait = parallel.beside(lambda: {}["missing"])
+    beside = parallel.Beside()
+    waits = [beside.run(threading.current_thread) for _ in range(3)]
+    threads = {wait() for wait in waits}
+    assert len(threads) == 1 and threading.current_thread() not in threads
+    failing = beside.run(lambda: {}["missing"])
     with pytest.raises(KeyError):
-        wait()
+        failing()
+    assert beside.run(lambda: 7)() == 7                  # a failure does not end it
 
 
 # -- the core pieces: stop, and output memory filled by the caller -----------------------

@@ -146,23 +146,34 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def beside(call):
-    """Start ``call`` on a thread of its own; returns a function that waits for it and
-    returns its result or raises its exception (MemoryError if the thread ended without
-    finishing it). Where no thread can be started, ``call`` runs here and now."""
-    task = _Task(call)
-    thread = threading.Thread(target=task.run, daemon=True, name="dcpfast-beside")
-    try:
-        thread.start()
-    except RuntimeError:                      # no thread could be started
-        task.run()
+class Beside:
+    """A thread of its own that runs calls one after another, the same thread every time
+    (what the calls allocate then stays in one allocator arena: a new thread a call spread
+    a convert's row groups over up to one arena per thread). ``run(call)`` returns a
+    function that waits for the call and returns its result or raises its exception
+    (MemoryError if the thread ended without finishing it). Where no thread can be
+    started, the call runs here and now. The thread ends when this is collected."""
 
-    def result():
-        value, error = task.wait(lambda: not thread.is_alive())
-        if error is not None:
-            raise error
-        return value
-    return result
+    def __init__(self):
+        self._pool: _Pool | None = None
+
+    def run(self, call):
+        task = _Task(call)
+        try:
+            if self._pool is None:
+                self._pool = _Pool(1)
+        except RuntimeError:                  # no thread could be started
+            task.run()
+        else:
+            self._pool.queue.put(task)
+        pool = self._pool
+
+        def result():
+            value, error = task.wait(lambda: pool is None or pool.lost(task))
+            if error is not None:
+                raise error
+            return value
+        return result
 
 
 def run(tasks, threads: int) -> list:
