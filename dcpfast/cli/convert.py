@@ -216,16 +216,33 @@ def _with_values(batch, table, keep, threads=None):
         found, at = after, stop
 
 
+class _NoBar:
+    """The progress bar when none is shown: no tqdm, so no monitor thread either."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def update(self, n) -> None:
+        pass
+
+    def set_postfix_str(self, s) -> None:
+        pass
+
+
 def _progress(name, source, quiet):
     """A progress bar over the DCP bytes of one input (on standard error, when a terminal)."""
+    if quiet or not sys.stderr.isatty():
+        return _NoBar()
     from tqdm import tqdm
 
     total = None
     if name != "-" and not source.compression and not source.capture:
         with contextlib.suppress(OSError):
             total = os.path.getsize(name)
-    return tqdm(total=total, desc=shown(name), unit="B", unit_scale=True, unit_divisor=1000,
-                disable=quiet or not sys.stderr.isatty())
+    return tqdm(total=total, desc=shown(name), unit="B", unit_scale=True, unit_divisor=1000)
 
 
 @main.command()
