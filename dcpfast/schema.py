@@ -81,6 +81,7 @@ def dictionary_columns(names) -> list[str]:
     """Of ``names``, those worth a Parquet dictionary (all but ``DISTINCT``)."""
     return [n for n in names if n not in DISTINCT]
 
+
 _HEADER = frozenset({"offset", "magic", "opcode", "datatype", "opaque", "cas", "body_len",
                      "framing_len", "extras_len"})
 

@@ -1,7 +1,9 @@
 """The dcpfast command where things go wrong around it: an output that is an input, a
 signal mid-way, a closed standard input, names that are not UTF-8, a full disk, too
 little memory. Each ends with one ``Error:`` line and status 1 (or by its signal), never
-a traceback, and leaves no partial output."""
+a traceback, and leaves no partial output (out of address space with several threads,
+the error is the last line: CPython may write lines of its own for a thread started or
+ended at the limit)."""
 
 from __future__ import annotations
 
