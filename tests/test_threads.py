@@ -273,14 +273,13 @@ def test_a_worker_that_ends_mid_task_fails_the_task_instead_of_hanging(monkeypat
 def test_beside_runs_calls_in_turn_on_one_thread_of_its_own():
     import threading
 
-    beside = parallel.Beside()
-    waits = [beside.run(threading.current_thread) for _ in range(3)]
+    waits = [parallel.beside(threading.current_thread) for _ in range(3)]
     threads = {wait() for wait in waits}
     assert len(threads) == 1 and threading.current_thread() not in threads
-    failing = beside.run(lambda: {}["missing"])
+    failing = parallel.beside(lambda: {}["missing"])
     with pytest.raises(KeyError):
         failing()
-    assert beside.run(lambda: 7)() == 7                  # a failure does not end it
+    assert parallel.beside(threading.current_thread)() in threads   # kept after a failure
 
 
 # -- the core pieces: stop, and output memory filled by the caller -----------------------

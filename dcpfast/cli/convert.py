@@ -20,7 +20,7 @@ import numpy as np
 from .. import schema as S
 from ..batch import scan
 from ..content.values import iter_values
-from ..io.parallel import Beside, threads_of
+from ..io.parallel import beside, threads_of
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
@@ -61,7 +61,7 @@ class _Writer:
         self.schema: Any = None
         self._pending: list = []
         self._pending_bytes = 0
-        self._beside = Beside() if background else None
+        self._background = background
         self._written: Callable[[], object] | None = None   # waits for the group being written
 
     def write(self, table) -> None:
@@ -104,8 +104,8 @@ class _Writer:
                 import pyarrow.csv as pcsv
                 self._writer = pcsv.CSVWriter(self._sink, table.schema)
         self._wait()
-        if self._beside is not None:
-            self._written = self._beside.run(lambda: self._writer.write_table(table))
+        if self._background:
+            self._written = beside(lambda: self._writer.write_table(table))
         else:
             self._writer.write_table(table)
 

@@ -49,7 +49,8 @@ _FIRST_ROWS = 65536         # ... and this many rows are reserved (the core's ru
 
 _POLL_SECONDS = 0.2         # how often a wait looks whether its worker thread still lives
 
-_pool: _Pool | None = None
+_pool: _Pool | None = None              # the workers of run
+_beside: _Pool | None = None            # the thread of beside
 _pool_lock = threading.Lock()
 
 
@@ -139,41 +140,53 @@ def _work(tasks: queue.SimpleQueue) -> None:
 
 def _after_fork() -> None:
     """In a forked child the parent's workers, and whoever held the lock, do not exist."""
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
+    global _pool, _beside, _pool_lock
+    _pool, _beside, _pool_lock = None, None, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork)
 
 
-class Beside:
-    """A thread of its own that runs calls one after another, the same thread every time
-    (what the calls allocate then stays in one allocator arena: a new thread a call spread
-    a convert's row groups over up to one arena per thread). ``run(call)`` returns a
-    function that waits for the call and returns its result or raises its exception
-    (MemoryError if the thread ended without finishing it). Where no thread can be
-    started, the call runs here and now. The thread ends when this is collected."""
+def beside(call):
+    """Start ``call`` on the thread that runs such calls one after another; returns a
+    function that waits for it and returns its result or raises its exception
+    (MemoryError if the thread ended without finishing it). One thread for the process,
+    started on first use and kept, like the pool's: what the calls allocate stays in one
+    allocator arena (a new thread a call spread a convert's row groups over up to one
+    arena each), and no thread ends while the process runs (one ending when memory is
+    exhausted can abort it: pthread_exit then fails to load libgcc_s). Where no thread can
+    be started, the call runs here and now."""
+    global _beside
+    task = _Task(call)
+    pool: _Pool | None = None
+    try:
+        with _pool_lock:
+            if _beside is None:
+                _beside = _Pool(1)
+            pool = _beside
+    except RuntimeError:                      # no thread could be started
+        task.run()
+    else:
+        pool.queue.put(task)
 
-    def __init__(self):
-        self._pool: _Pool | None = None
+    def result():
+        value, error = task.wait(lambda: pool is None or pool.lost(task))
+        if task.outcome is None:              # its thread ended: start afresh next time
+            _drop(pool)
+        if error is not None:
+            raise error
+        return value
+    return result
 
-    def run(self, call):
-        task = _Task(call)
-        try:
-            if self._pool is None:
-                self._pool = _Pool(1)
-        except RuntimeError:                  # no thread could be started
-            task.run()
-        else:
-            self._pool.queue.put(task)
-        pool = self._pool
 
-        def result():
-            value, error = task.wait(lambda: pool is None or pool.lost(task))
-            if error is not None:
-                raise error
-            return value
-        return result
+def _drop(pool: _Pool | None) -> None:
+    """Forget ``pool`` (a worker of it ended), so that the next call starts afresh."""
+    global _pool, _beside
+    with _pool_lock:
+        if _pool is pool:
+            _pool = None
+        if _beside is pool:
+            _beside = None
 
 
 def run(tasks, threads: int) -> list:
@@ -202,9 +215,7 @@ def run(tasks, threads: int) -> list:
     for task in handed:
         outcomes.append(task.wait(lambda task=task: pool.lost(task)))
         if task.outcome is None:                 # a worker ended: start afresh next time
-            with _pool_lock:
-                if _pool is pool:
-                    _pool = None
+            _drop(pool)
     for _, error in outcomes:
         if error is not None:
             raise error
