@@ -310,6 +310,21 @@ def test_column_memory_kept_for_reuse_is_bounded_in_time():
     assert kept <= 2 << 20                          # just the opcode span, given back
 
 
+@pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
+def test_fresh_column_memory_first_gives_back_what_the_cache_keeps():
+    """A scan too small for any kept span maps fresh pages: the kept spans go back first,
+    so that in use and kept together stay within the most in use at once (the last,
+    small batch of iter_batches does not add its pages to a cache full of larger ones)."""
+    unit = t.synthetic_stream(2000, seed=6)
+    large = dcpfast.scan(unit * 60)
+    del large
+    assert _core.scan.mapped()[2] > 8 << 20      # kept for the next scan
+    small = dcpfast.scan(unit * 2)                # columns far smaller than the kept span
+    live, _, kept = _core.scan.mapped()
+    assert kept == 0 and 0 < live < 2 << 20
+    assert len(small) == 2 * len(dcpfast.scan(unit))
+
+
 @settings(max_examples=60, deadline=None)
 @given(streams(max_frames=10), st.integers(0, 2**40), st.binary(max_size=30), st.data())
 def test_views_written_by_the_scan_equal_the_ones_to_arrow_makes(stream, base, junk, data):

@@ -334,9 +334,10 @@ BOUND = """
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
     path, batch_bytes = sys.argv[1], int(sys.argv[2])
+    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     base = hwm()
     frames = 0
-    for batch in dcpfast.iter_batches(path, batch_bytes, collections=True, threads=2):
+    for batch in dcpfast.iter_batches(path, batch_bytes, collections=True, threads=threads):
         frames += len(batch)
     print(json.dumps(dict(frames=frames, growth=hwm() - base)))
 """
@@ -363,6 +364,24 @@ def test_iter_batches_memory_stays_within_its_bound(tmp_path, value):
     found = json.loads(done.stdout)
     assert found["frames"] == len(dcpfast.read(path))
     assert found["growth"] <= bound, (found, bound)
+
+
+@compiled_only
+@rss_measured
+def test_threads_add_no_memory_to_iter_batches(tmp_path):
+    """Batches large enough for two threads: the ranges write into the batch's own
+    columns, so the peak is that of one thread (columns of each range's own would add
+    about half a batch's columns, some 10 MiB here)."""
+    batch_bytes = 32 << 20
+    unit = t.synthetic_stream(3000, seed=28)
+    path = tmp_path / "frames.dcp"
+    path.write_bytes(unit * (4 * batch_bytes // len(unit)))
+    growth = {}
+    for threads in (1, 2):
+        done = child(BOUND, path, batch_bytes, threads)
+        assert done.returncode == 0, done.stderr[-2000:]
+        growth[threads] = json.loads(done.stdout)["growth"]
+    assert growth[2] <= growth[1] + (4 << 20), growth
 
 
 CLI_SHRINK = """

@@ -87,8 +87,9 @@ BASE = t.synthetic_stream(1500, seed=1)
 @given(st.data())
 def test_threads_equal_one_scan_for_every_cut(data):
     """The threaded scan (here with tiny ranges, pieces and lead-ins, so that inputs of a
-    few KiB are cut in many places) gives what one scan gives: columns, kinds, views,
-    skipped regions, a strict scan's failure and the resume state."""
+    few KiB are cut in many places, and rows reserved from none to far too many, so that
+    ranges outgrow their slots or leave gaps) gives what one scan gives: columns, kinds,
+    views, skipped regions, a strict scan's failure and the resume state."""
     rng = random.Random(data.draw(st.integers(0, 2**32)))
     size = data.draw(st.sampled_from([0, 1, 23, 24, 500, 5000, len(BASE)]))
     buf = damaged(BASE[:size], rng, data.draw(st.integers(0, 4)))
@@ -104,7 +105,8 @@ def test_threads_equal_one_scan_for_every_cut(data):
         got = parallel.scan_result(
             view, ask, threads, range_bytes=data.draw(st.integers(1, 3000)),
             lead_in=data.draw(st.sampled_from([1, 100, 5000])),
-            piece_bytes=data.draw(st.integers(1, 2000)))
+            piece_bytes=data.draw(st.integers(1, 2000)),
+            rows=data.draw(st.sampled_from([None, None, 0, 1, 9, 200, 4000])))
         assert_same_result(got, want)
 
 
@@ -131,7 +133,8 @@ def test_threads_equal_one_scan_on_random_frames(stream, data):
     want = _core.scan.scan_buffer(buf, ask)
     got = parallel.scan_result(memoryview(buf), ask, data.draw(st.integers(2, 6)),
                                range_bytes=data.draw(st.integers(1, 400)), lead_in=64,
-                               piece_bytes=data.draw(st.integers(1, 400)))
+                               piece_bytes=data.draw(st.integers(1, 400)),
+                               rows=data.draw(st.sampled_from([None, 0, 3, 50])))
     assert_same_result(got, want)
 
 
@@ -343,6 +346,38 @@ def test_columns_filled_by_the_caller_grow_and_put(core):
         twice.put(0, core.Columns(("offset",), 10), 0, 1)  # other columns
     with pytest.raises(ValueError):
         core.scan_buffer(data, ask, core.Columns(("offset",), 10))
+
+
+@pytest.mark.parametrize("core", every("scan"), ids=lambda c: c.__name__.split(".")[-1])
+def test_a_scan_from_a_given_row_keeps_the_rows_before_and_a_fitting_limit_never_grows(
+        core):
+    """``first``: rows before it are left as they are (grown or not); with a frame limit
+    that fits, the Columns keeps its memory (another thread may be writing past it); rows
+    of one Columns moved onto rows that overlap them arrive intact."""
+    data = t.synthetic_stream(120, seed=10)
+    names = schema.resolve(None)
+    want = core.scan_buffer(data, request(len(data)))
+    n = want.frames
+    out = core.Columns(names, 2 * n + 5)
+    head = core.scan_buffer(data, request(len(data), max_frames=7), out)
+    rows = out.rows
+    got = core.scan_buffer(data, request(len(data), start=head.consumed, max_frames=n - 7),
+                           out, 12)
+    assert out.rows == rows and got.frames == n - 7 and got.consumed == want.consumed
+    for name in names:
+        np.testing.assert_array_equal(got.arrays[name], want.arrays[name][7:], err_msg=name)
+    out.put(7, out, 12, n - 7)                     # down by 5 rows: they overlap
+    arrays, kinds, _ = out.finish(n)
+    np.testing.assert_array_equal(kinds, want.kinds)
+    for name in names:
+        np.testing.assert_array_equal(arrays[name], want.arrays[name], err_msg=name)
+    small = core.Columns(names, 3)
+    grown = core.scan_buffer(data, request(len(data), start=head.consumed), small, 2)
+    assert small.rows >= n - 7 + 2 and grown.frames == n - 7
+    with pytest.raises(ValueError):
+        core.scan_buffer(data, request(len(data)), None, 1)
+    with pytest.raises(ValueError):
+        core.scan_buffer(data, request(len(data)), core.Columns(names, 4), 5)
 
 
 @pytest.mark.parametrize("core", every("scan"), ids=lambda c: c.__name__.split(".")[-1])

@@ -56,10 +56,13 @@ include "scan_sniff.pxi"
 include "scan_bitmaps.pxi"
 
 
-def scan_buffer(const uint8_t[::1] buf, request, Columns out=None):
+def scan_buffer(const uint8_t[::1] buf, request, Columns out=None, Py_ssize_t first=0):
     """Scan ``buf[request.start:]`` as ``request`` (a ``contract.ScanRequest``) says; a
-    ``contract.ScanResult``. The rows go to ``out`` from its row 0 when given (grown as
-    needed, and left as it is after the scan), else to a ``Columns`` of the scan's own."""
+    ``contract.ScanResult``. The rows go to ``out`` from its row ``first`` when given
+    (grown as needed, its rows before ``first`` kept, and left as it is after the scan),
+    else to a ``Columns`` of the scan's own. A frame limit (``request.max_frames``) that
+    fits the rows ``out`` holds from ``first`` never grows it: a thread may write rows of
+    the same ``Columns`` past them meanwhile."""
     cdef Walk w
     cdef char* cols[MAX_COLUMNS]
     cdef int rc
@@ -70,10 +73,17 @@ def scan_buffer(const uint8_t[::1] buf, request, Columns out=None):
                    if request.view_bits and set(pair) <= set(names))
     own = out is None
     if own:
+        if first:
+            raise ValueError("a first row needs an output")
         out = Columns(names, w.cap, viewed)
     elif out.names != names or not set(viewed) <= set(out.viewed):
         raise ValueError("the output holds other columns than the request names")
-    out.reserve(w.cap, 0)
+    if not 0 <= first <= <Py_ssize_t>out.rows:
+        raise ValueError(f"first row {first} outside the {out.rows} rows of the output")
+    w.first = w.count = first
+    w.limit += first
+    w.cap += first
+    out.reserve(w.cap, first)
     w.cap = out.rows
     try:
         while True:
@@ -134,7 +144,7 @@ cdef void start_walk(Walk* w, const uint8_t[::1] buf, request) except *:
     w.window_bits = view_bits
     w.view_too_long = False
     w.stalled = False
-    w.count = w.n_regions = w.cap_regions = 0
+    w.first = w.count = w.n_regions = w.cap_regions = 0
     w.regions = NULL
     w.fail_code = 0
     upper = (w.end - start) // 24 + 1          # no frame is shorter than its header
@@ -161,7 +171,7 @@ cdef void point(Walk* w, char** cols, Columns out, tuple viewed) except *:
 cdef size_t more_rows(const Walk* w) noexcept nogil:
     """The rows to reserve when the columns are full: room for the rest at the mean frame
     length so far."""
-    cdef size_t mean = max(24, (w.pos - w.start) // w.count)
+    cdef size_t mean = max(24, (w.pos - w.start) // max(w.count - w.first, 1))
     cdef size_t rows = (w.end - w.pos) // mean * 9 // 8 + 1024
     if rows > (w.end - w.pos) // MIN_MEAN + FIRST_ROWS:
         rows = w.count + 1024        # the mean is no guide either: double
@@ -175,6 +185,10 @@ cdef object result(const Walk* w, request, Columns out, tuple viewed, bint own):
         return ScanResult(0, request.start, {}, np.zeros(0, np.uint8), [], False, None,
                           (w.fail_pos, w.fail_code, w.fail_a, w.fail_b))
     arrays, kinds, views = out.finish(w.count) if own else out.arrays(w.count)
+    if w.first:
+        arrays = {name: column[w.first:] for name, column in arrays.items()}
+        kinds = kinds[w.first:]
+        views = {name: view[w.first:] for name, view in views.items()}
     if request.view_bits and not w.view_too_long:
         views = {name: views[name] for name in viewed}
     else:
@@ -182,4 +196,5 @@ cdef object result(const Walk* w, request, Columns out, tuple viewed, bint own):
     regions = [(w.regions[r].start, w.regions[r].end - w.regions[r].start,
                 w.regions[r].code, w.regions[r].a, w.regions[r].b)
                for r in range(w.n_regions)]
-    return ScanResult(w.count, w.pos, arrays, kinds, regions, bool(w.unverified), views)
+    return ScanResult(w.count - w.first, w.pos, arrays, kinds, regions, bool(w.unverified),
+                      views)

@@ -275,9 +275,12 @@ class _Walk:
         return starts, pos, regions, failure
 
 
-def scan_buffer(buf, request: ScanRequest, out: Columns | None = None) -> ScanResult:
+def scan_buffer(buf, request: ScanRequest, out: Columns | None = None,
+                first: int = 0) -> ScanResult:
     """Scan ``buf[request.start:]`` as ``request`` says; see ``contract`` for the fields of
-    the request and of the result. The rows go to ``out`` from its row 0 when given."""
+    the request and of the result. The rows go to ``out`` from its row ``first`` when
+    given (its rows before ``first`` kept); a frame limit that fits the rows ``out``
+    holds from ``first`` never grows it."""
     buf = memoryview(buf).cast("B")
     start, names, view_bits = request.start, tuple(request.names), request.view_bits
     if not 0 <= start <= len(buf):
@@ -290,6 +293,10 @@ def scan_buffer(buf, request: ScanRequest, out: Columns | None = None) -> ScanRe
                    if view_bits and set(pair) <= set(names))
     if out is not None and (out.names != names or not set(viewed) <= set(out.viewed)):
         raise ValueError("the output holds other columns than the request names")
+    if out is None and first:
+        raise ValueError("a first row needs an output")
+    if out is not None and not 0 <= first <= out.rows:
+        raise ValueError(f"first row {first} outside the {out.rows} rows of the output")
     walk = _Walk(buf, request.collections, request.skip, request.final,
                  request.max_frame_size, request.unverified)
     limit = request.max_frames if request.max_frames >= 0 else float("inf")
@@ -300,8 +307,11 @@ def scan_buffer(buf, request: ScanRequest, out: Columns | None = None) -> ScanRe
     n = len(starts)
     if out is None:
         out = Columns(names, n, viewed)
-    out.reserve(n, 0)
-    arrays, kinds, views = out.arrays(n)
+    out.reserve(first + n, first)
+    arrays, kinds, views = out.arrays(first + n)
+    arrays = {name: column[first:] for name, column in arrays.items()}
+    kinds = kinds[first:]
+    views = {name: view[first:] for name, view in views.items()}
     for array in arrays.values():
         array[:] = 0
     for i, (pos, f) in enumerate(starts):
@@ -323,8 +333,8 @@ def scan_buffer(buf, request: ScanRequest, out: Columns | None = None) -> ScanRe
 class Columns:
     """The output memory of a scan: ``rows`` rows of the columns ``names``, of the frame
     kinds and of the binary-view structs of the pairs ``viewed`` (names of
-    ``schema.BINARY``). ``scan_buffer`` fills it from row 0 (growing it when the frames
-    need more rows)."""
+    ``schema.BINARY``). ``scan_buffer`` fills it from a given row (growing it when the
+    frames need more rows)."""
 
     def __init__(self, names, rows, viewed=()):
         if rows < 0:
@@ -355,7 +365,8 @@ class Columns:
 
     def put(self, row, other, first, count):
         """Copy rows ``first ... first + count`` of every part of ``other`` (a Columns of
-        the same columns and views) to rows ``row ...`` of this one."""
+        the same columns and views, or this one: overlapping rows are moved) to rows
+        ``row ...`` of this one."""
         if other.names != self.names or other.viewed != self.viewed:
             raise ValueError("put: the Columns hold other parts")
         if (row < 0 or first < 0 or count < 0 or row + count > self.rows

@@ -51,9 +51,10 @@ cdef struct Walk:
     size_t stop          # no frame is taken from here on
     bint unverified      # the frame at start (or at pos, when stopped) awaits resync checks
     bint stalled         # resync needs bytes beyond this chunk to decide
-    size_t cap           # room in the output columns
+    size_t cap           # room in the output columns (rows, counted from row 0)
+    size_t first         # the output row of the walk's first frame
     # progress
-    size_t count
+    size_t count         # the next output row: first + the frames taken
     size_t pos
     Region* regions
     size_t n_regions

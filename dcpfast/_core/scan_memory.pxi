@@ -88,8 +88,8 @@ cdef inline size_t aligned(size_t n) noexcept nogil:
 cdef class Columns:
     """The output memory of a scan: ``rows`` rows of the columns ``names``, of the frame
     kinds and of the binary-view structs of the pairs ``viewed`` (names of
-    ``schema.BINARY``), carved out of one allocation. ``scan_buffer`` fills it from row 0
-    (growing it when the frames need more rows)."""
+    ``schema.BINARY``), carved out of one allocation. ``scan_buffer`` fills it from a
+    given row (growing it when the frames need more rows)."""
     cdef _Room room
     cdef readonly size_t rows
     cdef readonly tuple names
@@ -143,10 +143,12 @@ cdef class Columns:
 
     def put(self, Py_ssize_t row, Columns other, Py_ssize_t first, Py_ssize_t count):
         """Copy rows ``first ... first + count`` of every part of ``other`` (a Columns of
-        the same columns and views) to rows ``row ...`` of this one."""
+        the same columns and views, or this one: overlapping rows are moved) to rows
+        ``row ...`` of this one."""
         cdef int i
         cdef char* dst[MAX_COLUMNS + 3]
         cdef const char* src[MAX_COLUMNS + 3]
+        cdef bint overlap = other is self and abs(row - first) < count
         if other.names != self.names or other.viewed != self.viewed:
             raise ValueError("put: the Columns hold other parts")
         if (row < 0 or first < 0 or count < 0 or row + count > <Py_ssize_t>self.rows
@@ -157,7 +159,10 @@ cdef class Columns:
             src[i] = other.part(i) + first * other.width[i]
         with nogil:
             for i in range(self.n_parts):
-                dcp_put(dst[i], src[i], count * self.width[i])
+                if overlap:
+                    memmove(dst[i], src[i], count * self.width[i])
+                else:
+                    dcp_put(dst[i], src[i], count * self.width[i])
 
     def arrays(self, Py_ssize_t count):
         """The first ``count`` rows as numpy arrays: the columns by name, the kinds, and

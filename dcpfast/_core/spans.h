@@ -6,7 +6,10 @@
    faulting in and zeroing fresh ones. What the cache keeps is bounded three ways: at most
    DCP_KEEP_SPANS spans and DCP_KEEP_BYTES bytes; at most the most bytes in use at once
    during the current window of DCP_KEEP_SECONDS (so the cache never holds more than the
-   batches themselves held lately); and no span for longer than DCP_KEEP_SECONDS. A reaper
+   batches themselves held lately); and no span for longer than DCP_KEEP_SECONDS. A span
+   mapped afresh first gives back kept ones, so that the spans in use and kept together
+   stay within that most in use at once (a small last batch does not add its fresh pages
+   to a cache full of larger spans). A reaper
    thread, started when the cache gets its first span and ended when it is empty, gives
    spans back as they expire: idle memory goes back to the system without waiting for the
    next allocation, and no thread outlives the cache's use. On POSIX systems a fork leaves
@@ -387,8 +390,19 @@ static char *dcp_span_take(size_t n, size_t *got) {
         if (at == NULL)
             dcp_doom(&d, old, old_size);
     }
-    if (at == NULL)
+    if (at == NULL) {
+        /* fresh pages: first give back kept spans, the oldest first, so that the spans in
+           use and kept stay within the most in use at once lately (or in use now) */
+        size_t bound = dcp_spans.live_bytes + size;
+        if (bound < dcp_spans.window_peak)
+            bound = dcp_spans.window_peak;
+        while (dcp_spans.n_kept
+               && dcp_spans.live_bytes + dcp_spans.kept_bytes + size > bound) {
+            dcp_doom(&d, dcp_spans.at[0], dcp_spans.size[0]);
+            dcp_unkeep(0);
+        }
         at = dcp_map(size);
+    }
     if (at != NULL)
         dcp_in_use(size);
     dcp_lock_drop(&dcp_spans.lock);

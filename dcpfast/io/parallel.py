@@ -5,12 +5,14 @@ A large buffer is cut into byte ranges, one a thread. Each range starts at its a
 (``ranges.anchor``, the algorithm the Spark data source splits files with: the first frame
 at or after the cut on the chain a resynchronising scan walks from a little before it) and
 is walked, without the GIL, up to the first frame boundary at or past the next range's
-anchor. The first range writes straight into the batch's columns, sized for the whole
-buffer; the others are walked in pieces, each into columns of its own, whose rows a thread
-done walking copies into place as soon as the walks before them are known to chain, while
-the other ranges are still walked (measured faster than counting the frames of every range
-first and writing each range at its final rows, and than copying all ranges at the end).
-A range is kept only when the walk before it arrived exactly at its start;
+anchor. Every range writes into the batch's columns, sized for the whole buffer, from the
+first row of a slot in proportion to its bytes; a thread done walking moves the rows of
+the ranges after it down into place as soon as the walks before them are known to chain,
+while the other ranges are still walked (measured faster than counting the frames of
+every range first and writing each range at its final rows; and, unlike columns of each
+range's own, it holds no memory besides the batch's). A range that outgrows its slot
+writes the rest into columns of its own. A range is kept only when the walk before it
+arrived exactly at its start;
 one that did not (damage across a cut, or a value holding frames) is walked again from
 where the previous range truly ended. So the columns, the frames, the skipped regions,
 a strict scan's error and the resume state are those of a single-threaded scan, whatever
@@ -35,7 +37,7 @@ from .ranges import anchor
 #: thread, a larger one by at most one thread per this many bytes.
 RANGE_BYTES = 4 << 20
 #: The least bytes of a piece: a range past the first is walked in pieces (about 16), each
-#: placed in the batch's columns while the other ranges are still walked.
+#: moved into place while the other ranges are still walked.
 PIECE_BYTES = 1 << 20
 #: How far before a cut the anchor's chain starts (``ranges.anchor``). A wrong anchor costs
 #: a second walk of one range, never a wrong result.
@@ -247,10 +249,11 @@ def parts_for(size: int, threads: int, range_bytes: int = RANGE_BYTES) -> int:
 
 def scan_result(view, request: ScanRequest, threads: int, *,
                 range_bytes: int = RANGE_BYTES, lead_in: int = LEAD_IN_BYTES,
-                piece_bytes: int = PIECE_BYTES) -> ScanResult:
+                piece_bytes: int = PIECE_BYTES, rows: int | None = None) -> ScanResult:
     """The core's ``scan_buffer(view, request)``, computed by up to ``threads`` threads
     (``range_bytes`` bytes a thread at least, walked in pieces of at least ``piece_bytes``
-    past the first range); a frame limit is walked by one thread."""
+    past the first range, into ``rows`` rows reserved for the whole buffer, or as many
+    as its first frames suggest); a frame limit is walked by one thread."""
     start, size = request.start, len(view)
     parts = parts_for(size - start, threads, range_bytes)
     if parts < 2 or request.max_frames >= 0 or request.stop >= 0:
@@ -271,34 +274,44 @@ def scan_result(view, request: ScanRequest, threads: int, *,
     anchors = run([anchored(k) for k in range(len(cuts))], threads)
     for k in range(1, len(anchors)):              # non-decreasing, whatever the chains
         anchors[k] = max(anchors[k], anchors[k - 1])
-    job = _Job(view, request, [start, *anchors, size], piece_bytes)
+    if rows is None:
+        rows = _rows_for(view, request)
+    job = _Job(view, request, [start, *anchors, size], piece_bytes, rows)
     run([job.worker(k) for k in range(parts)], threads)
     return job.result(threads)
 
 
 class _Job:
-    """One scan by several threads. Thread ``k`` walks range ``k``: the first straight
-    into the batch's columns (``out``), the others in pieces of their own, published as
-    they are walked. A thread done walking places pieces: in stream order, each at the rows
-    after the frames before it, as soon as the walks before it are known to chain (each
-    range starting where the previous one ended) and ``out`` has room. Whatever was not
-    placed then (a range that did not chain, or more frames than ``out`` holds) is placed
-    by ``result`` after a sequential check of the chain (``_chained``)."""
+    """One scan by several threads, in the batch's columns (``out``). Each range has a
+    slot of rows there, in proportion to its bytes; thread ``k`` walks range ``k`` in
+    pieces into its slot from the slot's first row, publishing each piece as it is
+    walked, and into columns of its own (a spill) once the slot is full. A thread done
+    walking moves pieces down into place: in stream order, each to the rows after the
+    frames before it, as soon as the walks before it are known to chain (each range
+    starting where the previous one ended) and the rows it goes to hold nothing still
+    needed (a move under way reads them, or the next range writes there). What was not
+    placed then (a range that did not chain, a spill that would land in the next slot)
+    is placed by ``result`` after a sequential check of the chain (``_chained``)."""
 
-    def __init__(self, view, request: ScanRequest, bounds: list[int], piece_bytes: int):
+    def __init__(self, view, request: ScanRequest, bounds: list[int], piece_bytes: int,
+                 rows: int):
         self.view, self.request, self.bounds = view, request, bounds
         self.piece_bytes = piece_bytes
         self.parts = len(bounds) - 1
         self.viewed = _viewed(request)
-        self.out = _core.scan.Columns(request.names, _rows_for(view, request), self.viewed)
-        self.found: list[list] = [[] for _ in range(self.parts)]   # (result, Columns)
+        self.out = _core.scan.Columns(request.names, rows, self.viewed)
+        span = max(bounds[-1] - bounds[0], 1)
+        self.slots = [rows * (b - bounds[0]) // span for b in bounds]
+        # per range, its pieces as (result, Columns of a spill or None, first row in out)
+        self.found: list[list] = [[] for _ in range(self.parts)]
         self.done = [False] * self.parts
         self.started = [False] * self.parts   # a thread walks it (never waits on a queued one)
         self.chains = [True] + [None] * (self.parts - 1)   # starts where the last ended
         self.cond = threading.Condition()
-        self.next = (1, 0)             # the next piece to place: (range, piece)
+        self.next = (0, 0)             # the next piece to place: (range, piece)
         self.row = 0                   # where it goes
-        self.placed = 0                # pieces placed (the first range's included)
+        self.placed = 0                # pieces placed
+        self.moving: list[tuple[int, int]] = []   # rows of out that moves under way read
         self.open = True               # placing goes on
 
     def worker(self, k: int):
@@ -316,33 +329,37 @@ class _Job:
         return task
 
     def _walk(self, k: int) -> None:
-        """Walk range ``k`` (in pieces past the first range), publishing as it goes."""
+        """Walk range ``k`` in pieces (the first range in one, unless its slot fills),
+        into its slot and then into spills, publishing each piece."""
         lo, hi, last = self.bounds[k], self.bounds[k + 1], k == self.parts - 1
-        if k == 0:
-            found = _core.scan.scan_buffer(self.view, self.request._replace(
-                stop=-1 if last else hi), self.out)
-            self._publish(0, found, None, True)
-            return
-        piece = max(self.piece_bytes, (hi - lo) // _PIECES)
+        row, end = self.slots[k], self.slots[k + 1]
+        piece = hi - lo if k == 0 else max(self.piece_bytes, (hi - lo) // _PIECES)
         pos = lo
         while True:
             stop = -1 if last and pos + piece >= hi else min(pos + piece, hi)
-            cols = _core.scan.Columns(self.request.names, 0, self.viewed)
-            found = _core.scan.scan_buffer(self.view, self.request._replace(
-                start=pos, stop=stop, unverified=False), cols)
+            request = self.request._replace(start=pos, stop=stop, unverified=(
+                self.request.unverified and pos == self.request.start))
+            full = False
+            if row < end:
+                found = _core.scan.scan_buffer(self.view, request._replace(
+                    max_frames=end - row), self.out, row)
+                cols, first = None, row
+                row += found.frames
+                full = row == end and not found.failure and not found.unverified
+            else:
+                cols, first = _core.scan.Columns(self.request.names, 0, self.viewed), 0
+                found = _core.scan.scan_buffer(self.view, request, cols)
             pos = found.consumed
-            ended = _ends(found, stop) or stop < 0 or pos >= hi
-            self._publish(k, found, cols, ended)
+            ended = pos >= hi or not full and (stop < 0 or _ends(found, stop))
+            self._publish(k, (found, cols, first), ended)
             if ended:
                 return
 
-    def _publish(self, k: int, found: ScanResult, cols, ended: bool) -> None:
+    def _publish(self, k: int, piece, ended: bool) -> None:
         with self.cond:
-            self.found[k].append((found, cols))
+            self.found[k].append(piece)
             if ended:
                 self.done[k] = True
-                if k == 0:
-                    self.row, self.placed = found.frames, 1
                 self._check_chains()
             self.cond.notify_all()
 
@@ -361,20 +378,27 @@ class _Job:
             self.chains[k] = found.consumed == self.bounds[k]
 
     def _claim(self):
-        """The next piece to place and its row, or None (under the lock)."""
+        """The next piece to place and its row; None when there is none now; False when
+        its rows are still read by a move under way (under the lock)."""
         k, j = self.next
         if not self.open or k >= self.parts or not self.chains[k] \
                 or j >= len(self.found[k]):
             return None
-        found, cols = self.found[k][j]
-        if found.failure or self.row + found.frames > self.out.rows:
+        found, cols, first = self.found[k][j]
+        row, count = self.row, found.frames
+        # a slot's rows only move down; a spill must land before the next slot
+        free = first if cols is None else self.slots[k + 1]
+        if found.failure or row > free or cols is not None and row + count > free:
             self.open = False
             return None
-        row = self.row
-        self.row += found.frames
+        if any(lo < row + count and row < hi for lo, hi in self.moving):
+            return False
+        if cols is None and row != first:
+            self.moving.append((first, first + count))
+        self.row += count
         self.placed += 1
         self.next = (k + 1, 0) if self.done[k] and j + 1 == len(self.found[k]) else (k, j + 1)
-        return row, found, cols
+        return row, found, cols, first
 
     def _stuck(self) -> bool:
         """Whether no piece can be placed now without waiting for a walk that has not
@@ -391,13 +415,21 @@ class _Job:
         while True:
             with self.cond:
                 claim = self._claim()
-                while claim is None and not self._stuck():
+                while claim is False or claim is None and not self._stuck():
                     self.cond.wait()
                     claim = self._claim()
             if claim is None:
                 return
-            row, found, cols = claim
-            self.out.put(row, cols, 0, found.frames)
+            row, found, cols, first = claim
+            if cols is not None:
+                self.out.put(row, cols, first, found.frames)
+            elif row != first:
+                try:
+                    self.out.put(row, self.out, first, found.frames)
+                finally:
+                    with self.cond:
+                        self.moving.remove((first, first + found.frames))
+                        self.cond.notify_all()
 
     def result(self, threads: int) -> ScanResult:
         """The scan's result, once every thread is done: the walks chained as one scan
@@ -406,17 +438,17 @@ class _Job:
         last = kept[-1][0]
         if last.failure:
             return last
-        total = sum(found.frames for found, _ in kept)
-        self.out.reserve(total, self.row)
+        total = sum(found.frames for found, _, _ in kept)
+        self.out.reserve(total, self.out.rows)
         rest, row = [], self.row
-        for found, cols in kept[self.placed:]:
-            rest.append((row, found, cols))
+        for found, cols, first in kept[self.placed:]:
+            rest.append((row, found, cols, first))
             row += found.frames
         _place(self.out, rest, threads)
         arrays, kinds, views = self.out.finish(total)
-        if not self.request.view_bits or any(found.views is None for found, _ in kept):
+        if not self.request.view_bits or any(found.views is None for found, _, _ in kept):
             views = None
-        regions = [region for found, _ in kept for region in found.regions]
+        regions = [region for found, _, _ in kept for region in found.regions]
         return ScanResult(total, last.consumed, arrays, kinds, regions, last.unverified, views)
 
 
@@ -443,10 +475,10 @@ def _rows_for(view, request: ScanRequest) -> int:
 
 
 def _chained(view, request: ScanRequest, bounds, found) -> list:
-    """The pieces of a single-threaded scan, in order, as ``(result, Columns)``: each
+    """The pieces of a single-threaded scan, in order, as ``_Job.found`` holds them: each
     range's own where it starts exactly where the walk before it ended, else one walk of
-    the range from there; up to the first failure, or the first walk that stopped short
-    of its range's end. The first range is one piece, its rows in the job's columns."""
+    the range from there into columns of its own; up to the first failure, or the first
+    walk that stopped short of its range's end."""
     kept: list = []
     pos, last = request.start, len(found) - 1
     for k, pieces in enumerate(found):
@@ -456,7 +488,7 @@ def _chained(view, request: ScanRequest, bounds, found) -> list:
                 continue                          # the walk before ran past this range
             cols = _core.scan.Columns(request.names, 0, _viewed(request))
             pieces = [(_core.scan.scan_buffer(view, request._replace(
-                start=pos, stop=hi, unverified=False), cols), cols)]
+                start=pos, stop=hi, unverified=False), cols), cols, 0)]
         kept += pieces
         end = pieces[-1][0]
         if k == last or _ends(end, hi):
@@ -473,9 +505,19 @@ def _ends(found: ScanResult, stop: int) -> bool:
 
 
 def _place(out, pieces, threads: int) -> None:
-    """Copy each ``(row, result, Columns)`` of ``pieces`` to ``out`` from ``row``, the rows
-    shared out among ``threads`` threads."""
-    total = sum(found.frames for _, found, _ in pieces)
+    """Put each ``(row, result, Columns or None, first)`` of ``pieces`` (in stream order) at
+    ``row`` of ``out``, from ``first`` of its spill or, for None, of ``out`` itself. Rows
+    of ``out`` move one piece at a time: first those that move down, in order, then those
+    that move up, last first, so that none lands on rows still to be read (the pieces'
+    rows in ``out`` and their places both rise with the stream); then the spills, their
+    rows shared out among ``threads`` threads."""
+    moves = [(row, found.frames, first) for row, found, cols, first in pieces
+             if cols is None and row != first]
+    for row, count, first in [m for m in moves if m[0] < m[2]] + \
+            [m for m in reversed(moves) if m[0] > m[2]]:
+        out.put(row, out, first, count)
+    spills = [piece for piece in pieces if piece[2] is not None]
+    total = sum(found.frames for _, found, _, _ in spills)
     if not total:
         return
     shares = min(threads, max(1, total // 4096))
@@ -485,11 +527,11 @@ def _place(out, pieces, threads: int) -> None:
         lo, hi = bounds[k], bounds[k + 1]
 
         def task():
-            at = 0                                 # rows of the pieces before this one
-            for row, found, cols in pieces:
+            at = 0                                 # rows of the spills before this one
+            for row, found, cols, first in spills:
                 a, b = max(lo - at, 0), min(hi - at, found.frames)
                 if a < b:
-                    out.put(row + a, cols, a, b - a)
+                    out.put(row + a, cols, first + a, b - a)
                 at += found.frames
         return task
     run([share(k) for k in range(shares)], threads)
