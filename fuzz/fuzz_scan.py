@@ -134,8 +134,8 @@ def test_one_input(raw: bytes) -> None:
         _same(fast, _run(_scan_py, data, collections, skip, final))
         if len(data) <= _MAX_DECODED:
             _same(parallel.scan_result(memoryview(data), _request(collections, skip, final),
-                                       3, range_bytes=1 + (mode >> 2) * 5, lead_in=16,
-                                       piece_bytes=1 + (mode >> 2)), fast)
+                                       3, range_bytes=1 + (mode >> 2) * 5, range_frames=1,
+                                       lead_in=16, piece_bytes=1 + (mode >> 2)), fast)
     assert core.sniff_collections(memoryview(data), 0) == \
         _scan_py.sniff_collections(memoryview(data), 0)
     try:

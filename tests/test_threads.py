@@ -103,7 +103,7 @@ def test_threads_equal_one_scan_for_every_cut(data):
     want = _core.scan.scan_buffer(view, ask)
     for threads in (2, 3, 7):
         got = parallel.scan_result(
-            view, ask, threads, range_bytes=data.draw(st.integers(1, 3000)),
+            view, ask, threads, range_bytes=data.draw(st.integers(1, 3000)), range_frames=1,
             lead_in=data.draw(st.sampled_from([1, 100, 5000])),
             piece_bytes=data.draw(st.integers(1, 2000)),
             rows=data.draw(st.sampled_from([None, None, 0, 1, 9, 200, 4000])))
@@ -119,7 +119,8 @@ def test_fewer_bytes_than_threads(threads, skip):
     ask = request(len(buf), skip=skip, unverified=True)
     want = _core.scan.scan_buffer(buf, ask)
     assert (want.failure is None) == skip
-    got = parallel.scan_result(buf, ask, threads, range_bytes=1, lead_in=1, piece_bytes=1)
+    got = parallel.scan_result(buf, ask, threads, range_bytes=1, range_frames=1, lead_in=1,
+                                piece_bytes=1)
     assert_same_result(got, want)
 
 
@@ -132,7 +133,8 @@ def test_threads_equal_one_scan_on_random_frames(stream, data):
                   final=True)
     want = _core.scan.scan_buffer(buf, ask)
     got = parallel.scan_result(memoryview(buf), ask, data.draw(st.integers(2, 6)),
-                               range_bytes=data.draw(st.integers(1, 400)), lead_in=64,
+                               range_bytes=data.draw(st.integers(1, 400)), range_frames=1,
+                               lead_in=64,
                                piece_bytes=data.draw(st.integers(1, 400)),
                                rows=data.draw(st.sampled_from([None, 0, 3, 50])))
     assert_same_result(got, want)
@@ -150,7 +152,7 @@ def test_a_value_holding_frames_across_every_cut():
         assert want.frames == 50 + 1 + 50 + 1 or want.frames > 0
         for range_bytes in (200, 997, 5000):
             got = parallel.scan_result(memoryview(buf), ask, 5, range_bytes=range_bytes,
-                                       lead_in=16, piece_bytes=300)
+                                       range_frames=1, lead_in=16, piece_bytes=300)
             assert_same_result(got, want)
 
 
@@ -168,7 +170,7 @@ def test_scans_sharing_the_pool_at_once_all_end():
     def caller():
         for _ in range(5):
             got.append(parallel.scan_result(memoryview(buf), ask, 6, range_bytes=256,
-                                            lead_in=64, piece_bytes=64))
+                                            range_frames=1, lead_in=64, piece_bytes=64))
 
     callers = [threading.Thread(target=caller, daemon=True) for _ in range(4)]
     for c in callers:
@@ -224,6 +226,31 @@ def test_threads_default_to_the_cores_this_process_may_use():
     assert parallel.parts_for(2 * parallel.RANGE_BYTES - 1, 8) == 1     # small: one thread
     assert parallel.parts_for(5 * parallel.RANGE_BYTES, 8) == 5
     assert parallel.parts_for(100 * parallel.RANGE_BYTES, 8) == 8
+
+
+def test_a_buffer_of_few_large_frames_is_walked_by_one_thread(monkeypatch):
+    """The walk reads headers, so threads follow the frames: 12 MiB in 24 frames of
+    512 KiB is one range (no anchor is looked for), the same bytes in small frames are
+    cut, and both give the frames of one scan."""
+    cuts: list[int] = []
+    real = parallel.anchor
+
+    def counted(view, cut, *args, **kwargs):
+        cuts.append(cut)
+        return real(view, cut, *args, **kwargs)
+    monkeypatch.setattr(parallel, "anchor", counted)
+    large = b"".join(t.mutation(b"k%d" % i, bytes(512 << 10), by_seqno=i + 1)
+                     for i in range(24))
+    ask = request(len(large), final=True)
+    assert_same_result(parallel.scan_result(memoryview(large), ask, 4),
+                       _core.scan.scan_buffer(large, ask))
+    assert cuts == []
+    unit = t.synthetic_stream(3000, seed=8)
+    small = unit * (len(large) // len(unit))
+    ask = request(len(small), final=True)
+    assert_same_result(parallel.scan_result(memoryview(small), ask, 4),
+                       _core.scan.scan_buffer(small, ask))
+    assert cuts                                    # ranges of at least RANGE_BYTES
 
 
 def test_a_forked_child_scans_with_threads():

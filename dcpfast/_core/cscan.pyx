@@ -107,7 +107,10 @@ cdef size_t estimate_frames(const uint8_t* buf, size_t pos, size_t end) noexcept
     cdef size_t seen = 0, start = pos, length, ahead = pos
     while seen < 256 and end - pos >= 24 and magic_class[buf[pos]] >= 0:
         # the lengths form a chain of dependent reads: fetch ahead of it, or a cold input
-        # costs one memory latency a frame
+        # costs one memory latency a frame (from the frame on: a long frame's body is
+        # never read here, so the lines it spans are not fetched)
+        if ahead < pos:
+            ahead = pos
         while ahead < end and ahead < pos + ESTIMATE_AHEAD:
             DCP_PREFETCH(buf + ahead)
             ahead += 64

@@ -36,6 +36,10 @@ from .ranges import anchor
 #: Bytes a thread scans at least: an input of fewer than twice this is scanned by one
 #: thread, a larger one by at most one thread per this many bytes.
 RANGE_BYTES = 4 << 20
+#: Frames a thread scans at least, as the first frames suggest: the walk reads headers,
+#: so its work follows the frames rather than the bytes (a buffer of a few hundred large
+#: frames is scanned by one thread: a second would cost more than the whole walk).
+RANGE_FRAMES = 16384
 #: The least bytes of a piece: a range past the first is walked in pieces (about 16), each
 #: moved into place while the other ranges are still walked.
 PIECE_BYTES = 1 << 20
@@ -248,15 +252,21 @@ def parts_for(size: int, threads: int, range_bytes: int = RANGE_BYTES) -> int:
 
 
 def scan_result(view, request: ScanRequest, threads: int, *,
-                range_bytes: int = RANGE_BYTES, lead_in: int = LEAD_IN_BYTES,
-                piece_bytes: int = PIECE_BYTES, rows: int | None = None) -> ScanResult:
+                range_bytes: int = RANGE_BYTES, range_frames: int = RANGE_FRAMES,
+                lead_in: int = LEAD_IN_BYTES, piece_bytes: int = PIECE_BYTES,
+                rows: int | None = None) -> ScanResult:
     """The core's ``scan_buffer(view, request)``, computed by up to ``threads`` threads
-    (``range_bytes`` bytes a thread at least, walked in pieces of at least ``piece_bytes``
-    past the first range, into ``rows`` rows reserved for the whole buffer, or as many
-    as its first frames suggest); a frame limit is walked by one thread."""
+    (``range_bytes`` bytes and ``range_frames`` frames a thread at least, walked in pieces
+    of at least ``piece_bytes`` past the first range, into ``rows`` rows reserved for the
+    whole buffer, or as many as its first frames suggest); a frame limit is walked by one
+    thread."""
     start, size = request.start, len(view)
     parts = parts_for(size - start, threads, range_bytes)
     if parts < 2 or request.max_frames >= 0 or request.stop >= 0:
+        return _core.scan.scan_buffer(view, request)
+    frames, reserve = _estimate(view, request)
+    parts = min(parts, max(1, frames // max(range_frames, 1)))
+    if parts < 2:
         return _core.scan.scan_buffer(view, request)
     # the first range is a little shorter: its thread then places the second's rows
     weights = [1 - _FIRST_LESS] + [1 + _FIRST_LESS / (parts - 1)] * (parts - 1)
@@ -275,7 +285,7 @@ def scan_result(view, request: ScanRequest, threads: int, *,
     for k in range(1, len(anchors)):              # non-decreasing, whatever the chains
         anchors[k] = max(anchors[k], anchors[k - 1])
     if rows is None:
-        rows = _rows_for(view, request)
+        rows = reserve
     job = _Job(view, request, [start, *anchors, size], piece_bytes, rows)
     run([job.worker(k) for k in range(parts)], threads)
     return job.result(threads)
@@ -458,20 +468,21 @@ def _viewed(request: ScanRequest) -> tuple[str, ...]:
                  if request.view_bits and set(pair) <= set(request.names))
 
 
-def _rows_for(view, request: ScanRequest) -> int:
-    """Rows to reserve for the frames of the whole buffer: its size at the mean length of
-    its first frames, with an eighth to spare; as the core does, no more than
-    ``_FIRST_ROWS`` when that is more than frames of ``_MIN_MEAN`` bytes would need (the
-    first frames are no guide: the first range grows its columns as it goes)."""
+def _estimate(view, request: ScanRequest) -> tuple[int, int]:
+    """The frames of the whole buffer, judged by its size at the mean length of its first
+    frames (a 64-byte mean where none is found), and the rows to reserve for them: an
+    eighth more, or, as the core does, no more than ``_FIRST_ROWS`` when that is more than
+    frames of ``_MIN_MEAN`` bytes would need (the first frames are no guide: the first
+    range grows its columns as it goes)."""
     sample = _core.scan.scan_buffer(view[:request.start + _SAMPLE_BYTES], request._replace(
         names=("offset",), skip=True, max_frames=_SAMPLE_FRAMES, view_bits=0,
         unverified=False))
     size = len(view) - request.start
     if not sample.frames:
-        return size // 64 + 1024
-    mean = max((sample.consumed - request.start) // sample.frames, 24)
-    rows = size // mean * 9 // 8 + 1024
-    return _FIRST_ROWS if rows > size // _MIN_MEAN + _FIRST_ROWS else rows
+        return size // 64, size // 64 + 1024
+    frames = size // max((sample.consumed - request.start) // sample.frames, 24)
+    rows = frames * 9 // 8 + 1024
+    return frames, _FIRST_ROWS if rows > size // _MIN_MEAN + _FIRST_ROWS else rows
 
 
 def _chained(view, request: ScanRequest, bounds, found) -> list:
