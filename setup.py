@@ -38,7 +38,7 @@ wire = [core + "wire.pxd", core + "wire.h"]
 depends = {
     "cscan": [*sorted(glob(core + "scan_*.pxi")), core + "spans.h", core + "bitmaps.h", *wire],
     "cpcap": wire,
-    "cvalues": wire,
+    "cvalues": [core + "xattr_keys.h", *wire],
 }
 extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=files,
                         include_dirs=["dcpfast/_core"],

@@ -427,7 +427,7 @@ def test_scan_refuses_a_base_offset_that_wraps():
     assert batch.key(len(batch) - 1) == dcpfast.scan(data).key(len(batch) - 1)
 
 
-# -- values: Snappy inflated without the GIL, bodies copied by several threads ----------
+# -- values: runs of values decoded by several threads, Snappy inflated without the GIL --
 
 def snappy_blocks():
     """Raw Snappy blocks: sound ones of every element kind (literals of every length
@@ -511,6 +511,31 @@ def test_values_with_threads_equal_one_thread():
             batch.values(errors="strict", threads=threads)
         raised.append(str(e.value))
     assert raised[0] == raised[1] == raised[2]
+
+
+def test_values_pieces_with_threads_keep_their_bound_and_order():
+    """With threads, each piece of iter_values is cut again into one a thread: the pieces
+    stay within piece_bytes, come in stream order, and damage is listed as with one."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dcpfast import values as V
+    frames = t.synthetic_frames(20_000, seed=32, snappy_ratio=0.6, xattr_ratio=0.4,
+                                value_size=400)
+    data = bytearray(b"".join(f.data for f in frames))
+    for at in range(len(data) // 7, len(data), len(data) // 7):
+        data[at:at + 4] = b"\xff\xff\xff\xff"
+    got = {}
+    for threads in (1, 3):
+        batch = dcpfast.scan(bytes(data), collections=True, errors="skip", final=True)
+        pieces = list(V.iter_values(batch, piece_bytes=3 << 20, threads=threads))
+        assert all(pc.sum(pc.binary_length(p["body"])).as_py() <= 3 << 20 for p in pieces)
+        got[threads] = (pieces, batch.errors)
+    (one, one_errors), (many, many_errors) = got[1], got[3]
+    assert len(many) > len(one) > 1
+    assert pa.concat_tables(many).equals(pa.concat_tables(one))
+    assert many_errors == one_errors and len(one_errors) > len(dcpfast.scan(
+        bytes(data), collections=True, errors="skip", final=True).errors)
 
 
 def test_convert_takes_threads(tmp_path):

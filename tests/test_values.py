@@ -222,7 +222,15 @@ BAD_SECTIONS = [
     (section(pair(b"a", b"1"), pair(b"b", b"2"), pair(b"a", b"3")), VP.XATTR_DUPLICATE),
     (section(*[pair(b"k%d" % i, b"1") for i in range(40)], pair(b"k7", b"2")),
      VP.XATTR_DUPLICATE),
+    # past the pairs compared pairwise: keys hashed, the table grown several times
+    (section(*[pair(b"k%d" % i, b"1") for i in range(1000)], pair(b"k999", b"2")),
+     VP.XATTR_DUPLICATE),
+    (section(*[pair(b"k%d" % i, b"1") for i in range(300)], pair(b"k250", b"2"),
+             pair(b"k\xff", b"1")), VP.XATTR_DUPLICATE),          # the first problem
+    (section(*[pair(b"k%d" % i, b"1") for i in range(300)], pair(b"k\xff", b"1"),
+             pair(b"k250", b"2")), VP.XATTR_UTF8),
 ]
+LONG_SECTION = section(*[pair(b"key%d" % i, b"v%d" % i) for i in range(1000)])
 DAMAGED = [(v, SNAPPY, code) for v, code in BAD_SNAPPY] + \
           [(v, XATTR, code) for v, code in BAD_SECTIONS] + \
           [(snappy(v), XATTR | SNAPPY, code) for v, code in BAD_SECTIONS]
@@ -331,6 +339,8 @@ def test_many_pairs_and_multibyte_text():
     pairs = {f"k{i}": f'"{"é" * i}€𝄞"' for i in range(30)}
     assert one(t.xattr_value(pairs, b"b"), XATTR) == (b"b", pairs, False)
     assert one(section(), XATTR) == (b"", {}, False)                  # an empty section
+    many = {f"key{i}": f"v{i}" for i in range(1000)}                   # keys hashed
+    assert one(LONG_SECTION + b"b", XATTR) == (b"b", many, False)
 
 
 # -- round trips -----------------------------------------------------------------------------
@@ -416,7 +426,10 @@ def _both(name, *args, outputs=()):
 
 
 blobs = st.lists(st.one_of(st.binary(max_size=60), st.sampled_from(
-    [v for v, _ in BAD_SECTIONS] + [D22, t.xattr_blob({"a": "1", "é": "€"})]),
+    [v for v, _ in BAD_SECTIONS] + [D22, t.xattr_blob({"a": "1", "é": "€"}), LONG_SECTION]),
+    # long sections of few distinct keys: duplicates among the first pairs and past them
+    st.lists(st.sampled_from([b"k%d" % i for i in range(40)]), min_size=10, max_size=60).map(
+        lambda ks: section(*[pair(k, b"1") for k in ks])),
     st.builds(lambda d, tail: t.xattr_value(d, tail), st.dictionaries(keys, texts,
                                                                       max_size=4),
               st.binary(max_size=8))), max_size=8)

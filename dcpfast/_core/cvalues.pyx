@@ -2,11 +2,13 @@
 """The per-value loops behind ``values.values``, compiled; ``pyvalues`` is the pure-Python
 twin, with the same names and signatures, and its docstring says how values, their
 buffers and their problems are given. No Python object is made per value here except
-the two memoryviews handed to the Snappy library for a block the loop here finds unsound;
-the other blocks are inflated here, without the GIL.
+the two memoryviews handed to the Snappy library for a block the loop here finds unsound,
+and a problem's tuple; the other blocks are inflated, and the xattr sections checked and
+copied, without the GIL (threads decode runs of values at once).
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
 from libc.string cimport memcmp, memcpy, memchr
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
@@ -29,6 +31,17 @@ cdef int XATTR_UTF8 = _VP.XATTR_UTF8, XATTR_DUPLICATE = _VP.XATTR_DUPLICATE
 # pairs compared pairwise for duplicate keys; longer sections use a set
 DEF SMALL_SECTION = 16
 cdef char _nothing[1]
+
+
+cdef extern from "xattr_keys.h":
+    int64_t dcp_first_duplicate(const uint8_t* v, const uint32_t* at, const uint32_t* len,
+                                size_t n) noexcept nogil
+
+
+cdef struct Keys:           # the keys of a long section, in pair order
+    uint32_t* at            # offsets in the value
+    uint32_t* len
+    size_t n, cap
 
 
 def snappy_lengths(const uint8_t[::1] buf, const int64_t[::1] starts,
@@ -235,14 +248,59 @@ cdef inline int _utf8(const uint8_t* p, int64_t n) noexcept nogil:
 
 
 cdef int _section(const uint8_t* v, int64_t size, int64_t* end, int64_t* count,
-                  int64_t* keys, int64_t* texts, int64_t* a, int64_t* b) except -1:
-    """Check one value's xattr section; 0 or a problem code with its details in a, b."""
-    cdef int64_t pos, length, nul, j, q
+                  int64_t* keys, int64_t* texts, int64_t* a, int64_t* b) noexcept nogil:
+    """Check one value's xattr section; 0 or a problem code with its details in a, b, or
+    -1 when memory runs out. The problem reported is the first in pair order: the keys of
+    a section longer than ``SMALL_SECTION`` pairs are checked for duplicates once the walk
+    has stopped, among the pairs before the one it stopped at."""
+    cdef Keys held
+    cdef int64_t b_in = b[0], first
+    cdef int code
+    held.at = held.len = NULL
+    held.n = held.cap = 0
+    code = _section_pairs(v, size, end, count, keys, texts, a, b, &held)
+    if code >= 0 and held.n:
+        first = dcp_first_duplicate(v, held.at, held.len, held.n)
+        if first == -2:
+            code = -1
+        elif first >= 0:
+            a[0], b[0] = <int64_t>held.at[first] - LEN, b_in
+            code = XATTR_DUPLICATE
+    free(held.at)
+    free(held.len)
+    return code
+
+
+cdef inline int _hold(Keys* held, int64_t at, int64_t length) noexcept nogil:
+    """Append a key to ``held``; -1 when memory runs out."""
+    cdef size_t cap
+    cdef uint32_t* grown
+    if held.n == held.cap:
+        cap = 2 * held.cap if held.cap else 64
+        grown = <uint32_t*>realloc(held.at, cap * sizeof(uint32_t))
+        if grown == NULL:
+            return -1
+        held.at = grown
+        grown = <uint32_t*>realloc(held.len, cap * sizeof(uint32_t))
+        if grown == NULL:
+            return -1
+        held.len = grown
+        held.cap = cap
+    held.at[held.n], held.len[held.n] = <uint32_t>at, <uint32_t>length
+    held.n += 1
+    return 0
+
+
+cdef inline int _section_pairs(const uint8_t* v, int64_t size, int64_t* end, int64_t* count,
+                               int64_t* keys, int64_t* texts, int64_t* a, int64_t* b,
+                               Keys* held) noexcept nogil:
+    """``_section``'s walk: the first ``SMALL_SECTION`` keys compared pairwise as they
+    come, every key of a longer section put in ``held``, which the caller frees."""
+    cdef int64_t pos, length, nul, j
     cdef const uint8_t* pair
     cdef const uint8_t* hit
     cdef int64_t key_at[SMALL_SECTION]
     cdef int64_t key_len[SMALL_SECTION]
-    seen = None
     if size < LEN:
         a[0] = size
         return XATTR_SHORT
@@ -270,18 +328,18 @@ cdef int _section(const uint8_t* v, int64_t size, int64_t* end, int64_t* count,
             return XATTR_VALUE
         if not _utf8(pair, nul) or not _utf8(pair + nul + 1, length - nul - 2):
             return XATTR_UTF8
-        if seen is None and count[0] < SMALL_SECTION:
+        if count[0] < SMALL_SECTION:
             for j in range(count[0]):
                 if key_len[j] == nul and memcmp(v + key_at[j], pair, nul) == 0:
                     return XATTR_DUPLICATE
             key_at[count[0]], key_len[count[0]] = pos + LEN, nul
         else:
-            if seen is None:
-                seen = {(<const char*>v)[key_at[j]:key_at[j] + key_len[j]] for j in range(count[0])}
-            key = (<const char*>pair)[:nul]
-            if key in seen:
-                return XATTR_DUPLICATE
-            seen.add(key)
+            if held.n == 0:
+                for j in range(SMALL_SECTION):
+                    if _hold(held, key_at[j], key_len[j]) < 0:
+                        return -1
+            if _hold(held, pos + LEN, nul) < 0:
+                return -1
         count[0] += 1
         keys[0] += nul
         texts[0] += length - nul - 2
@@ -296,27 +354,41 @@ def parse_xattrs(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] 
     length word (where the body starts), ``pairs[i]`` = its pair count, both 0 for a
     damaged section. Returns the key and value bytes of the sound sections, and the
     problems."""
-    cdef Py_ssize_t i, n = starts.shape[0]
-    cdef int64_t end, count, keys, texts, da, db, key_bytes = 0, value_bytes = 0
-    cdef int code
+    cdef Py_ssize_t i, n = starts.shape[0], found = 0
+    cdef int64_t end = 0, count = 0, keys = 0, texts = 0, da, db
+    cdef int64_t key_bytes = 0, value_bytes = 0
+    cdef int code = 0
     cdef const uint8_t* v
     _check_sources(a, b, source, starts, lengths, n)
     if skip.shape[0] != n or pairs.shape[0] != n:
         raise ValueError("parse_xattrs: outputs do not match")
     cdef const uint8_t* pa = _base(a)
     cdef const uint8_t* pb = _base(b)
-    problems = []
-    for i in range(n):
-        skip[i] = pairs[i] = 0
-        v = _at(pa, pb, source[i], starts[i])
-        da = db = 0
-        code = _section(v, lengths[i], &end, &count, &keys, &texts, &da, &db)
-        if code:
-            problems.append((i, code, da, db))
-            continue
-        skip[i], pairs[i] = end, count
-        key_bytes += keys
-        value_bytes += texts
+    # a damaged section's row, code and details, gathered without the GIL
+    cdef int64_t[:, ::1] damaged = np.empty((0, 4), np.int64)
+    with nogil:
+        for i in range(n):
+            skip[i] = pairs[i] = 0
+            v = _at(pa, pb, source[i], starts[i])
+            da = db = 0
+            code = _section(v, lengths[i], &end, &count, &keys, &texts, &da, &db)
+            if code < 0:
+                break
+            if code:
+                if found == damaged.shape[0]:
+                    with gil:
+                        damaged = np.resize(damaged, (2 * found + 16, 4))
+                damaged[found, 0], damaged[found, 1] = i, code
+                damaged[found, 2], damaged[found, 3] = da, db
+                found += 1
+                continue
+            skip[i], pairs[i] = end, count
+            key_bytes += keys
+            value_bytes += texts
+    if code < 0:
+        raise MemoryError()
+    problems = [(int(damaged[k, 0]), int(damaged[k, 1]), int(damaged[k, 2]),
+                 int(damaged[k, 3])) for k in range(found)]
     return key_bytes, value_bytes, problems
 
 
@@ -364,34 +436,47 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
         raise ValueError("xattr_strings: offsets too short")
     cdef const uint8_t* pa = _base(a)
     cdef const uint8_t* pb = _base(b)
+    cdef const uint8_t* hit
+    cdef int bad = 0                      # 1: a value changed since it was parsed; 2: too short
     key_offsets[0] = value_offsets[0] = 0
-    for i in range(n):
-        if pairs[i] <= 0:
-            continue
-        v = _at(pa, pb, source[i], starts[i])
-        pos = LEN
-        for j in range(pairs[i]):
-            # the section was checked by parse_xattrs; stay inside the value regardless
-            if pos + LEN > lengths[i]:
-                raise ValueError(f"xattr_strings: value {i} changed since it was parsed")
-            length = be32(v + pos)
-            pair = v + pos + LEN
-            if length > lengths[i] - pos - LEN or length < MIN_PAIR:
-                raise ValueError(f"xattr_strings: value {i} changed since it was parsed")
-            nul = <const uint8_t*>memchr(pair, 0, length) - pair
-            if nul < 0 or nul > <Py_ssize_t>length - 2 or kpos + nul > key_data.shape[0] \
-                    or vpos + length - nul - 2 > value_data.shape[0]:
-                raise ValueError("xattr_strings: string buffers too short")
-            if nul:
-                memcpy(&key_data[kpos], pair, nul)
-            if length - nul - 2:
-                memcpy(&value_data[vpos], pair + nul + 1, length - nul - 2)
-            kpos += nul
-            vpos += length - nul - 2
-            k += 1
-            key_offsets[k] = kpos
-            value_offsets[k] = vpos
-            pos += LEN + length
+    with nogil:
+        for i in range(n):
+            if pairs[i] <= 0:
+                continue
+            v = _at(pa, pb, source[i], starts[i])
+            pos = LEN
+            for j in range(pairs[i]):
+                # the section was checked by parse_xattrs; stay inside the value regardless
+                if pos + LEN > lengths[i]:
+                    bad = 1
+                    break
+                length = be32(v + pos)
+                pair = v + pos + LEN
+                if length > lengths[i] - pos - LEN or length < MIN_PAIR:
+                    bad = 1
+                    break
+                hit = <const uint8_t*>memchr(pair, 0, length)
+                nul = -1 if hit == NULL else hit - pair
+                if nul < 0 or nul > <Py_ssize_t>length - 2 or kpos + nul > key_data.shape[0] \
+                        or vpos + length - nul - 2 > value_data.shape[0]:
+                    bad = 2
+                    break
+                if nul:
+                    memcpy(&key_data[kpos], pair, nul)
+                if length - nul - 2:
+                    memcpy(&value_data[vpos], pair + nul + 1, length - nul - 2)
+                kpos += nul
+                vpos += length - nul - 2
+                k += 1
+                key_offsets[k] = kpos
+                value_offsets[k] = vpos
+                pos += LEN + length
+            if bad:
+                break
+    if bad == 1:
+        raise ValueError(f"xattr_strings: value {i} changed since it was parsed")
+    if bad == 2:
+        raise ValueError("xattr_strings: string buffers too short")
 
 
 def gather(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] source,

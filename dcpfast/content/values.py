@@ -27,6 +27,7 @@ _ERRORS = ("strict", "skip")
 _NEEDED = ("offset", "datatype", "value_offset", "value_len")
 _INT32_MAX = 2**31 - 1
 _THREAD_BYTES = 1 << 20       # bodies a thread inflates or copies at least
+_ROW_WEIGHT = 64              # the work of one value besides its bytes, in bytes
 #: Inflated bytes of values one piece of ``values`` works on (``iter_values``).
 PIECE_BYTES = 64 << 20
 
@@ -79,14 +80,15 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     again, so calling ``values`` repeatedly, or on a batch and its selections, lists each
     damaged value once.
 
-    ``threads`` (None: the cores this process may use) inflate Snappy blocks and copy the
-    bodies of a batch holding many values in parallel; the table is the same whatever the
-    number.
+    ``threads`` (None: the cores this process may use) decode the values of a batch
+    holding many of them in parallel, each thread a run of them; the table is the same
+    whatever the number (but for its chunks).
 
     Memory: the table holds the inflated bodies (Snappy inflates up to about 21 times);
     besides it, the work runs in pieces of at most ``PIECE_BYTES`` of inflated values
     (``iter_values``), so that what is inflated and copied at once stays bounded whatever
-    the batch holds. The columns of a table of several pieces have one chunk per piece.
+    the batch holds, with any number of threads. The columns of a table of several pieces
+    have one chunk per piece.
     """
     import pyarrow as pa
 
@@ -102,6 +104,10 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
     after the other, are those of ``values``; each inflates and copies at most
     ``piece_bytes`` of values (0: ``PIECE_BYTES``; a larger value is a piece of its own).
     A caller that writes each piece before taking the next holds one piece at a time.
+    With ``threads``, a piece of at least two megabytes is cut again into up to one piece
+    a thread, decoded at the same time and yielded in order: what is decoded at once stays
+    within ``piece_bytes``. Damage is reported in stream order, before the piece that holds
+    it is yielded.
     """
     threads = threads_of(threads)
     mode = batch.mode if errors is None else errors
@@ -118,11 +124,20 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
     sizes = _sizes(batch, rows, decompress)
     large = int(sizes.sum()) > _INT32_MAX
     ends = np.cumsum(sizes)
+    reporter = Reporter(mode, batch.errors)
     limit, at = piece_bytes or PIECE_BYTES, 0
     while True:                     # pieces by the running total: n log n at worst
         stop = max(at + 1, int(np.searchsorted(ends, (ends[at - 1] if at else 0) + limit,
                                                side="right")))
-        yield _piece(batch, rows[at:stop], decompress, xattrs, mode, large, threads)
+        weights = sizes[at:stop] + _ROW_WEIGHT
+        cuts = [at + cut for cut in shares(weights, parts_for(int(weights.sum()), threads,
+                                                              _THREAD_BYTES))]
+        for table, damaged in run([lambda a=a, b=b: _piece(batch, rows[a:b], decompress,
+                                                           xattrs, large)
+                                   for a, b in zip(cuts, cuts[1:])], threads):
+            for offset, length, reason in damaged:
+                reporter.report(offset, length, reason)
+            yield table
         if stop >= len(rows):
             return
         at = stop
@@ -164,9 +179,10 @@ def _sizes(batch, rows, decompress) -> np.ndarray:
     return lengths
 
 
-def _piece(batch, rows, decompress, xattrs, mode, large, threads):
-    """The values table of the frames at ``rows`` (see ``values``); ``large``: the schema
-    with 64-bit offsets, chosen for the whole batch."""
+def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple]]:
+    """The values table of the frames at ``rows`` (see ``values``), on one thread, and its
+    damaged values as ``(frame offset, frame length, reason)`` in stream order; ``large``:
+    the schema with 64-bit offsets, chosen for the whole batch."""
     import pyarrow as pa
 
     view = batch.view
@@ -185,7 +201,7 @@ def _piece(batch, rows, decompress, xattrs, mode, large, threads):
     inflated = np.empty(0, np.uint8)
     if decompress and compressed.any():
         inflated = _inflate(view, np.flatnonzero(compressed), starts, lengths, source,
-                            problems, threads)
+                            problems)
         compressed[:] = False           # every block is inflated or failed
         present = lengths > 0
     failed = np.zeros(n, bool)
@@ -198,16 +214,12 @@ def _piece(batch, rows, decompress, xattrs, mode, large, threads):
         map_array = _split(view, inflated, np.flatnonzero(sections), starts, lengths, source,
                            failed, problems, build=xattrs == "split", n=n)
 
-    if problems:
-        _report(batch, mode, problems, offsets, frame_ends)
+    damaged = _damaged(batch, problems, offsets, frame_ends)
     lengths[failed] = 0
     bounds = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=bounds[1:])
     data = np.empty(int(bounds[-1]), np.uint8)
-    cuts = shares(lengths, parts_for(int(bounds[-1]), threads, _THREAD_BYTES))
-    run([lambda a=a, b=b: core.values.gather(view, inflated, source[a:b], starts[a:b],
-                                             bounds[a:b + 1], data)
-         for a, b in zip(cuts, cuts[1:])], threads)
+    core.values.gather(view, inflated, source, starts, bounds, data)
 
     schema = values_schema(large=large)
     body = pa.Array.from_buffers(schema.field("body").type, n, [
@@ -219,13 +231,12 @@ def _piece(batch, rows, decompress, xattrs, mode, large, threads):
         map_array = map_array.cast(schema.field("xattrs").type)
     is_json = datatype & int(P.Datatype.JSON) != 0
     return pa.Table.from_arrays([pa.array(rows), pa.array(offsets), body, map_array,
-                                 pa.array(is_json)], schema=schema)
+                                 pa.array(is_json)], schema=schema), damaged
 
 
-def _inflate(view, rows, starts, lengths, source, problems, threads) -> np.ndarray:
-    """Inflate the Snappy values at ``rows`` into one buffer (by up to ``threads``
-    threads, each a run of them); point their ``starts``, ``lengths`` and ``source`` at
-    it. Failures join ``problems`` with a zero length."""
+def _inflate(view, rows, starts, lengths, source, problems) -> np.ndarray:
+    """Inflate the Snappy values at ``rows`` into one buffer; point their ``starts``,
+    ``lengths`` and ``source`` at it. Failures join ``problems`` with a zero length."""
     import cramjam
 
     declared = np.empty(len(rows), np.int64)
@@ -236,14 +247,9 @@ def _inflate(view, rows, starts, lengths, source, problems, threads) -> np.ndarr
     bounds = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(declared, out=bounds[1:])
     out = np.empty(int(bounds[-1]), np.uint8)
-    first, size = starts[rows], lengths[rows]
-    cuts = shares(declared, parts_for(int(bounds[-1]), threads, _THREAD_BYTES))
-    found = run([lambda a=a, b=b: core.values.inflate(
-        view, first[a:b], size[a:b], out, bounds[a:b + 1], cramjam.snappy.decompress_raw_into)
-        for a, b in zip(cuts, cuts[1:])], threads)
-    for a, part in zip(cuts, found):
-        for i, *problem in part:
-            problems.append((int(rows[a + i]), *problem))
+    for i, *problem in core.values.inflate(view, starts[rows], lengths[rows], out, bounds,
+                                           cramjam.snappy.decompress_raw_into):
+        problems.append((int(rows[i]), *problem))
     starts[rows] = bounds[:-1]
     lengths[rows] = declared
     source[rows] = 1
@@ -293,14 +299,12 @@ def _split(view, inflated, rows, starts, lengths, source, failed, problems, *, b
     return result
 
 
-def _report(batch, mode, problems, offsets, frame_ends) -> None:
-    """Raise for the first damaged value (strict) or list each in ``batch.errors``."""
+def _damaged(batch, problems, offsets, frame_ends) -> list[tuple[int, int, str]]:
+    """``problems`` (row, code, a, b) as ``(frame offset, frame length, reason)``, in
+    stream order."""
     problems.sort(key=lambda p: p[0])
-    reporter = Reporter(mode, batch.errors)
-    for row, code, a, b in problems:
-        start = int(offsets[row])
-        reporter.report(start, int(frame_ends[row]) + batch.base_offset - start,
-                        describe(P.ValueProblem(code), a, b))
+    return [(int(offsets[row]), int(frame_ends[row]) + batch.base_offset - int(offsets[row]),
+             describe(P.ValueProblem(code), a, b)) for row, code, a, b in problems]
 
 
 def _bitmap(valid):
