@@ -104,7 +104,7 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
     after the other, are those of ``values``; each inflates and copies at most
     ``piece_bytes`` of values (0: ``PIECE_BYTES``; a larger value is a piece of its own).
     A caller that writes each piece before taking the next holds one piece at a time.
-    With ``threads``, a piece of at least two megabytes is cut again into up to one piece
+    With ``threads``, a piece of at least 2 MiB is cut again into up to one piece
     a thread, decoded at the same time and yielded in order: what is decoded at once stays
     within ``piece_bytes``. Damage is reported in stream order, before the piece that holds
     it is yielded.
