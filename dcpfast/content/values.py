@@ -26,7 +26,7 @@ _XATTRS = ("split", "drop", "keep")
 _ERRORS = ("strict", "skip")
 _NEEDED = ("offset", "datatype", "value_offset", "value_len")
 _INT32_MAX = 2**31 - 1
-_THREAD_BYTES = 1 << 20       # bodies a thread inflates or copies at least
+_THREAD_BYTES = 1 << 20       # values a thread decodes at least, in inflated bytes
 _ROW_WEIGHT = 64              # the work of one value besides its bytes, in bytes
 #: Inflated bytes of values one piece of ``values`` works on (``iter_values``).
 PIECE_BYTES = 64 << 20
@@ -88,7 +88,7 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     besides it, the work runs in pieces of at most ``PIECE_BYTES`` of inflated values
     (``iter_values``), so that what is inflated and copied at once stays bounded whatever
     the batch holds, with any number of threads. The columns of a table of several pieces
-    have one chunk per piece.
+    have one chunk per piece (with threads, one per run of a piece).
     """
     import pyarrow as pa
 
