@@ -48,7 +48,12 @@ import pyarrow.fs as pafs
 import dcpfast
 from dcpfast import spark as dspark
 from dcpfast import testing
+from dcpfast.io.ranges import BATCH_BYTES, Piece
+from dcpfast.spark.convert import scanner_columns, to_record_batch
+from dcpfast.spark.job import session
 from dcpfast.spark.parquet import TaskWriter
+from dcpfast.spark.schema import output_columns
+from dcpfast.spark.source import list_files, read_piece
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:              # the suite package next to this script
@@ -79,12 +84,12 @@ def corpus(root: Path, files: int, copies: int, items: int) -> list[str]:
 
 
 def single_process(paths, columns) -> int:
-    schema = dspark.arrow_schema(columns)
+    schema = dspark.spark_arrow_schema(columns)
     frames = 0
     for path in paths:
-        for batch in dcpfast.iter_batches(path, dspark.BATCH_BYTES,
-                                          columns=dspark.convert.scanner_columns(schema.names)):
-            frames += dspark.to_record_batch(batch, path, schema).num_rows
+        for batch in dcpfast.iter_batches(path, BATCH_BYTES,
+                                          columns=scanner_columns(schema.names)):
+            frames += to_record_batch(batch, path, schema).num_rows
     return frames
 
 
@@ -93,16 +98,16 @@ def one_process_job(paths, columns, out: Path) -> int:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     writer = TaskWriter(pafs.LocalFileSystem(), str(out), "part",
-                        dspark.arrow_schema(columns), ("vbucket",),
+                        dspark.spark_arrow_schema(columns), ("vbucket",),
                         collections=None, errors="strict")
-    for uri, size in dspark.list_files(paths):
-        writer.write(dspark.Piece(uri, 0, size, size))
+    for uri, size in list_files(paths):
+        writer.write(Piece(uri, 0, size, size))
     return writer.result()["frames"]
 
 
 def convert(paths, columns, out: Path) -> None:
     """``dcpfast convert`` in a process of its own (the scanner columns of the set)."""
-    names = [c for c in dspark.output_columns(columns)
+    names = [c for c in output_columns(columns)
              if c in dcpfast.schema.INDEX or c in ("key", "value")]
     subprocess.run([sys.executable, "-m", "dcpfast", "convert", *paths, "-o", str(out),
                     "-q", "--columns", ",".join(names)], check=True)
@@ -110,11 +115,11 @@ def convert(paths, columns, out: Path) -> None:
 
 def write_batches(path: str, columns, out: Path) -> None:
     """The record batches the data source makes of one file, as an Arrow IPC file."""
-    schema = dspark.arrow_schema(columns)
+    schema = dspark.spark_arrow_schema(columns)
     size = os.path.getsize(path)
-    piece = dspark.Piece(path, 0, size, size)
+    piece = Piece(path, 0, size, size)
     with pa.OSFile(str(out), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        for rb in dspark.read_piece(piece, schema, collections=None, errors="strict"):
+        for rb in read_piece(piece, schema, collections=None, errors="strict"):
             writer.write_batch(rb)
 
 
@@ -193,7 +198,7 @@ def reading(spark, root, paths, joined, size, repeat) -> dict:
     table = Table(f"Reading into Spark: {frames:,} frames", size, frames)
     spark_runs = {}
     for label, columns in COLUMN_SETS:
-        n = len(dspark.output_columns(columns))
+        n = len(output_columns(columns))
         table.add(f"one process: iter_batches + the batches Spark takes, {label} ({n})",
                   lambda columns=columns: single_process(paths, columns))
         replay = root / f"replay-{n}.arrow"
@@ -257,7 +262,7 @@ def pushdown(spark, root, paths, size, repeat) -> dict:
 
 def parquet(spark, label, columns, root, paths, size, repeat) -> dict:
     """The Parquet job against Spark's own writer, its ceiling and one process."""
-    names = dspark.output_columns(columns)
+    names = output_columns(columns)
     frames = single_process(paths, columns)
     replay = root / f"replay-{len(names)}.arrow"
     write_batches(paths[0], columns, replay)
@@ -329,7 +334,7 @@ def main(argv=None) -> int:
     print(f"corpus: {len(paths)} files, {size / 1e6:,.1f} MB in {root} "
           f"({time.perf_counter() - start:.1f} s)")
 
-    spark = dspark.session(args.master, "dcpfast-bench",
+    spark = session(args.master, "dcpfast-bench",
                            conf={"spark.sql.shuffle.partitions": "2",
                                  "spark.driver.memory": "3g"}, log=str(root / "spark.log"))
     spark.dataSource.register(ceiling_source())

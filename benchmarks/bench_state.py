@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import dcpfast
-from dcpfast.content.state import consistency, state_errors
+from dcpfast.documents import consistency, state_errors
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:              # the suite package next to this script

@@ -1,12 +1,18 @@
-"""dcpfast: columnar bulk decoding of Couchbase DCP streams."""
+"""dcpfast: columnar bulk decoding of Couchbase DCP streams.
 
-from .batch import IMPLEMENTATION, Frame, FrameBatch, scan
-from .capture import read_pcap
-from .content.events import Manifest
-from .content.state import state
-from .content.streams import StreamTracker, Summary, summarize
-from .errors import DcpFormatError, SkippedRegion
-from .io import iter_batches, read
+The entry points are here (``scan``, ``read``, ``iter_batches``, ``state``, the batch,
+the errors and the protocol's enums); the rest has one public home each, by concern:
+``dcpfast.pcap`` (packet captures), ``dcpfast.streams`` (stream setup and health),
+``dcpfast.values`` (document bodies and xattrs), ``dcpfast.events`` (system events and
+collection names), ``dcpfast.documents`` (building a state batch by batch),
+``dcpfast.io`` (compressed dumps), ``dcpfast.spark``, ``dcpfast.testing`` (encoders and
+the bundled samples) and ``dcpfast.cli``.
+"""
+
+from .batch import IMPLEMENTATION, Frame, FrameBatch
+from .documents.build import state
+from .errors import CaptureFormatError, DcpFormatError, SkippedRegion
+from .io.dumps import iter_batches, read, scan
 from .protocol import (
     Datatype,
     DurabilityLevel,
@@ -23,8 +29,8 @@ from .schema import COLUMNS, arrow_schema
 __version__ = "0.1.0"
 
 __all__ = [
-    "COLUMNS", "Datatype", "DcpFormatError", "DurabilityLevel", "Frame", "FrameBatch",
-    "IMPLEMENTATION", "Magic", "Manifest", "Opcode", "SkippedRegion", "SnapshotFlag",
-    "Status", "StreamEndStatus", "StreamTracker", "Summary", "SystemEventId", "VBucketState",
-    "arrow_schema", "iter_batches", "read", "read_pcap", "scan", "state", "summarize",
+    "COLUMNS", "CaptureFormatError", "Datatype", "DcpFormatError", "DurabilityLevel",
+    "Frame", "FrameBatch", "IMPLEMENTATION", "Magic", "Opcode", "SkippedRegion",
+    "SnapshotFlag", "Status", "StreamEndStatus", "SystemEventId", "VBucketState",
+    "arrow_schema", "iter_batches", "read", "scan", "state",
 ]

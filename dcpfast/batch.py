@@ -1,21 +1,23 @@
-"""``scan`` and ``FrameBatch``: columns of a scanned buffer, and their Arrow/pandas forms."""
+"""``FrameBatch``: the columns of a scanned buffer, and the one place that turns a scan
+core's answer into a batch (``scan_view``)."""
 
 from __future__ import annotations
 
 import difflib
 import importlib
-import os
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
-from . import _core
+from . import _core, arrow, buffers
 from . import protocol as P
 from . import schema as S
-from ._core import ScanRequest
+from ._core import ScanRequest, ScanResult
+from .buffers import byte_view, window_bits
 from .errors import DcpFormatError, SkippedRegion, describe, text
+from .options import ScanOptions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,69 +27,23 @@ if TYPE_CHECKING:
 #: "cython" or "python": which cores (scan, capture walk, values) this process uses.
 IMPLEMENTATION = _core.IMPLEMENTATION
 
-_ERRORS = ("strict", "skip")
-_LARGEST_FRAME = P.HEADER_SIZE + 0xFFFFFFFF   # the body length is 32 bits
-_WINDOW_BITS = 30                     # binary_view data buffers for inputs over 2 GiB
-_INT32_MAX = 2**31 - 1
 _LAST_OFFSET = 2**64 - 1            # stream positions are uint64
 
-
-def byte_view(data) -> memoryview:
-    """A flat unsigned-byte view of any contiguous buffer, without copying."""
-    if isinstance(data, (str, os.PathLike)):
-        raise TypeError(text("buffer_is_path", path=os.fspath(data)))
-    view = memoryview(data)
-    if not view.contiguous:
-        raise ValueError("data must be a contiguous buffer")
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    return view
+#: How a buffer's frames are found: the core's ``scan_buffer`` (one thread), or a function
+#: of the same arguments that spreads the walk over threads (``io.threaded``).
+Scanner = Callable[[memoryview, ScanRequest], ScanResult]
 
 
-def scan(data, *, collections: bool | None = None, columns=None, errors: str = "strict",
-         start: int = 0, max_frames: int | None = None,
-         max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, base_offset: int = 0,
-         final: bool = False, binary_views: bool = False,
-         threads: int | None = None) -> FrameBatch:
-    """Decode the concatenated DCP frames in ``data[start:]`` into columns.
-
-    ``data`` is any contiguous buffer; it is not copied, and the batch keeps it alive.
-    A trailing incomplete frame is left alone: ``batch.consumed`` says where to resume.
-    ``collections``: whether document keys carry a LEB128 collection id (None: infer
-    from a HELLO exchange, a DCP Open flag, or system events / seqno-advanced messages).
-    ``columns``: the columns to fill (None: all; ``"key"``/``"value"`` name their
-    offset/length pairs). ``errors="strict"`` raises ``DcpFormatError`` at the first
-    malformed frame; ``"skip"`` steps over damaged bytes and lists them in
-    ``batch.errors``. ``base_offset`` is the stream position of ``data[0]``: it is added
-    to every offset column and error offset. ``final=True`` says ``data`` ends the
-    stream: a frame cut short there is damage, and skip mode may rely on the end of the
-    data when it resynchronises (otherwise it stops where more bytes would decide).
-    ``binary_views=True`` also writes the Arrow views of keys and values (those the columns
-    include) while each frame is in cache, so ``to_arrow(binary_view=True)`` and
-    ``to_polars()`` need no pass of their own over the data (the scan takes up to a fifth
-    longer; the conversion then costs a few per cent of the scan instead of about half).
-    ``threads``: how many threads decode a large buffer (None: the cores this process may
-    use; see ``dcpfast.io.parallel``); the batch is the same whatever the number.
-    """
-    batch, _ = scan_view(data, byte_view(data), start=start, collections=collections,
-                         columns=columns, errors=errors, max_frames=max_frames,
-                         max_frame_size=max_frame_size, base_offset=base_offset,
-                         final=final, binary_views=binary_views, threads=threads)
-    return batch
-
-
-def scan_view(data, view, *, start, collections, columns, errors, max_frames, max_frame_size,
-              base_offset, final, unverified=False, binary_views=False, threads=1
+def scan_view(data, view, options: ScanOptions, *, start: int = 0,
+              max_frames: int | None = None, base_offset: int = 0, final: bool = False,
+              unverified: bool = False, scanner: Scanner | None = None
               ) -> tuple[FrameBatch, bool]:
-    """``scan`` of ``view`` (the byte view of ``data``), resuming a skip-mode scan whose
-    first frame still awaits its resynchronisation checks when ``unverified``. Returns the
-    batch and whether the frame at its ``consumed`` position awaits them (see
-    ``_core.ScanRequest``): the state ``io.resume`` carries from chunk to chunk.
-    ``threads`` as for ``scan`` (here 1 unless told)."""
-    if errors not in _ERRORS:
-        raise ValueError(f"errors must be one of {_ERRORS}, not {errors!r}")
-    if max_frame_size < P.HEADER_SIZE:
-        raise ValueError(f"max_frame_size must be at least {P.HEADER_SIZE}")
+    """The frames of ``view`` (the byte view of ``data``) from ``start`` as a batch, found
+    by ``scanner`` (None: the core, one thread), resuming a skip-mode scan whose first
+    frame still awaits its resynchronisation checks when ``unverified``. Returns the batch
+    and whether the frame at its ``consumed`` position awaits them (see
+    ``_core.ScanRequest``): the state ``io.resume`` carries from chunk to chunk. The
+    other arguments are those of ``dcpfast.scan``."""
     if not 0 <= start <= len(view):
         raise ValueError(f"start {start} outside the buffer of {len(view)} bytes")
     if max_frames is not None and max_frames < 0:
@@ -95,26 +51,22 @@ def scan_view(data, view, *, start, collections, columns, errors, max_frames, ma
     if not 0 <= base_offset <= _LAST_OFFSET - len(view):
         raise ValueError(f"base_offset {base_offset} with {len(view)} bytes puts stream "
                          "positions outside 0..2**64-1")
-    names = S.resolve(columns)
+    collections = options.collections
     if collections is None:
         collections = bool(_core.scan.sniff_collections(view, start))
     request = ScanRequest(
-        start, names, bool(collections), errors == "skip",
-        -1 if max_frames is None else max_frames, min(max_frame_size, _LARGEST_FRAME),
-        base_offset, final, unverified, window_bits(len(view)) if binary_views else 0)
-    if threads == 1 and type(threads) is int:
-        result = _core.scan.scan_buffer(view, request)
-    else:           # threads run over byte ranges, which io cuts: imported when asked for
-        from .io.parallel import scan_result, threads_of
-        result = scan_result(view, request, threads_of(threads))
+        start, options.columns, collections, options.errors == "skip",
+        -1 if max_frames is None else max_frames, options.max_frame_size, base_offset, final,
+        unverified, window_bits(len(view)) if options.binary_views else 0)
+    result = (scanner or _core.scan.scan_buffer)(view, request)
     if result.failure:
         pos, code, a, b = result.failure
         raise DcpFormatError(base_offset + pos, describe(code, a, b))
     skipped = [SkippedRegion(base_offset + pos, length, describe(code, a, b))
                for pos, length, code, a, b in result.regions]
     batch = FrameBatch(data, view, result.arrays, result.kinds, start=start,
-                       consumed=result.consumed, errors=skipped, collections=bool(collections),
-                       base_offset=base_offset, mode=errors, views=result.views)
+                       consumed=result.consumed, errors=skipped, collections=collections,
+                       base_offset=base_offset, mode=options.errors, views=result.views)
     return batch, result.unverified
 
 
@@ -171,30 +123,6 @@ class FrameBatch:
         self.collections = collections
         #: Stream position of ``data[0]``.
         self.base_offset = base_offset
-
-    # -- the internal API: for dcpfast's own modules (content, capture, io, spark) --------
-
-    @property
-    def view(self) -> memoryview:
-        """The flat byte view of ``data`` the columns point into (positions are
-        ``offset - base_offset``)."""
-        return self._view
-
-    @property
-    def kinds(self) -> np.ndarray:
-        """The kind of each frame: an index into ``protocol.KINDS``."""
-        return self._kinds
-
-    def state(self) -> dict:
-        """The constructor arguments of this batch, for a subclass that adds to it."""
-        return dict(data=self.data, view=self._view, arrays=self._arrays, kinds=self._kinds,
-                    start=self.start, consumed=self.consumed, errors=self.errors,
-                    collections=self.collections, base_offset=self.base_offset,
-                    mode=self.mode, views=self._views)
-
-    def keep_columns(self, names) -> None:
-        """Drop every numpy column but ``names`` (a capture scans a few more than asked)."""
-        self._arrays = {k: v for k, v in self._arrays.items() if k in names}
 
     def __len__(self) -> int:
         """The number of frames."""
@@ -257,7 +185,7 @@ class FrameBatch:
 
         schema = self[:0].to_arrow().schema
         for name, (_, length) in S.BINARY.items():
-            if name in schema.names and int(self[length].sum(dtype=np.uint64)) > _INT32_MAX:
+            if name in schema.names and int(self[length].sum(dtype=np.uint64)) > buffers.INT32_MAX:
                 schema = schema.set(schema.get_field_index(name),
                                     pa.field(name, pa.large_binary()))
         return schema
@@ -284,7 +212,7 @@ class FrameBatch:
         """Pickled by value: the columns and the bytes of ``data`` the frames span, not the
         whole buffer (a memory map cannot be pickled); offsets keep their stream positions."""
         lo, hi = self._span()
-        state = self.state()
+        state = parts_of(self)
         state.update(data=bytes(self._view[lo:hi]), view=None, views=None,
                      base_offset=self.base_offset + lo,
                      start=min(max(self.start - lo, 0), hi - lo),
@@ -388,16 +316,16 @@ class FrameBatch:
                errors: str | None = None, threads: int | None = None) -> pa.Table:
         """Document bodies, xattrs and JSON flags of the frames that carry a value.
 
-        See ``dcpfast.content.values.values``.
+        See ``dcpfast.values.values``.
         """
-        from .content.values import values
+        from .values import values  # a convenience above this layer: imported when called
         return values(self, decompress=decompress, xattrs=xattrs, errors=errors,
                       threads=threads)
 
     def system_events(self) -> pa.Table:
         """One row per system event (collection and scope changes); see
-        ``dcpfast.content.events``."""
-        from .content.events import system_events
+        ``dcpfast.events``."""
+        from .events import system_events  # a convenience above this layer
         return system_events(self)
 
     def with_names(self, manifest) -> pa.Table:
@@ -413,116 +341,9 @@ class FrameBatch:
         2 GiB), or, with ``binary_view=True``, exported as views into ``data``
         without a copy.
         """
-        import pyarrow as pa
-
-        bitmaps = self.validity_buffers()
-        arrays, fields = [], []
-        for name, column in self._arrays.items():
-            arrays.append(pa.Array.from_buffers(
-                S.arrow_type(name), len(column), [*bitmaps(name), pa.py_buffer(column)]))
-            fields.append(name)
-        pairs = {name: pair for name, pair in S.BINARY.items()
-                 if pair[0] in self._arrays and pair[1] in self._arrays}
-        if binary_view:
-            arrays += self._binary_views(pairs, bitmaps)
-        else:
-            arrays += [self.binary_array(off, length, bitmaps(off))
-                       for off, length in pairs.values()]
-        fields += pairs
-        return pa.Table.from_arrays(arrays, names=fields)
-
-    def validity_buffers(self) -> Callable[[str], list]:
-        """A function giving the Arrow validity buffer (``[buffer]``, or ``[None]`` when all
-        valid) of a column. Columns carried by the same frame kinds share one bitmap; the
-        bitmaps of every such group among the batch's columns are made together, in one
-        compiled pass over the kinds, on the first column that needs one."""
-        import pyarrow as pa
-
-        shared = {}
-
-        def make(name):
-            tables = {}
-            for column in (*self._arrays, name):
-                table = S.validity_table(column, self.collections)
-                if table is not None and column != "stream_id":
-                    tables.setdefault(table.tobytes(), table)
-            carried = np.array(list(tables.values()), np.uint8)
-            state, bits = _core.scan.validity_bitmaps(self._kinds,
-                                                 carried.reshape(len(tables), len(P.KINDS)))
-            for key, full, row in zip(tables, state, bits):
-                shared[key] = [None] if full == 2 else [pa.py_buffer(row)]
-
-        def bitmap(name):
-            if name == "stream_id":
-                return _bitmap(self[name] != 0)
-            table = S.validity_table(name, self.collections)
-            if table is None:
-                return [None]
-            key = table.tobytes()
-            if key not in shared:
-                make(name)
-            return shared[key]
-        return bitmap
-
-    def _starts(self, off, out=None):
-        """Positions in ``data`` of the column ``off`` (a stream-offset column), as uint64
-        (written to ``out`` when given); frames that do not carry it hold 0 there as they
-        do in the column."""
-        starts = self[off]
-        if out is None:
-            out = np.empty(len(starts), np.uint64)
-        if self.base_offset:
-            base = np.uint64(self.base_offset)
-            np.maximum(starts, base, out=out)
-            out -= base
-        else:
-            out[...] = starts
-        return out
-
-    def binary_array(self, off, length, validity) -> pa.Array:
-        """The offset/length pair as a ``binary`` column, bytes gathered out of ``data``
-        (frames without the field are null and hold no bytes: their length column is 0);
-        ``validity`` is its Arrow validity buffer (from ``validity_buffers``)."""
-        import pyarrow as pa
-
-        bounds = np.zeros(len(self) + 1, np.int64)
-        np.cumsum(self[length], dtype=np.int64, out=bounds[1:])
-        data = np.empty(int(bounds[-1]), np.uint8)
-        _core.scan.gather(self._view, self._starts(off), bounds, data)
-        offsets: np.ndarray
-        if bounds[-1] <= _INT32_MAX:
-            kind, offsets = pa.binary(), bounds.astype(np.int32)
-        else:
-            kind, offsets = pa.large_binary(), bounds
-        return pa.Array.from_buffers(kind, len(self), [*validity, pa.py_buffer(offsets),
-                                                       pa.py_buffer(data)])
-
-    def _binary_views(self, pairs, bitmaps):
-        """``binary_view`` columns over ``data``, no bytes copied, one for each of ``pairs``
-        (name: offset/length columns); ``bitmaps(off)`` gives a column's validity buffer.
-        The structs come from the scan when it wrote them, else from one pass over the
-        frames for all pairs."""
-        import pyarrow as pa
-
-        if not pairs:
-            return []
-        n, size = len(self), len(self._view)
-        bits = window_bits(size)
-        if self._views is not None:
-            views = [self._views[name] for name in pairs]
-        else:
-            starts = recycled((len(pairs), n), np.uint64)
-            lengths = recycled((len(pairs), n), np.int64)
-            for row, (off, length) in enumerate(pairs.values()):
-                self._starts(off, starts[row])
-                lengths[row] = self[length]
-            views = recycled((len(pairs), 16 * n), np.uint8)
-            _core.scan.views(self._view, starts, lengths, views, bits)
-        windows = [pa.py_buffer(self._view[lo:lo + 2 * (1 << bits)])
-                   for lo in range(0, max(size, 1), 1 << bits)]
-        return [pa.Array.from_buffers(pa.binary_view(), n,
-                                      [*bitmaps(off), pa.py_buffer(views[row]), *windows])
-                for row, (off, _) in enumerate(pairs.values())]
+        return arrow.table(self._arrays, self._kinds, self._view,
+                           collections=self.collections, base_offset=self.base_offset,
+                           views=self._views, binary_view=binary_view)
 
     def __arrow_c_stream__(self, requested_schema=None):
         """``to_arrow()`` as an Arrow C stream: ``pa.table(batch)``, ``pl.DataFrame(batch)``
@@ -586,24 +407,43 @@ def _optional(module: str, extra: str, what: str) -> ModuleType:
                           name=module) from e
 
 
-def window_bits(size: int) -> int:
-    """Log2 of the data buffers of binary views over ``size`` bytes (one buffer, or windows
-    overlapping by half past 2 GiB, since a view's offset is a signed 32-bit number)."""
-    return 31 if size <= _INT32_MAX else _WINDOW_BITS
+# -- the internal API: what dcpfast's own modules (values, events, streams, documents,
+# pcap, spark) read of a batch besides its public members ------------------------------
 
 
-def recycled(shape, dtype) -> np.ndarray:
-    """An uninitialised array in memory the scan core recycles (a large one would cost a
-    fault and a zeroing per page if it were fresh)."""
-    dtype = np.dtype(dtype)
-    room = _core.scan.room(int(np.prod(shape)) * dtype.itemsize)
-    return np.frombuffer(room, dtype).reshape(shape)
+def view_of(batch: FrameBatch) -> memoryview:
+    """The flat byte view of ``batch.data`` the columns point into (positions are
+    ``offset - base_offset``)."""
+    return batch._view
 
 
-def _bitmap(valid):
-    """Arrow validity buffer for a bool mask: ``[buffer]`` or ``[None]`` when all valid."""
-    import pyarrow as pa
+def kinds_of(batch: FrameBatch) -> np.ndarray:
+    """The kind of each frame: an index into ``protocol.KINDS``."""
+    return batch._kinds
 
-    if valid is None or valid.all():
-        return [None]
-    return [pa.py_buffer(np.packbits(valid, bitorder="little"))]
+
+def parts_of(batch: FrameBatch) -> dict:
+    """The constructor arguments of ``batch``, for a batch made from its parts (a subclass
+    that adds to it, a copy with other errors or rows)."""
+    return dict(data=batch.data, view=batch._view, arrays=batch._arrays, kinds=batch._kinds,
+                start=batch.start, consumed=batch.consumed, errors=batch.errors,
+                collections=batch.collections, base_offset=batch.base_offset,
+                mode=batch.mode, views=batch._views)
+
+
+def keep_columns(batch: FrameBatch, names) -> None:
+    """Drop every numpy column of ``batch`` but ``names`` (a capture scans a few more
+    than asked)."""
+    batch._arrays = {k: v for k, v in batch._arrays.items() if k in names}
+
+
+def validity_of(batch: FrameBatch) -> Callable[[str], list]:
+    """``arrow.validity`` of the batch's columns: a column's Arrow validity buffer."""
+    return arrow.validity(batch._arrays, batch._kinds, batch.collections)
+
+
+def binary_of(batch: FrameBatch, off: str, length: str, bitmap: list) -> pa.Array:
+    """The offset/length pair ``off``/``length`` as a ``binary`` column gathered out of
+    the batch's input; ``bitmap`` is its validity buffer (from ``validity_of``)."""
+    return arrow.binary(batch._view, arrow.positions(batch[off], batch.base_offset),
+                        batch[length], bitmap)

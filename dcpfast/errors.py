@@ -30,6 +30,18 @@ class CaptureFormatError(DcpFormatError):
     """A capture file that cannot be read on; ``offset`` is a position in the file."""
 
 
+#: The ways damage is met: "strict" raises at the first damaged frame; "skip" steps over
+#: damage, keeps every intact frame and lists what it passed over.
+MODES = ("strict", "skip")
+
+
+def checked_mode(errors: object, *, name: str = "errors") -> str:
+    """``errors`` when it is one of ``MODES``; else a ``ValueError`` that says so."""
+    if errors not in MODES:
+        raise ValueError(f"{name} must be {' or '.join(map(repr, MODES))}, not {errors!r}")
+    return errors  # type: ignore[return-value]
+
+
 class SkippedRegion(NamedTuple):
     """Bytes that ``errors="skip"`` passed over: where, how many, and why."""
 
@@ -89,7 +101,7 @@ _SCAN = {
     Problem.RESYNC: "no frame boundary here: the bytes after this frame do not hold together",
 }
 
-#: Document values that do not decode (``content.values``).
+#: Document values that do not decode (``values``).
 _VALUE = {
     ValueProblem.SNAPPY_PREAMBLE: "Snappy value: no valid length preamble",
     ValueProblem.SNAPPY_LENGTH: "Snappy value: a {b}-byte block cannot inflate to the {a} "
@@ -108,7 +120,7 @@ _VALUE = {
     ValueProblem.XATTR_DUPLICATE: "xattr pair at byte {a}: duplicate key",
 }
 
-#: Capture records the packet walkers refuse (``capture.reader``).
+#: Capture records the packet walkers refuse (``pcap.reader``).
 _CAPTURE = {
     CaptureProblem.RECORD_TOO_LARGE: "capture record longer than 16 MiB",
     CaptureProblem.BLOCK_LENGTH: "pcapng block of impossible length",
@@ -120,7 +132,7 @@ _CODED: dict[type, dict] = {Problem: _SCAN, ValueProblem: _VALUE, CaptureProblem
 
 _SPLIT = "byte-range split of {uri} at {lo}..{hi}: "
 _NAMED = {
-    # capture files and their reassembly (capture.reader, capture.reassembly)
+    # capture files and their reassembly (pcap.reader, pcap.reassembly)
     "not_a_capture": "not a pcap or pcapng capture (unknown file magic)",
     "pcap_header_cut": "pcap file header cut short",
     "pcapng_byte_order": "pcapng section header with an unknown byte-order magic",
@@ -136,7 +148,7 @@ _NAMED = {
                       "dcpfast.read(path) reads a dump file, dcpfast.iter_batches(path) "
                       "streams one",
     "capture_not_dump": "a {kind} capture, not a DCP dump: read it with "
-                        "dcpfast.read_pcap(path)",
+                        "dcpfast.pcap.read_pcap(path)",
     "no_column": "column {name!r} was not scanned; scanned: {scanned}",
     "batch_key": "a FrameBatch takes a column name, a frame index or a slice, not {kind}",
     "unknown_opcode": "no opcode named {name!r}{hint}; the names: {names}",
@@ -148,7 +160,7 @@ _NAMED = {
     "range_misaligned": _SPLIT + "the frames before byte {anchor} do not end there (frames "
                                  "embedded in a value near the cut?); use a larger partition "
                                  "size or lead-in",
-    # system events (content.events)
+    # system events (events)
     "event_id": "unknown system event id {id}",
     "event_version": "system event {event} has no version {version}",
     "event_name": "{event} name is not UTF-8",
@@ -164,20 +176,20 @@ _NAMED = {
     "fb_string_at": "FlatBuffers string {name} at {start} outside the {size}-byte value",
     "fb_string_overrun": "FlatBuffers string {name} of {length} bytes at {start} overruns "
                          "the {size}-byte value",
-    # stream setup and responses (content.streams)
+    # stream setup and responses (streams)
     "stream_request_value": "stream request value is not a JSON object",
     "stream_request_sid": "stream request sid {sid!r} is not in 1..65535",
     "failover_log_size": "failover log of {size} bytes is not a multiple of {entry}",
     "rollback_size": "rollback response value of {size} bytes (must be {must})",
     # Spark jobs (spark)
     "capture_on_spark": "a packet capture (pcap or pcapng), not a DCP dump: decode it with "
-                        "dcpfast convert or dcpfast.read_pcap",
+                        "dcpfast convert or dcpfast.pcap.read_pcap",
     "unreadable": "cannot read {source}: {reason}",
     "output_exists": "{out} already exists: write elsewhere, or replace it "
                      "(mode=\"overwrite\", --overwrite)",
     "output_not_dataset": "{out} holds {name}, which is not part of a Parquet dataset: "
                           "not replacing it",
-    # document state (content.state)
+    # document state (documents)
     "state_no_prepare": "commit of the prepare at seqno {prepared} (vbucket {vbucket}): no "
                         "such prepare is pending in the stream (captured mid-stream?)",
     "state_seqno_backwards": "seqno {seqno} of vbucket {vbucket} is not above the stream's "

@@ -1,5 +1,307 @@
-"""Public path of ``dcpfast.content.values``: document bodies, xattrs and JSON flags."""
+"""Document values in bulk: bodies (Snappy inflated, xattr section removed), xattrs, JSON flag.
 
-from .content.values import PIECE_BYTES, iter_values, values, values_schema
+The per-value loops (Snappy preambles, xattr sections, the final copy) run in the values
+core (``_core.values``: compiled, or its pure-Python twin); the only
+Python call made per value is the Snappy library's, for the values that are compressed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import _core as core
+from . import buffers
+from . import protocol as P
+from .arrow import mask_bitmap
+from .batch import kinds_of, view_of
+from .errors import Reporter, checked_mode, describe
+from .pool import parts_for, run, shares, threads_of
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .batch import FrameBatch
 
 __all__ = ["PIECE_BYTES", "iter_values", "values", "values_schema"]
+_XATTRS = ("split", "drop", "keep")
+_NEEDED = ("offset", "datatype", "value_offset", "value_len")
+_THREAD_BYTES = 1 << 20       # values a thread decodes at least, in inflated bytes
+_ROW_WEIGHT = 64              # the work of one value besides its bytes, in bytes
+#: Inflated bytes of values one piece of ``values`` works on (``iter_values``).
+PIECE_BYTES = 64 << 20
+
+
+def values_schema(*, large: bool = False) -> pa.Schema:
+    """Arrow schema of ``values``; ``large`` is the form for a batch whose values may take
+    more than 2 GiB inflated (``large_binary``/``large_string``)."""
+    import pyarrow as pa
+
+    text = pa.large_string() if large else pa.string()
+    return pa.schema([("index", pa.int64()), ("offset", pa.uint64()),
+                      ("body", pa.large_binary() if large else pa.binary()),
+                      ("xattrs", pa.map_(text, text)), ("is_json", pa.bool_())])
+
+
+def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
+           errors: str | None = None, threads: int | None = None) -> pa.Table:
+    """The document values of ``batch`` as a ``pyarrow.Table`` (see ``values_schema``).
+
+    One row per mutation, prepare, deletion and expiration, in batch order: every frame
+    whose kind can carry a document, including those whose value is empty (a plain
+    tombstone, a prepared delete, a stream opened without values), so that the rows are
+    exactly the batch's document changes and line up with its keys and seqnos. ``index``
+    is the frame's row in ``batch`` and ``offset`` its stream position, for joining back.
+
+    ``body``: the value, Snappy-inflated when its datatype has 0x02 and ``decompress`` is
+    true, without its xattr section when the datatype has 0x04, unless ``xattrs="keep"``.
+    ``xattrs`` is the section as a map under ``"split"``, and null for values without a
+    section or under ``"drop"``/``"keep"``. ``is_json`` is datatype bit 0x01 as sent.
+
+    An empty value gives an empty body and null xattrs whatever its datatype says: a
+    stream opened with NoValueWithUnderlyingDatatype keeps the document's bits on empty
+    values (MB-40493), so nothing is inflated or parsed there. With ``decompress=False``
+    a Snappy value is returned as sent, with null xattrs: its section cannot be found
+    without inflating it; uncompressed values are split as usual.
+
+    A section must be well formed (the reference's rules): its length fits the value,
+    each pair is a length word, a non-empty key, NUL, the value, NUL, with the length
+    exact, the pairs end exactly at the section's end, keys and values are valid UTF-8
+    without NULs and keys are unique. Values are not checked to be JSON and the server's
+    key-naming rules are not applied: they restrict what clients may store, not how the
+    bytes read. ``"split"`` and ``"drop"`` check sections alike; ``"keep"`` does not look
+    inside them.
+
+    ``errors`` (None: ``batch.mode``): under ``"strict"`` the first value that does not
+    decode (broken Snappy block or xattr section) raises ``DcpFormatError`` with its
+    frame's offset; under ``"skip"`` its body and xattrs are null and the frame is added
+    to ``batch.errors`` as ``SkippedRegion(frame offset, frame length, reason)``, in stream
+    order. Batches made by ``filter`` share that list; an entry already in it is not added
+    again, so calling ``values`` repeatedly, or on a batch and its selections, lists each
+    damaged value once.
+
+    ``threads`` (None: the cores this process may use) decode the values of a batch
+    holding many of them in parallel, each thread a run of them; the table is the same
+    whatever the number (but for its chunks).
+
+    Memory: the table holds the inflated bodies (Snappy inflates up to about 21 times);
+    besides it, the work runs in pieces of at most ``PIECE_BYTES`` of inflated values
+    (``iter_values``), so that what is inflated and copied at once stays bounded whatever
+    the batch holds, with any number of threads. The columns of a table of several pieces
+    have one chunk per piece (with threads, one per run of a piece).
+    """
+    import pyarrow as pa
+
+    pieces = list(iter_values(batch, decompress=decompress, xattrs=xattrs, errors=errors,
+                              threads=threads))
+    return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+
+
+def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
+                errors: str | None = None, piece_bytes: int = 0,
+                threads: int | None = None) -> Iterator[pa.Table]:
+    """``values(batch)`` in consecutive pieces: tables of the same schema whose rows, one
+    after the other, are those of ``values``; each inflates and copies at most
+    ``piece_bytes`` of values (0: ``PIECE_BYTES``; a larger value is a piece of its own).
+    A caller that writes each piece before taking the next holds one piece at a time.
+    With ``threads``, a piece of at least 2 MiB is cut again into up to one piece
+    a thread, decoded at the same time and yielded in order: what is decoded at once stays
+    within ``piece_bytes``. Damage is reported in stream order, before the piece that holds
+    it is yielded.
+    """
+    threads = threads_of(threads)
+    mode = batch.mode if errors is None else checked_mode(errors)
+    if xattrs not in _XATTRS:
+        raise ValueError(f"xattrs must be one of {_XATTRS}, not {xattrs!r}")
+    missing = [name for name in _NEEDED if name not in batch.columns]
+    if missing:
+        raise ValueError(f"values() needs the columns {', '.join(_NEEDED)}; this batch was "
+                         f"scanned without {', '.join(missing)}")
+
+    rows = np.flatnonzero(P.DOCUMENT_VALUE_KINDS[kinds_of(batch)])
+    sizes = _sizes(batch, rows, decompress)
+    large = int(sizes.sum()) > buffers.INT32_MAX
+    ends = np.cumsum(sizes)
+    reporter = Reporter(mode, batch.errors)
+    limit, at = piece_bytes or PIECE_BYTES, 0
+    while True:                     # pieces by the running total: n log n at worst
+        stop = max(at + 1, int(np.searchsorted(ends, (ends[at - 1] if at else 0) + limit,
+                                               side="right")))
+        weights = sizes[at:stop] + _ROW_WEIGHT
+        cuts = [at + cut for cut in shares(weights, parts_for(int(weights.sum()), threads,
+                                                              _THREAD_BYTES))]
+        for table, damaged in run([lambda a=a, b=b: _piece(batch, rows[a:b], decompress,
+                                                           xattrs, large)
+                                   for a, b in zip(cuts, cuts[1:])], threads):
+            for offset, length, reason in damaged:
+                reporter.report(offset, length, reason)
+            yield table
+        if stop >= len(rows):
+            return
+        at = stop
+
+
+def text_or_null(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Binary values (keys) as strings; one that is not valid UTF-8 becomes null. The
+    buffers are taken as they are where every value is valid (the usual case)."""
+    import pyarrow as pa
+
+    keys = keys.cast(pa.binary())
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    text = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers(), offset=keys.offset)
+    try:
+        text.validate(full=True)
+        return text
+    except pa.ArrowInvalid:
+        out = []
+        for key in keys.to_pylist():
+            try:
+                out.append(None if key is None else key.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append(None)
+        return pa.array(out, pa.string())
+
+
+def _sizes(batch, rows, decompress) -> np.ndarray:
+    """What each value at ``rows`` takes inflated: its length, or the length its Snappy
+    block declares (0 when it declares none that can be)."""
+    lengths = batch["value_len"][rows].astype(np.int64)
+    snappy = np.flatnonzero((lengths > 0) &
+                            (batch["datatype"][rows] & int(P.Datatype.SNAPPY) != 0))
+    if decompress and len(snappy):
+        starts = batch["value_offset"][rows[snappy]].astype(np.int64) - batch.base_offset
+        declared = np.empty(len(snappy), np.int64)
+        core.values.snappy_lengths(view_of(batch), starts, lengths[snappy], declared)
+        lengths[snappy] = np.maximum(declared, 0)
+    return lengths
+
+
+def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple]]:
+    """The values table of the frames at ``rows`` (see ``values``), on one thread, and its
+    damaged values as ``(frame offset, frame length, reason)`` in stream order; ``large``:
+    the schema with 64-bit offsets, chosen for the whole batch."""
+    import pyarrow as pa
+
+    view = view_of(batch)
+    n = len(rows)
+    offsets = batch["offset"][rows]
+    datatype = batch["datatype"][rows]
+    starts = batch["value_offset"][rows].astype(np.int64)
+    starts -= batch.base_offset
+    lengths = batch["value_len"][rows].astype(np.int64)
+    frame_ends = starts + lengths       # the value ends its frame
+    source = np.zeros(n, np.uint8)
+    present = lengths > 0
+    problems: list[tuple] = []
+
+    compressed = present & (datatype & int(P.Datatype.SNAPPY) != 0)
+    inflated = np.empty(0, np.uint8)
+    if decompress and compressed.any():
+        inflated = _inflate(view, np.flatnonzero(compressed), starts, lengths, source,
+                            problems)
+        compressed[:] = False           # every block is inflated or failed
+        present = lengths > 0
+    failed = np.zeros(n, bool)
+    for row, *_ in problems:
+        failed[row] = True
+
+    sections = present & ~compressed & ~failed & (datatype & int(P.Datatype.XATTR) != 0)
+    map_array = None
+    if xattrs != "keep" and sections.any():
+        map_array = _split(view, inflated, np.flatnonzero(sections), starts, lengths, source,
+                           failed, problems, build=xattrs == "split", n=n)
+
+    damaged = _damaged(batch, problems, offsets, frame_ends)
+    lengths[failed] = 0
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    data = np.empty(int(bounds[-1]), np.uint8)
+    core.values.gather(view, inflated, source, starts, bounds, data)
+
+    schema = values_schema(large=large)
+    body = pa.Array.from_buffers(schema.field("body").type, n, [
+        *mask_bitmap(~failed), pa.py_buffer(bounds if large else bounds.astype(np.int32)),
+        pa.py_buffer(data)])
+    if map_array is None:
+        map_array = pa.nulls(n, schema.field("xattrs").type)
+    elif map_array.type != schema.field("xattrs").type:     # large bodies, small xattrs
+        map_array = map_array.cast(schema.field("xattrs").type)
+    is_json = datatype & int(P.Datatype.JSON) != 0
+    return pa.Table.from_arrays([pa.array(rows), pa.array(offsets), body, map_array,
+                                 pa.array(is_json)], schema=schema), damaged
+
+
+def _inflate(view, rows, starts, lengths, source, problems) -> np.ndarray:
+    """Inflate the Snappy values at ``rows`` into one buffer; point their ``starts``,
+    ``lengths`` and ``source`` at it. Failures join ``problems`` with a zero length."""
+    import cramjam
+
+    declared = np.empty(len(rows), np.int64)
+    for i, *problem in core.values.snappy_lengths(view, starts[rows], lengths[rows], declared):
+        problems.append((int(rows[i]), *problem))
+    sound = declared >= 0
+    rows, declared = rows[sound], declared[sound]
+    bounds = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(declared, out=bounds[1:])
+    out = np.empty(int(bounds[-1]), np.uint8)
+    for i, *problem in core.values.inflate(view, starts[rows], lengths[rows], out, bounds,
+                                           cramjam.snappy.decompress_raw_into):
+        problems.append((int(rows[i]), *problem))
+    starts[rows] = bounds[:-1]
+    lengths[rows] = declared
+    source[rows] = 1
+    return out
+
+
+def _split(view, inflated, rows, starts, lengths, source, failed, problems, *, build, n):
+    """Check the xattr sections of the values at ``rows`` and move their ``starts`` past
+    them; mark damaged ones in ``failed``. With ``build``, return the sections as an
+    Arrow map column of ``n`` rows (null where a row has no sound section)."""
+    import pyarrow as pa
+
+    skip = np.empty(len(rows), np.int64)
+    pairs = np.empty(len(rows), np.int64)
+    key_bytes, value_bytes, found = core.values.parse_xattrs(
+        view, inflated, source[rows], starts[rows], lengths[rows], skip, pairs)
+    for i, *problem in found:
+        problems.append((int(rows[i]), *problem))
+        failed[rows[i]] = True
+    result = None
+    if build:
+        total = int(pairs.sum())
+        key_offsets = np.empty(total + 1, np.int64)
+        value_offsets = np.empty(total + 1, np.int64)
+        key_data = np.empty(key_bytes, np.uint8)
+        value_data = np.empty(value_bytes, np.uint8)
+        core.values.xattr_strings(view, inflated, source[rows], starts[rows], lengths[rows], pairs,
+                            key_offsets, key_data, value_offsets, value_data)
+        large = max(key_bytes, value_bytes) > buffers.INT32_MAX
+        text = pa.large_string() if large else pa.string()
+        offset_type = np.int64 if large else np.int32
+        keys = pa.Array.from_buffers(text, total, [None, pa.py_buffer(
+            key_offsets.astype(offset_type)), pa.py_buffer(key_data)])
+        texts = pa.Array.from_buffers(text, total, [None, pa.py_buffer(
+            value_offsets.astype(offset_type)), pa.py_buffer(value_data)])
+        counts = np.zeros(n, np.int64)
+        counts[rows] = pairs
+        map_offsets = np.zeros(n + 1, np.int32)
+        np.cumsum(counts, out=map_offsets[1:])
+        valid = np.zeros(n, bool)
+        valid[rows] = True
+        valid &= ~failed
+        result = pa.MapArray.from_arrays(pa.array(map_offsets), keys, texts,
+                                         type=pa.map_(text, text), mask=pa.array(~valid))
+    starts[rows] += skip
+    lengths[rows] -= skip
+    return result
+
+
+def _damaged(batch, problems, offsets, frame_ends) -> list[tuple[int, int, str]]:
+    """``problems`` (row, code, a, b) as ``(frame offset, frame length, reason)``, in
+    stream order."""
+    problems.sort(key=lambda p: p[0])
+    return [(int(offsets[row]), int(frame_ends[row]) + batch.base_offset - int(offsets[row]),
+             describe(P.ValueProblem(code), a, b)) for row, code, a, b in problems]

@@ -16,7 +16,7 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["dcpfast.content.events"]):
+with atheris.instrument_imports(include=["dcpfast.events"]):
     from dcpfast import batch, events, testing
     from dcpfast.errors import DcpFormatError
 

@@ -20,7 +20,7 @@ from io import BytesIO
 
 import atheris
 
-with atheris.instrument_imports(include=["dcpfast._core.pypcap", "dcpfast.capture"]):
+with atheris.instrument_imports(include=["dcpfast._core.pypcap", "dcpfast.pcap"]):
     from dcpfast import _core, pcap
     from dcpfast.errors import DcpFormatError
 

@@ -20,8 +20,8 @@ import atheris
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-with atheris.instrument_imports(include=["dcpfast.capture"]):
-    import dcpfast.capture  # noqa: F401  (instrumented before orders imports it)
+with atheris.instrument_imports(include=["dcpfast.pcap"]):
+    import dcpfast.pcap  # noqa: F401  (instrumented before orders imports it)
 
 import orders
 

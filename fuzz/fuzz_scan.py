@@ -32,7 +32,7 @@ with atheris.instrument_imports(include=["dcpfast._core.pyscan", "dcpfast.batch"
                                           "dcpfast.io"]):
     from dcpfast import _core, batch, io, schema
     from dcpfast.errors import DcpFormatError
-    from dcpfast.io import parallel
+    from dcpfast.io import threaded
 
     _scan_py = _core.twins()["scan"]
 core = _core.compiled()["scan"]     # compiled: not instrumented, checked against the twin
@@ -133,7 +133,7 @@ def test_one_input(raw: bytes) -> None:
         fast = _run(core, data, collections, skip, final)
         _same(fast, _run(_scan_py, data, collections, skip, final))
         if len(data) <= _MAX_DECODED:
-            _same(parallel.scan_result(memoryview(data), _request(collections, skip, final),
+            _same(threaded.scan_result(memoryview(data), _request(collections, skip, final),
                                        3, range_bytes=1 + (mode >> 2) * 5, range_frames=1,
                                        lead_in=16, piece_bytes=1 + (mode >> 2)), fast)
     assert core.sniff_collections(memoryview(data), 0) == \

@@ -20,7 +20,7 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["dcpfast._core.pyvalues", "dcpfast.content.values"]):
+with atheris.instrument_imports(include=["dcpfast._core.pyvalues", "dcpfast.values"]):
     from dcpfast import _core, batch, protocol, testing, values
     from dcpfast.errors import DcpFormatError
 

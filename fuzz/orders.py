@@ -17,9 +17,8 @@ import numpy as np
 
 from dcpfast import protocol
 from dcpfast import testing as t
-from dcpfast.capture import reassembly
 from dcpfast.errors import DcpFormatError
-from dcpfast.pcap import read_pcap
+from dcpfast.pcap import read_pcap, reassembly
 
 _VALUES = (0, 5, 40, 130, 7, 300, 20, 1, 64, 90, 3, 250, 16)
 #: The stream, each frame's (offset, length), and which of its bytes are value bytes.

@@ -21,7 +21,8 @@ import dcpfast.pcap
 import dcpfast.streams
 import dcpfast.values
 from dcpfast import testing as t
-from dcpfast.io import SAMPLE, SAMPLE_PCAP
+from dcpfast.pcap import read_pcap
+from dcpfast.testing import SAMPLE, SAMPLE_PCAP
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_the_arrow_shape_and_schema(batch):
     part = dcpfast.read(SAMPLE, columns=["opcode", "key"])
     assert part.column_names == ["opcode", "key_offset", "key_len", "key"]
     assert part.schema == part.to_arrow().schema
-    capture = next(iter(dcpfast.read_pcap(SAMPLE_PCAP)))
+    capture = next(iter(read_pcap(SAMPLE_PCAP)))
     assert capture.schema == capture.to_arrow().schema and "timestamp" in capture.column_names
 
 
@@ -122,7 +123,7 @@ def test_pickled_batches_of_every_kind():
                  dcpfast.scan(data, binary_views=True)[10:20],
                  list(dcpfast.iter_batches(data, 4096, collections=True))[3]):
         _same(pickle.loads(pickle.dumps(part)), part)
-    capture = list(dcpfast.read_pcap(SAMPLE_PCAP))[1][5:9]
+    capture = list(read_pcap(SAMPLE_PCAP))[1][5:9]
     copy = pickle.loads(pickle.dumps(capture))
     _same(copy, capture)
     assert copy.connection == capture.connection
@@ -141,7 +142,7 @@ def test_reading_a_capture_as_a_dump_points_to_read_pcap(tmp_path):
             path.write_bytes(gzip.compress(SAMPLE_PCAP.read_bytes()))
         for errors in ("strict", "skip"):
             with pytest.raises(dcpfast.DcpFormatError, match=f"a {kind} capture, not a DCP "
-                               r"dump: read it with dcpfast.read_pcap\(path\)") as e:
+                               r"dump: read it with dcpfast.pcap.read_pcap\(path\)") as e:
                 dcpfast.read(path, errors=errors)
             assert e.value.offset == 0
 
@@ -153,8 +154,8 @@ def test_scanning_a_path_points_to_read():
 
 
 def test_read_pcap_takes_one_port():
-    one = [len(b) for b in dcpfast.read_pcap(SAMPLE_PCAP, ports=11210)]
-    assert one == [len(b) for b in dcpfast.read_pcap(SAMPLE_PCAP, ports=[11210])] == [19, 1171]
+    one = [len(b) for b in read_pcap(SAMPLE_PCAP, ports=11210)]
+    assert one == [len(b) for b in read_pcap(SAMPLE_PCAP, ports=[11210])] == [19, 1171]
 
 
 def test_an_unknown_opcode_name_lists_the_names(batch):

@@ -18,24 +18,31 @@ PACKAGE = ROOT / "dcpfast"
 #: The layers, lowest first: a module may import its own layer's modules (within its
 #: own subpackage) and the layers below, never one above.
 LAYERS = (
-    ("protocol", "packets"),
+    ("protocol", "packets", "pool"),
     ("errors", "schema", "testing"),
+    ("options",),
     ("_core",),
+    ("buffers",),
+    ("arrow",),
     ("batch",),
     ("io",),
-    ("content", "capture"),
+    ("values", "events", "streams", "pcap"),
+    ("documents",),
     ("spark",),
     ("cli",),
-    ("__init__", "__main__", "pcap", "streams", "values", "events"),   # the public paths
+    ("__init__", "__main__"),
 )
-#: Imports that run against the layers on purpose, each with its reason.
+#: Imports that run against the layers on purpose, each with its reason: the one exception.
 ALLOWED_UPWARD = {
-    # FrameBatch.values() and .system_events() are conveniences for content's functions,
-    # imported when called.
-    ("batch", "content.values"), ("batch", "content.events"),
-    # scan(threads=...) cuts a large buffer into io's byte ranges, imported when asked for.
-    ("batch", "io.parallel"),
+    # FrameBatch.values() and .system_events() are conveniences for the functions of
+    # dcpfast.values and dcpfast.events, imported when called.
+    ("batch", "values"), ("batch", "events"),
 }
+#: The public modules: every public name of dcpfast has its home in the ``__all__`` of
+#: exactly one of them ("" is ``dcpfast`` itself); the modules inside them are their
+#: implementation.
+FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "spark", "testing",
+         "cli")
 #: The compiled cores: only ``_core`` imports them.
 COMPILED = ("cscan", "cpcap", "cvalues")
 MAX_FILE_LINES = 900
@@ -111,7 +118,7 @@ def test_dependencies_run_one_way(path):
         if layer(target) > layer(here) and not allowed:
             wrong.append(f"line {line}: {here} imports {target}, a higher layer")
         elif (layer(target) == layer(here) and target.split(".")[0] != here.split(".")[0]
-              and here not in ("__init__",) and here.split(".")[0] not in LAYERS[-1]):
+              and here.split(".")[0] not in LAYERS[-1]):
             wrong.append(f"line {line}: {here} imports {target}, a sibling of its layer")
     assert not wrong, "\n".join(wrong)
 
@@ -253,3 +260,132 @@ def test_long_functions_say_why(path):
         if not any(LONG_REASON in line for line in around):
             unexplained.append(f"{name} (line {first}): {length} lines")
     assert not unexplained, "\n".join(unexplained)
+
+
+# -- one public path for each name, faces that only re-export, no import circle -----------
+
+
+def _face_path(face: str) -> Path:
+    path = PACKAGE.joinpath(*face.split(".")) if face else PACKAGE
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def _all_names(path: Path) -> list[str]:
+    """The names of a module's ``__all__``, read from its syntax tree; ``[*names, ...]``
+    where ``names`` is another module's ``__all__`` imported under that name is followed."""
+    tree = ast.parse(path.read_text())
+    aliases = {a.asname: node.module for node in tree.body if isinstance(node, ast.ImportFrom)
+               for a in node.names if a.name == "__all__" and a.asname}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
+                                                for t in node.targets):
+            names = []
+            for element in node.value.elts:
+                if isinstance(element, ast.Starred):
+                    names += _all_names(path.parent / f"{aliases[element.value.id]}.py")
+                else:
+                    names.append(element.value)
+            return names
+    raise AssertionError(f"{path} has no __all__")
+
+
+def _origin(path: Path, name: str) -> str:
+    """The file that defines ``name`` as seen from ``path``: followed through the
+    ``from .module import name`` statements that re-export it."""
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    base = path.parent
+                    for _ in range(node.level - 1):
+                        base = base.parent
+                    target = base.joinpath(*(node.module or "").split("."))
+                    target = target / "__init__.py" if target.is_dir() else \
+                        target.with_suffix(".py")
+                    return _origin(target, alias.name)
+    return str(path.relative_to(PACKAGE))
+
+
+def test_each_public_name_has_one_home():
+    """A thing public in one module is not public in another (two things of one name,
+    such as ``dcpfast.state`` and its Spark twin ``dcpfast.spark.state``, may be)."""
+    homes: dict[tuple[str, str], list[str]] = {}
+    for face in FACES:
+        path = _face_path(face)
+        for name in _all_names(path):
+            homes.setdefault((name, _origin(path, name)), []).append(
+                f"dcpfast.{face}" if face else "dcpfast")
+    twice = {name: where for (name, _), where in homes.items() if len(where) > 1}
+    assert not twice, f"names public in more than one module: {twice}"
+
+
+@pytest.mark.parametrize("path", [p for p in PY_SOURCES if p.name == "__init__.py"
+                                  and p.parent.name != "_core"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_package_face_only_re_exports(path):
+    """A package's ``__init__`` imports and re-exports; its logic lives in its modules
+    (``_core`` is the one exception: it picks the cores). A module ``__getattr__`` that
+    makes a name lazily is allowed."""
+    tree = ast.parse(path.read_text())
+    logic = [f"line {node.lineno}: {type(node).__name__}" for node in tree.body
+             if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.For, ast.While, ast.If))
+             and getattr(node, "name", "") != "__getattr__"]
+    assert not logic
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the dcpfast modules it imports (at import time or inside a function), the
+    allowed upward imports left out."""
+    graph: dict[str, set[str]] = {}
+    for path in PY_SOURCES:
+        here = module_name(path)
+        graph.setdefault(here, set())
+        for target, _ in imported(path):
+            if (here, target) not in ALLOWED_UPWARD and target != here:
+                graph[here].add(target)
+    return graph
+
+
+def test_no_import_circle():
+    graph = _graph()
+    state: dict[str, int] = {}          # 1: on the path being walked, 2: done
+    circles = []
+
+    def walk(node, path):
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                circles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                walk(nxt, path + [nxt])
+        state[node] = 2
+    for node in sorted(graph):
+        if node not in state:
+            walk(node, [node])
+    assert not circles, "\n".join(" -> ".join(c) for c in circles)
+
+
+_IMPORT = re.compile(r"^\s*(?:from\s+(dcpfast(?:\.\w+)*)\s+import\s+([\w, ]+)|"
+                     r"import\s+(dcpfast(?:\.\w+)*))", re.M)
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md",
+                                  *sorted(p for p in (ROOT / "docs").glob("*.md")
+                                          if p.name != "development.md")],
+                         ids=lambda p: p.name)
+def test_the_documentation_imports_from_the_public_modules(page):
+    """Every import a user page shows names a public module (development.md describes the
+    implementation and may name its modules)."""
+    faces = {f"dcpfast.{f}" if f else "dcpfast" for f in FACES}
+    wrong = []
+    for found in _IMPORT.finditer(page.read_text()):
+        module = found.group(1) or found.group(3)
+        if found.group(1) == "dcpfast":
+            modules = {f"dcpfast.{n.strip()}" for n in found.group(2).split(",")
+                       if (PACKAGE / n.strip()).exists()
+                       or (PACKAGE / f"{n.strip()}.py").exists()}
+        else:
+            modules = {module}
+        wrong += sorted(m for m in modules if m not in faces)
+    assert not wrong, f"imports of implementation modules: {wrong}"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from strategies import streams
 
 import dcpfast
-from dcpfast import _core, schema
+from dcpfast import _core, buffers, schema
 from dcpfast import batch as batch_module
 from dcpfast import testing as t
 
@@ -162,8 +162,8 @@ def test_binary_view_is_zero_copy(batch):
 
 def test_large_inputs_use_wide_offsets_and_view_windows(batch, monkeypatch):
     expected = batch.to_arrow()
-    monkeypatch.setattr(batch_module, "_INT32_MAX", 1000)
-    monkeypatch.setattr(batch_module, "_WINDOW_BITS", 10)
+    monkeypatch.setattr(buffers, "INT32_MAX", 1000)
+    monkeypatch.setattr(buffers, "_WINDOW_BITS", 10)
     small = dcpfast.scan(t.synthetic_stream(60, seed=2, value_size=40))
     wide = small.to_arrow()
     assert wide.column("value").type == pa.large_binary()

@@ -25,7 +25,7 @@ from dcpfast import streams
 from dcpfast import testing as t
 from dcpfast import values as V
 from dcpfast.cli import main
-from dcpfast.content.inventory import LISTED_PER_REASON, Inventory, reason_kind
+from dcpfast.cli.inventory import LISTED_PER_REASON, Inventory, reason_kind
 from dcpfast.pcap import read_pcap
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
@@ -55,9 +55,9 @@ if job == "values":
 elif job == "summarize":
     out["streams"] = streams.summarize(dcpfast.iter_batches(path)).to_arrow().num_rows
 elif job == "capture":
-    import dcpfast.capture.reader
-    dcpfast.capture.reader.MAX_DIRECTIONS = int(sys.argv[3])
-    out["frames"] = sum(len(b) for b in dcpfast.read_pcap(path))
+    import dcpfast.pcap.reader
+    dcpfast.pcap.reader.MAX_DIRECTIONS = int(sys.argv[3])
+    out["frames"] = sum(len(b) for b in dcpfast.pcap.read_pcap(path))
 else:
     try:
         main([*sys.argv[3:], path])
@@ -239,7 +239,7 @@ def test_convert_values_in_pieces_reads_back_as_the_whole(tmp_path, monkeypatch)
     path.write_bytes(data)
     outs = []
     for piece in (0, 5_000):
-        monkeypatch.setattr("dcpfast.content.values.PIECE_BYTES", piece or V.PIECE_BYTES)
+        monkeypatch.setattr("dcpfast.values.PIECE_BYTES", piece or V.PIECE_BYTES)
         out = tmp_path / f"out{piece}.parquet"
         result = CliRunner().invoke(main, ["convert", "-q", "--values", str(path),
                                            "-o", str(out)])

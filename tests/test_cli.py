@@ -25,9 +25,9 @@ import dcpfast
 from dcpfast import cli
 from dcpfast import testing as t
 from dcpfast.cli import main
-from dcpfast.content.inventory import Inventory
-from dcpfast.io import SAMPLE
+from dcpfast.cli.inventory import Inventory
 from dcpfast.protocol import Opcode
+from dcpfast.testing import SAMPLE
 
 #: The frames of the bundled sample, as the command counts them.
 SAMPLE_FRAMES = f"{len(dcpfast.read(SAMPLE)):,}"

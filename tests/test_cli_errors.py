@@ -22,7 +22,7 @@ from click.testing import CliRunner
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.cli import main
-from dcpfast.io import SAMPLE
+from dcpfast.testing import SAMPLE
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
 

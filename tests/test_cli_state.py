@@ -15,9 +15,9 @@ from state_scenarios import CAS_EPOCH, scenario
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.cli import main
-from dcpfast.content.state import consistency, state_errors
-from dcpfast.content.state.output import metadata
-from dcpfast.io import SAMPLE
+from dcpfast.documents import consistency, state_errors
+from dcpfast.documents.output import metadata
+from dcpfast.testing import SAMPLE
 
 
 def run(*args):

@@ -222,10 +222,10 @@ def test_iter_batches_rejects_what_it_cannot_read():
 
 def test_collections_are_inferred_once_for_a_stream():
     head = t.synthetic_stream(5, seed=1, collections=True)
-    data = head + t.noop() * (2 * dcpfast.io.SNIFF_BYTES // 24)
+    data = head + t.noop() * (2 * dcpfast.options.SNIFF_BYTES // 24)
     batches = list(dcpfast.iter_batches([head[:30], data[30:]], batch_bytes=2000))
     assert len(batches) > 100 and all(b.collections for b in batches)
-    late = t.noop() * (dcpfast.io.SNIFF_BYTES // 24 + 1) + t.seqno_advanced(1)
+    late = t.noop() * (dcpfast.options.SNIFF_BYTES // 24 + 1) + t.seqno_advanced(1)
     assert not any(b.collections for b in dcpfast.iter_batches([late], batch_bytes=1000))
 
 
@@ -301,7 +301,7 @@ def _parts(data):
 @pytest.mark.parametrize("codec", sorted(CODECS))
 def test_compressed_inputs_equal_raw(tmp_path, stream, codec):
     packed = CODECS[codec](_parts(stream))
-    assert dcpfast.io.compression(packed) == codec
+    assert dcpfast.io.codec_of(packed) == codec
     path = tmp_path / f"dump.{codec}"
     path.write_bytes(packed)
     whole = dcpfast.scan(stream)
@@ -323,10 +323,10 @@ def test_compression_is_told_by_magic_not_by_name(tmp_path, stream):
     assert_columns_equal([dcpfast.read(path)], dcpfast.scan(stream))
     # a pzstd-style skippable frame in front of the first zstd frame
     skippable = (0x184D2A50).to_bytes(4, "little") + (4).to_bytes(4, "little") + bytes(4)
-    assert dcpfast.io.compression(skippable + _zstd([b"x"])) == "zstd"
-    assert dcpfast.io.compression(skippable + _lz4([b"x"])) == "lz4"
-    assert dcpfast.io.compression(stream) is None
-    assert dcpfast.io.compression(b"") is None
+    assert dcpfast.io.codec_of(skippable + _zstd([b"x"])) == "zstd"
+    assert dcpfast.io.codec_of(skippable + _lz4([b"x"])) == "lz4"
+    assert dcpfast.io.codec_of(stream) is None
+    assert dcpfast.io.codec_of(b"") is None
 
 
 def test_compressed_stream_memory_is_bounded(stream):
@@ -391,7 +391,7 @@ def test_garbage_after_compressed_data(codec, stream):
 
 def test_open_stream_sniffs_and_replays(stream):
     with dcpfast.io.open_stream(io.BytesIO(_gzip([stream]))) as s:
-        assert s.codec == "gzip" and s.head == stream[:dcpfast.io.HEAD_BYTES]
+        assert s.codec == "gzip" and s.head == stream[:dcpfast.io.compression.HEAD_BYTES]
         assert s.read() == stream
     with dcpfast.io.open_stream(io.BytesIO(stream)) as s:
         assert s.codec is None and s.read() == stream

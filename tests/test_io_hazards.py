@@ -19,7 +19,7 @@ import pytest
 
 import dcpfast
 from dcpfast import testing as t
-from dcpfast.capture import read_pcap
+from dcpfast.pcap import read_pcap
 
 compiled_only = pytest.mark.skipif(dcpfast.IMPLEMENTATION != "cython",
                                    reason="the recycled memory is the compiled core's")
@@ -116,6 +116,7 @@ def test_a_file_shortened_while_it_is_read(dump, tmp_path, how, errors):
 
 SHRINK_BETWEEN_BATCHES = """
     import os, sys, dcpfast
+    from dcpfast.batch import view_of
     path = sys.argv[1]
     held, frames = [], 0
     for i, batch in enumerate(dcpfast.iter_batches(path, 1 << 20, collections=True,
@@ -128,7 +129,7 @@ SHRINK_BETWEEN_BATCHES = """
     for batch in held:                       # every batch read is still whole
         batch.to_arrow()
         batch.values()
-        assert bytes(batch.view[-100:]) and (not len(batch) or batch.frame(-1))
+        assert bytes(view_of(batch)[-100:]) and (not len(batch) or batch.frame(-1))
     print(frames)
 """
 
@@ -143,7 +144,7 @@ def test_iter_batches_over_a_file_that_shrinks_between_batches(dump, tmp_path):
 
 SHRINK_CAPTURE = """
     import os, sys
-    from dcpfast.capture import read_pcap
+    from dcpfast.pcap import read_pcap
     path = sys.argv[1]
     reader = read_pcap(path, batch_bytes=1 << 16, collections=False)
     first = next(reader)

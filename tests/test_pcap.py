@@ -18,14 +18,9 @@ import dcpfast
 from dcpfast import packets
 from dcpfast import protocol as P
 from dcpfast import testing as t
-from dcpfast.pcap import (
-    CLIENT_TO_SERVER,
-    SERVER_TO_CLIENT,
-    CaptureBatch,
-    CaptureFormatError,
-    is_capture,
-    read_pcap,
-)
+from dcpfast import CaptureFormatError
+from dcpfast.io import is_capture
+from dcpfast.pcap import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, read_pcap
 
 _pcap_py = TWINS["pcap"]
 _pcap = COMPILED["pcap"] if COMPILED else None
@@ -348,7 +343,7 @@ def test_missing_segment_is_reported_and_decoding_resumes(errors, index):
 
 
 def test_gap_held_past_the_reorder_window(monkeypatch):
-    monkeypatch.setattr("dcpfast.capture.reassembly.REORDER_WINDOW", 4000)
+    monkeypatch.setattr("dcpfast.pcap.reassembly.REORDER_WINDOW", 4000)
     segs = t.tcp_segments(SERVER_BYTES, (1000,), client=False)
     got, reader = decode(t.pcap_file(t.tcp_packets(segs[:5] + segs[6:])), batch_bytes=3000)
     _gap_check(got, SERVER_TO_CLIENT, segs[5].offset, segs[6].offset)
@@ -640,7 +635,7 @@ def test_one_damaged_pcapng_block_is_skipped(damage):
 
 
 def test_damaged_blocks_past_the_listed_ones_are_counted(monkeypatch):
-    monkeypatch.setattr("dcpfast.capture.reader.MAX_PROBLEMS", 5)
+    monkeypatch.setattr("dcpfast.pcap.reader.MAX_PROBLEMS", 5)
     segments = t.tcp_conversation(CLIENT_BYTES, SERVER_BYTES, sizes=(200,))
     capture = bytearray(t.pcapng_file(t.tcp_packets(segments)))
     blocks = [b for b in _blocks(bytes(capture)) if b[1] == packets.PCAPNG_ENHANCED_PACKET]

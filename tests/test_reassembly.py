@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 
 from dcpfast import protocol as P
 from dcpfast import testing as t
-from dcpfast.capture import reassembly
-from dcpfast.pcap import SERVER_TO_CLIENT, read_pcap
+from dcpfast.pcap import SERVER_TO_CLIENT, read_pcap, reassembly
 
 SYN = t.TcpSegment(False, -1, b"", t.TCP_SYN | t.TCP_ACK)
 
@@ -227,7 +226,7 @@ def test_what_all_directions_hold_is_bounded(monkeypatch):
 
 
 def test_least_recently_active_directions_close_past_the_limit(monkeypatch):
-    monkeypatch.setattr("dcpfast.capture.reader.MAX_DIRECTIONS", 8)
+    monkeypatch.setattr("dcpfast.pcap.reader.MAX_DIRECTIONS", 8)
     capture, sent = _lossy_connections(20, 30)
     reader, frames = _nothing_invented(capture, sent)
     assert frames > 0

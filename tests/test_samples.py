@@ -18,17 +18,17 @@ import pyarrow as pa
 import pytest
 
 import dcpfast
-from dcpfast import io as dio
 from dcpfast import streams
-from dcpfast.testing import SAMPLE_NAMES, sample_files
+from dcpfast.pcap import read_pcap
+from dcpfast.testing import SAMPLE, SAMPLE_CLIENT, SAMPLE_NAMES, SAMPLE_PCAP, sample_files
 
-PATHS = {"sample.dcp": dio.SAMPLE, "sample-client.dcp": dio.SAMPLE_CLIENT,
-         "sample.pcap": dio.SAMPLE_PCAP}
+PATHS = {"sample.dcp": SAMPLE, "sample-client.dcp": SAMPLE_CLIENT,
+         "sample.pcap": SAMPLE_PCAP}
 
 
 def test_the_paths_name_every_sample():
     assert sorted(PATHS) == sorted(SAMPLE_NAMES)
-    assert {p.parent for p in PATHS.values()} == {dio.SAMPLE.parent}
+    assert {p.parent for p in PATHS.values()} == {SAMPLE.parent}
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
@@ -39,29 +39,29 @@ def test_the_samples_regenerate_byte_for_byte(name):
 
 
 def test_the_server_side_is_a_clean_stream():
-    batch = dcpfast.read(dio.SAMPLE)
+    batch = dcpfast.read(SAMPLE)
     assert batch.collections and not batch.errors
     assert len(streams.failover_logs(batch)) and len(streams.stream_ends(batch))
     assert not streams.summarize([batch]).anomalies
 
 
 def test_the_client_side_holds_the_setup():
-    batch = dcpfast.read(dio.SAMPLE_CLIENT)
+    batch = dcpfast.read(SAMPLE_CLIENT)
     assert not batch.errors
     assert len(streams.opens(batch)) == 1
     assert len(streams.controls(batch)) >= 3
     requested = streams.stream_requests(batch).column("vbucket").to_pylist()
-    server = dcpfast.read(dio.SAMPLE)
+    server = dcpfast.read(SAMPLE)
     assert sorted(requested) == sorted(set(server.only("mutation")["vbucket"].tolist()))
 
 
 def test_the_capture_holds_both_sides():
-    sides = {b.connection.direction: b for b in dcpfast.read_pcap(dio.SAMPLE_PCAP)}
+    sides = {b.connection.direction: b for b in read_pcap(SAMPLE_PCAP)}
     assert set(sides) == {"client->server", "server->client"}
     client, server = sides["client->server"], sides["server->client"]
-    assert client.to_arrow().select(dcpfast.read(dio.SAMPLE_CLIENT).columns).equals(
-        dcpfast.read(dio.SAMPLE_CLIENT).to_arrow().select(client.columns))
-    assert len(server) == len(dcpfast.read(dio.SAMPLE))
+    assert client.to_arrow().select(dcpfast.read(SAMPLE_CLIENT).columns).equals(
+        dcpfast.read(SAMPLE_CLIENT).to_arrow().select(client.columns))
+    assert len(server) == len(dcpfast.read(SAMPLE))
     assert not client.errors and not server.errors
 
 
@@ -79,8 +79,8 @@ def test_the_quick_starts_output_is_ignored():
 
 def test_the_docs_call_the_failover_column_vbucket_uuid():
     """The column is ``vbucket_uuid`` in every table that has one; no page says ``uuid``."""
-    assert "vbucket_uuid" in streams.failover_logs(dcpfast.read(dio.SAMPLE)).column_names
-    assert "vbucket_uuid" in streams.stream_requests(dcpfast.read(dio.SAMPLE_CLIENT)).column_names
+    assert "vbucket_uuid" in streams.failover_logs(dcpfast.read(SAMPLE)).column_names
+    assert "vbucket_uuid" in streams.stream_requests(dcpfast.read(SAMPLE_CLIENT)).column_names
     for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
         if page.is_file():
             assert not re.search(r"(?<!\w)uuid\b", page.read_text()), page.name

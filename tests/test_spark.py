@@ -18,6 +18,11 @@ from dcpfast import schema as S
 from dcpfast import spark as dspark
 from dcpfast import testing as T
 from dcpfast.errors import DcpFormatError
+from dcpfast.io.ranges import Piece, plan, range_batches
+from dcpfast.options import ScanOptions
+from dcpfast.spark.convert import to_record_batch
+from dcpfast.spark.schema import EXTRA, VALUE_COLUMNS, output_columns
+from dcpfast.spark.source import read_piece
 
 # -- splits ----------------------------------------------------------------------------------
 
@@ -35,10 +40,10 @@ def _split_read(path, size, cuts, *, collections, errors="strict", lead_in=0,
     with pafs.LocalFileSystem().open_input_file(path) as f:
         out = []
         for lo, hi in zip(bounds, bounds[1:]):
-            piece = dspark.Piece(path, lo, hi, size)
-            for batch in dspark.range_batches(f, piece, names=("offset",),
-                                              collections=collections, errors=errors,
-                                              batch_bytes=batch_bytes, lead_in=lead_in):
+            piece = Piece(path, lo, hi, size)
+            options = ScanOptions(collections, ("offset",), errors)
+            for batch in range_batches(f, piece, options, batch_bytes=batch_bytes,
+                                       lead_in=lead_in):
                 out += batch["offset"].tolist()
     return out
 
@@ -71,7 +76,7 @@ def test_one_cut_anywhere_yields_every_frame_once(tmp_path, stream):
 @pytest.mark.parametrize("partition_bytes", [61, 500, 4096])
 def test_many_partitions_of_a_planned_file(tmp_path, stream, partition_bytes):
     path = _write(tmp_path, "a.dcp", stream)
-    parts = dspark.plan([(path, len(stream))], partition_bytes, parallelism=2)
+    parts = plan([(path, len(stream))], partition_bytes, parallelism=2)
     assert len(parts) >= len(stream) // partition_bytes
     cuts = sorted(piece.lo for part in parts for piece in part if piece.lo)
     ref = _whole(stream)
@@ -129,10 +134,10 @@ def test_skip_mode_logs_what_it_dropped(tmp_path, stream, caplog):
     path = _write(tmp_path, "bad.dcp", data)
     ref = _whole(data, errors="skip")
     spans = sorted((e.offset, e.offset + e.length) for e in ref.errors)
-    schema = dspark.arrow_schema(["offset"])
-    whole = dspark.Piece(path, 0, len(data), len(data))
+    schema = dspark.spark_arrow_schema(["offset"])
+    whole = Piece(path, 0, len(data), len(data))
     with caplog.at_level("WARNING", logger="dcpfast.spark"):
-        rows = sum(rb.num_rows for rb in dspark.read_piece(
+        rows = sum(rb.num_rows for rb in read_piece(
             whole, schema, collections=None, errors="skip", batch_bytes=4096))
     assert rows == len(ref)
     [record] = caplog.records
@@ -140,11 +145,11 @@ def test_skip_mode_logs_what_it_dropped(tmp_path, stream, caplog):
         f"{sum(end - start for start, end in spans)} bytes, the first at byte {spans[0][0]}" \
         in record.getMessage()
     caplog.clear()
-    list(dspark.read_piece(dspark.Piece(path, 0, len(stream) // 2, len(data)), schema,
+    list(read_piece(Piece(path, 0, len(stream) // 2, len(data)), schema,
                            collections=None, errors="skip"))
     assert "bad.dcp (bytes 0 to" in caplog.records[0].getMessage()
     caplog.clear()
-    list(dspark.read_piece(dspark.Piece(_write(tmp_path, "good.dcp", stream), 0,
+    list(read_piece(Piece(_write(tmp_path, "good.dcp", stream), 0,
                                         len(stream), len(stream)),
                            schema, collections=None, errors="skip"))
     assert not caplog.records
@@ -179,7 +184,7 @@ def test_values_holding_frames_never_give_wrong_rows(tmp_path):
 @pytest.mark.parametrize("partition_bytes, parallelism", [(100, 1), (100, 2), (1000, 4)])
 def test_plan_packs_small_files_and_splits_large_ones(partition_bytes, parallelism):
     files = [("a", 10), ("b", 70), ("c", 30), ("d", 250), ("e", 55), ("f", 0)]
-    parts = dspark.plan(files, partition_bytes, parallelism)
+    parts = plan(files, partition_bytes, parallelism)
     pieces = sorted((p for part in parts for p in part), key=lambda p: (p.uri, p.lo))
     for uri, size in files:                          # each file tiled exactly once
         mine = [(p.lo, p.hi) for p in pieces if p.uri == uri]
@@ -193,7 +198,7 @@ def test_plan_packs_small_files_and_splits_large_ones(partition_bytes, paralleli
     assert [p.uri for p in pieces if not p.whole] == ["d"] * -(-250 // target)
     largest = max(p.hi - p.lo for p in pieces)
     assert all(sum(p.hi - p.lo for p in part) <= target + largest for part in parts)
-    assert not dspark.plan(files, 100, splittable=lambda uri: False)[0][0].lo
+    assert not plan(files, 100, splittable=lambda uri: False)[0][0].lo
 
 
 # -- the schema ----------------------------------------------------------------------------------
@@ -205,30 +210,30 @@ def test_spark_schema_is_the_arrow_schema():
 
     for columns, values in ((None, False), (None, True), (["by_seqno", "key_str"], False)):
         assert to_arrow_schema(dspark.spark_schema(columns, values), timezone="UTC") == \
-            dspark.arrow_schema(columns, values)
-    schema = dspark.arrow_schema()
+            dspark.spark_arrow_schema(columns, values)
+    schema = dspark.spark_arrow_schema()
     assert schema.field("cas").type == pa.int64()
     assert schema.field("opcode").type == pa.int16()
     assert schema.field("vbucket").type == pa.int32()
     assert schema.field("flags").type == pa.int64()
     assert schema.names[-4:] == ["key", "key_str", "value", "source"]
     with pytest.raises(ValueError, match="need values=True"):
-        dspark.output_columns(["content"])
+        output_columns(["content"])
 
 
 def test_record_batches_reinterpret_uint64(tmp_path):
     data = T.snapshot_marker(5, 2**64 - 1, vbucket=3) + \
         T.mutation(b"k\xff", b"v", by_seqno=2**63 + 1, cas=2**64 - 2, vbucket=3)
     batch = dcpfast.scan(data, final=True, collections=False)
-    rb = dspark.to_record_batch(batch, "x", dspark.arrow_schema())
+    rb = to_record_batch(batch, "x", dspark.spark_arrow_schema())
     assert rb.column("snap_end").to_pylist() == [-1, None]
     assert rb.column("by_seqno").to_pylist() == [None, -(2**63) + 1]
     assert rb.column("cas").to_numpy().view(np.uint64)[1] == 2**64 - 2
     assert rb.column("key_str").to_pylist() == [None, None]       # b"k\xff" is not UTF-8
     assert rb.column("source").to_pylist() == ["x", "x"]
     data = T.snapshot_marker(5, 9, vbucket=3) + T.mutation(b"k\xc3\xa9", b"v", by_seqno=6)
-    rb = dspark.to_record_batch(dcpfast.scan(data, final=True, collections=False), None,
-                                dspark.arrow_schema())
+    rb = to_record_batch(dcpfast.scan(data, final=True, collections=False), None,
+                                dspark.spark_arrow_schema())
     assert rb.column("key_str").to_pylist() == [None, "k\u00e9"]
     assert rb.column("key").to_pylist() == [None, b"k\xc3\xa9"]
     assert rb.column("source").to_pylist() == [None, None]
@@ -297,7 +302,7 @@ def test_every_path_returns_the_rows_of_scan(spark, dumps, method):
         if method == "datasource" else \
         dspark.read_dcp(spark, str(root), method, columns="all", values=True)
     table = df.toArrow()
-    assert table.schema == dspark.arrow_schema("all", values=True)
+    assert table.schema == dspark.spark_arrow_schema("all", values=True)
     got = _as_unsigned(table)
     want = _expected(paths, values=True)
     for row in want.values():
@@ -342,16 +347,16 @@ def test_the_default_columns_are_those_of_document_changes(spark, dumps):
     root, paths = dumps
     df = dspark.read_dcp(spark, str(root))
     assert tuple(df.columns) == dspark.DEFAULT
-    schema = dspark.arrow_schema()
+    schema = dspark.spark_arrow_schema()
     nullable = {f.name for f in schema if f.nullable}
     assert {"offset", "opcode", "datatype", "cas"}.isdisjoint(nullable)
     assert {"vbucket", "by_seqno", "key", "source"} <= nullable
     assert [f.nullable for f in df.schema] == [f.nullable for f in schema]
     want = {k: {c: row[c] for c in dspark.DEFAULT} for k, row in _expected(paths).items()}
     assert _as_unsigned(df.toArrow()) == want
-    assert dspark.output_columns("all") == dspark.output_columns(
-        S.NAMES + dspark.EXTRA)
-    assert dspark.output_columns(None, values=True)[-2:] == dspark.VALUE_COLUMNS
+    assert output_columns("all") == output_columns(
+        S.NAMES + EXTRA)
+    assert output_columns(None, values=True)[-2:] == VALUE_COLUMNS
 
 
 @pytest.mark.spark
@@ -421,7 +426,7 @@ def test_filters_taken_keep_the_rows_spark_would(stream):
 
     data = stream + T.snapshot_marker(5, 2**64 - 1, vbucket=40) + T.stream_end(vbucket=12)
     batch = dcpfast.scan(data, final=True)
-    rows = dspark.to_record_batch(batch, None, dspark.arrow_schema("all"))
+    rows = to_record_batch(batch, None, dspark.spark_arrow_schema("all"))
     assert rows.column("snap_end").to_pylist()[-2] == -1
     sql_rows = duckdb.connect()
     sql_rows.register("frames", pa.Table.from_batches([rows]).append_column(
@@ -469,7 +474,7 @@ def _readme_examples() -> str:
 
 @pytest.mark.spark
 def test_readme_examples_on_the_sample(spark):
-    sample = dcpfast.io.SAMPLE
+    sample = dcpfast.testing.SAMPLE
     code = _readme_examples()
     assert '"dumps/"' in code
     scope: dict = {}

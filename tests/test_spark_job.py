@@ -24,7 +24,11 @@ import dcpfast
 from dcpfast import testing as T
 
 dspark = pytest.importorskip("dcpfast.spark")
+from dcpfast.io.ranges import Piece  # noqa: E402
 from dcpfast.spark import output, parquet  # noqa: E402
+from dcpfast.spark.convert import to_record_batch  # noqa: E402
+from dcpfast.spark.job import spark_error  # noqa: E402
+from dcpfast.spark.source import list_files, read_piece  # noqa: E402
 
 # -- without a JVM -------------------------------------------------------------------------------
 
@@ -44,10 +48,10 @@ def dumps(tmp_path_factory):
 def _reference(paths, columns=None, errors="strict") -> dict:
     """Rows by (source, offset) as ``read_dcp`` gives them: scan, then Spark's types."""
     rows = {}
-    schema = dspark.arrow_schema(columns)
+    schema = dspark.spark_arrow_schema(columns)
     for path in paths:
         batch = dcpfast.scan(Path(path).read_bytes(), final=True, errors=errors)
-        rb = dspark.to_record_batch(batch, "file:" + path, schema, errors=errors)
+        rb = to_record_batch(batch, "file:" + path, schema, errors=errors)
         for row in rb.to_pylist():
             rows[(row["source"], row["offset"])] = row
     return rows
@@ -70,11 +74,11 @@ def _task(tmp_path, paths, *, partition_by=("vbucket",), flush_bytes=parquet.FLU
     tmp_path.mkdir(exist_ok=True)
     collections = dcpfast.read(paths[0]).collections     # known: batches of 8 kB each
     writer = parquet.TaskWriter(store, str(tmp_path / "task"), "part-00000-job",
-                                dspark.arrow_schema(columns), partition_by,
+                                dspark.spark_arrow_schema(columns), partition_by,
                                 collections=collections, errors=errors,
                                 flush_bytes=flush_bytes, batch_bytes=8192)
-    for uri, size in dspark.list_files(paths):
-        writer.write(dspark.Piece(uri, 0, size, size))
+    for uri, size in list_files(paths):
+        writer.write(Piece(uri, 0, size, size))
     return writer.result()
 
 
@@ -115,9 +119,9 @@ def test_a_task_never_makes_its_parents(tmp_path, dumps):
     fails instead of staging files again where nothing would delete them."""
     root, paths = dumps
     writer = parquet.TaskWriter(pafs.LocalFileSystem(), str(tmp_path / "job" / "attempt"),
-                                "p", dspark.arrow_schema(), ("vbucket",),
+                                "p", dspark.spark_arrow_schema(), ("vbucket",),
                                 collections=None, errors="strict")
-    writer.write(dspark.Piece(paths[1], 0, os.path.getsize(paths[1]),
+    writer.write(Piece(paths[1], 0, os.path.getsize(paths[1]),
                               os.path.getsize(paths[1])))
     with pytest.raises(FileNotFoundError):
         writer.result()
@@ -125,7 +129,7 @@ def test_a_task_never_makes_its_parents(tmp_path, dumps):
 
 
 def test_partition_columns_are_checked():
-    names = dspark.arrow_schema().names
+    names = dspark.spark_arrow_schema().names
     assert parquet.partition_columns(["vbucket", "opcode"], names) == ("vbucket", "opcode")
     for bad, why in ((["by_seqno"], "up to 32 bits"), (["key_str"], "up to 32 bits"),
                      (["status"], "not among"), (["vbucket", "vbucket"], "must differ")):
@@ -217,11 +221,11 @@ def test_write_parquet_modes(spark, dumps, tmp_path):
 @pytest.mark.spark
 def test_decode_to_parquet_uses_a_running_session_and_leaves_it(spark, tmp_path):
     out = tmp_path / "decoded"
-    summary = dspark.decode_to_parquet([str(dcpfast.io.SAMPLE)], str(out), progress=False)
-    assert summary["frames"] == len(dcpfast.read(dcpfast.io.SAMPLE))
+    summary = dspark.decode_to_parquet([str(dcpfast.testing.SAMPLE)], str(out), progress=False)
+    assert summary["frames"] == len(dcpfast.read(dcpfast.testing.SAMPLE))
     assert summary["startup_seconds"] >= 0 and spark.range(3).count() == 3
     with pytest.raises(FileExistsError):
-        dspark.decode_to_parquet([str(dcpfast.io.SAMPLE)], str(out), spark=spark)
+        dspark.decode_to_parquet([str(dcpfast.testing.SAMPLE)], str(out), spark=spark)
 
 
 def _damaged(path: Path) -> bytes:
@@ -243,7 +247,7 @@ def test_damage_fails_the_job_in_one_line_or_is_skipped_per_piece(spark, dumps, 
     out = tmp_path / "decoded"
     with pytest.raises(Exception) as failure:
         dspark.write_parquet(spark, str(bad), str(out), partition_bytes=40_000)
-    line = dspark.spark_error(failure.value)
+    line = spark_error(failure.value)
     regions = dcpfast.scan(bad.read_bytes(), final=True, errors="skip").errors
     assert line.startswith(f"{bad} (bytes ") and "\n" not in line
     assert any(line.endswith(f": at byte {r.offset}: unknown magic 0xee") for r in regions)
@@ -277,11 +281,11 @@ def test_captures_and_unreadable_files_fail_in_both_modes(spark, dumps, tmp_path
         with pytest.raises(ValueError) as failure:
             dspark.write_parquet(spark, str(pcap), str(out), errors=errors)
         assert str(failure.value) == f"{pcap}: a packet capture (pcap or pcapng), not a DCP " \
-            "dump: decode it with dcpfast convert or dcpfast.read_pcap"
-        for piece in (dspark.Piece(str(pcap), 0, size, size),
-                      dspark.Piece(str(pcap), 0, size // 2, size)):
+            "dump: decode it with dcpfast convert or dcpfast.pcap.read_pcap"
+        for piece in (Piece(str(pcap), 0, size, size),
+                      Piece(str(pcap), 0, size // 2, size)):
             with pytest.raises(DcpFormatError, match="^at byte 0: a packet capture"):
-                list(dspark.read_piece(piece, dspark.arrow_schema(), collections=None,
+                list(read_piece(piece, dspark.spark_arrow_schema(), collections=None,
                                        errors=errors))
     assert not out.exists()
 
@@ -290,6 +294,7 @@ _UNREADABLE = """
 import sys
 import pyarrow.fs as pafs
 from dcpfast import spark as dspark
+from dcpfast.io.ranges import Piece
 from dcpfast.spark.parquet import TaskWriter
 from dcpfast.spark.sink import check_inputs
 
@@ -298,10 +303,10 @@ try:
     check_inputs([path])
 except OSError as e:
     print("driver:", e)
-writer = TaskWriter(pafs.LocalFileSystem(), staging, "p", dspark.arrow_schema(), ("vbucket",),
+writer = TaskWriter(pafs.LocalFileSystem(), staging, "p", dspark.spark_arrow_schema(), ("vbucket",),
                     collections=None, errors="skip")
 try:
-    writer.write(dspark.Piece(path, 0, 100, 100))
+    writer.write(Piece(path, 0, 100, 100))
 except OSError as e:
     print("task:", e)
 """
@@ -321,7 +326,7 @@ def test_an_unreadable_file_fails_with_the_reason_in_skip_mode(tmp_path):
     with tempfile.TemporaryDirectory() as where:        # a place the other user reaches
         os.chmod(where, 0o777)
         locked = Path(where) / "locked.dcp"
-        shutil.copy(dcpfast.io.SAMPLE, locked)
+        shutil.copy(dcpfast.testing.SAMPLE, locked)
         locked.chmod(0)
         command = [*drop, sys.executable, "-c", _UNREADABLE, str(locked), where]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120,
@@ -338,10 +343,10 @@ def test_an_unreadable_piece_names_the_file_and_the_reason(tmp_path, dumps):
     root, paths = dumps
     gone = tmp_path / "gone.dcp"
     store = pafs.LocalFileSystem()
-    writer = parquet.TaskWriter(store, str(tmp_path / "task"), "p", dspark.arrow_schema(),
+    writer = parquet.TaskWriter(store, str(tmp_path / "task"), "p", dspark.spark_arrow_schema(),
                                 ("vbucket",), collections=None, errors="skip")
     with pytest.raises(OSError) as failure:
-        writer.write(dspark.Piece(str(gone), 0, 100, 100))
+        writer.write(Piece(str(gone), 0, 100, 100))
     assert str(failure.value).startswith(f"cannot read {gone}: ")
 
 
@@ -351,14 +356,16 @@ _ATTEMPTS = """
 import os, sys
 import dcpfast
 from dcpfast import spark as dspark
+from dcpfast.spark.job import session, spark_error
+from dcpfast.spark.sink import parquet_sink
 
 out, log, dumps = sys.argv[1], sys.argv[2], sys.argv[3:]
-spark = dspark.session("local[2,3]", log=log)      # up to 3 attempts per task
+spark = session("local[2,3]", log=log)      # up to 3 attempts per task
 
 
 def flaky(failing):
     # the job's sink, but the attempts listed fail once they have staged their files
-    base = dspark.parquet_sink()
+    base = parquet_sink()
 
     class Flaky(base):
         def writer(self, schema, overwrite):
@@ -393,9 +400,9 @@ spark.dataSource.register(flaky({(1, 0), (1, 1), (1, 2)}))
 try:
     dspark.write_parquet(spark, dumps, out + "/failed", partition_bytes=100_000)
 except Exception as e:
-    print("failed", dspark.spark_error(e), os.path.exists(out + "/failed"))
+    print("failed", spark_error(e), os.path.exists(out + "/failed"))
 os.makedirs(out + "/kept")
-spark.dataSource.register(dspark.parquet_sink())
+spark.dataSource.register(parquet_sink())
 dspark.write_parquet(spark, dumps[0], out + "/kept", mode="append")
 before = sorted(os.listdir(out + "/kept"))
 spark.dataSource.register(flaky({(1, 0), (1, 1), (1, 2)}))
@@ -482,9 +489,9 @@ def test_the_quick_start_command(can_spark, tmp_path):
     out = tmp_path / "decoded"
     done = _command("spark-decode", "--sample", "--out", str(out))
     assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
-    frames = len(dcpfast.read(dcpfast.io.SAMPLE))
+    frames = len(dcpfast.read(dcpfast.testing.SAMPLE))
     lines = done.stdout.splitlines()
-    size = dcpfast.io.SAMPLE.stat().st_size / 1e6
+    size = dcpfast.testing.SAMPLE.stat().st_size / 1e6
     assert lines[0].startswith(f"{frames:,} frames from {size:,.1f} MB of dumps -> {out}: ")
     assert lines[1].startswith("  frames per partition: vbucket=-1 ")
     assert "s starting Spark, " in lines[-1] and " s running the job: " in lines[-1]
@@ -495,7 +502,7 @@ def test_the_quick_start_command(can_spark, tmp_path):
     assert done.stderr == f"Error: {out} already exists: write elsewhere, or replace it " \
                           "(mode=\"overwrite\", --overwrite)\n"
     bad = tmp_path / "bad.dcp"
-    bad.write_bytes(_damaged(dcpfast.io.SAMPLE))
+    bad.write_bytes(_damaged(dcpfast.testing.SAMPLE))
     done = _command("spark-decode", str(bad), "--out", str(tmp_path / "again"))
     assert done.returncode == 1 and done.stdout == ""
     [line] = done.stderr.splitlines()
@@ -519,7 +526,7 @@ def test_inputs_are_checked_before_spark_starts(tmp_path):
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "x").write_text("")
-    sample, fresh = str(dcpfast.io.SAMPLE), str(tmp_path / "o")
+    sample, fresh = str(dcpfast.testing.SAMPLE), str(tmp_path / "o")
     missing = tmp_path / "missing.dcp"
     for args, said in (([str(missing), "--out", fresh],
                         f"Error: {missing}: No such file or directory"),

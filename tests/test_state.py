@@ -17,15 +17,16 @@ from state_scenarios import CAS_EPOCH, scenario
 
 import dcpfast
 from dcpfast import testing as t
-from dcpfast.content.state import (
+from dcpfast.documents import (
     StateBuilder,
     consistency,
     nanoseconds,
     state_errors,
     state_schema,
 )
-from dcpfast.content.state import versions as state_versions
+from dcpfast.documents import versions as state_versions
 from dcpfast.errors import DcpFormatError
+from dcpfast.pcap import read_pcap
 from dcpfast.protocol import OsoFlag, SnapshotFlag, Status
 
 VB = 5
@@ -111,7 +112,7 @@ def test_merged_often_and_read_in_pieces_is_the_model(seed, monkeypatch):
 def test_synthetic_conversations_are_the_model(options):
     data = t.synthetic_stream(3000, seed=4, sync_writes=True, snapshot_size=30)
     check_model(data, **options)
-    check_model(dcpfast.io.SAMPLE.read_bytes(), **options)
+    check_model(dcpfast.testing.SAMPLE.read_bytes(), **options)
 
 
 def test_synthetic_state_is_what_the_generator_left():
@@ -332,7 +333,7 @@ def test_schema_names_and_values_off():
 
 
 def test_metadata_survives_parquet(tmp_path):
-    table = dcpfast.state(dcpfast.io.SAMPLE)
+    table = dcpfast.state(dcpfast.testing.SAMPLE)
     pq.write_table(table, tmp_path / "s.parquet")
     back = pq.read_table(tmp_path / "s.parquet")
     assert consistency(back).equals(consistency(table)) and state_errors(back) == []
@@ -340,11 +341,11 @@ def test_metadata_survives_parquet(tmp_path):
 
 
 def test_sources():
-    data = dcpfast.io.SAMPLE.read_bytes()
+    data = dcpfast.testing.SAMPLE.read_bytes()
     whole = dcpfast.state(data)
-    for source in (dcpfast.io.SAMPLE, str(dcpfast.io.SAMPLE), memoryview(data),
+    for source in (dcpfast.testing.SAMPLE, str(dcpfast.testing.SAMPLE), memoryview(data),
                    dcpfast.scan(data), dcpfast.iter_batches(data, 5000, collections=True),
-                   list(dcpfast.iter_batches(dcpfast.io.SAMPLE, 20000, collections=True))):
+                   list(dcpfast.iter_batches(dcpfast.testing.SAMPLE, 20000, collections=True))):
         assert dcpfast.state(source).equals(whole, check_metadata=True)
 
 
@@ -352,7 +353,7 @@ def test_a_capture_gives_the_state_of_its_dump():
     frames = t.synthetic_frames(600, seed=3, sync_writes=True)
     dump = b"".join(f.data for f in frames)
     capture = t.pcap_file(t.tcp_packets(t.tcp_conversation(b"", dump, sizes=(700, 1448))))
-    batches = [b for b in dcpfast.read_pcap(io.BytesIO(capture), batch_bytes=4000)
+    batches = [b for b in read_pcap(io.BytesIO(capture), batch_bytes=4000)
                if b.connection.direction == "server->client"]
     assert dcpfast.state(batches).equals(dcpfast.state(dump), check_metadata=True)
 
@@ -469,7 +470,7 @@ def test_damaged_values_and_frames():
 
 
 def test_strict_state_of_a_skip_scan_raises():
-    batch = dcpfast.scan(dcpfast.io.SAMPLE.read_bytes() + b"\x00" * 30, errors="skip",
+    batch = dcpfast.scan(dcpfast.testing.SAMPLE.read_bytes() + b"\x00" * 30, errors="skip",
                          final=True)
     assert batch.errors
     with pytest.raises(DcpFormatError):
@@ -479,9 +480,9 @@ def test_strict_state_of_a_skip_scan_raises():
 
 def test_builder_takes_batches_one_by_one():
     builder = StateBuilder(history=True)
-    for batch in dcpfast.iter_batches(dcpfast.io.SAMPLE, 10_000):
+    for batch in dcpfast.iter_batches(dcpfast.testing.SAMPLE, 10_000):
         builder.update(batch)
-    assert builder.table().equals(dcpfast.state(dcpfast.io.SAMPLE, history=True))
+    assert builder.table().equals(dcpfast.state(dcpfast.testing.SAMPLE, history=True))
 
 
 def test_empty_and_frameless_input():

@@ -8,11 +8,11 @@ from state_scenarios import CAS_EPOCH, scenario
 
 import dcpfast
 from dcpfast import testing as t
-from dcpfast.content.state.output import metadata
+from dcpfast.documents.output import metadata
 from dcpfast.errors import DcpFormatError
 from dcpfast.spark import read_dcp, state_report
 from dcpfast.spark import state as spark_state
-from dcpfast.spark.state import output_schema
+from dcpfast.spark.documents import output_schema
 
 pytestmark = pytest.mark.spark
 ORDER = [("vbucket", "ascending"), ("collection_id", "ascending"), ("key", "ascending"),

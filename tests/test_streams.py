@@ -14,8 +14,8 @@ from spec_vectors import VECTORS
 import dcpfast
 from dcpfast import streams as S
 from dcpfast import testing as t
-from dcpfast.content.streams import frames as stream_frames
 from dcpfast.protocol import Opcode, SnapshotFlag, Status, StreamEndStatus
+from dcpfast.streams import frames as stream_frames
 
 HEX = {v.id: v.data for v in VECTORS}
 FAILOVER = [(0xfeeddeca, 0x5432), (0xdecafe, 0x1343214), (0xfeedface, 4), (0xdeadbeef, 0x6524)]
@@ -383,7 +383,7 @@ def test_incremental_form_and_outputs():
 
 
 def test_sample_dump_is_clean():
-    summary = S.summarize(dcpfast.read(dcpfast.io.SAMPLE))
+    summary = S.summarize(dcpfast.read(dcpfast.testing.SAMPLE))
     assert summary.anomalies.num_rows == 0 and summary.to_arrow().num_rows == 4
 
 

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from strategies import streams
 
 import dcpfast
-from dcpfast import _core, schema
+from dcpfast import _core, pool, schema
 from dcpfast import protocol as P
 from dcpfast import testing as t
-from dcpfast.io import parallel
+from dcpfast.batch import kinds_of
+from dcpfast.io import threaded
 
 NAMES = (None, ("offset", "opcode"), ("key", "value", "by_seqno"))
 
@@ -52,7 +53,7 @@ def assert_same_batch(got, want):
                                                          want.collections)
     assert got.errors == want.errors
     assert got.columns == want.columns
-    np.testing.assert_array_equal(got.kinds, want.kinds)
+    np.testing.assert_array_equal(kinds_of(got), kinds_of(want))
     for name in want.columns:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
@@ -102,7 +103,7 @@ def test_threads_equal_one_scan_for_every_cut(data):
     view = memoryview(buf)
     want = _core.scan.scan_buffer(view, ask)
     for threads in (2, 3, 7):
-        got = parallel.scan_result(
+        got = threaded.scan_result(
             view, ask, threads, range_bytes=data.draw(st.integers(1, 3000)), range_frames=1,
             lead_in=data.draw(st.sampled_from([1, 100, 5000])),
             piece_bytes=data.draw(st.integers(1, 2000)),
@@ -119,7 +120,7 @@ def test_fewer_bytes_than_threads(threads, skip):
     ask = request(len(buf), skip=skip, unverified=True)
     want = _core.scan.scan_buffer(buf, ask)
     assert (want.failure is None) == skip
-    got = parallel.scan_result(buf, ask, threads, range_bytes=1, range_frames=1, lead_in=1,
+    got = threaded.scan_result(buf, ask, threads, range_bytes=1, range_frames=1, lead_in=1,
                                 piece_bytes=1)
     assert_same_result(got, want)
 
@@ -132,7 +133,7 @@ def test_threads_equal_one_scan_on_random_frames(stream, data):
     ask = request(len(buf), collections=collections, skip=data.draw(st.booleans()),
                   final=True)
     want = _core.scan.scan_buffer(buf, ask)
-    got = parallel.scan_result(memoryview(buf), ask, data.draw(st.integers(2, 6)),
+    got = threaded.scan_result(memoryview(buf), ask, data.draw(st.integers(2, 6)),
                                range_bytes=data.draw(st.integers(1, 400)), range_frames=1,
                                lead_in=64,
                                piece_bytes=data.draw(st.integers(1, 400)),
@@ -151,7 +152,7 @@ def test_a_value_holding_frames_across_every_cut():
         want = _core.scan.scan_buffer(buf, ask)
         assert want.frames == 50 + 1 + 50 + 1 or want.frames > 0
         for range_bytes in (200, 997, 5000):
-            got = parallel.scan_result(memoryview(buf), ask, 5, range_bytes=range_bytes,
+            got = threaded.scan_result(memoryview(buf), ask, 5, range_bytes=range_bytes,
                                        range_frames=1, lead_in=16, piece_bytes=300)
             assert_same_result(got, want)
 
@@ -169,7 +170,7 @@ def test_scans_sharing_the_pool_at_once_all_end():
 
     def caller():
         for _ in range(5):
-            got.append(parallel.scan_result(memoryview(buf), ask, 6, range_bytes=256,
+            got.append(threaded.scan_result(memoryview(buf), ask, 6, range_bytes=256,
                                             range_frames=1, lead_in=64, piece_bytes=64))
 
     callers = [threading.Thread(target=caller, daemon=True) for _ in range(4)]
@@ -185,9 +186,9 @@ def test_scans_sharing_the_pool_at_once_all_end():
 
 def test_public_entry_points_take_threads(tmp_path):
     """scan, read and iter_batches with threads give the batches of one thread (inputs
-    large enough to be cut: at least twice parallel.RANGE_BYTES)."""
+    large enough to be cut: at least twice threaded.RANGE_BYTES)."""
     unit = t.synthetic_stream(3000, seed=8)
-    data = unit * (5 * parallel.RANGE_BYTES // len(unit))
+    data = unit * (5 * threaded.RANGE_BYTES // len(unit))
     bad = bytearray(data)
     for at in range(1000, len(bad), len(bad) // 7):
         bad[at:at + 3] = b"\xff\x00\xff"
@@ -199,7 +200,7 @@ def test_public_entry_points_take_threads(tmp_path):
         path = tmp_path / "dump.dcp"
         path.write_bytes(buf)
         assert_same_batch(dcpfast.read(path, errors=errors, threads=3), one)
-        size = 2 * parallel.RANGE_BYTES + 1000       # batches large enough to be cut
+        size = 2 * threaded.RANGE_BYTES + 1000       # batches large enough to be cut
         split = list(dcpfast.iter_batches(path, size, errors=errors, threads=2))
         alone = list(dcpfast.iter_batches(path, size, errors=errors, threads=1))
         assert len(split) == len(alone) > 1
@@ -207,9 +208,9 @@ def test_public_entry_points_take_threads(tmp_path):
             assert_same_batch(a, b)
     with pytest.raises(dcpfast.DcpFormatError) as strict:
         dcpfast.scan(bytes(bad), threads=1)
-    with pytest.raises(dcpfast.DcpFormatError) as threaded:
+    with pytest.raises(dcpfast.DcpFormatError) as spread:
         dcpfast.scan(bytes(bad), threads=4)
-    assert str(threaded.value) == str(strict.value)
+    assert str(spread.value) == str(strict.value)
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2", float("nan")])
@@ -221,11 +222,12 @@ def test_threads_are_checked(threads):
 
 
 def test_threads_default_to_the_cores_this_process_may_use():
-    assert parallel.threads_of(None) == len(os.sched_getaffinity(0))
-    assert parallel.threads_of(3) == 3
-    assert parallel.parts_for(2 * parallel.RANGE_BYTES - 1, 8) == 1     # small: one thread
-    assert parallel.parts_for(5 * parallel.RANGE_BYTES, 8) == 5
-    assert parallel.parts_for(100 * parallel.RANGE_BYTES, 8) == 8
+    assert pool.threads_of(None) == len(os.sched_getaffinity(0))
+    assert pool.threads_of(3) == 3
+    least = threaded.RANGE_BYTES
+    assert pool.parts_for(2 * least - 1, 8, least) == 1     # small: one thread
+    assert pool.parts_for(5 * least, 8, least) == 5
+    assert pool.parts_for(100 * least, 8, least) == 8
 
 
 def test_a_buffer_of_few_large_frames_is_walked_by_one_thread(monkeypatch):
@@ -233,29 +235,29 @@ def test_a_buffer_of_few_large_frames_is_walked_by_one_thread(monkeypatch):
     512 KiB is one range (no anchor is looked for), the same bytes in small frames are
     cut, and both give the frames of one scan."""
     cuts: list[int] = []
-    real = parallel.anchor
+    real = threaded.anchor
 
     def counted(view, cut, *args, **kwargs):
         cuts.append(cut)
         return real(view, cut, *args, **kwargs)
-    monkeypatch.setattr(parallel, "anchor", counted)
+    monkeypatch.setattr(threaded, "anchor", counted)
     large = b"".join(t.mutation(b"k%d" % i, bytes(512 << 10), by_seqno=i + 1)
                      for i in range(24))
     ask = request(len(large), final=True)
-    assert_same_result(parallel.scan_result(memoryview(large), ask, 4),
+    assert_same_result(threaded.scan_result(memoryview(large), ask, 4),
                        _core.scan.scan_buffer(large, ask))
     assert cuts == []
     unit = t.synthetic_stream(3000, seed=8)
     small = unit * (len(large) // len(unit))
     ask = request(len(small), final=True)
-    assert_same_result(parallel.scan_result(memoryview(small), ask, 4),
+    assert_same_result(threaded.scan_result(memoryview(small), ask, 4),
                        _core.scan.scan_buffer(small, ask))
     assert cuts                                    # ranges of at least RANGE_BYTES
 
 
 def test_a_forked_child_scans_with_threads():
     unit = t.synthetic_stream(3000, seed=8)
-    data = unit * (2 * parallel.RANGE_BYTES // len(unit) + 2)
+    data = unit * (2 * threaded.RANGE_BYTES // len(unit) + 2)
     want = len(dcpfast.scan(data, threads=2))      # the parent's workers exist now
     pid = os.fork()
     if pid == 0:                                   # the child has none of them
@@ -265,7 +267,7 @@ def test_a_forked_child_scans_with_threads():
 
 
 def test_run_gives_results_in_order_and_the_first_error():
-    assert parallel.run([lambda k=k: k * k for k in range(5)], 3) == [0, 1, 4, 9, 16]
+    assert pool.run([lambda k=k: k * k for k in range(5)], 3) == [0, 1, 4, 9, 16]
     ran = []
 
     def fails(k):
@@ -274,14 +276,14 @@ def test_run_gives_results_in_order_and_the_first_error():
             raise KeyError(k)
         return task
     with pytest.raises(KeyError) as e:
-        parallel.run([lambda: ran.append(0), fails(1), fails(2)], 3)
+        pool.run([lambda: ran.append(0), fails(1), fails(2)], 3)
     assert e.value.args == (1,) and sorted(ran) == [0, 1, 2]    # every task ran first
 
 
 def test_a_worker_that_ends_mid_task_fails_the_task_instead_of_hanging(monkeypatch):
     """A worker thread ends when even recording its task's outcome fails (out of memory):
     the task fails with MemoryError, and the next run starts workers afresh."""
-    real = parallel._outcome
+    real = pool._outcome
     doomed = []
 
     def recording(call):
@@ -292,24 +294,24 @@ def test_a_worker_that_ends_mid_task_fails_the_task_instead_of_hanging(monkeypat
     def doomed_task():
         return "never recorded"
     doomed.append(doomed_task)
-    monkeypatch.setattr(parallel, "_outcome", recording)
+    monkeypatch.setattr(pool, "_outcome", recording)
     with pytest.raises(MemoryError):
-        parallel.run([lambda: 1, doomed_task], 2)
-    pool = parallel._pool
-    assert pool is None or all(thread.is_alive() for thread in pool.threads)
-    assert parallel.run([lambda: 1, lambda: 2, lambda: 3], 3) == [1, 2, 3]
+        pool.run([lambda: 1, doomed_task], 2)
+    workers = pool._pool
+    assert workers is None or all(thread.is_alive() for thread in workers.threads)
+    assert pool.run([lambda: 1, lambda: 2, lambda: 3], 3) == [1, 2, 3]
 
 
 def test_beside_runs_calls_in_turn_on_one_thread_of_its_own():
     import threading
 
-    waits = [parallel.beside(threading.current_thread) for _ in range(3)]
+    waits = [pool.beside(threading.current_thread) for _ in range(3)]
     threads = {wait() for wait in waits}
     assert len(threads) == 1 and threading.current_thread() not in threads
-    failing = parallel.beside(lambda: {}["missing"])
+    failing = pool.beside(lambda: {}["missing"])
     with pytest.raises(KeyError):
         failing()
-    assert parallel.beside(threading.current_thread)() in threads   # kept after a failure
+    assert pool.beside(threading.current_thread)() in threads   # kept after a failure
 
 
 # -- the core pieces: stop, and output memory filled by the caller -----------------------
@@ -545,7 +547,7 @@ def test_convert_takes_threads(tmp_path):
     from dcpfast.cli import main
     unit = t.synthetic_stream(3000, seed=8)
     path = tmp_path / "dump.dcp"
-    path.write_bytes(unit * (5 * parallel.RANGE_BYTES // len(unit)))
+    path.write_bytes(unit * (5 * threaded.RANGE_BYTES // len(unit)))
     tables = []
     for threads in ("1", "3"):
         out = tmp_path / f"out{threads}.parquet"

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from spec_vectors import VECTORS
 
 import dcpfast
+from dcpfast import buffers
 from dcpfast import testing as t
-from dcpfast.content import values as V
+from dcpfast import values as V
 from dcpfast.errors import describe
 from dcpfast.protocol import Datatype, ValueProblem
 
@@ -522,7 +523,7 @@ def test_utf8_rule_is_pythons(key, text, char):
 @pytest.mark.parametrize("body, pairs", [(b"b" * 100, {"k": "1"}), (b"b", {"k": "v" * 100})])
 def test_large_columns_past_the_int32_limit(monkeypatch, body, pairs):
     """Past 2 GiB of bodies or of xattr text both turn large (tried at a 50-byte limit)."""
-    monkeypatch.setattr(V, "_INT32_MAX", 50)
+    monkeypatch.setattr(buffers, "INT32_MAX", 50)
     data = mutation(t.xattr_value(pairs, body), XATTR) + mutation(b"plain", seqno=2)
     table = dcpfast.scan(data).values()
     assert table.schema == V.values_schema(large=True)

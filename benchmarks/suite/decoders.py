@@ -7,8 +7,7 @@ from __future__ import annotations
 import struct
 
 from dcpfast import _core as core
-from dcpfast import protocol, schema
-from dcpfast.io import iter_batches
+from dcpfast import iter_batches, protocol, schema
 
 #: The scan core's pure-Python twin, and the compiled core (None where none was built).
 TWIN = core.twins()["scan"]

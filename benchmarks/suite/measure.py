@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from dcpfast import COLUMNS
-from dcpfast.batch import scan
-from dcpfast.io import read
+from dcpfast import COLUMNS, read, scan
 
 from .common import check
 from .corpora import Corpus, opcode_name

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from dcpfast import _core as core
-from dcpfast.batch import scan
+from dcpfast import scan
 from dcpfast.io import DEFAULT_BATCH_BYTES
 
 from .common import check

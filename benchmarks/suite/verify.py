@@ -8,8 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dcpfast import protocol
-from dcpfast.batch import FrameBatch, scan
+from dcpfast import FrameBatch, protocol, scan
 
 from .common import check
 from .decoders import ALL_COLUMNS, COMPILED, PROJECTION, TWIN, core_scan, header_walk

@@ -15,10 +15,10 @@ import importlib
 import os
 from types import ModuleType
 
-from .contract import ScanRequest, ScanResult
+from .contract import FIRST_ROWS, MIN_MEAN, ScanRequest, ScanResult
 
-__all__ = ["IMPLEMENTATION", "ScanRequest", "ScanResult", "compiled", "pcap", "scan",
-           "twins", "values"]
+__all__ = ["FIRST_ROWS", "IMPLEMENTATION", "MIN_MEAN", "ScanRequest", "ScanResult", "compiled",
+           "pcap", "scan", "twins", "values"]
 
 #: The cores by role, as (compiled module, twin module).
 CORES = {"scan": ("cscan", "pyscan"), "pcap": ("cpcap", "pypcap"),

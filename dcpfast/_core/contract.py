@@ -11,6 +11,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+#: Rows a scan reserves before it has measured the frames, when its first frames are no
+#: guide: frames shorter than ``MIN_MEAN`` bytes on average would need more rows than the
+#: input's size at that mean plus ``FIRST_ROWS``. The compiled core reserves so, and a
+#: threaded scan (``io.threaded``) sizes the columns of a whole buffer by the same rule.
+FIRST_ROWS = 65536
+MIN_MEAN = 48
+
 
 class ScanRequest(NamedTuple):
     """One scan of ``buf[start:]``."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import protocol as P
 from .. import schema as S
+from . import contract
 from .contract import ScanResult
 from .wire cimport DCP_LE64, DCP_PREFETCH, DCP_PREFETCH_L2, be16, be32, be64, le32, le64
 
@@ -34,12 +35,15 @@ DEF MAX_KINDS = 64
 DEF MAX_FIELDS = 256
 DEF MAX_COLUMNS = 64
 DEF BLOCK = 512            # frames decoded before their columns are written
-DEF FIRST_ROWS = 65536    # rows reserved before the scan has measured the frames
-DEF MIN_MEAN = 48         # a reservation for frames shorter than this on average is no guide
 DEF PREFETCH_NEAR = 1024  # input bytes fetched ahead of the frame being parsed: at least ...
 DEF PREFETCH_FAR = 131072 # ... and at most
 DEF ESTIMATE_AHEAD = 4096  # input bytes fetched ahead while the first frames are measured
 DEF MAX_UINT64 = 0xFFFFFFFFFFFFFFFF
+
+# rows reserved before the scan has measured the frames, and the mean frame length below
+# which a reservation is no guide (the rule of contract.FIRST_ROWS)
+cdef size_t FIRST_ROWS = contract.FIRST_ROWS
+cdef size_t MIN_MEAN = contract.MIN_MEAN
 
 cdef enum:
     OK = 0

@@ -20,7 +20,6 @@ _U32 = struct.Struct(">I")
 _LOAD = {1: struct.Struct(">B"), 2: _U16, 4: _U32, 8: struct.Struct(">Q")}
 
 _REQUEST_RULES = {op: P.request_kinds(op) for op in range(256)}
-_MARKER = P.Opcode.SNAPSHOT_MARKER
 _PR = P.Problem
 
 

@@ -16,9 +16,11 @@ import sys
 
 import click
 
-from .. import io as dio
-from ..capture import is_capture, read_pcap
-from ..errors import DcpFormatError
+from ..errors import MODES, DcpFormatError
+from ..io import DEFAULT_BATCH_BYTES, is_capture, open_stream
+from ..io.dumps import iter_batches
+from ..pcap import read_pcap
+from ..testing import SAMPLE
 
 #: An input argument: a file, or ``-`` for standard input. A file that is not there is
 #: the command's error (``check_inputs``, ``reported``: status 1), not a usage error.
@@ -49,7 +51,7 @@ def main():
 def scan_options(command):
     """The --collections and --errors options every reading command takes."""
     command = click.option(
-        "--errors", type=click.Choice(["strict", "skip"]), default="strict",
+        "--errors", type=click.Choice(MODES), default="strict",
         show_default=True, help="Stop at the first malformed frame, or skip damage.")(command)
     return click.option(
         "--collections/--no-collections", default=None,
@@ -65,7 +67,7 @@ def sample_option(command):
 def inputs(files, sample: bool, *, check: bool = True) -> list[str]:
     """The inputs named, then the bundled sample when asked for: at least one, and with
     ``check`` each one there (else a one-line error and status 1, before any output)."""
-    names = list(files) + ([str(dio.SAMPLE)] if sample else [])
+    names = list(files) + ([str(SAMPLE)] if sample else [])
     if not names:
         raise click.UsageError("give one or more FILEs, or --sample")
     if check:
@@ -98,13 +100,13 @@ class Input:
         #: The codec the input was compressed with, or None.
         self.compression = stream.codec
 
-    def batches(self, *, collections, columns, errors, batch_bytes=dio.DEFAULT_BATCH_BYTES,
+    def batches(self, *, collections, columns, errors, batch_bytes=DEFAULT_BATCH_BYTES,
                 threads=None):
         if self.capture:
             return read_pcap(self.stream, collections=collections, columns=columns,
                              errors=errors, batch_bytes=batch_bytes)
-        return dio.iter_batches(self.stream, batch_bytes, collections=collections,
-                                columns=columns, errors=errors, threads=threads)
+        return iter_batches(self.stream, batch_bytes, collections=collections,
+                            columns=columns, errors=errors, threads=threads)
 
 
 @contextlib.contextmanager
@@ -115,7 +117,7 @@ def opened(name: str, errors: str):
     # standard input unbuffered: one read per call, so that a signal that comes between
     # two reads is handled before the next one (a buffered reader loops in C)
     raw = getattr(sys.stdin.buffer, "raw", sys.stdin.buffer) if name == "-" else name
-    with dio.open_stream(raw, errors=errors) as stream:
+    with open_stream(raw, errors=errors) as stream:
         yield Input(stream)
 
 

@@ -18,9 +18,9 @@ import click
 import numpy as np
 
 from .. import schema as S
-from ..batch import scan
-from ..content.values import iter_values
-from ..io.parallel import beside, threads_of
+from ..io.dumps import scan
+from ..pool import beside, threads_of
+from ..values import iter_values
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",

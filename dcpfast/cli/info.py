@@ -8,9 +8,9 @@ import sys
 import click
 import numpy as np
 
-from ..content.inventory import LISTED_PER_REASON, Inventory
 from ..protocol import DOCUMENT_CHANGES, Opcode
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
+from .inventory import LISTED_PER_REASON, Inventory
 
 #: Bytes per batch: a batch lists every region it skipped, so that dense damage costs
 #: memory in proportion to the batch; this keeps it a few times smaller than the default.

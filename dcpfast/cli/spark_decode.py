@@ -8,7 +8,7 @@ import tempfile
 
 import click
 
-from .. import io as dio
+from ..testing import SAMPLE
 from .app import main, scan_options
 
 
@@ -33,10 +33,11 @@ def spark_decode(inputs, sample, out, master, partition_by, columns, with_values
     try:
         import pyspark  # noqa: F401
 
-        from .. import spark as dspark
+        from ..spark import decode_to_parquet
+        from ..spark.job import spark_error
     except ImportError:
         raise click.ClickException("spark-decode needs PySpark: pip install 'dcpfast[spark]'")
-    paths = list(inputs) + ([str(dio.SAMPLE)] if sample else [])
+    paths = list(inputs) + ([str(SAMPLE)] if sample else [])
     if not paths:
         raise click.UsageError("give one or more INPUTS, or --sample")
     if overwrite and append:
@@ -44,7 +45,7 @@ def spark_decode(inputs, sample, out, master, partition_by, columns, with_values
     fd, log = tempfile.mkstemp(prefix="dcpfast-spark-", suffix=".log")
     os.close(fd)
     try:
-        summary = dspark.decode_to_parquet(
+        summary = decode_to_parquet(
             paths, out, master=master, log=log, progress=not quiet,
             partition_by=[c.strip() for c in partition_by.split(",") if c.strip()],
             columns=columns, values=with_values, errors=errors, collections=collections,
@@ -55,7 +56,7 @@ def spark_decode(inputs, sample, out, master, partition_by, columns, with_values
         raise click.ClickException(f"{e.filename}: {e.strerror}" if named else str(e)) \
             from None
     except Exception as e:
-        raise click.ClickException(f"{dspark.spark_error(e)} (Spark's log: {log})") from None
+        raise click.ClickException(f"{spark_error(e)} (Spark's log: {log})") from None
     os.unlink(log)
     for line in report(summary, out):
         click.echo(line)

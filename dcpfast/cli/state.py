@@ -9,8 +9,8 @@ import time
 
 import click
 
-from ..capture.batch import CLIENT_TO_SERVER
-from ..content.state import StateBuilder, consistency, state_errors
+from ..documents import StateBuilder, consistency, state_errors
+from ..pcap import CLIENT_TO_SERVER
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
 #: With --spark: the file in the output directory that holds ``state_report``'s JSON
@@ -134,32 +134,31 @@ def _on_spark(files, output, master, options, collections) -> None:
     try:
         import pyspark  # noqa: F401
 
-        from .. import spark as dspark
-        from ..spark.state import state as spark_state
-        from ..spark.state import state_report
+        from ..spark import read_dcp, state_report
+        from ..spark import state as spark_state
+        from ..spark.job import running_session, session, spark_error
     except ImportError:
         raise click.ClickException("--spark needs PySpark: pip install 'dcpfast[spark]'")
     if "-" in files:
         raise click.UsageError("--spark reads files, not standard input")
-    from ..spark.job import running_session
 
     began = time.perf_counter()
     running = running_session()                        # reused, and left running
-    session = running or dspark.session(master, "dcpfast state")
+    spark = running or session(master, "dcpfast state")
     try:
-        frames = dspark.read_dcp(session, list(files), columns="all", values=options["values"],
-                                 errors=options["errors"], collections=collections)
+        frames = read_dcp(spark, list(files), columns="all", values=options["values"],
+                          errors=options["errors"], collections=collections)
         result = spark_state(frames, **options)
         result.write.mode("errorifexists").parquet(output)
-        rows = session.read.parquet(output).count()
+        rows = spark.read.parquet(output).count()
         report = state_report(frames, **options)
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     except Exception as e:
-        raise click.ClickException(dspark.spark_error(e)) from None
+        raise click.ClickException(spark_error(e)) from None
     finally:
         if running is None:
-            session.stop()
+            spark.stop()
     click.echo(f"{rows:,} rows in {time.perf_counter() - began:.1f} s -> {output} (Spark)")
     if os.path.isdir(output):                  # a local directory: the report beside the rows
         with open(os.path.join(output, REPORT_FILE), "w") as f:

@@ -1,24 +1,14 @@
-"""Reading dumps: whole files, bounded chunks, compressed streams, byte ranges.
+"""Reading dumps: compressed streams, and the constants of reading in chunks.
 
-``read`` and ``iter_batches`` are the entry points (``dumps``); ``open_stream`` and
-``compression`` sniff and decompress (``compression``); ``sources`` feeds chunks,
-``resume`` carries a scan across them and ``ranges`` cuts a file into byte ranges that
-decode independently.
+``scan``, ``read`` and ``iter_batches`` (``dumps``) are the entry points, public as
+``dcpfast.scan``, ``dcpfast.read`` and ``dcpfast.iter_batches``; ``compression`` sniffs
+and decompresses, ``sources`` feeds chunks, ``resume`` carries a scan across them,
+``ranges`` cuts a file into byte ranges that decode independently and ``threaded`` decodes
+one buffer with several threads.
 """
 
-from .compression import COMPRESSION_MAGIC, HEAD_BYTES, DecodedStream, compression, open_stream
-from .dumps import (
-    DEFAULT_BATCH_BYTES,
-    SAMPLE,
-    SAMPLE_CLIENT,
-    SAMPLE_PCAP,
-    SNIFF_BYTES,
-    capture_kind,
-    is_capture,
-    iter_batches,
-    read,
-)
+from .compression import COMPRESSION_MAGIC, DecodedStream, codec_of, open_stream
+from .dumps import DEFAULT_BATCH_BYTES, DEFAULT_MAX_BYTES, capture_kind, is_capture
 
-__all__ = ["COMPRESSION_MAGIC", "DEFAULT_BATCH_BYTES", "HEAD_BYTES", "SAMPLE", "SAMPLE_CLIENT",
-           "SAMPLE_PCAP", "SNIFF_BYTES", "DecodedStream", "capture_kind", "compression",
-           "is_capture", "iter_batches", "open_stream", "read"]
+__all__ = ["COMPRESSION_MAGIC", "DEFAULT_BATCH_BYTES", "DEFAULT_MAX_BYTES", "DecodedStream",
+           "capture_kind", "codec_of", "is_capture", "open_stream"]

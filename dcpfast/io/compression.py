@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 
-from ..batch import byte_view
-from ..errors import DcpFormatError, SkippedRegion, text
+from ..buffers import byte_view
+from ..errors import DcpFormatError, SkippedRegion, checked_mode, text
 
 #: Magic numbers of the compressed containers read transparently, by codec name.
 COMPRESSION_MAGIC = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd", "lz4": b"\x04\x22\x4d\x18"}
@@ -22,10 +22,11 @@ HEAD_BYTES = 64                  # bytes sniffed for a magic number
 _PIECE = 128 * 1024              # decompressed bytes asked for at once
 #: File objects whose ``readinto`` writes every byte it reports (dcpfast's own readers,
 #: ``_Replayed`` and ``DecodedStream``, are added below their classes).
-_HONEST: tuple[type, ...] = (io.FileIO, io.BufferedReader, io.BufferedRandom, io.BytesIO)
+_TRUTHFUL_READERS: tuple[type, ...] = (io.FileIO, io.BufferedReader, io.BufferedRandom,
+                                       io.BytesIO)
 
 
-def compression(head: bytes | bytearray | memoryview) -> str | None:
+def codec_of(head: bytes | bytearray | memoryview) -> str | None:
     """The codec ("gzip", "zstd" or "lz4") whose magic number starts ``head``, or None.
 
     Leading skippable frames (zstd and lz4 share them; pzstd writes one first) are
@@ -49,8 +50,7 @@ def open_stream(source, *, errors: str = "strict") -> DecodedStream:
     raises ``DcpFormatError`` at the decompressed position with ``errors="strict"``;
     with ``"skip"`` the stream ends there and ``damage`` records it.
     """
-    if errors not in ("strict", "skip"):
-        raise ValueError(f"errors must be 'strict' or 'skip', not {errors!r}")
+    checked_mode(errors)
     if isinstance(source, (str, os.PathLike)):
         raw = open(source, "rb")
         try:
@@ -89,7 +89,7 @@ def read_into(f, view, *, zeroed: bool = False) -> int:
 
 def zero_for(f, view) -> None:
     """Zero ``view`` unless ``f`` is known to write every byte it reports (``read_into``)."""
-    if type(f) not in _HONEST and hasattr(f, "readinto"):
+    if type(f) not in _TRUTHFUL_READERS and hasattr(f, "readinto"):
         np.frombuffer(view, np.uint8)[:] = 0
 
 
@@ -187,7 +187,7 @@ class DecodedStream(io.RawIOBase):
         self._raw, self._owned, self._errors = raw, owned, errors
         head = _read_head(raw, HEAD_BYTES)
         #: The codec of the compressed input ("gzip", "zstd", "lz4"), or None.
-        self.codec = compression(head)
+        self.codec = codec_of(head)
         #: Where the decompressed stream broke off and why (skip mode), or None.
         self.damage: SkippedRegion | None = None
         self._source = _Replayed(head, raw)
@@ -261,4 +261,4 @@ class DecodedStream(io.RawIOBase):
         super().close()
 
 
-_HONEST += (_Replayed, DecodedStream)
+_TRUTHFUL_READERS += (_Replayed, DecodedStream)

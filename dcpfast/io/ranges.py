@@ -13,9 +13,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from .. import protocol as P
-from ..batch import FrameBatch, byte_view, recycled
+from ..batch import FrameBatch
+from ..buffers import byte_view, recycled
 from ..errors import DcpFormatError, text
+from ..options import ScanOptions
 from .compression import read_into, zero_for
 from .resume import Resume
 
@@ -100,18 +101,19 @@ def _read_into(f, pos: int, tail, n: int) -> np.ndarray:
     return buf
 
 
-def chain(f, start: int, size: int, *, stop: int | None, names, collections: bool,
-          errors: str, unverified: bool, batch_bytes: int, max_frame_size: int):
+def chain(f, start: int, size: int, options: ScanOptions, *, stop: int | None,
+          unverified: bool, batch_bytes: int):
     """Walk the frames of ``f`` (a seekable file, or a buffer, of ``size`` bytes) from
-    ``start`` and yield ``(batch, consumed, pending)``.
+    ``start``, scanned as ``options`` say (one thread), and yield ``(batch, consumed,
+    pending)``.
 
     ``consumed`` is the stream position the walk has reached, ``pending`` whether the
     frame found there by resynchronising is still unproven. With ``stop`` the walk reads
     no further than ``stop`` until what lies before it is decided; then, in strict mode,
     only the one frame that runs past ``stop``, in skip mode what resynchronising needs.
     """
-    resume = Resume(collections=collections, columns=names, errors=errors,
-                    max_frame_size=max_frame_size, base=start, unverified=unverified)
+    resume = Resume(options.but(threads=1), base=start, unverified=unverified)
+    strict = options.errors == "strict"
     read = _reader(f)
     while True:
         have, need = resume.reached, resume.needed()
@@ -124,7 +126,7 @@ def chain(f, start: int, size: int, *, stop: int | None, names, collections: boo
         eof = have + n >= size
         past = stop is not None and resume.base + len(buf) > stop
         batch = resume.scan(buf, final=eof,
-                            max_frames=1 if past and errors == "strict" else None)
+                            max_frames=1 if past and strict else None)
         yield batch, resume.base, resume.unverified
         if eof and not len(resume.tail):
             return
@@ -140,11 +142,9 @@ def anchor(f, lo: int, size: int, *, collections: bool, lead_in: int,
     if lo <= 0 or lo >= end:
         return min(max(lo, 0), end)
     start = max(0, lo - lead_in)
-    for batch, consumed, _ in chain(f, start, size, stop=None, names=("offset",),
-                                    collections=collections, errors="skip",
-                                    unverified=start > 0,
-                                    batch_bytes=max(lo - start, 1 << 16) + (1 << 16),
-                                    max_frame_size=max_frame_size):
+    options = ScanOptions(collections, ("offset",), "skip", max_frame_size)
+    for batch, consumed, _ in chain(f, start, size, options, stop=None, unverified=start > 0,
+                                    batch_bytes=max(lo - start, 1 << 16) + (1 << 16)):
         offsets = batch["offset"]
         i = int(np.searchsorted(offsets, lo))
         if i < len(offsets):
@@ -154,10 +154,10 @@ def anchor(f, lo: int, size: int, *, collections: bool, lead_in: int,
     return end
 
 
-def range_batches(f, piece: Piece, *, names, collections: bool, errors: str,
-                  batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
-                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> Iterator[FrameBatch]:
-    """The frames of one byte range of a file, as a whole-file scan would find them.
+def range_batches(f, piece: Piece, options: ScanOptions, *, batch_bytes: int = BATCH_BYTES,
+                  lead_in: int = LEAD_IN_BYTES) -> Iterator[FrameBatch]:
+    """The frames of one byte range of a file, as a whole-file scan with ``options``
+    (their ``collections`` decided) would find them.
 
     The range owns the frames that start in ``[anchor(lo), anchor(hi))`` (``anchor``).
     It walks the chain from ``anchor(lo)`` and must arrive exactly at ``anchor(hi)``:
@@ -166,19 +166,19 @@ def range_batches(f, piece: Piece, *, names, collections: bool, errors: str,
     arrives elsewhere (values holding valid-looking frames across a cut, beyond the
     lead-in), ``DcpFormatError`` says so rather than yield a frame twice or not at all.
     """
+    collections, largest = bool(options.collections), options.max_frame_size
     lo = anchor(f, piece.lo, piece.size, collections=collections, lead_in=lead_in,
-                 max_frame_size=max_frame_size)
+                max_frame_size=largest)
     hi = anchor(f, piece.hi, piece.size, collections=collections, lead_in=lead_in,
-                 max_frame_size=max_frame_size)
+                max_frame_size=largest)
     if hi < lo:
         raise DcpFormatError(hi, text("range_overlaps", uri=piece.uri, lo=piece.lo,
                                       hi=piece.hi, anchor=lo))
     if lo == hi:
         return
-    names = tuple(names) if "offset" in names else ("offset", *names)
-    for batch, consumed, pending in chain(
-            f, lo, piece.size, stop=hi, names=names, collections=collections, errors=errors,
-            unverified=False, batch_bytes=batch_bytes, max_frame_size=max_frame_size):
+    options = options.with_columns("offset")
+    for batch, consumed, pending in chain(f, lo, piece.size, options, stop=hi,
+                                          unverified=False, batch_bytes=batch_bytes):
         offsets = batch["offset"]
         k = int(np.searchsorted(offsets, hi))
         if k:

@@ -5,7 +5,8 @@ A stream read in chunks leaves, at the end of each chunk, an incomplete frame (t
 frame found by resynchronising whose believability the next chunk decides (the
 *unverified* flag). ``Resume`` holds both with the stream position of the tail, and
 whether keys carry collection ids once that is decided. ``iter_batches``, the byte-range
-reader of ``io.ranges`` and the capture reader each feed it their own chunks.
+reader of ``io.ranges`` and the capture reader each feed it their own chunks, and hand it
+the function that scans a buffer (the core, or threads).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import protocol as P
-from ..batch import FrameBatch, byte_view, scan_view
+from ..batch import FrameBatch, Scanner, scan_view
+from ..buffers import byte_view
+from ..options import ScanOptions
 
 _EMPTY = np.empty(0, np.uint8)
 
@@ -30,26 +33,22 @@ class Resume:
 
     ``scan(buf, final=...)`` takes a buffer that starts with the tail (at stream position
     ``base``) and continues with the chunk's new bytes; it returns the batch of its frames
-    and keeps what the scan left for the next call. ``collections=None`` is decided on the
-    first buffer scanned.
+    and keeps what the scan left for the next call. ``options.collections=None`` is
+    decided on the first buffer scanned. ``scanner`` scans each buffer (None: the core,
+    one thread).
     """
 
-    def __init__(self, *, collections: bool | None, columns, errors: str,
-                 max_frame_size: int, binary_views: bool = False, base: int = 0,
-                 unverified: bool = False, threads: int = 1):
-        self.collections = collections
-        self.columns = columns
-        self.errors = errors
-        self.max_frame_size = max_frame_size
-        self.binary_views = binary_views
+    def __init__(self, options: ScanOptions, *, base: int = 0, unverified: bool = False,
+                 scanner: Scanner | None = None):
+        #: The scan's options (``collections`` decided by the first scan).
+        self.options = options
         #: Stream position of ``tail[0]``: where the next buffer starts.
         self.base = base
         #: The unconsumed end of the last buffer scanned (an incomplete frame).
         self.tail = _EMPTY
         #: Skip mode: the frame at ``base`` was found by resynchronising and awaits checks.
         self.unverified = unverified
-        #: Threads that decode a large buffer (``batch.scan``).
-        self.threads = threads
+        self.scanner = scanner
 
     @property
     def reached(self) -> int:
@@ -73,13 +72,12 @@ class Resume:
              errors: str | None = None) -> FrameBatch:
         """The frames of ``buf`` (the tail, then new bytes); ``final``: the stream ends
         with it. ``errors`` overrides the error mode for this one scan."""
+        options = self.options if errors is None else self.options.but(errors=errors)
         batch, self.unverified = scan_view(
-            buf, byte_view(buf), start=0, collections=self.collections,
-            columns=self.columns, errors=self.errors if errors is None else errors,
-            max_frames=max_frames, max_frame_size=self.max_frame_size, base_offset=self.base,
-            final=final, unverified=self.unverified, binary_views=self.binary_views,
-            threads=self.threads)
-        self.collections = batch.collections
+            buf, byte_view(buf), options, max_frames=max_frames, base_offset=self.base,
+            final=final, unverified=self.unverified, scanner=self.scanner)
+        if self.options.collections is None:
+            self.options = self.options.but(collections=batch.collections)
         self.tail = buf[batch.consumed:]
         self.base += batch.consumed
         return batch

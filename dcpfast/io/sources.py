@@ -21,11 +21,13 @@ import stat
 
 import numpy as np
 
-from ..batch import byte_view, recycled
+from ..buffers import byte_view, recycled
+from ..pool import parts_for, run
 from .compression import DecodedStream, read_into, zero_for
-from .parallel import parts_for, run
 
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)   # drops a mapping's pages, not its data
+#: Bytes a thread reads at least: a smaller read is one thread's.
+READ_SHARE_BYTES = 4 << 20
 #: Smallest ``batch_bytes`` for which ``iter_batches(..., memory_map=True)`` maps a regular
 #: file rather than read it: a smaller window costs more to map than to copy, and a process
 #: has a limited number of maps (each batch holds one).
@@ -90,7 +92,7 @@ def read_at(fileno: int, buf, position: int, threads: int = 1) -> int:
     ``position``, by up to ``threads`` threads, each reading its share at its position;
     returns how many bytes were read before the first short share (a file that shrank)."""
     size = len(buf)
-    shares = parts_for(size, threads)
+    shares = parts_for(size, threads, READ_SHARE_BYTES)
     cuts = [size * k // shares for k in range(shares + 1)]
     view = memoryview(buf)
 

@@ -18,12 +18,12 @@ import pyarrow as pa
 
 from .. import protocol as P
 from .. import schema as S
-from ..batch import FrameBatch
-from ..content.values import text_or_null, values
+from ..batch import FrameBatch, binary_of, validity_of
 from ..errors import DcpFormatError
-from ..io import iter_batches
+from ..io.dumps import iter_batches
 from ..io.ranges import BATCH_BYTES
-from .schema import arrow_schema
+from ..values import text_or_null, values
+from .schema import spark_arrow_schema
 
 log = logging.getLogger("dcpfast.spark")
 
@@ -41,11 +41,11 @@ def scanner_columns(names) -> list[str]:
 def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
                     errors: str = "strict"):
     """The frames of ``batch`` as a ``pyarrow.RecordBatch`` of ``schema``
-    (from ``arrow_schema``), with ``source`` as the provenance of every row."""
+    (from ``spark_arrow_schema``), with ``source`` as the provenance of every row."""
     n = len(batch)
     body = keys = None
     arrays = []
-    validity = batch.validity_buffers()   # columns carried by the same kinds share one
+    validity = validity_of(batch)   # columns carried by the same kinds share one
 
     for field in schema:
         name = field.name
@@ -73,7 +73,7 @@ def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
 def _binary(batch: FrameBatch, name: str, validity):
     """The ``key`` or ``value`` column as ``binary`` (a batch holds well under 2 GiB)."""
     off, length = S.BINARY[name]
-    column = batch.binary_array(off, length, validity(off))
+    column = binary_of(batch, off, length, validity(off))
     return column if column.type == pa.binary() else column.cast(pa.binary())
 
 
@@ -167,10 +167,10 @@ def decode_arrow(batches, *, columns=None, values: bool = False, errors: str = "
                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> Iterator:
     """``mapInArrow`` function: rows of ``binaryFile`` (``path``, ``content``) to frames.
 
-    Use with ``arrow_schema``'s Spark twin: ``df.mapInArrow(decode_arrow, SCHEMA)``; for
+    Use with ``spark_arrow_schema``'s Spark twin: ``df.mapInArrow(decode_arrow, SCHEMA)``; for
     other options bind them with ``functools.partial`` and pass ``spark_schema(...)``.
     """
-    schema = arrow_schema(columns, values)
+    schema = spark_arrow_schema(columns, values)
     for rb in batches:
         contents = rb.column("content")
         paths = rb.column("path") if "path" in rb.schema.names else None
@@ -192,7 +192,7 @@ def decode_pandas(frames, *, columns=None, values: bool = False, errors: str = "
     ``df.mapInPandas(decode_pandas, SCHEMA)``. Integer columns use pandas' nullable
     dtypes, so 64-bit values and nulls survive the trip through pandas.
     """
-    schema = arrow_schema(columns, values)
+    schema = spark_arrow_schema(columns, values)
     for pdf in frames:
         paths = pdf["path"] if "path" in pdf.columns else [None] * len(pdf)
         for source, content in zip(paths, pdf["content"]):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +22,7 @@ from .. import protocol as P
 from .. import schema as S
 from ..errors import text
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, Piece
+from ..options import ScanOptions
 from .convert import Skipped, noted, scanner_columns, to_record_batch
 from .source import piece_batches, source_name, where_in
 
@@ -102,9 +102,9 @@ class TaskWriter:
         self.store, self.directory, self.prefix, self.schema = store, directory, prefix, schema
         self.columns = partition_columns(partition_by, schema.names)
         self.errors = errors
-        self.options: dict[str, Any] = dict(
-            collections=collections, errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
-            max_frame_size=max_frame_size)
+        self.options = ScanOptions.of(collections=collections, errors=errors,
+                                      max_frame_size=max_frame_size)
+        self.batch_bytes, self.lead_in = batch_bytes, lead_in
         self.flush_bytes, self.compression = flush_bytes, compression
         self.partitions = _Partitions(self.columns)
         self.files: list[tuple[str, int, int]] = []
@@ -141,7 +141,8 @@ class TaskWriter:
         whatever the errors mode (skip mode steps over damaged bytes, not over files it
         cannot open)."""
         try:
-            yield from piece_batches(piece, names, **self.options)
+            yield from piece_batches(piece, self.options.but(columns=S.resolve(names)),
+                                     batch_bytes=self.batch_bytes, lead_in=self.lead_in)
         except OSError as e:
             raise OSError(text("unreadable", source=piece.uri,
                                reason=e.strerror or e)) from e

@@ -27,7 +27,6 @@ DEFAULT = ("offset", "opcode", "datatype", "vbucket", "cas", "collection_id", "b
 #: Scanner columns that every frame carries, whatever the kind and the collections mode.
 _ALWAYS = frozenset(n for n in S.NAMES if n != "stream_id" and all(
     S.validity_table(n, c) is None for c in (False, True)))
-ERRORS = ("strict", "skip")
 
 
 def output_columns(columns: Sequence[str] | str | None = None, values: bool = False
@@ -54,7 +53,7 @@ def output_columns(columns: Sequence[str] | str | None = None, values: bool = Fa
     return tuple(c for c in everything if c in columns)
 
 
-def arrow_schema(columns: Sequence[str] | str | None = None, values: bool = False):
+def spark_arrow_schema(columns: Sequence[str] | str | None = None, values: bool = False):
     """The Arrow schema of the batches handed to Spark (signed types). The header columns
     every frame carries are not nullable, which spares Spark a null check per value."""
 
@@ -72,10 +71,10 @@ def arrow_schema(columns: Sequence[str] | str | None = None, values: bool = Fals
 
 
 def spark_schema(columns: Sequence[str] | str | None = None, values: bool = False):
-    """The Spark ``StructType`` matching ``arrow_schema`` exactly."""
+    """The Spark ``StructType`` matching ``spark_arrow_schema`` exactly."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(arrow_schema(columns, values))
+    return from_arrow_schema(spark_arrow_schema(columns, values))
 
 
 def unsigned(column):

@@ -20,12 +20,12 @@ import time
 from collections.abc import Sequence
 
 from .. import protocol as P
-from ..capture import is_capture
-from ..errors import text
+from ..errors import checked_mode, text
+from ..io.dumps import is_capture
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan
 from . import output
 from .parquet import TaskWriter, partition_columns
-from .schema import ERRORS, arrow_schema
+from .schema import spark_arrow_schema
 from .source import compressed, filesystem, list_files, parallelism, registered
 
 log = logging.getLogger("dcpfast.spark")
@@ -77,7 +77,7 @@ def _sink_classes():
             store, _ = filesystem(self.out)
             writer = TaskWriter(store, f"{output.staging(self.out, self.job)}/{attempt}",
                                 f"part-{task.partitionId():05d}-{self.job}",
-                                arrow_schema(self.columns, self.values), self.partition_by,
+                                spark_arrow_schema(self.columns, self.values), self.partition_by,
                                 collections=self.collections, errors=self.errors,
                                 **self.sizes)
             for piece in pieces:
@@ -176,9 +176,8 @@ def check_inputs(inputs: Sequence[str]) -> list[tuple[str, int]]:
 
 def checked(columns, values: bool, partition_by: Sequence[str], errors: str):
     """The schema and the partition columns of a job, its arguments checked."""
-    if errors not in ERRORS:
-        raise ValueError(f"errors must be one of {ERRORS}, not {errors!r}")
-    schema = arrow_schema(columns, values)
+    checked_mode(errors)
+    schema = spark_arrow_schema(columns, values)
     return schema, partition_columns(partition_by, schema.names)
 
 

@@ -21,14 +21,15 @@ import weakref
 from collections.abc import Iterator, Sequence
 
 from .. import protocol as P
-from ..batch import FrameBatch, scan
-from ..capture import is_capture
-from ..errors import DcpFormatError, text
-from ..io import SNIFF_BYTES, compression, iter_batches
+from ..batch import FrameBatch
+from ..errors import DcpFormatError, checked_mode, text
+from ..io.compression import codec_of
+from ..io.dumps import is_capture, iter_batches, scan
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan, range_batches
+from ..options import SNIFF_BYTES, ScanOptions
 from .convert import decode_arrow, decode_pandas, noted, reported, scanner_columns, to_record_batch
 from .filters import condition, keep, wanted
-from .schema import ERRORS, output_columns, spark_schema
+from .schema import output_columns, spark_schema
 
 
 def filesystem(uri: str):
@@ -79,7 +80,7 @@ def compressed(uri: str) -> bool:
     """Whether a file starts with a compression magic number (then it is read whole)."""
     store, where = filesystem(uri)
     with store.open_input_file(where) as f:
-        return compression(bytes(f.read_at(64, 0))) is not None
+        return codec_of(bytes(f.read_at(64, 0))) is not None
 
 
 def _sniff(f, size: int) -> bool:
@@ -87,11 +88,11 @@ def _sniff(f, size: int) -> bool:
     return scan(head, columns=("offset",), max_frames=0).collections
 
 
-def piece_batches(piece: Piece, names, *, collections: bool | None, errors: str,
-                  batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
-                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> Iterator[FrameBatch]:
-    """The frames of one piece of a file as batches of the scanner columns ``names``: a
-    whole file streamed (``iter_batches``), a byte range anchored (``range_batches``).
+def piece_batches(piece: Piece, options: ScanOptions, *, batch_bytes: int = BATCH_BYTES,
+                  lead_in: int = LEAD_IN_BYTES) -> Iterator[FrameBatch]:
+    """The frames of one piece of a file as ``options`` ask (one thread: Spark runs a task
+    per core): a whole file streamed (``iter_batches``), a byte range anchored
+    (``range_batches``).
 
     A packet capture is refused with a ``DcpFormatError`` at byte 0 that says so, in
     either errors mode: skip mode would otherwise drop the whole file as damage.
@@ -104,18 +105,16 @@ def piece_batches(piece: Piece, names, *, collections: bool | None, errors: str,
         local = store.type_name == "local"  # a path: iter_batches reads it itself
         with contextlib.nullcontext(where) if local else \
                 store.open_input_stream(where) as f:
-            # one thread: Spark runs a task per core
-            yield from iter_batches(f, batch_bytes, collections=collections, columns=names,
-                                    errors=errors, max_frame_size=max_frame_size, threads=1)
+            yield from iter_batches(f, batch_bytes, collections=options.collections,
+                                    columns=options.columns, errors=options.errors,
+                                    max_frame_size=options.max_frame_size, threads=1)
         return
     with store.open_input_file(where) as f:
         if piece.lo == 0:
             _refuse_capture(f, piece)
-        if collections is None:
-            collections = _sniff(f, piece.size)
-        yield from range_batches(f, piece, names=names, collections=collections,
-                                 errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
-                                 max_frame_size=max_frame_size)
+        if options.collections is None:
+            options = options.but(collections=_sniff(f, piece.size))
+        yield from range_batches(f, piece, options, batch_bytes=batch_bytes, lead_in=lead_in)
 
 
 def _refuse_capture(f, piece: Piece) -> None:
@@ -136,9 +135,9 @@ def read_piece(piece: Piece, schema, *, collections: bool | None, errors: str,
     source = source_name(piece.uri)
     names = scanner_columns([*schema.names, *wanted(conditions)])
     with noted(where_in(piece)):
-        batches = piece_batches(piece, names, collections=collections, errors=errors,
-                                batch_bytes=batch_bytes, lead_in=lead_in,
-                                max_frame_size=max_frame_size)
+        options = ScanOptions.of(collections=collections, columns=names, errors=errors,
+                                 max_frame_size=max_frame_size)
+        batches = piece_batches(piece, options, batch_bytes=batch_bytes, lead_in=lead_in)
         for fb in reported(batches, where_in(piece)):
             if conditions:
                 fb = fb.filter(keep(fb, conditions))
@@ -214,8 +213,7 @@ def _datasource_classes():
             self.paths = _paths(options)
             self.schema = to_arrow_schema(schema, timezone="UTC")
             self.errors = _option(options, "errors", "strict")
-            if self.errors not in ERRORS:
-                raise ValueError(f"option errors must be one of {ERRORS}, not {self.errors!r}")
+            checked_mode(self.errors, name="option errors")
             self.collections = _option(options, "collections", None, bool)
             self.partition_bytes = _byte_size(_option(options, "partitionBytes",
                                                       PARTITION_BYTES))
@@ -319,8 +317,7 @@ def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: b
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
-    if errors not in ERRORS:
-        raise ValueError(f"errors must be one of {ERRORS}, not {errors!r}")
+    checked_mode(errors)
     paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else \
         [os.fspath(p) for p in path]
     if isinstance(columns, str):

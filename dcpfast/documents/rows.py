@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ... import protocol as P
-from ...batch import FrameBatch
+from .. import arrow
+from .. import protocol as P
+from ..batch import FrameBatch, kinds_of, view_of
 from ..events import system_events
 
 MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT, ADVANCE, MARKER, OSO, \
@@ -174,7 +175,7 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> R
                          "scanned without them")
     magic = batch["magic"]
     requests = (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
-    what_all = WHAT_OF_KIND[batch.kinds]
+    what_all = WHAT_OF_KIND[kinds_of(batch)]
     at = np.flatnonzero(requests & (what_all != 255))
     what = what_all[at]
 
@@ -198,9 +199,9 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> R
         cid[rows] = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
     docs = what < DOCUMENTS
     doc_rows = at[docs]
-    keyed = FrameBatch(**{**batch.state(), "kinds": batch.kinds[doc_rows], "views": None,
-                          "arrays": {n: batch[n][doc_rows] for n in ("key_offset", "key_len")}})
-    key = keyed.binary_array("key_offset", "key_len", [None]).cast(pa.large_binary())
+    key = arrow.binary(view_of(batch), arrow.positions(batch["key_offset"][doc_rows],
+                                                        batch.base_offset),
+                       batch["key_len"][doc_rows], [None]).cast(pa.large_binary())
     body = xattrs = None
     value_at = np.full(len(doc_rows), -1, np.int64)
     if values:
@@ -211,7 +212,7 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> R
         seqno=col("by_seqno"), prepared=col("prepared_seqno"), rev=col("rev_seqno"),
         cas=col("cas"), flags=col("flags"), expiration=col("expiration"),
         datatype=col("datatype"), delete_time=col("delete_time"),
-        timed_delete=_DELETE_TIMES[batch.kinds[at]], deleted=col("deleted") != 0, cid=cid,
+        timed_delete=_DELETE_TIMES[kinds_of(batch)[at]], deleted=col("deleted") != 0, cid=cid,
         clear=clear, snap_start=col("snap_start"), snap_end=col("snap_end"),
         oso=col("oso_flags"), rolled=np.zeros(len(at), bool), offset=col("offset"),
         length=col("body_len", np.uint64) + np.uint64(P.HEADER_SIZE),

@@ -18,12 +18,13 @@ import heapq
 import numpy as np
 
 from .. import _core as core
-from .. import packets as P
+from .. import packets as PK
 from .. import protocol
-from .. import schema as S
-from ..batch import byte_view, scan_view
+from ..batch import keep_columns, scan_view
+from ..buffers import byte_view
 from ..errors import DcpFormatError, SkippedRegion, text
 from ..io.resume import Resume
+from ..options import SNIFF_BYTES, ScanOptions
 from .batch import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, Connection
 
 #: Out-of-order bytes held per direction before the hole in front of them is a gap.
@@ -34,8 +35,6 @@ HELD_SEGMENT_COST = 1024
 #: Out-of-order bytes held by all the directions of a capture together (counted as for
 #: ``REORDER_WINDOW``); past it, the direction taking a segment gives up its holes.
 REORDER_BUDGET = 256 * 1024 * 1024
-#: Bytes of a direction gathered before ``collections=None`` is decided for it.
-SNIFF_BYTES = 1024 * 1024
 
 
 class Span:
@@ -109,7 +108,7 @@ class Direction:
     the previous scan left (an incomplete frame).
     """
 
-    def __init__(self, key: bytes, dport: int, closed, *, ports, options: dict,
+    def __init__(self, key: bytes, dport: int, closed, *, ports, options: ScanOptions,
                  counters: dict, held: Held):
         sport = int.from_bytes(key[32:34], "big")
         self.connection = Connection(_address(key, 0), sport, _address(key, 16), dport,
@@ -126,14 +125,10 @@ class Direction:
         #: What they count against ``REORDER_WINDOW``.
         self.pending_bytes = 0
         self.arrivals = 0              # segments (runs) taken so far: their arrival order
-        columns = options["columns"]
         #: The scan's state between flushes: the unscanned tail, its offset, and whether
-        #: the next scan starts at no known frame boundary.
-        self.resume = Resume(
-            collections=options["collections"], errors=options["errors"],
-            max_frame_size=options["max_frame_size"],
-            columns=None if columns is None else
-            tuple(dict.fromkeys((*S.resolve(columns), "offset", "body_len"))))
+        #: the next scan starts at no known frame boundary (one thread: the capture's
+        #: directions are scanned in turn, each a step's bytes).
+        self.resume = Resume(options.with_columns("offset", "body_len").but(threads=1))
         self.tail_ends = np.empty(0, np.int64)     # where the tail's packets end ...
         self.tail_ts = np.empty(0, np.int64)       # ... and their capture times
         self.resync = False          # looking for the first frame after a gap or mid-stream
@@ -145,7 +140,7 @@ class Direction:
         """Stream offsets of 32-bit sequence numbers, unwrapped around ``next``."""
         assert self.origin is not None
         rel = (seqs.astype(np.uint32) - np.uint32(self.origin)).astype(np.uint32)
-        delta = (rel - np.uint32(self.next & P.TCP_SEQ_MASK)).view(np.int32)
+        delta = (rel - np.uint32(self.next & PK.TCP_SEQ_MASK)).view(np.int32)
         return self.next + delta.astype(np.int64)
 
     def finished(self) -> bool:
@@ -285,16 +280,16 @@ class Direction:
         ends = np.concatenate([self.tail_ends, *(s.ends for s in spans)])
         stamps = np.concatenate([self.tail_ts, *(s.ts for s in spans)])
         base, ended = resume.base, final or gap is not None
-        if resume.collections is None and not ended and size < SNIFF_BYTES:
+        if resume.options.collections is None and not ended and size < SNIFF_BYTES:
             resume.tail, self.tail_ends, self.tail_ts = buf, ends, stamps   # decide later
             return
-        if resume.collections is None:
-            resume.collections = self._sniff(buf, ended)
-        skip = opts["errors"] == "skip" or self.resync
+        if resume.options.collections is None:
+            resume.options = resume.options.but(collections=self._sniff(buf, ended))
+        skip = opts.errors == "skip" or self.resync
         batch = resume.scan(buf, final=ended and skip, errors="skip" if skip else "strict")
         if self.resync and len(batch):
             self.resync = False
-            if opts["errors"] == "strict":
+            if opts.errors == "strict":
                 first = int(batch["offset"][0])
                 for region in batch.errors:
                     if region.offset > first:
@@ -322,8 +317,8 @@ class Direction:
         frame_ends = batch["offset"].astype(np.int64) + protocol.HEADER_SIZE + batch["body_len"]
         times = stamps[np.searchsorted(ends, frame_ends - 1, side="right")] \
             if len(batch) else np.empty(0, np.int64)
-        if opts["columns"] is not None:
-            batch.keep_columns(S.resolve(opts["columns"]))
+        if opts.columns != resume.options.columns:
+            keep_columns(batch, opts.columns)
         yield CaptureBatch(batch, self.connection, times)
 
     def _sniff(self, buf, ended) -> bool:
@@ -331,9 +326,8 @@ class Direction:
         bytes before it when the stream was joined mid-way)."""
         first = 0
         if self.resume.unverified:
-            probe, _ = scan_view(buf, byte_view(buf), start=0, collections=False,
-                                 columns=("offset",), errors="skip", max_frames=1,
-                                 max_frame_size=self.options["max_frame_size"],
-                                 base_offset=0, final=ended, unverified=True)
+            probe, _ = scan_view(buf, byte_view(buf), ScanOptions(
+                False, ("offset",), "skip", self.options.max_frame_size), max_frames=1,
+                final=ended, unverified=True)
             first = int(probe["offset"][0]) if len(probe) else len(buf)
         return bool(core.scan.sniff_collections(byte_view(buf), first))

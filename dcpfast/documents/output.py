@@ -9,11 +9,11 @@ import json
 
 import numpy as np
 
-from ...errors import SkippedRegion
+from ..errors import SkippedRegion
 from ..events import Manifest
 from ..values import text_or_null
 from .rows import COMMIT, MUTATION
-from .versions import ALIVE, DISCARDED, Versions
+from .versions import ALIVE, DISCARDED, Versions, tombstones
 
 #: The schema metadata key of the state's metadata (JSON).
 METADATA_KEY = b"dcpfast.state"
@@ -96,7 +96,7 @@ def table(versions: Versions | None, manifest: Manifest, *, values: bool, histor
         rows = versions.take(order, arrow=())
         keep = np.ones(len(order), bool)
         if not include_deleted:
-            keep &= ~_tombstones(rows)
+            keep &= ~tombstones(rows)
         if collections is not None:
             keep &= _wanted(rows["cid"], manifest, collections)
         validity = _validity(rows, same) if history else {}
@@ -133,16 +133,9 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
         "cas": versions["cas"],
         "flags": pa.array(versions["flags"], mask=~carries_flags),
         "expiration": pa.array(versions["expiration"], mask=~carries_flags),
-        "datatype": versions["datatype"], "deleted": _tombstones(versions),
+        "datatype": versions["datatype"], "deleted": tombstones(versions),
         "delete_time": pa.array(versions["delete_time"], mask=~versions["timed_delete"]),
     }
-
-
-def _tombstones(versions: Versions) -> np.ndarray:
-    from .rows import DELETION, EXPIRATION
-
-    what = versions["what"]
-    return (what == DELETION) | (what == EXPIRATION) | versions["deleted"]
 
 
 def _validity(versions: Versions, same: np.ndarray) -> dict:

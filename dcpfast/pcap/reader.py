@@ -15,22 +15,22 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from .. import _core as core
-from .. import packets as P
+from .. import packets as PK
 from .. import protocol
-from ..batch import recycled
+from ..buffers import recycled
 from ..errors import CaptureFormatError, Reporter, SkippedRegion, describe, text
-from ..io import is_capture
 from ..io.compression import read_into, zero_for
-from ..io.dumps import MIN_BATCH_BYTES
+from ..io.dumps import MIN_BATCH_BYTES, is_capture
 from ..io.sources import checked_size
+from ..options import ScanOptions
 from .batch import CaptureBatch
 from .reassembly import Direction, Held
 
 #: Capture bytes read per step. Each step's reassembled bytes are scanned while they are
 #: still in the CPU cache, which makes steps of a few MiB faster than larger ones.
-DEFAULT_BATCH_BYTES = 8 * 1024 * 1024
+CAPTURE_BATCH_BYTES = 8 * 1024 * 1024
 _ROWS = 1 << 14                # TCP segments per walker call
-_CONTROL = P.TCP_SYN | P.TCP_FIN | P.TCP_RST
+_CONTROL = PK.TCP_SYN | PK.TCP_FIN | PK.TCP_RST
 _CLOSED_MEMORY = 4096          # finished directions remembered to drop late retransmissions
 _NO_LINK = -1                  # the link type of a damaged interface block: none is read
 #: Connection directions open at once; past it, the least recently active one is closed
@@ -40,9 +40,9 @@ MAX_DIRECTIONS = 1 << 16
 MAX_PROBLEMS = 1000
 
 
-def read_pcap(source, ports: int | Iterable[int] = (P.DCP_PORT,), *,
+def read_pcap(source, ports: int | Iterable[int] = (PK.DCP_PORT,), *,
               collections: bool | None = None, columns=None,
-              errors: str = "skip", batch_bytes: int = DEFAULT_BATCH_BYTES,
+              errors: str = "skip", batch_bytes: int = CAPTURE_BATCH_BYTES,
               max_frame_size: int = protocol.DEFAULT_MAX_FRAME_SIZE) -> CaptureReader:
     """Decode the DCP traffic of a pcap or pcapng capture, one connection direction a batch.
 
@@ -78,23 +78,22 @@ class CaptureReader(Iterator):
     def __init__(self, source, ports, *, collections, columns, errors, batch_bytes,
                  max_frame_size):
         ports = tuple(int(p) for p in ((ports,) if isinstance(ports, int) else ports))
-        if P.DCP_TLS_PORT in ports:
-            raise ValueError(f"port {P.DCP_TLS_PORT} carries TLS: encrypted DCP cannot be "
-                             f"decoded from a capture (capture port {P.DCP_PORT}, or decrypt "
+        if PK.DCP_TLS_PORT in ports:
+            raise ValueError(f"port {PK.DCP_TLS_PORT} carries TLS: encrypted DCP cannot be "
+                             f"decoded from a capture (capture port {PK.DCP_PORT}, or decrypt "
                              "first)")
         if not ports or not all(0 < p < 65536 for p in ports):
             raise ValueError(f"ports must be TCP port numbers, not {ports!r}")
-        if errors not in ("strict", "skip"):
-            raise ValueError(f"errors must be 'strict' or 'skip', not {errors!r}")
+        options = ScanOptions.of(collections=collections, columns=columns, errors=errors,
+                                 max_frame_size=max_frame_size)
         batch_bytes = checked_size("batch_bytes", batch_bytes, MIN_BATCH_BYTES)
         self.ports = ports
         self.counters = dict.fromkeys(
-            P.WALK_COUNTERS + ("other_ports", "gaps", "damaged_blocks"), 0)
+            PK.WALK_COUNTERS + ("other_ports", "gaps", "damaged_blocks"), 0)
         self.problems: list[SkippedRegion] = []
         self.problems_not_listed = 0
         self._damage = Reporter(errors, self.problems, CaptureFormatError)
-        self._options = dict(collections=collections, columns=columns, errors=errors,
-                             max_frame_size=max_frame_size)
+        self._options = options
         self._batch_bytes = batch_bytes
         self._tls_warned = False
         self._gen = self._run(source)
@@ -118,25 +117,25 @@ class CaptureReader(Iterator):
 
     def _read(self, f):
         reader = _Chunks(f, self._batch_bytes)
-        buf = reader.next(P.PCAP_HEADER_SIZE)
+        buf = reader.next(PK.PCAP_HEADER_SIZE)
         if not is_capture(bytes(buf[:4])):
             raise CaptureFormatError(0, text("not_a_capture"))
         self._directions: dict[bytes, Direction] = {}      # least recently active first
         self._closed: dict[bytes, tuple[int, int]] = {}
         self._held = Held()
-        cols = (np.empty(_ROWS, np.int64), np.empty((_ROWS, P.CONNECTION_KEY_SIZE), np.uint8),
+        cols = (np.empty(_ROWS, np.int64), np.empty((_ROWS, PK.CONNECTION_KEY_SIZE), np.uint8),
                 np.empty(_ROWS, np.uint32), np.empty(_ROWS, np.uint8),
                 np.empty(_ROWS, np.int64), np.empty(_ROWS, np.int32))
-        counters = np.zeros(len(P.WALK_COUNTERS), np.int64)
+        counters = np.zeros(len(PK.WALK_COUNTERS), np.int64)
         magic = int.from_bytes(bytes(buf[:4]), "little")
-        fmt, pos = (1, 0) if magic == P.PCAPNG_SECTION else (0, P.PCAP_HEADER_SIZE)
+        fmt, pos = (1, 0) if magic == PK.PCAPNG_SECTION else (0, PK.PCAP_HEADER_SIZE)
         self._big, self._links, self._tsres, self._tsoff = False, [], [], []
         if fmt == 0:
-            if len(buf) < P.PCAP_HEADER_SIZE:
+            if len(buf) < PK.PCAP_HEADER_SIZE:
                 raise CaptureFormatError(0, text("pcap_header_cut"))
-            self._big = magic not in (P.PCAP_MAGIC_US, P.PCAP_MAGIC_NS)
+            self._big = magic not in (PK.PCAP_MAGIC_US, PK.PCAP_MAGIC_NS)
             order = "big" if self._big else "little"
-            nanos = int.from_bytes(bytes(buf[:4]), order) == P.PCAP_MAGIC_NS
+            nanos = int.from_bytes(bytes(buf[:4]), order) == PK.PCAP_MAGIC_NS
             self._links = [int.from_bytes(bytes(buf[20:24]), order) & 0xFFFF]
             self._tsres, self._tsoff = [9 if nanos else 6], [0]
         try:
@@ -147,28 +146,28 @@ class CaptureReader(Iterator):
                     *cols, counters)
                 if n:
                     yield from self._segments(buf, *(c[:n] for c in cols))
-                if status == P.WalkStatus.FULL:
+                if status == PK.WalkStatus.FULL:
                     continue
-                if status == P.WalkStatus.BLOCK:
+                if status == PK.WalkStatus.BLOCK:
                     got = self._block(buf, pos, reader)
                     if got == -1:
                         break
                     if got is not None:
                         pos = got
                         continue
-                elif status == P.WalkStatus.SKIP:         # one damaged block: step over it
+                elif status == PK.WalkStatus.SKIP:         # one damaged block: step over it
                     length = int.from_bytes(bytes(buf[pos + 4:pos + 8]),
                                             "big" if self._big else "little")
                     self.counters["damaged_blocks"] += 1
                     if len(self.problems) < MAX_PROBLEMS or self._damage.mode == "strict":
                         self._damage.report(reader.offset(pos), length,
-                                            describe(P.CaptureProblem(detail)))
+                                            describe(PK.CaptureProblem(detail)))
                     else:
                         self.problems_not_listed += 1
                     pos += length
                     continue
-                elif status == P.WalkStatus.BAD:
-                    self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem(detail)))
+                elif status == PK.WalkStatus.BAD:
+                    self._damage.report(reader.offset(pos), 0, describe(PK.CaptureProblem(detail)))
                     break
                 # the end of the chunk, or a record that continues past it
                 yield from self._flush_all(final=False)
@@ -179,7 +178,7 @@ class CaptureReader(Iterator):
                     break
                 buf, pos = reader.more(buf, pos), 0
         finally:
-            for name, value in zip(P.WALK_COUNTERS, counters.tolist()):
+            for name, value in zip(PK.WALK_COUNTERS, counters.tolist()):
                 self.counters[name] = value
         yield from self._flush_all(final=True)
 
@@ -189,29 +188,29 @@ class CaptureReader(Iterator):
         head = bytes(buf[pos:pos + 12])
         if len(head) < 12:
             return None
-        if int.from_bytes(head[:4], "little") == P.PCAPNG_SECTION:
+        if int.from_bytes(head[:4], "little") == PK.PCAPNG_SECTION:
             bom = int.from_bytes(head[8:12], "little")
-            if bom not in (P.PCAPNG_BYTE_ORDER, int.from_bytes(
-                    P.PCAPNG_BYTE_ORDER.to_bytes(4, "little"), "big")):
+            if bom not in (PK.PCAPNG_BYTE_ORDER, int.from_bytes(
+                    PK.PCAPNG_BYTE_ORDER.to_bytes(4, "little"), "big")):
                 self._damage.report(reader.offset(pos), 0, text("pcapng_byte_order"))
                 return -1
-            self._big = bom != P.PCAPNG_BYTE_ORDER
+            self._big = bom != PK.PCAPNG_BYTE_ORDER
             self._links, self._tsres, self._tsoff = [], [], []
         order = "big" if self._big else "little"
         length = int.from_bytes(head[4:8], order)
-        if length < 12 or length % 4 or length > P.MAX_CAPTURE_RECORD:
-            self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem.BLOCK_LENGTH))
+        if length < 12 or length % 4 or length > PK.MAX_CAPTURE_RECORD:
+            self._damage.report(reader.offset(pos), 0, describe(PK.CaptureProblem.BLOCK_LENGTH))
             return -1
         if len(buf) - pos < length:
             return None
         block = bytes(buf[pos:pos + length])
         if int.from_bytes(block[-4:], order) != length:
-            self._damage.report(reader.offset(pos), 0, describe(P.CaptureProblem.BLOCK_TRAILER))
+            self._damage.report(reader.offset(pos), 0, describe(PK.CaptureProblem.BLOCK_TRAILER))
             return -1
-        if int.from_bytes(head[:4], order) == P.PCAPNG_INTERFACE:
+        if int.from_bytes(head[:4], order) == PK.PCAPNG_INTERFACE:
             if length < 20:       # it still numbers an interface: one whose packets are not read
                 self._damage.report(reader.offset(pos), length,
-                                    describe(P.CaptureProblem.BLOCK_LENGTH))
+                                    describe(PK.CaptureProblem.BLOCK_LENGTH))
                 self._links.append(_NO_LINK)
                 self._tsres.append(6)
                 self._tsoff.append(0)
@@ -220,12 +219,12 @@ class CaptureReader(Iterator):
             while at + 4 <= length - 4:
                 opt = int.from_bytes(block[at:at + 2], order)
                 size = int.from_bytes(block[at + 2:at + 4], order)
-                if opt == P.PCAPNG_OPT_END:
+                if opt == PK.PCAPNG_OPT_END:
                     break
                 value = block[at + 4:at + 4 + size]
-                if opt == P.PCAPNG_OPT_TSRESOL and size >= 1:
+                if opt == PK.PCAPNG_OPT_TSRESOL and size >= 1:
                     code = value[0]
-                elif opt == P.PCAPNG_OPT_TSOFFSET and size >= 8:
+                elif opt == PK.PCAPNG_OPT_TSOFFSET and size >= 8:
                     offset = int.from_bytes(value[:8], order, signed=True)
                 at += 4 + size + (-size % 4)
             self._links.append(int.from_bytes(block[8:10], order))
@@ -242,10 +241,10 @@ class CaptureReader(Iterator):
         mine = np.zeros(len(ts), bool)
         for port in self.ports:
             mine |= (dport == port) | (sport == port)
-        if not self._tls_warned and ((sport == P.DCP_TLS_PORT) |
-                                     (dport == P.DCP_TLS_PORT)).any():
+        if not self._tls_warned and ((sport == PK.DCP_TLS_PORT) |
+                                     (dport == PK.DCP_TLS_PORT)).any():
             self._tls_warned = True
-            warnings.warn(f"the capture holds TLS traffic on port {P.DCP_TLS_PORT}: it is "
+            warnings.warn(f"the capture holds TLS traffic on port {PK.DCP_TLS_PORT}: it is "
                           "encrypted and cannot be decoded", stacklevel=4)
         self.counters["other_ports"] += int(len(mine) - np.count_nonzero(mine))
         mine &= (lengths > 0) | ((flags & _CONTROL) != 0)      # pure ACKs carry nothing
@@ -293,21 +292,22 @@ class CaptureReader(Iterator):
         one = (np.array([ts], np.int64), np.array([seq], np.uint32),
                np.array([start], np.int64), np.array([length], np.int64))
         d = self._directions.get(key)
-        if flags & P.TCP_SYN:
-            if d is not None and d.origin is not None and d.origin != (seq + 1) & P.TCP_SEQ_MASK:
+        if flags & PK.TCP_SYN:
+            if d is not None and d.origin is not None and d.origin != (seq + 1) & PK.TCP_SEQ_MASK:
                 yield from self._close(key)            # the ports are reused: a new connection
                 d = None
             if d is None or d.origin is None:
                 d = self._direction(key, dport)
-                d.start((seq + 1) & P.TCP_SEQ_MASK)
-            one[1][0] = (seq + 1) & P.TCP_SEQ_MASK
+                d.start((seq + 1) & PK.TCP_SEQ_MASK)
+            one[1][0] = (seq + 1) & PK.TCP_SEQ_MASK
         d = self._direction(key, dport)
         d.data(buf, *one)
-        if flags & P.TCP_RST:
+        if flags & PK.TCP_RST:
             yield from self._close(key)
-        elif flags & P.TCP_FIN:
+        elif flags & PK.TCP_FIN:
             if d.origin is not None:
-                d.fin_at = int(d.offsets(np.array([(seq + length) & P.TCP_SEQ_MASK], np.uint32))[0])
+                end = np.array([(seq + length) & PK.TCP_SEQ_MASK], np.uint32)
+                d.fin_at = int(d.offsets(end)[0])
             if d.finished():
                 yield from self._close(key)
 
@@ -354,7 +354,7 @@ def _groups(keys) -> list[np.ndarray]:
         if (group == group[0]).all():
             checked.append(rows)
             continue
-        void = group.view(np.dtype((np.void, P.CONNECTION_KEY_SIZE))).ravel()
+        void = group.view(np.dtype((np.void, PK.CONNECTION_KEY_SIZE))).ravel()
         _, inverse = np.unique(void, return_inverse=True)
         checked += [rows[inverse == g] for g in range(inverse.max() + 1)]
     return checked

@@ -1,12 +1,5 @@
-"""Point-in-time document state rebuilt from a DCP stream: ``state`` gives one row per
-document (or per version, with ``history``) as of the end of the dump, a seqno or a time.
-
-``rows`` turns batches into the rows the engine reads, ``restarts`` places Stream Request
-responses on their streams, ``walk`` follows each stream (restart points, seqno order,
-cut points, snapshots), ``versions`` holds the documents' versions, ``engine`` ties them
-together and ``output`` builds the table and reads its metadata (``consistency``,
-``state_errors``).
-"""
+"""``state`` and ``StateBuilder``: the options checked, batches fed to the engine, the
+second pass for documents a restart makes current again, and the table."""
 
 from __future__ import annotations
 
@@ -18,12 +11,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...batch import FrameBatch
-from ...errors import DcpFormatError, Reporter, SkippedRegion, text
-from ...io import DEFAULT_BATCH_BYTES, iter_batches
+from ..batch import FrameBatch, parts_of
+from ..errors import DcpFormatError, Reporter, SkippedRegion, checked_mode, text
 from ..events import Manifest, system_events
+from ..io import DEFAULT_BATCH_BYTES
+from ..io.dumps import iter_batches
 from .engine import Engine
-from .output import METADATA_KEY, consistency, state_errors, state_schema, table
+from .output import table
 from .restarts import Placer
 from .rows import Rows, batch_rows, concat, sort, take
 from .segments import dense
@@ -33,10 +27,6 @@ from .versions import concat as concat_versions
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["METADATA_KEY", "StateBuilder", "consistency", "nanoseconds", "state",
-           "state_errors", "state_schema"]
-
-_ERRORS = ("strict", "skip")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _NO_LIMIT = np.uint64(2**64 - 1)
 
@@ -101,8 +91,7 @@ class StateBuilder:
     def __init__(self, *, at_seqno=None, at_time=None, include_deleted: bool = False,
                  values: bool = True, collections=None, errors: str = "strict",
                  history: bool = False, exact_units: Iterable[int] = ()):
-        if errors not in _ERRORS:
-            raise ValueError(f"errors must be one of {_ERRORS}, not {errors!r}")
+        checked_mode(errors)
         if collections is not None:
             collections = list(collections)
             if not all(isinstance(c, (int, str)) for c in collections):
@@ -131,7 +120,7 @@ class StateBuilder:
         """Add the next batch of the stream."""
         if self._table is not None:
             raise RuntimeError("this StateBuilder has given its table; start a new one")
-        mine = FrameBatch(**{**batch.state(), "errors": list(batch.errors), "mode": "skip"})
+        mine = FrameBatch(**{**parts_of(batch), "errors": list(batch.errors), "mode": "skip"})
         events = system_events(mine)
         self.manifest.update(events)
         restarts = self.placer.place(mine, self._frames, values=self.values)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import text
+from ..errors import text
 from .rows import ABORT, COMMIT, DELETION, DOCUMENTS, EXPIRATION, MUTATION, PREPARE, Rows
 from .segments import U64_MAX, Barriers
 from .versions import History, Latest, Lost, Versions, concat, from_rows, group_ids

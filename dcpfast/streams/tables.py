@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ... import protocol as P
-from ...batch import FrameBatch
-from ...errors import text
+from .. import protocol as P
+from ..batch import FrameBatch
+from ..errors import text
 from . import frames as F
 from .matching import Matcher, StreamTracker
 

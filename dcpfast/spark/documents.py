@@ -1,9 +1,9 @@
 """``state`` on Spark: the documents of decoded frames (``read_dcp``) as they stood at the
 end of the dumps, at a seqno or at a time, with the semantics and rows of
-``dcpfast.content.state.state``.
+``dcpfast.state``.
 
 The frames are ordered by file (its path) and offset. On the driver, the few Stream
-Request responses are placed on the streams they restart, as ``content.state`` places
+Request responses are placed on the streams they restart, as ``dcpfast.state`` places
 them (the request before the response, else the one stream whose messages used its
 opaque before it, else the first stream message with its opaque after it), and the system
 events name the collections. The rows that change documents, the restarts and the stream
@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 
 import numpy as np
 import pyarrow as pa
 
 from .. import protocol as P
-from ..content.events import MalformedEvent, Manifest, event_fields, event_schema
-from ..content.state import StateBuilder, state_schema
-from ..content.state.output import metadata
-from ..content.state.rows import (
+from ..documents import StateBuilder, state_schema
+from ..documents.output import metadata
+from ..documents.rows import (
     ADVANCE,
     EVENT,
     MARKER,
@@ -38,11 +36,12 @@ from ..content.state.rows import (
     make_rows,
     xattr_type,
 )
-from ..content.streams.frames import MESSAGE_OPCODES
 from ..errors import DcpFormatError, text
+from ..events import MalformedEvent, Manifest, event_fields, event_schema
+from ..streams.frames import MESSAGE_OPCODES, request_stream_id, rollback_seqno
+from ..streams.matching import placed, stream_key
 
 log = logging.getLogger("dcpfast.spark")
-_ROLLBACK = struct.Struct(P.ROLLBACK_VALUE)
 _REQUESTS = (int(P.Magic.CLIENT_REQUEST), int(P.Magic.ALT_CLIENT_REQUEST))
 _RESPONSES = (int(P.Magic.CLIENT_RESPONSE), int(P.Magic.ALT_CLIENT_RESPONSE))
 _WHAT = {P.Opcode.MUTATION: 0, P.Opcode.DELETION: 1, P.Opcode.EXPIRATION: 2,
@@ -92,7 +91,7 @@ def state(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = Fal
     """The documents of ``frames_df`` (the frames ``read_dcp(..., columns="all")``
     decodes: every column; with ``values`` also ``content`` and ``xattrs``:
     ``read_dcp(..., columns="all", values=True)``) as a Spark
-    DataFrame of ``output_schema``: the rows of ``dcpfast.content.state.state`` on the
+    DataFrame of ``output_schema``: the rows of ``dcpfast.state`` on the
     same dumps (files in path order), in Spark's types. Options as for that function;
     ``errors="skip"`` logs what it skips (``state_report`` lists it)."""
     from pyspark.sql import functions as F
@@ -283,13 +282,12 @@ def _restarts(facts: _Facts, frames, errors: str, values: bool,
     out = []
     for i, (_, row) in enumerate(answers):
         rolled = row.status == P.Status.ROLLBACK
-        value = bytes(row.value or b"")
         where = (row.file, row.offset, P.HEADER_SIZE + row.body_len)
-        if rolled and len(value) != _ROLLBACK.size:
-            problems.append((*where, text("rollback_size", size=len(value),
-                                          must=_ROLLBACK.size)))
+        try:
+            seqno = rollback_seqno(bytes(row.value or b"")) if rolled else 0
+        except ValueError as e:
+            problems.append((*where, str(e)))
             continue
-        seqno = _ROLLBACK.unpack(value)[0] if rolled else 0
         if i not in placed:
             if rolled:
                 problems.append((*where, text("state_unplaced_rollback", seqno=seqno)))
@@ -308,47 +306,34 @@ def _restarts(facts: _Facts, frames, errors: str, values: bool,
 
 
 def _requests(asked, problems) -> list[tuple[int, int, int]]:
-    """(pos, opaque, stream key) of the well-formed Stream Requests (as
-    ``content.streams.frames.stream_request`` reads them)."""
+    """(pos, opaque, stream key) of the well-formed Stream Requests (read as
+    ``streams.frames.request_stream_id`` reads them)."""
     out = []
     for pos, row in asked:
-        sid = row.stream_id or 0
-        data = bytes(row.value or b"")
-        if data:
-            try:
-                body = json.loads(data)
-            except ValueError:
-                body = None
-            where = (row.file, row.offset, P.HEADER_SIZE + row.body_len)
-            if not isinstance(body, dict):
-                problems.append((*where, text("stream_request_value")))
-                continue
-            given = body.get(P.STREAM_REQUEST_SID)
-            if given is not None:
-                if type(given) is not int or not 1 <= given <= 0xFFFF:
-                    problems.append((*where, text("stream_request_sid", sid=given)))
-                    continue
-                sid = sid or given
-        out.append((pos, row.opaque, row.vbucket << 16 | sid))
+        try:
+            sid = request_stream_id(row.stream_id or 0, bytes(row.value or b""))
+        except ValueError as e:
+            problems.append((row.file, row.offset, P.HEADER_SIZE + row.body_len, str(e)))
+            continue
+        out.append((pos, row.opaque, stream_key(row.vbucket, sid)))
     return out
 
 
 def _place(answers, requests, firsts):
     """Responses placed by their request or by the one stream that used their opaque
-    before them: index -> (stream key, pos); and the indices of those left waiting."""
-    placed, waiting = {}, []
+    before them (``streams.matching.placed``): index -> (stream key, pos); and the indices
+    of those left waiting."""
+    placed_at, waiting = {}, []
     for i, (at, row) in enumerate(answers):
         before = [key for pos, opaque, key in requests if opaque == row.opaque and pos < at]
-        if before:
-            placed[i] = (before[-1], at)
-            continue
         units = {unit for (opaque, unit), first in firsts.items()
                  if opaque == row.opaque and first < at}
-        if len(units) == 1:
-            placed[i] = (units.pop(), at)
-        else:
+        key = placed(before, units)
+        if key is None:
             waiting.append(i)
-    return placed, waiting
+        else:
+            placed_at[i] = (key, at)
+    return placed_at, waiting
 
 
 def _rows(frames, values: bool):

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import protocol as P
-from ...batch import FrameBatch
+from .. import protocol as P
+from ..batch import FrameBatch
 from .frames import IS_MESSAGE, decoded_requests, requests, rows
 
 #: A stream opaque seen on more than one stream: it places nothing.
@@ -26,6 +26,19 @@ _FAILOVER_REQUESTS = (P.Opcode.GET_FAILOVER_LOG, P.Opcode.GET_FAILOVER_LOG_NON_D
 def stream_key(vbucket: int, stream_id: int) -> int:
     """One int for a vbucket stream: ``vbucket << 16 | stream_id`` (0 without one)."""
     return vbucket << 16 | stream_id
+
+
+def placed(requests: list[int], streams: set[int]) -> int | None:
+    """The stream (key) a Stream Request response answers: that of the latest of
+    ``requests`` (the stream keys of the requests with its opaque before it), else the
+    one of ``streams`` (the streams whose messages used its opaque before it); None when
+    there is no request and not exactly one such stream (``AMBIGUOUS``: an opaque seen
+    on two streams). The one rule, for batches here and for rows on Spark."""
+    if requests:
+        return requests[-1]
+    if len(streams) == 1 and AMBIGUOUS not in streams:
+        return next(iter(streams))
+    return None
 
 
 class StreamTracker:
@@ -122,19 +135,17 @@ class Matcher:
         so that the answer does not depend on where a stream is cut into batches.
         """
         opcode, opaque = int(self.batch["opcode"][i]), int(self.batch["opaque"][i])
-        before = [r for r in self.by_opaque.get((opcode, opaque), ()) if r[0] < i]
-        if before:
-            return before[-1][1:]
-        if self.tracker is not None and (opcode, opaque) in self.tracker.requests:
-            return self.tracker.requests[(opcode, opaque)]
-        if opcode != P.Opcode.STREAM_REQUEST:
-            return None
-        if self._opaques is None:
-            self._opaques = message_opaques(self.batch)
-        keys = {key for row, key in self._opaques.get(opaque, ()) if row < i or not self.prefix}
-        if self.tracker is not None and opaque in self.tracker.opaques:
-            keys.add(self.tracker.opaques[opaque])
-        if len(keys) != 1 or AMBIGUOUS in keys:
-            return None
-        key = keys.pop()
-        return key >> 16, key & 0xFFFF
+        before = [stream_key(vb, sid) for row, vb, sid
+                  in self.by_opaque.get((opcode, opaque), ()) if row < i]
+        if not before and self.tracker is not None and (opcode, opaque) in self.tracker.requests:
+            before = [stream_key(*self.tracker.requests[(opcode, opaque)])]
+        keys: set[int] = set()
+        if not before and opcode == P.Opcode.STREAM_REQUEST:
+            if self._opaques is None:
+                self._opaques = message_opaques(self.batch)
+            keys = {key for row, key in self._opaques.get(opaque, ())
+                    if row < i or not self.prefix}
+            if self.tracker is not None and opaque in self.tracker.opaques:
+                keys.add(self.tracker.opaques[opaque])
+        key = placed(before, keys)
+        return None if key is None else (key >> 16, key & 0xFFFF)

@@ -1,7 +1,7 @@
 """Where a stream restarts: Stream Request responses (success or Rollback) placed on the
 vbucket stream they answer, as ``RESTART`` rows.
 
-A response is placed as ``content.streams`` places it (``Matcher``: the request in the
+A response is placed as ``dcpfast.streams`` places it (``Matcher``: the request in the
 stream, else the one stream whose messages used its opaque before it); one that nothing
 places yet waits for the first stream message with its opaque after it, which places it
 just before that message. A Rollback response that is never placed is reported at the
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import protocol as P
-from ...batch import FrameBatch
+from .. import protocol as P
+from ..batch import FrameBatch
 from ..streams import StreamTracker
 from ..streams import frames as F
 from ..streams.matching import Matcher, stream_key

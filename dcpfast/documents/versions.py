@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rows import Rows
+from .rows import DELETION, EXPIRATION, Rows
 from .segments import U64_MAX, Barriers, dense
 
 ALIVE = U64_MAX
@@ -217,7 +217,7 @@ class Latest:
         every = concat(self.runs)
         keep = standing(every, include_deleted=True)
         if not self.include_deleted:
-            tomb = _tombstones(every)[keep]
+            tomb = tombstones(every)[keep]
             units, seqnos = every["unit"][keep[tomb]], every["seqno"][keep[tomb]]
             for u in np.unique(units).tolist():
                 top = int(seqnos[units == u].max())
@@ -274,10 +274,8 @@ class History:
         return concat(runs) if runs else None
 
 
-def _tombstones(versions: Versions) -> np.ndarray:
+def tombstones(versions: Versions) -> np.ndarray:
     """Which versions are deletions or expirations (or a committed prepared deletion)."""
-    from .rows import DELETION, EXPIRATION
-
     what = versions["what"]
     return (what == DELETION) | (what == EXPIRATION) | versions["deleted"]
 
@@ -290,7 +288,7 @@ def standing(versions: Versions, *, include_deleted: bool) -> np.ndarray:
                   versions["gpos"])
     keep = keep[versions["gone"][keep] == ALIVE]
     if not include_deleted:
-        keep = keep[~_tombstones(versions)[keep]]
+        keep = keep[~tombstones(versions)[keep]]
     return keep
 
 

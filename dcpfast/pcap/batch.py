@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ..batch import FrameBatch
+from ..batch import FrameBatch, parts_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -37,7 +37,7 @@ class CaptureBatch(FrameBatch):
     """
 
     def __init__(self, batch: FrameBatch, connection: Connection, timestamps: np.ndarray):
-        super().__init__(**batch.state())
+        super().__init__(**parts_of(batch))
         #: The connection direction every frame of this batch travelled.
         self.connection = connection
         #: Capture time of the packet holding each frame's last byte (int64 ns since

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ... import protocol as P
+from .. import protocol as P
 from .rows import ITEMS, MARKER, OSO, RESTART, TIMED, Rows
 from .segments import U64_MAX, cummax, cummin, last_flagged, next_flagged
 

@@ -13,9 +13,9 @@ import struct
 
 import numpy as np
 
-from ... import protocol as P
-from ...batch import FrameBatch
-from ...errors import Reporter, text
+from .. import protocol as P
+from ..batch import FrameBatch, view_of
+from ..errors import Reporter, text
 
 _STREAM_REQUEST = struct.Struct(P.STREAM_REQUEST_EXTRAS)
 _ROLLBACK = struct.Struct(P.ROLLBACK_VALUE)
@@ -78,7 +78,7 @@ def rows(batch: FrameBatch, opcode: int, *, response: bool, status=None) -> np.n
 
 def _bytes(batch: FrameBatch, start: int, length: int) -> bytes:
     at = start - batch.base_offset
-    return bytes(batch.view[at:at + length])
+    return bytes(view_of(batch)[at:at + length])
 
 
 def extras(batch: FrameBatch, i: int) -> bytes:
@@ -130,25 +130,44 @@ def enum_name(enum, number: int) -> str | None:
 # -- single frames -----------------------------------------------------------------------
 
 
+def request_stream_id(sid: int, data: bytes) -> int:
+    """The stream id a Stream Request asks for: its stream-id framing extra ``sid`` (0:
+    none), else the ``sid`` of its JSON value ``data`` (0: none); ``ValueError`` with the
+    reason when the value is not a JSON object with a valid ``sid``. The one reading of a
+    Stream Request's value, for batches here and for rows on Spark."""
+    if not data:
+        return sid
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise ValueError(text("stream_request_value"))
+    given = body.get(P.STREAM_REQUEST_SID)
+    if given is not None:
+        if type(given) is not int or not 1 <= given <= 0xFFFF:
+            raise ValueError(text("stream_request_sid", sid=given))
+        sid = sid or given
+    return sid
+
+
+def rollback_seqno(data: bytes) -> int:
+    """The seqno a Rollback response's value ``data`` rolls back to; ``ValueError`` with
+    the reason when it is not 8 bytes."""
+    if len(data) != _ROLLBACK.size:
+        raise ValueError(text("rollback_size", size=len(data), must=_ROLLBACK.size))
+    return _ROLLBACK.unpack(data)[0]
+
+
 def stream_request(batch: FrameBatch, i: int) -> dict | None:
     """The decoded Stream Request at row ``i``, or None when its value is malformed."""
     flags, _, start, end, uuid, snap_start, snap_end = _STREAM_REQUEST.unpack(extras(batch, i))
-    sid = int(batch["stream_id"][i])
     data = value(batch, i)
-    if data:
-        try:
-            body = json.loads(data)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            malformed(batch, i, text("stream_request_value"))
-            return None
-        given = body.get(P.STREAM_REQUEST_SID)
-        if given is not None:
-            if type(given) is not int or not 1 <= given <= 0xFFFF:
-                malformed(batch, i, text("stream_request_sid", sid=given))
-                return None
-            sid = sid or given
+    try:
+        sid = request_stream_id(int(batch["stream_id"][i]), data)
+    except ValueError as e:
+        malformed(batch, i, str(e))
+        return None
     return {"vbucket": int(batch["vbucket"][i]), "opaque": int(batch["opaque"][i]),
             "stream_id": sid or None, "flags": flags, "start_seqno": start,
             "end_seqno": end, "vbucket_uuid": uuid, "snap_start_seqno": snap_start,
@@ -170,9 +189,8 @@ def rollback_seqnos(batch: FrameBatch) -> dict[int, int]:
     out = {}
     for i in rows(batch, P.Opcode.STREAM_REQUEST, response=True,
                   status=P.Status.ROLLBACK).tolist():
-        data = value(batch, i)
-        if len(data) != _ROLLBACK.size:
-            malformed(batch, i, text("rollback_size", size=len(data), must=_ROLLBACK.size))
-            continue
-        out[i] = _ROLLBACK.unpack(data)[0]
+        try:
+            out[i] = rollback_seqno(value(batch, i))
+        except ValueError as e:
+            malformed(batch, i, str(e))
     return out

@@ -16,6 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from ..batch import kinds_of
 from ..protocol import DOCUMENT_CHANGES, HEADER_SIZE, kinds_where
 
 #: Document changes: the opcodes counted as documents, by vbucket and by collection.
@@ -92,7 +93,7 @@ class Inventory:
         self._add_skipped(batch.errors)
         opcodes = batch["opcode"]
         self.opcodes += np.bincount(opcodes, minlength=256)
-        self.responses += np.bincount(opcodes[_RESPONSE_KINDS[batch.kinds]], minlength=256)
+        self.responses += np.bincount(opcodes[_RESPONSE_KINDS[kinds_of(batch)]], minlength=256)
         requests = batch.validity("vbucket")
         documents = np.isin(opcodes, DOCUMENT_OPCODES) & requests
         vbuckets = batch["vbucket"]

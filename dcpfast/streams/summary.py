@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ... import protocol as P
-from ...batch import FrameBatch
+from .. import protocol as P
+from ..batch import FrameBatch
 from . import checks as K
 from . import frames as F
 from .checks import ANOMALIES, MARKER, U64, UNMATCHED
@@ -231,12 +231,12 @@ class Summary:
                 "chain_val": chain_val[order]}
         self._check(batch, rows, real_mask[rows], cols)
 
-    def _check(self, batch: FrameBatch, rows: np.ndarray, real: np.ndarray, c: dict) -> None:
+    def _check(self, batch: FrameBatch, rows: np.ndarray, real: np.ndarray, cols: dict) -> None:
         """Run the checks over one batch's stream rows, grouped by stream key."""
         op = batch["opcode"][rows]
         seq = batch["by_seqno"][rows]
         oso = batch["oso_flags"][rows]
-        c.update(
+        cols.update(
             row=rows.astype(np.int64, copy=False), real=real, op=op,
             opaque=batch["opaque"][rows], item=real & F.IS_ITEM[op], reach_val=seq,
             def_kind=np.where(real & (op == P.Opcode.SNAPSHOT_MARKER), MARKER,
@@ -249,17 +249,17 @@ class Summary:
             snap_start=batch["snap_start"][rows], snap_end=batch["snap_end"][rows],
             snap_flags=batch["snap_flags"][rows], end_status=batch["end_status"][rows],
             offset=batch["offset"][rows])
-        c["msg"] = (real & F.IS_MESSAGE[op]) | c["start"]
-        c["opens"] = c["start"].copy()
-        c["reach"] = c["item"].copy()
-        c["chain_val"] = np.where(c["item"], seq, c["chain_val"])
-        c, firsts = self._carry_in(c)
-        self._scan_rows(c, firsts)
+        cols["msg"] = (real & F.IS_MESSAGE[op]) | cols["start"]
+        cols["opens"] = cols["start"].copy()
+        cols["reach"] = cols["item"].copy()
+        cols["chain_val"] = np.where(cols["item"], seq, cols["chain_val"])
+        cols, firsts = self._carry_in(cols)
+        self._scan_rows(cols, firsts)
 
-    def _carry_in(self, c: dict) -> tuple[dict, np.ndarray]:
+    def _carry_in(self, cols: dict) -> tuple[dict, np.ndarray]:
         """Put one pseudo row holding the carried state in front of each continuing
         stream; returns the columns and the first row of each stream group."""
-        keys = c["key"]
+        keys = cols["key"]
         firsts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) \
             if len(keys) else F.NO_ROWS
         where, carries = [], []
@@ -284,22 +284,22 @@ class Summary:
                   "msg": [cy.opaque is not None for cy in carries],
                   "reach": [cy.reach is not None for cy in carries]}
         if where:
-            c = {name: np.insert(col, where, np.asarray(pseudo[name], col.dtype))
-                 for name, col in c.items()}
+            cols = {name: np.insert(col, where, np.asarray(pseudo[name], col.dtype))
+                 for name, col in cols.items()}
             firsts = firsts + np.searchsorted(where, firsts)
-        return c, firsts
+        return cols, firsts
 
-    def _scan_rows(self, c: dict, firsts: np.ndarray) -> None:
+    def _scan_rows(self, cols: dict, firsts: np.ndarray) -> None:
         """The checks proper, on rows sorted by stream (pseudo rows first)."""
-        if not len(c["key"]):
+        if not len(cols["key"]):
             return
-        runs = K.runs(c, firsts)
-        spans = K.spans(c, runs)
-        chain, found = K.chain(c, runs, spans)
-        found += K.outside(c, runs, spans, chain.checked)
-        found += K.ended_early(c, runs, spans)
+        runs = K.runs(cols, firsts)
+        spans = K.spans(cols, runs)
+        chain, found = K.chain(cols, runs, spans)
+        found += K.outside(cols, runs, spans, chain.checked)
+        found += K.ended_early(cols, runs, spans)
         self._record([f for f in found if f is not None])
-        self._tally(c, firsts, runs, spans, chain)
+        self._tally(cols, firsts, runs, spans, chain)
 
     def _record(self, found: list[dict[str, np.ndarray]]) -> None:
         """Keep the anomaly columns found in a batch; count them against their streams."""
@@ -311,46 +311,46 @@ class Summary:
                                    return_counts=True)):
             self._stream(int(k)).anomalies += int(n)
 
-    def _tally(self, c: dict, firsts: np.ndarray, r: K.Runs, s: K.Spans, ch: K.Chain) -> None:
+    def _tally(self, cols: dict, firsts: np.ndarray, r: K.Runs, s: K.Spans, ch: K.Chain) -> None:
         """Per-stream counts, seqnos, snapshots and end status; carry the check state."""
-        m = len(c["key"])
-        real, seq = c["real"], c["reach_val"]
+        m = len(cols["key"])
+        real, seq = cols["real"], cols["reach_val"]
         groups = len(firsts)
         lasts = np.append(firsts[1:], m) - 1
         gid = np.repeat(np.arange(groups), np.diff(np.append(firsts, m)))
-        streams = [self._stream(k) for k in c["key"][firsts].tolist()]
+        streams = [self._stream(k) for k in cols["key"][firsts].tolist()]
         slots = np.array([stream.slot for stream in streams], np.int64)
-        keys, counts = np.unique((slots[gid[real]] << 8) | c["op"][real], return_counts=True)
+        keys, counts = np.unique((slots[gid[real]] << 8) | cols["op"][real], return_counts=True)
         self._counts.add(keys, counts.astype(np.int64))
-        news = np.flatnonzero(r.start & (c["row"] >= 0))
+        news = np.flatnonzero(r.start & (cols["row"] >= 0))
         runs = np.diff(np.searchsorted(news, np.append(firsts, m))).tolist()
-        markers = np.flatnonzero(real & (c["def_kind"] == MARKER))
+        markers = np.flatnonzero(real & (cols["def_kind"] == MARKER))
         if len(markers):
             self._markers.append(np.stack([slots[gid[markers]].astype(U64),
-                                           c["snap_start"][markers], c["snap_end"][markers],
-                                           c["snap_flags"][markers].astype(U64)], axis=1))
+                                           cols["snap_start"][markers], cols["snap_end"][markers],
+                                           cols["snap_flags"][markers].astype(U64)], axis=1))
 
-        items = np.flatnonzero(c["item"])
+        items = np.flatnonzero(cols["item"])
         first_item, has_item = K.first_from(items, firsts, lasts)
         last_item, _ = K.last_upto(items, lasts, firsts)
         first_seq, last_seq = K.pick(seq, first_item, has_item), K.pick(seq, last_item, has_item)
-        end, has_end = K.last_upto(np.flatnonzero(c["end"]), lasts, firsts)
-        end_status = K.pick(c["end_status"], end, has_end)
+        end, has_end = K.last_upto(np.flatnonzero(cols["end"]), lasts, firsts)
+        end_status = K.pick(cols["end_status"], end, has_end)
         msg, has_msg = K.last_upto(r.messages, lasts, firsts)
-        opaque = K.pick(c["opaque"], msg, has_msg & (c["row"][msg] >= 0))
+        opaque = K.pick(cols["opaque"], msg, has_msg & (cols["row"][msg] >= 0))
         run_first = r.first[r.id[lasts]]
         in_run = has_msg & (msg >= run_first)
-        carried_opaque = K.pick(c["opaque"], msg, in_run)
-        last_start = (in_run & c["start"][msg]).tolist()
+        carried_opaque = K.pick(cols["opaque"], msg, in_run)
+        last_start = (in_run & cols["start"][msg]).tolist()
         chain_row, has_chain = K.last_upto(ch.rows, lasts, run_first)
         chain = K.pick(ch.values, chain_row, has_chain)
         j = np.searchsorted(s.at, lasts, "right") - 1
         b, kind = s.at[j], s.kind[j]
         reach = K.pick(s.high, j, np.isin(kind, (MARKER, K.OSO_OPEN)) & (s.items[j] > 0))
-        ranges = np.stack([c["snap_start"][b], c["snap_end"][b],
-                           c["snap_flags"][b].astype(U64)], axis=1).tolist()
-        opens = c["opens"][run_first].tolist()
-        closed = c["end"][lasts].tolist()
+        ranges = np.stack([cols["snap_start"][b], cols["snap_end"][b],
+                           cols["snap_flags"][b].astype(U64)], axis=1).tolist()
+        opens = cols["opens"][run_first].tolist()
+        closed = cols["end"][lasts].tolist()
         kind = kind.tolist()
         for g, stream in enumerate(streams):
             stream.streams += runs[g]

@@ -59,13 +59,13 @@ class Chain(NamedTuple):
     values: np.ndarray      # per row: the seqno it puts on the chain
 
 
-def runs(c: dict, firsts: np.ndarray) -> Runs:
+def runs(cols: dict, firsts: np.ndarray) -> Runs:
     """The runs of the streams whose groups start at ``firsts``."""
-    key, start, opaque = c["key"], c["start"], c["opaque"]
+    key, start, opaque = cols["key"], cols["start"], cols["opaque"]
     run_start = np.zeros(len(key), bool)
     run_start[firsts] = True
-    run_start[1:] |= c["end"][:-1]
-    mpos = np.flatnonzero(c["msg"])
+    run_start[1:] |= cols["end"][:-1]
+    mpos = np.flatnonzero(cols["msg"])
     if len(mpos):
         a, b = mpos[:-1], mpos[1:]
         same = key[a] == key[b]
@@ -74,21 +74,21 @@ def runs(c: dict, firsts: np.ndarray) -> Runs:
         run_start[mpos[0]] |= start[mpos[0]]
     run_first = np.flatnonzero(run_start)
     return Runs(run_start, np.cumsum(run_start, dtype=np.int32) - 1, run_first,
-                c["opens"][run_first], mpos)
+                cols["opens"][run_first], mpos)
 
 
-def spans(c: dict, r: Runs) -> Spans:
+def spans(cols: dict, r: Runs) -> Spans:
     """The spans of the runs ``r``; an OSO end counts when its run's latest snapshot
     start is an OSO start."""
-    def_kind, seq, reach = c["def_kind"], c["reach_val"], c["reach"]
+    def_kind, seq, reach = cols["def_kind"], cols["reach_val"], cols["reach"]
     is_def = def_kind != NO_SNAPSHOT
     dpos = np.flatnonzero(is_def)
-    opos = np.flatnonzero(c["oso_end"]) if len(dpos) else NO_ROWS
+    opos = np.flatnonzero(cols["oso_end"]) if len(dpos) else NO_ROWS
     if len(opos):
         k = np.searchsorted(dpos, opos) - 1
         d = dpos[np.maximum(k, 0)]
         opos = opos[(k >= 0) & (r.id[d] == r.id[opos]) & (def_kind[d] == OSO_OPEN)]
-    bound = r.start | is_def | c["end"]
+    bound = r.start | is_def | cols["end"]
     bound[opos] = True
     bpos = np.flatnonzero(bound)
     bkind = def_kind[bpos]
@@ -100,15 +100,15 @@ def spans(c: dict, r: Runs) -> Spans:
                  rmax, rmin, rcnt)
 
 
-def chain(c: dict, r: Runs, s: Spans) -> tuple[Chain, list]:
+def chain(cols: dict, r: Runs, s: Spans) -> tuple[Chain, list]:
     """The chain of seqnos that must rise: items outside OSO snapshots, a request's start
     seqno, the highest seqno of an OSO snapshot at its end, the carried one; and the
     ``seqno_not_increasing`` anomalies on it."""
-    check = c["item"].copy()
+    check = cols["item"].copy()
     for oso in np.flatnonzero(s.kind == OSO_OPEN).tolist():
         check[s.at[oso]:s.ends[oso]] = False
-    on_chain = check | c["chain"]
-    chain_val = c["chain_val"]
+    on_chain = check | cols["chain"]
+    chain_val = cols["chain_val"]
     if len(s.oso_ends):
         j = np.searchsorted(s.at, s.oso_ends) - 1
         filled = s.items[j] > 0
@@ -121,14 +121,14 @@ def chain(c: dict, r: Runs, s: Spans) -> tuple[Chain, list]:
         cv = chain_val[cpos]
         back = np.flatnonzero(check[cpos[1:]] & (r.id[cpos[1:]] == r.id[cpos[:-1]])
                               & (cv[1:] <= cv[:-1]))
-        found.append(anomalies(BACKWARDS, c, cpos[back + 1], cv[back + 1], cv[back]))
+        found.append(anomalies(BACKWARDS, cols, cpos[back + 1], cv[back + 1], cv[back]))
     return Chain(check, cpos, chain_val), found
 
 
-def outside(c: dict, r: Runs, s: Spans, check: np.ndarray) -> list:
+def outside(cols: dict, r: Runs, s: Spans, check: np.ndarray) -> list:
     """``outside_snapshot``: checked items outside their marker's range, or (once the
     stream's request was seen) before any marker."""
-    seq, snap_start, snap_end = c["reach_val"], c["snap_start"], c["snap_end"]
+    seq, snap_start, snap_end = cols["reach_val"], cols["snap_start"], cols["snap_end"]
     bpos = s.at
     suspect = (s.kind == MARKER) & (s.items > 0) & ((s.low < snap_start[bpos])
                                                    | (s.high > snap_end[bpos]))
@@ -140,19 +140,19 @@ def outside(c: dict, r: Runs, s: Spans, check: np.ndarray) -> list:
         if suspect[j]:
             at = lo + np.flatnonzero(check[lo:hi] & ((seqs < snap_start[b])
                                                      | (seqs > snap_end[b])))
-            found.append(anomalies(OUTSIDE, c, at, seq[at], np.full(len(at), snap_start[b]),
+            found.append(anomalies(OUTSIDE, cols, at, seq[at], np.full(len(at), snap_start[b]),
                                    np.full(len(at), snap_end[b])))
         else:
             at = lo + np.flatnonzero(check[lo:hi])
-            found.append(anomalies(OUTSIDE, c, at, seq[at]))
+            found.append(anomalies(OUTSIDE, cols, at, seq[at]))
     return found
 
 
-def ended_early(c: dict, r: Runs, s: Spans) -> list:
+def ended_early(cols: dict, r: Runs, s: Spans) -> list:
     """``snapshot_ended_early`` and ``ended_in_snapshot``: a snapshot start or Stream End
     before the previous snapshot of its run reached its end."""
-    end, snap_start, snap_end = c["end"], c["snap_start"], c["snap_end"]
-    closer = np.flatnonzero(c["real"] & (s.opens | end))
+    end, snap_start, snap_end = cols["end"], cols["snap_start"], cols["snap_end"]
+    closer = np.flatnonzero(cols["real"] & (s.opens | end))
     cj = np.searchsorted(s.at, closer) - 1
     pj = np.maximum(cj, 0)
     p = s.at[pj]
@@ -164,26 +164,26 @@ def ended_early(c: dict, r: Runs, s: Spans) -> list:
     found = []
     for kind, sel in ((EARLY, ~end[closer]), (ENDED_INSIDE, end[closer])):
         hit = short & sel
-        found.append(anomalies(kind, c, closer[hit], reached[hit], snap_start[p[hit]],
+        found.append(anomalies(kind, cols, closer[hit], reached[hit], snap_start[p[hit]],
                                snap_end[p[hit]], seqno_ok=has[hit]))
         hit = unended & sel
-        found.append(anomalies(kind, c, closer[hit], reached[hit], seqno_ok=has[hit]))
+        found.append(anomalies(kind, cols, closer[hit], reached[hit], seqno_ok=has[hit]))
     return found
 
 
-def anomalies(kind, c, at, seqno, low=None, high=None, seqno_ok=None) -> dict | None:
+def anomalies(kind, cols, at, seqno, low=None, high=None, seqno_ok=None) -> dict | None:
     """Anomaly columns of ``kind`` for rows ``at`` (None when there are none): the seqno
     found, and the range it broke (``low``, ``high``) where there is one."""
     n = len(at)
     if not n:
         return None
-    return {"kind": np.full(n, kind, np.int8), "offset": c["offset"][at],
-            "key": c["key"][at], "seqno": seqno.astype(U64),
+    return {"kind": np.full(n, kind, np.int8), "offset": cols["offset"][at],
+            "key": cols["key"][at], "seqno": seqno.astype(U64),
             "seqno_ok": np.ones(n, bool) if seqno_ok is None else seqno_ok,
             "low": np.zeros(n, U64) if low is None else low.astype(U64),
             "high": np.zeros(n, U64) if high is None else high.astype(U64),
             "range_ok": np.full(n, low is not None),
-            "end_status": c["end_status"][at].astype(np.int64)}
+            "end_status": cols["end_status"][at].astype(np.int64)}
 
 
 # -- per-stream picks ----------------------------------------------------------------------

@@ -1,35 +1,35 @@
-"""Threads: one buffer's frames decoded by several threads at once, exactly as one scan
-finds them.
+"""The threaded scan: one buffer's frames decoded by several threads at once, exactly as
+one scan finds them (``scanner`` hands ``scan``, ``read`` and ``iter_batches`` the scan
+for their thread count; the threads are ``pool``'s).
 
 A large buffer is cut into byte ranges, one a thread. Each range starts at its anchor
 (``ranges.anchor``, the algorithm the Spark data source splits files with: the first frame
 at or after the cut on the chain a resynchronising scan walks from a little before it) and
 is walked, without the GIL, up to the first frame boundary at or past the next range's
-anchor. Every range writes into the batch's columns, sized for the whole buffer, from the
-first row of a slot in proportion to its bytes; a thread done walking moves the rows of
-the ranges after it down into place as soon as the walks before them are known to chain,
+anchor.
+
+Every range writes into the batch's columns, sized for the whole buffer, from the first
+row of a slot in proportion to its bytes; a thread done walking moves the rows of the
+ranges after it down into place as soon as the walks before them are known to chain,
 while the other ranges are still walked (measured faster than counting the frames of
 every range first and writing each range at its final rows; and, unlike columns of each
 range's own, it holds no memory besides the batch's). A range that outgrows its slot
-writes the rest into columns of its own. A range is kept only when the walk before it
-arrived exactly at its start;
-one that did not (damage across a cut, or a value holding frames) is walked again from
-where the previous range truly ended. So the columns, the frames, the skipped regions,
-a strict scan's error and the resume state are those of a single-threaded scan, whatever
-the cuts.
+writes the rest into columns of its own.
+
+A range is kept only when the walk before it arrived exactly at its start; one that did
+not (damage across a cut, or a value holding frames) is walked again from where the
+previous range truly ended. So the columns, the frames, the skipped regions, a strict
+scan's error and the resume state are those of a single-threaded scan, whatever the cuts.
 """
 
 from __future__ import annotations
 
-import numbers
-import os
-import queue
 import threading
-
-import numpy as np
 
 from .. import _core
 from .._core import ScanRequest, ScanResult
+from ..batch import Scanner
+from ..pool import parts_for, run
 from ..schema import BINARY
 from .ranges import anchor
 
@@ -42,218 +42,18 @@ RANGE_BYTES = 4 << 20
 RANGE_FRAMES = 16384
 #: The least bytes of a piece: a range past the first is walked in pieces (about 16), each
 #: moved into place while the other ranges are still walked.
-PIECE_BYTES = 1 << 20
+WALK_PIECE_BYTES = 1 << 20
 #: How far before a cut the anchor's chain starts (``ranges.anchor``). A wrong anchor costs
 #: a second walk of one range, never a wrong result.
-LEAD_IN_BYTES = 64 << 10
+THREAD_LEAD_IN_BYTES = 64 << 10
 _FIRST_LESS = 0.12          # the first range's share is this much below the others'
 _PIECES = 16                # a range past the first is walked in about this many pieces
 _SAMPLE_FRAMES = 256        # frames measured to size the columns of the whole buffer ...
 _SAMPLE_BYTES = 1 << 20     # ... in at most this many bytes
-_MIN_MEAN = 48              # frames shorter than this on average are no guide ...
-_FIRST_ROWS = 65536         # ... and this many rows are reserved (the core's rule)
-
-_POLL_SECONDS = 0.2         # how often a wait looks whether its worker thread still lives
-
-_pool: _Pool | None = None              # the workers of run
-_beside: _Pool | None = None            # the thread of beside
-_pool_lock = threading.Lock()
-
-
-def default_threads() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def threads_of(threads) -> int:
-    """``threads`` checked (an integer of at least 1), or ``default_threads()`` for None."""
-    if threads is None:
-        return default_threads()
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
-        raise ValueError(f"threads must be None or an integer of at least 1, not {threads!r}")
-    return int(threads)
-
-
-class _Task:
-    """One call handed to another thread, and what became of it. ``outcome`` stays None
-    until the call has run: a thread that ended while running it (out of memory even for
-    an exception) leaves it so, and the waiting thread then raises MemoryError instead
-    of waiting for ever."""
-
-    __slots__ = ("call", "outcome", "done", "worker")
-
-    def __init__(self, call):
-        self.call = call
-        self.outcome: tuple[object, BaseException | None] | None = None
-        self.done = threading.Event()
-        self.worker: threading.Thread | None = None
-
-    def run(self) -> None:
-        self.worker = threading.current_thread()
-        try:
-            self.outcome = _outcome(self.call)
-        finally:
-            self.done.set()
-
-    def wait(self, lost) -> tuple[object, BaseException | None]:
-        """The call's outcome, or MemoryError once ``lost()`` says that it will not come."""
-        while not self.done.wait(_POLL_SECONDS) and not lost():
-            pass
-        if self.outcome is None:
-            return None, MemoryError("a thread ended without finishing its work")
-        return self.outcome
-
-
-class _Pool:
-    """``size`` daemon worker threads taking ``_Task``s from a queue; they end when the
-    pool is collected (another caller may be handing it tasks until then)."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.threads: list[threading.Thread] = []
-        for k in range(size):
-            thread = threading.Thread(target=_work, args=(self.queue,), daemon=True,
-                                      name=f"dcpfast-{k}")
-            thread.start()                    # RuntimeError when no thread can be made
-            self.threads.append(thread)
-
-    def lost(self, task: _Task) -> bool:
-        """Whether ``task`` will not finish: its worker ended, or, before any took it, a
-        worker ended (it may have taken it from the queue)."""
-        if task.worker is not None:
-            return not task.worker.is_alive()
-        return not all(thread.is_alive() for thread in self.threads)
-
-    def __del__(self):
-        for _ in self.threads:
-            self.queue.put(None)
-
-
-def _work(tasks: queue.SimpleQueue) -> None:
-    """A worker: runs tasks until told to end (``None``). Whatever escapes a task (only
-    a failure to record its outcome can) ends the worker quietly: its waiter sees that."""
-    try:
-        while (task := tasks.get()) is not None:
-            task.run()
-            del task
-    except BaseException:
-        pass
-
-
-def _after_fork() -> None:
-    """In a forked child the parent's workers, and whoever held the lock, do not exist."""
-    global _pool, _beside, _pool_lock
-    _pool, _beside, _pool_lock = None, None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-def beside(call):
-    """Start ``call`` on the thread that runs such calls one after another; returns a
-    function that waits for it and returns its result or raises its exception
-    (MemoryError if the thread ended without finishing it). One thread for the process,
-    started on first use and kept, like the pool's: what the calls allocate stays in one
-    allocator arena (a new thread a call spread a convert's row groups over up to one
-    arena each), and no thread ends while the process runs (one ending when memory is
-    exhausted can abort it: pthread_exit then fails to load libgcc_s). Where no thread can
-    be started, the call runs here and now."""
-    global _beside
-    task = _Task(call)
-    pool: _Pool | None = None
-    try:
-        with _pool_lock:
-            if _beside is None:
-                _beside = _Pool(1)
-            pool = _beside
-    except RuntimeError:                      # no thread could be started
-        task.run()
-    else:
-        pool.queue.put(task)
-
-    def result():
-        value, error = task.wait(lambda: pool is None or pool.lost(task))
-        if task.outcome is None:              # its thread ended: start afresh next time
-            _drop(pool)
-        if error is not None:
-            raise error
-        return value
-    return result
-
-
-def _drop(pool: _Pool | None) -> None:
-    """Forget ``pool`` (a worker of it ended), so that the next call starts afresh."""
-    global _pool, _beside
-    with _pool_lock:
-        if _pool is pool:
-            _pool = None
-        if _beside is pool:
-            _beside = None
-
-
-def run(tasks, threads: int) -> list:
-    """The results of ``tasks`` (functions of no argument), in order: the first in this
-    thread, the others on up to ``threads - 1`` worker threads at the same time. Every
-    task ends before anything is raised: then the first failing task's exception, in
-    the order of ``tasks``. Where no worker thread can be started (a memory limit), the
-    tasks run one after another in this thread; a worker that ends without finishing its
-    task (out of memory) makes its task fail with MemoryError, never a wait for ever."""
-    global _pool
-    if len(tasks) == 1 or threads < 2:
-        return [task() for task in tasks]
-    try:
-        with _pool_lock:
-            if _pool is None or _pool.size < threads - 1:
-                # a larger pool replaces the smaller, whose threads end once it is
-                # collected
-                _pool = _Pool(threads - 1)
-            pool = _pool
-    except RuntimeError:                      # no thread could be started
-        return [task() for task in tasks]
-    handed = [_Task(task) for task in tasks[1:]]
-    for task in handed:
-        pool.queue.put(task)
-    outcomes = [_outcome(tasks[0])]
-    for task in handed:
-        outcomes.append(task.wait(lambda task=task: pool.lost(task)))
-        if task.outcome is None:                 # a worker ended: start afresh next time
-            _drop(pool)
-    for _, error in outcomes:
-        if error is not None:
-            raise error
-    return [value for value, _ in outcomes]
-
-
-def _outcome(call) -> tuple[object, BaseException | None]:
-    """``(call(), None)``, or ``(None, the exception it raised)``."""
-    try:
-        return call(), None
-    except BaseException as e:               # raised again by run, in task order
-        return None, e
-
-
-def shares(weights, parts: int) -> list[int]:
-    """Cuts ``0 = c0 <= c1 <= ... <= c_parts = len(weights)`` of ``weights`` (numbers
-    of work per item) into ``parts`` runs of about equal work."""
-    total = np.cumsum(weights, dtype=np.float64)
-    if not len(total) or total[-1] <= 0:
-        return [len(weights) * k // parts for k in range(parts + 1)]
-    goals = total[-1] * np.arange(1, parts) / parts
-    return [0, *np.searchsorted(total, goals, side="right").tolist(), len(weights)]
-
-
-def parts_for(size: int, threads: int, range_bytes: int = RANGE_BYTES) -> int:
-    """How many ranges ``size`` bytes are cut into for ``threads`` threads."""
-    return max(1, min(threads, size // range_bytes))
-
 
 def scan_result(view, request: ScanRequest, threads: int, *,
                 range_bytes: int = RANGE_BYTES, range_frames: int = RANGE_FRAMES,
-                lead_in: int = LEAD_IN_BYTES, piece_bytes: int = PIECE_BYTES,
+                lead_in: int = THREAD_LEAD_IN_BYTES, piece_bytes: int = WALK_PIECE_BYTES,
                 rows: int | None = None) -> ScanResult:
     """The core's ``scan_buffer(view, request)``, computed by up to ``threads`` threads
     (``range_bytes`` bytes and ``range_frames`` frames a thread at least, walked in pieces
@@ -471,8 +271,8 @@ def _viewed(request: ScanRequest) -> tuple[str, ...]:
 def _estimate(view, request: ScanRequest) -> tuple[int, int]:
     """The frames of the whole buffer, judged by its size at the mean length of its first
     frames (a 64-byte mean where none is found), and the rows to reserve for them: an
-    eighth more, or, as the core does, no more than ``_FIRST_ROWS`` when that is more than
-    frames of ``_MIN_MEAN`` bytes would need (the first frames are no guide: the first
+    eighth more, or, as the core does, no more than ``_core.FIRST_ROWS`` when that is more
+    than frames of ``_core.MIN_MEAN`` bytes would need (the first frames are no guide: the first
     range grows its columns as it goes)."""
     sample = _core.scan.scan_buffer(view[:request.start + _SAMPLE_BYTES], request._replace(
         names=("offset",), skip=True, max_frames=_SAMPLE_FRAMES, view_bits=0,
@@ -482,7 +282,8 @@ def _estimate(view, request: ScanRequest) -> tuple[int, int]:
         return size // 64, size // 64 + 1024
     frames = size // max((sample.consumed - request.start) // sample.frames, 24)
     rows = frames * 9 // 8 + 1024
-    return frames, _FIRST_ROWS if rows > size // _MIN_MEAN + _FIRST_ROWS else rows
+    return frames, _core.FIRST_ROWS if rows > size // _core.MIN_MEAN + _core.FIRST_ROWS \
+        else rows
 
 
 def _chained(view, request: ScanRequest, bounds, found) -> list:
@@ -546,3 +347,11 @@ def _place(out, pieces, threads: int) -> None:
                 at += found.frames
         return task
     run([share(k) for k in range(shares)], threads)
+
+
+def scanner(threads: int) -> Scanner:
+    """What scans a buffer with ``threads`` threads: the core itself for one thread, else
+    ``scan_result`` (which still walks a small buffer with one)."""
+    if threads == 1:
+        return _core.scan.scan_buffer
+    return lambda view, request: scan_result(view, request, threads)

@@ -1,0 +1,152 @@
+"""Scanned columns as Arrow arrays: numeric columns zero-copy with their validity bitmaps,
+keys and values gathered into ``binary`` columns or exported as ``binary_view`` columns
+over the input, without a copy.
+
+The functions take a scan's parts (its numpy columns by name, each frame's kind, the
+input's byte view); ``FrameBatch.to_arrow`` is their user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import _core, buffers
+from . import protocol as P
+from . import schema as S
+from .buffers import recycled
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def table(arrays: dict[str, np.ndarray], kinds: np.ndarray, view, *, collections: bool,
+          base_offset: int, views: dict | None, binary_view: bool) -> pa.Table:
+    """A ``pyarrow.Table`` of ``arrays`` (a scan's columns over ``view``), plus ``key`` and
+    ``value`` where their offset/length pairs were scanned: gathered into ``binary``
+    columns (``large_binary`` past 2 GiB), or with ``binary_view`` exported as views into
+    ``view`` (from ``views``, the scan's own, when it wrote them)."""
+    import pyarrow as pa
+
+    bitmaps = validity(arrays, kinds, collections)
+    out, fields = [], []
+    for name, column in arrays.items():
+        out.append(pa.Array.from_buffers(
+            S.arrow_type(name), len(column), [*bitmaps(name), pa.py_buffer(column)]))
+        fields.append(name)
+    pairs = {name: pair for name, pair in S.BINARY.items()
+             if pair[0] in arrays and pair[1] in arrays}
+    if binary_view:
+        out += _binary_views(arrays, view, base_offset, views, pairs, bitmaps)
+    else:
+        out += [binary(view, positions(arrays[off], base_offset), arrays[length],
+                       bitmaps(off)) for off, length in pairs.values()]
+    fields += pairs
+    return pa.Table.from_arrays(out, names=fields)
+
+
+def validity(arrays: dict[str, np.ndarray], kinds: np.ndarray,
+             collections: bool) -> Callable[[str], list]:
+    """A function giving the Arrow validity buffer (``[buffer]``, or ``[None]`` when all
+    valid) of a column of ``arrays``. Columns carried by the same frame kinds share one
+    bitmap; the bitmaps of every such group among the columns are made together, in one
+    compiled pass over the kinds, on the first column that needs one."""
+    import pyarrow as pa
+
+    shared = {}
+
+    def make(name):
+        tables = {}
+        for column in (*arrays, name):
+            table = S.validity_table(column, collections)
+            if table is not None and column != "stream_id":
+                tables.setdefault(table.tobytes(), table)
+        carried = np.array(list(tables.values()), np.uint8)
+        state, bits = _core.scan.validity_bitmaps(kinds,
+                                                  carried.reshape(len(tables), len(P.KINDS)))
+        for key, full, row in zip(tables, state, bits):
+            shared[key] = [None] if full == 2 else [pa.py_buffer(row)]
+
+    def bitmap(name):
+        if name == "stream_id":
+            return mask_bitmap(arrays[name] != 0)
+        table = S.validity_table(name, collections)
+        if table is None:
+            return [None]
+        key = table.tobytes()
+        if key not in shared:
+            make(name)
+        return shared[key]
+    return bitmap
+
+
+def positions(offsets: np.ndarray, base_offset: int, out=None) -> np.ndarray:
+    """Positions in the input of a stream-offset column, as uint64 (written to ``out``
+    when given); frames that do not carry it hold 0 there as they do in the column."""
+    if out is None:
+        out = np.empty(len(offsets), np.uint64)
+    if base_offset:
+        base = np.uint64(base_offset)
+        np.maximum(offsets, base, out=out)
+        out -= base
+    else:
+        out[...] = offsets
+    return out
+
+
+def binary(view, starts: np.ndarray, lengths: np.ndarray, bitmap: list) -> pa.Array:
+    """The bytes at ``starts`` (positions in ``view``) of ``lengths`` as a ``binary``
+    column, gathered out of ``view`` (frames without the field are null and hold no bytes:
+    their length is 0); ``bitmap`` is its Arrow validity buffer (from ``validity``)."""
+    import pyarrow as pa
+
+    bounds = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, dtype=np.int64, out=bounds[1:])
+    data = np.empty(int(bounds[-1]), np.uint8)
+    _core.scan.gather(view, starts, bounds, data)
+    offsets: np.ndarray
+    if bounds[-1] <= buffers.INT32_MAX:
+        kind, offsets = pa.binary(), bounds.astype(np.int32)
+    else:
+        kind, offsets = pa.large_binary(), bounds
+    return pa.Array.from_buffers(kind, len(lengths), [*bitmap, pa.py_buffer(offsets),
+                                                      pa.py_buffer(data)])
+
+
+def _binary_views(arrays, view, base_offset, views, pairs, bitmaps):
+    """``binary_view`` columns over ``view``, no bytes copied, one for each of ``pairs``
+    (name: offset/length columns); ``bitmaps(off)`` gives a column's validity buffer.
+    The structs come from the scan when it wrote them, else from one pass over the
+    frames for all pairs."""
+    import pyarrow as pa
+
+    if not pairs:
+        return []
+    n, size = len(next(iter(arrays.values()))), len(view)
+    bits = buffers.window_bits(size)
+    if views is not None:
+        structs = [views[name] for name in pairs]
+    else:
+        starts = recycled((len(pairs), n), np.uint64)
+        lengths = recycled((len(pairs), n), np.int64)
+        for row, (off, length) in enumerate(pairs.values()):
+            positions(arrays[off], base_offset, starts[row])
+            lengths[row] = arrays[length]
+        structs = recycled((len(pairs), 16 * n), np.uint8)
+        _core.scan.views(view, starts, lengths, structs, bits)
+    windows = [pa.py_buffer(view[lo:lo + 2 * (1 << bits)])
+               for lo in range(0, max(size, 1), 1 << bits)]
+    return [pa.Array.from_buffers(pa.binary_view(), n,
+                                  [*bitmaps(off), pa.py_buffer(structs[row]), *windows])
+            for row, (off, _) in enumerate(pairs.values())]
+
+
+def mask_bitmap(valid) -> list:
+    """Arrow validity buffer for a bool mask: ``[buffer]`` or ``[None]`` when all valid."""
+    import pyarrow as pa
+
+    if valid is None or valid.all():
+        return [None]
+    return [pa.py_buffer(np.packbits(valid, bitorder="little"))]

@@ -1,0 +1,41 @@
+"""Byte buffers the scan reads and writes: flat views of any contiguous buffer, recycled
+memory, and the windows of Arrow binary views over large inputs."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import _core
+from .errors import text
+
+#: The largest offset of an Arrow ``binary`` array (and of a binary view's buffer).
+INT32_MAX = 2**31 - 1
+_WINDOW_BITS = 30                     # binary_view data buffers for inputs over 2 GiB
+
+
+def byte_view(data) -> memoryview:
+    """A flat unsigned-byte view of any contiguous buffer, without copying."""
+    if isinstance(data, (str, os.PathLike)):
+        raise TypeError(text("buffer_is_path", path=os.fspath(data)))
+    view = memoryview(data)
+    if not view.contiguous:
+        raise ValueError("data must be a contiguous buffer")
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def recycled(shape, dtype) -> np.ndarray:
+    """An uninitialised array in memory the scan core recycles (a large one would cost a
+    fault and a zeroing per page if it were fresh)."""
+    dtype = np.dtype(dtype)
+    room = _core.scan.room(int(np.prod(shape)) * dtype.itemsize)
+    return np.frombuffer(room, dtype).reshape(shape)
+
+
+def window_bits(size: int) -> int:
+    """Log2 of the data buffers of binary views over ``size`` bytes (one buffer, or windows
+    overlapping by half past 2 GiB, since a view's offset is a signed 32-bit number)."""
+    return 31 if size <= INT32_MAX else _WINDOW_BITS

@@ -1,0 +1,215 @@
+"""Worker threads that never wait for ever: ``run`` (tasks at once, results in order) and
+``beside`` (calls in turn on one thread kept for the process).
+
+Both keep their threads for the process, so that no thread ends while it runs (one ending
+when memory is exhausted can abort the process: pthread_exit then fails to load
+libgcc_s), and a waiter checks every 0.2 s whether the thread it waits on still lives: a
+thread lost while running a task (out of memory even for an exception) makes that task
+fail with MemoryError instead of a wait for ever. Where no thread can be started, the
+work runs in the calling thread.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import queue
+import threading
+
+import numpy as np
+
+_POLL_SECONDS = 0.2         # how often a wait looks whether its worker thread still lives
+
+_pool: _Pool | None = None              # the workers of run
+_beside: _Pool | None = None            # the thread of beside
+_pool_lock = threading.Lock()
+
+
+def default_threads() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def threads_of(threads) -> int:
+    """``threads`` checked (an integer of at least 1), or ``default_threads()`` for None."""
+    if threads is None:
+        return default_threads()
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        raise ValueError(f"threads must be None or an integer of at least 1, not {threads!r}")
+    return int(threads)
+
+
+class _Task:
+    """One call handed to another thread, and what became of it. ``outcome`` stays None
+    until the call has run: a thread that ended while running it (out of memory even for
+    an exception) leaves it so, and the waiting thread then raises MemoryError instead
+    of waiting for ever."""
+
+    __slots__ = ("call", "outcome", "done", "worker")
+
+    def __init__(self, call):
+        self.call = call
+        self.outcome: tuple[object, BaseException | None] | None = None
+        self.done = threading.Event()
+        self.worker: threading.Thread | None = None
+
+    def run(self) -> None:
+        self.worker = threading.current_thread()
+        try:
+            self.outcome = _outcome(self.call)
+        finally:
+            self.done.set()
+
+    def wait(self, lost) -> tuple[object, BaseException | None]:
+        """The call's outcome, or MemoryError once ``lost()`` says that it will not come."""
+        while not self.done.wait(_POLL_SECONDS) and not lost():
+            pass
+        if self.outcome is None:
+            return None, MemoryError("a thread ended without finishing its work")
+        return self.outcome
+
+
+class _Pool:
+    """``size`` daemon worker threads taking ``_Task``s from a queue; they end when the
+    pool is collected (another caller may be handing it tasks until then)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        for k in range(size):
+            thread = threading.Thread(target=_work, args=(self.queue,), daemon=True,
+                                      name=f"dcpfast-{k}")
+            thread.start()                    # RuntimeError when no thread can be made
+            self.threads.append(thread)
+
+    def lost(self, task: _Task) -> bool:
+        """Whether ``task`` will not finish: its worker ended, or, before any took it, a
+        worker ended (it may have taken it from the queue)."""
+        if task.worker is not None:
+            return not task.worker.is_alive()
+        return not all(thread.is_alive() for thread in self.threads)
+
+    def __del__(self):
+        for _ in self.threads:
+            self.queue.put(None)
+
+
+def _work(tasks: queue.SimpleQueue) -> None:
+    """A worker: runs tasks until told to end (``None``). Whatever escapes a task (only
+    a failure to record its outcome can) ends the worker quietly: its waiter sees that."""
+    try:
+        while (task := tasks.get()) is not None:
+            task.run()
+            del task
+    except BaseException:
+        pass
+
+
+def _after_fork() -> None:
+    """In a forked child the parent's workers, and whoever held the lock, do not exist."""
+    global _pool, _beside, _pool_lock
+    _pool, _beside, _pool_lock = None, None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def beside(call):
+    """Start ``call`` on the thread that runs such calls one after another; returns a
+    function that waits for it and returns its result or raises its exception
+    (MemoryError if the thread ended without finishing it). One thread for the process,
+    started on first use and kept, like the pool's: what the calls allocate stays in one
+    allocator arena (a new thread a call spread a convert's row groups over up to one
+    arena each). Where no thread can be started, the call runs here and now."""
+    global _beside
+    task = _Task(call)
+    pool: _Pool | None = None
+    try:
+        with _pool_lock:
+            if _beside is None:
+                _beside = _Pool(1)
+            pool = _beside
+    except RuntimeError:                      # no thread could be started
+        task.run()
+    else:
+        pool.queue.put(task)
+
+    def result():
+        value, error = task.wait(lambda: pool is None or pool.lost(task))
+        if task.outcome is None:              # its thread ended: start afresh next time
+            _drop(pool)
+        if error is not None:
+            raise error
+        return value
+    return result
+
+
+def _drop(pool: _Pool | None) -> None:
+    """Forget ``pool`` (a worker of it ended), so that the next call starts afresh."""
+    global _pool, _beside
+    with _pool_lock:
+        if _pool is pool:
+            _pool = None
+        if _beside is pool:
+            _beside = None
+
+
+def run(tasks, threads: int) -> list:
+    """The results of ``tasks`` (functions of no argument), in order: the first in this
+    thread, the others on up to ``threads - 1`` worker threads at the same time. Every
+    task ends before anything is raised: then the first failing task's exception, in
+    the order of ``tasks``. Where no worker thread can be started (a memory limit), the
+    tasks run one after another in this thread; a worker that ends without finishing its
+    task (out of memory) makes its task fail with MemoryError, never a wait for ever."""
+    global _pool
+    if len(tasks) == 1 or threads < 2:
+        return [task() for task in tasks]
+    try:
+        with _pool_lock:
+            if _pool is None or _pool.size < threads - 1:
+                # a larger pool replaces the smaller, whose threads end once it is
+                # collected
+                _pool = _Pool(threads - 1)
+            pool = _pool
+    except RuntimeError:                      # no thread could be started
+        return [task() for task in tasks]
+    handed = [_Task(task) for task in tasks[1:]]
+    for task in handed:
+        pool.queue.put(task)
+    outcomes = [_outcome(tasks[0])]
+    for task in handed:
+        outcomes.append(task.wait(lambda task=task: pool.lost(task)))
+        if task.outcome is None:                 # a worker ended: start afresh next time
+            _drop(pool)
+    for _, error in outcomes:
+        if error is not None:
+            raise error
+    return [value for value, _ in outcomes]
+
+
+def _outcome(call) -> tuple[object, BaseException | None]:
+    """``(call(), None)``, or ``(None, the exception it raised)``."""
+    try:
+        return call(), None
+    except BaseException as e:               # raised again by run, in task order
+        return None, e
+
+
+def shares(weights, parts: int) -> list[int]:
+    """Cuts ``0 = c0 <= c1 <= ... <= c_parts = len(weights)`` of ``weights`` (numbers
+    of work per item) into ``parts`` runs of about equal work."""
+    total = np.cumsum(weights, dtype=np.float64)
+    if not len(total) or total[-1] <= 0:
+        return [len(weights) * k // parts for k in range(parts + 1)]
+    goals = total[-1] * np.arange(1, parts) / parts
+    return [0, *np.searchsorted(total, goals, side="right").tolist(), len(weights)]
+
+
+def parts_for(size: int, threads: int, least: int) -> int:
+    """How many parts ``size`` units of work are cut into for ``threads`` threads, each
+    part at least ``least`` units (one part when there are fewer than two such)."""
+    return max(1, min(threads, size // least))
