@@ -15,10 +15,9 @@ from hypothesis import strategies as st
 from memory import peak_allocation
 
 import dcpfast
-from dcpfast import packets
+from dcpfast import CaptureFormatError, packets
 from dcpfast import protocol as P
 from dcpfast import testing as t
-from dcpfast import CaptureFormatError
 from dcpfast.io import is_capture
 from dcpfast.pcap import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, read_pcap
 
