@@ -189,6 +189,11 @@ _NAMED = {
                      "(mode=\"overwrite\", --overwrite)",
     "output_not_dataset": "{out} holds {name}, which is not part of a Parquet dataset: "
                           "not replacing it",
+    # reports (reporting)
+    "report_clocks": "cannot report captures ({captures}) and dumps ({dumps}) together: "
+                     "a capture's times are arrival times, a dump's are its documents' CAS "
+                     "clock; report them apart",
+    "report_empty": "no input to report on",
     # document state (documents)
     "state_no_prepare": "commit of the prepare at seqno {prepared} (vbucket {vbucket}): no "
                         "such prepare is pending in the stream (captured mid-stream?)",

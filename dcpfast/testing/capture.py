@@ -10,7 +10,7 @@ from dataclasses import dataclass
 __all__ = [
     "TCP_ACK", "TCP_FIN", "TCP_PSH", "TCP_RST", "TCP_SYN", "TcpSegment", "ip_packet",
     "link_frame", "pcap_file", "pcapng_file", "pcapng_section", "tcp_conversation",
-    "tcp_packet", "tcp_packets", "tcp_segments",
+    "tcp_packet", "tcp_packets", "tcp_segments", "timed_packets",
 ]
 
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
@@ -272,4 +272,38 @@ def tcp_packets(segments, *, client=("10.0.0.1", 50123), server=("10.0.0.2", 112
         packet = tcp_packet(src, dst, sport, dport, seq, seg.payload, flags=seg.flags, ack=ack,
                             **ip)
         out.append((start_ns + i * step_ns, link_frame(packet, link, vlans=vlans)))
+    return out
+
+
+def timed_packets(events, *, client=("10.0.0.1", 50123), server=("10.0.0.2", 11210),
+                  mss: int = 1448, isn=(0x10000, 0x20000), handshake: bool = True,
+                  fin: bool = True, link: int = _LINK_ETHERNET) -> list[tuple[int, bytes]]:
+    """``(timestamp_ns, frame)`` packets of one TCP connection whose payloads are sent at
+    the times given: ``events`` are ``(time_ns, from_client, data)``, each cut into
+    segments of at most ``mss`` bytes a microsecond apart, in time order (a frame's
+    capture time is that of the segment holding its last byte). The handshake comes a
+    millisecond before the first event, the FINs a millisecond after the last."""
+    events = sorted(events, key=lambda e: e[0])
+    packets: list[tuple[int, bool, int, int, bytes]] = []    # time, client, flags, offset, data
+    sent = {True: 0, False: 0}
+    for t, from_client, data in events:
+        for k, at in enumerate(range(0, len(data), mss)):
+            packets.append((t + k * 1000, from_client, TCP_ACK | TCP_PSH, sent[from_client],
+                            data[at:at + mss]))
+        sent[from_client] += len(data)
+    if handshake and events:
+        t = events[0][0] - 1_000_000
+        packets[:0] = [(t, True, TCP_SYN, -1, b""), (t + 100, False, TCP_SYN | TCP_ACK, -1, b""),
+                       (t + 200, True, TCP_ACK, 0, b"")]
+    if fin and events:
+        t = max(p[0] for p in packets) + 1_000_000
+        packets += [(t, True, TCP_FIN | TCP_ACK, sent[True], b""),
+                    (t + 100, False, TCP_FIN | TCP_ACK, sent[False], b"")]
+    out = []
+    for t, from_client, flags, offset, data in sorted(packets, key=lambda p: p[0]):
+        (src, sport), (dst, dport) = (client, server) if from_client else (server, client)
+        seq = isn[0 if from_client else 1] + 1 + offset
+        ack = isn[1 if from_client else 0] + 1
+        out.append((t, link_frame(tcp_packet(src, dst, sport, dport, seq, data, flags=flags,
+                                             ack=ack), link)))
     return out

@@ -1,0 +1,82 @@
+"""``dcpfast report``: what happened on the wire, as one self-contained HTML page and a
+JSON file of the same figures (docs/report.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import click
+
+from ..errors import DcpFormatError, text
+from ..packets import DCP_PORT
+from ..reporting import DEFAULT_STALL_SECONDS
+from ..reporting.build import report
+from ..testing import SAMPLE_PCAP
+from .app import INPUT, check_inputs, main, reported, scan_options
+
+
+@main.command("report")
+@click.argument("files", nargs=-1, type=INPUT)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="The page to write (REPORT.html; needs dcpfast[report]).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True),
+              help="The JSON file of the figures to write.")
+@click.option("--stall-seconds", type=click.FloatRange(min=0, min_open=True),
+              default=DEFAULT_STALL_SECONDS, show_default=True,
+              help="Silence on an open stream longer than this is a stall.")
+@click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
+              help=f"DCP port of captures (repeatable; default {DCP_PORT}).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Inputs read at once, and threads decoding a dump (default: the cores "
+                   "this process may use).")
+@click.option("--sample", is_flag=True,
+              help="Report on the capture bundled with dcpfast (both sides of a small DCP "
+                   "conversation).")
+@scan_options
+def report_command(files, output, json_path, stall_seconds, ports, threads, sample,
+                   collections, errors):
+    """Report on the DCP conversations of every FILE: streams over time, stalls, flow
+    control, NOOP round trips, lag, documents and anomalies.
+
+    FILE is a pcap/pcapng capture (every connection, both directions) or a raw or
+    compressed dump (a client's dump next to its server's is read with it); captures and
+    dumps are reported apart. Writes the page (-o) and/or the JSON (--json), then one
+    line saying what it found.
+    """
+    names = list(files) + ([str(SAMPLE_PCAP)] if sample else [])
+    if not names:
+        raise click.UsageError("give one or more FILEs, or --sample")
+    if not output and not json_path:
+        raise click.UsageError("give -o REPORT.html, --json REPORT.json, or both")
+    if output and importlib.util.find_spec("bokeh") is None:
+        raise click.ClickException(text("needs_extra", what="the report page (-o)",
+                                        module="bokeh", extra="report"))
+    check_inputs(names)
+    with reported(", ".join(names)):
+        try:
+            found = report(names, stall_seconds=stall_seconds, errors=errors,
+                           collections=collections, ports=ports or (DCP_PORT,),
+                           threads=threads)
+        except DcpFormatError as e:
+            where = getattr(e, "source", None)
+            if where is None:
+                raise
+            raise click.ClickException(f"{click.format_filename(where)}: {e}") from None
+        except ValueError as e:
+            if type(e) is not ValueError:
+                raise
+            raise click.ClickException(str(e)) from None
+    written = []
+    for path, write in ((json_path, found.to_json), (output, found.to_html)):
+        if path:
+            try:
+                write(path)
+            except OSError as e:
+                raise click.ClickException(f"{click.format_filename(path)}: "
+                                           f"{e.strerror or e}") from None
+            written.append(f"{click.format_filename(path)} ({os.path.getsize(path):,} bytes)")
+    f = found.figures
+    click.echo(f"wrote {' and '.join(written)}: {f['frames']:,} frames, "
+               f"{len(f['connections'])} connections, {len(f['streams'])} streams, "
+               f"{len(f['stalls'])} stalls, {sum(f['anomaly_counts'].values())} anomalies")

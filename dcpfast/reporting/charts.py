@@ -1,0 +1,403 @@
+"""The charts of the report page, drawn with bokeh (the ``dcpfast[report]`` extra) from
+the figures alone.
+
+Every chart over time shares one x range (zoom or pan one, all follow) and one crosshair
+(a ``Span`` every chart's crosshair tool draws), and hovering shows the values. Series
+are numpy arrays, which bokeh writes into the page as binary. The charts use only
+models of bokeh's core bundle, the one script the page inlines.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+
+#: Streams drawn on the timeline and the seqno chart; the ones with stalls, rollbacks,
+#: anomalies or an end other than ``ok`` first.
+MAX_ROWS = 64
+#: Columns of the timeline at most (buckets are merged to fit).
+TIMELINE_COLUMNS = 320
+#: Opcodes drawn apart on the throughput chart (the busiest); the rest are summed.
+MAX_OPCODES = 8
+_TOOLS = "xpan,xwheel_zoom,xbox_zoom,reset"
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf", "#d62728")
+_STALL = "#d62728"
+_EVENTS = {"request": ("triangle", "#1f77b4"), "accepted": ("circle", "#2ca02c"),
+           "rollback": ("x", "#ff7f0e"), "refused": ("x", "#d62728"),
+           "end": ("square", "#7f7f7f"), "end (not ok)": ("square", "#d62728"),
+           "close": ("diamond", "#9467bd")}
+
+
+def epoch_ms(iso: str) -> float:
+    """An ISO 8601 UTC time of the figures as ms since the epoch."""
+    moment = dt.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+    return moment.timestamp() * 1000
+
+
+def stream_label(stream: dict, many: dict[str, int] | None) -> str:
+    """How the charts name a stream: ``vb 12``, with its stream id and, when the report
+    has several connections, the connection's number."""
+    label = f"vb {stream['vbucket']}"
+    if stream["stream_id"]:
+        label += f" sid {stream['stream_id']}"
+    if many:
+        label += f" · #{many[stream['connection']]}"
+    return label
+
+
+def chosen(figures: dict) -> list[int]:
+    """The streams drawn (indexes into ``figures["streams"]``): troubled ones first."""
+    def trouble(i: int) -> tuple:
+        s = figures["streams"][i]
+        return (-(s["stalls"] > 0), -(s["rollbacks"] > 0 or s["anomalies"] > 0 or
+                                      s["end"] not in (None, "ok")), i)
+    drawn = sorted(range(len(figures["streams"])), key=trouble)[:MAX_ROWS]
+    return sorted(drawn)
+
+
+class Charts:
+    """The page's bokeh models, built from ``figures``."""
+
+    def __init__(self, figures: dict):
+        from bokeh.models import Range1d, Span
+
+        self.figures = figures
+        series = figures["series"]
+        self.step = series["bucket_seconds"] * 1000
+        self.start = epoch_ms(series["start"]) if series["start"] else 0.0
+        end = self.start + max(series["buckets"], 1) * self.step
+        self.x_range = Range1d(self.start, end)
+        self.crosshair = Span(dimension="height", line_dash="dashed", line_color="#444")
+        names = [c["name"] for c in figures["connections"]]
+        self.many = {n: i + 1 for i, n in enumerate(names)} if len(names) > 1 else None
+        self.rows = chosen(figures)
+        self.labels = [stream_label(figures["streams"][i], self.many) for i in self.rows]
+
+    def x(self, buckets) -> np.ndarray:
+        """Bucket numbers as the ms of their middle."""
+        return self.start + (np.asarray(buckets, np.float64) + 0.5) * self.step
+
+    def figure(self, title: str, height: int = 240, **kwargs):
+        from bokeh.models import CrosshairTool
+        from bokeh.plotting import figure
+
+        fig = figure(title=title, x_axis_type="datetime", x_range=self.x_range, height=height,
+                     sizing_mode="stretch_width", tools=_TOOLS, active_scroll="xwheel_zoom",
+                     toolbar_location="right", **kwargs)
+        fig.add_tools(CrosshairTool(overlay=self.crosshair))
+        for stall in self.figures["stalls"]:
+            if stall["vbucket"] is None:
+                self._band(fig, stall)
+        return fig
+
+    def _band(self, fig, stall: dict) -> None:
+        from bokeh.models import BoxAnnotation
+
+        fig.add_layout(BoxAnnotation(left=epoch_ms(stall["start"]), right=epoch_ms(stall["end"]),
+                                     fill_color=_STALL, fill_alpha=0.12, line_alpha=0))
+
+    def hover(self, fig, renderers, fields: list[tuple[str, str]], mode: str = "mouse") -> None:
+        from bokeh.models import HoverTool
+
+        fig.add_tools(HoverTool(renderers=renderers, mode=mode,
+                                tooltips=[("time", "@x{%F %T.%3N} UTC"), *fields],
+                                formatters={"@x": "datetime"}))
+
+    def all(self) -> dict:
+        """Every chart that has something to draw, by section name."""
+        out = {}
+        if self.figures["series"]["buckets"]:
+            for name, make in (("timeline", self.timeline), ("seqnos", self.seqnos),
+                               ("throughput", self.throughput), ("flow", self.flow),
+                               ("noops", self.noops), ("lag", self.lag)):
+                chart = make()
+                if chart is not None:
+                    out[name] = chart
+        sizes = self.sizes()
+        if sizes is not None:
+            out["sizes"] = sizes
+            out["datatypes"] = self.datatypes()
+        return out
+
+    # -- over time ---------------------------------------------------------------------------
+
+    def timeline(self):
+        """One row per stream: its traffic per bucket (darker: more items), its stalls
+        (red), and its requests, answers and end."""
+        from bokeh.models import ColumnDataSource, FactorRange, LogColorMapper
+
+        if not self.rows:
+            return None
+        fig = self.figure("Streams over time: items per bucket, stalls (red), events",
+                          height=110 + 26 * len(self.rows),
+                          y_range=FactorRange(*reversed(self.labels)))
+        where = {i: label for i, label in zip(self.rows, self.labels)}
+        width = 1
+        while self.figures["series"]["buckets"] / width > TIMELINE_COLUMNS:
+            width *= 2
+        cells: dict[str, list] = {"x": [], "y": [], "left": [], "right": [], "items": []}
+        for s in self.figures["series"]["streams"]:
+            if s["stream"] not in where:
+                continue
+            step = max(width, s["width"])
+            columns = np.asarray(s["buckets"]) // step
+            heads = np.flatnonzero(np.concatenate(([True], columns[1:] != columns[:-1])))
+            items = np.add.reduceat(np.asarray(s["items"]), heads)
+            keep = items > 0
+            left = self.start + (columns[heads][keep] * step).astype(np.float64) * self.step
+            cells["left"] += left.tolist()
+            cells["right"] += (left + step * self.step).tolist()
+            cells["x"] += (left + step * self.step / 2).tolist()
+            cells["y"] += [where[s["stream"]]] * int(keep.sum())
+            cells["items"] += items[keep].tolist()
+        colors = LogColorMapper(palette=("#9ecae1", "#6baed6", "#4292c6", "#2171b5",
+                                         "#08519c", "#08306b"), low=1,
+                                high=max(max(cells["items"], default=1), 2))
+        bars = fig.hbar(y="y", left="left", right="right", height=0.7,
+                        source=ColumnDataSource({k: np.asarray(v) if k != "y" else v
+                                                 for k, v in cells.items()}),
+                        fill_color={"field": "items", "transform": colors}, line_alpha=0)
+        self.hover(fig, [bars], [("stream", "@y"), ("items", "@items")])
+        stalls = [s for s in self.figures["stalls"] if s["vbucket"] is not None]
+        label = {(s["connection"], s["vbucket"], s["stream_id"]): where[i]
+                 for i, s in enumerate(self.figures["streams"]) if i in where}
+        rows = [(label[(s["connection"], s["vbucket"], s["stream_id"])], s) for s in stalls
+                if (s["connection"], s["vbucket"], s["stream_id"]) in label]
+        if rows:
+            source = ColumnDataSource({
+                "y": [y for y, _ in rows],
+                "left": np.array([epoch_ms(s["start"]) for _, s in rows]),
+                "right": np.array([epoch_ms(s["end"]) for _, s in rows]),
+                "x": np.array([epoch_ms(s["start"]) for _, s in rows]),
+                "seconds": np.array([s["seconds"] for _, s in rows])})
+            red = fig.hbar(y="y", left="left", right="right", height=0.9, source=source,
+                           fill_color=_STALL, fill_alpha=0.85, line_alpha=0)
+            self.hover(fig, [red], [("stall of", "@y"), ("seconds", "@seconds{0.0}")])
+        self._events(fig, where)
+        fig.xgrid.grid_line_alpha = 0.3
+        return fig
+
+    def _events(self, fig, where: dict[int, str]) -> None:
+        from bokeh.models import ColumnDataSource
+
+        points: dict[str, dict[str, list]] = {}
+        for i, label in where.items():
+            for e in self.figures["streams"][i]["events"]:
+                if e["time"] is None:
+                    continue
+                what = e["what"]
+                if what == "end" and e["detail"] != "ok":
+                    what = "end (not ok)"
+                found = points.setdefault(what, {"x": [], "y": [], "detail": []})
+                found["x"].append(epoch_ms(e["time"]))
+                found["y"].append(label)
+                found["detail"].append(f"{e['what']} {e['detail']}".strip())
+        for what, data in points.items():
+            marker, color = _EVENTS[what]
+            glyph = fig.scatter("x", "y", marker=marker, size=9, color=color, legend_label=what,
+                                source=ColumnDataSource({"x": np.array(data["x"]),
+                                                         "y": data["y"],
+                                                         "detail": data["detail"]}))
+            self.hover(fig, [glyph], [("stream", "@y"), ("event", "@detail")])
+        if points:
+            fig.legend.click_policy = "hide"
+            fig.add_layout(fig.legend[0], "right")
+
+    def seqnos(self):
+        """The highest seqno each drawn stream reached, per bucket."""
+        from bokeh.models import ColumnDataSource
+
+        where = {i: label for i, label in zip(self.rows, self.labels)}
+        drawn = [s for s in self.figures["series"]["streams"]
+                 if s["stream"] in where and any(s["items"])]
+        if not drawn:
+            return None
+        fig = self.figure("Seqno progress per vbucket (highest seqno per bucket)")
+        for k, s in enumerate(drawn):
+            keep = np.asarray(s["items"]) > 0
+            x = self.x(np.asarray(s["buckets"])[keep])
+            y = np.asarray(s["seqno"], np.float64)[keep]
+            line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": y}),
+                            color=_PALETTE[k % len(_PALETTE)], line_width=1.5)
+            self.hover(fig, [line], [("stream", where[s["stream"]]), ("seqno", "@y{0,0}")])
+        fig.yaxis.axis_label = "seqno"
+        return fig
+
+    def throughput(self):
+        """Frames per second by opcode (the busiest apart), and bytes per second."""
+        from bokeh.models import ColumnDataSource, LinearAxis, Range1d
+
+        rows = self.figures["series"]["traffic"]
+        if not rows:
+            return None
+        n = self.figures["series"]["buckets"]
+        seconds = self.step / 1000
+        per = {}
+        for r in rows:
+            name = r["opcode"] + (" response" if r["response"] else "")
+            frames = np.zeros(n)
+            np.add.at(frames, r["buckets"], r["frames"])
+            per[name] = per.get(name, 0) + frames
+        total_bytes = np.zeros(n)
+        for r in rows:
+            np.add.at(total_bytes, r["buckets"], r["bytes"])
+        busiest = sorted(per, key=lambda k: -per[k].sum())
+        shown = busiest[:MAX_OPCODES]
+        if len(busiest) > MAX_OPCODES:
+            per["other"] = sum(per[k] for k in busiest[MAX_OPCODES:])
+            shown.append("other")
+        fig = self.figure("Throughput: frames per second by opcode, bytes per second (right)",
+                          height=280)
+        x = self.x(np.arange(n))
+        for k, name in enumerate(shown):
+            line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": per[name] / seconds}),
+                            color=_PALETTE[k % len(_PALETTE)], legend_label=name)
+            self.hover(fig, [line], [("opcode", name), ("frames/s", "@y{0,0.0}")], mode="vline")
+        rate = total_bytes / seconds
+        fig.extra_y_ranges = {"bytes": Range1d(0, max(float(rate.max()), 1.0) * 1.05)}
+        fig.add_layout(LinearAxis(y_range_name="bytes", axis_label="bytes/s"), "right")
+        line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": rate}),
+                        y_range_name="bytes", color="#000", line_dash="dotted",
+                        legend_label="bytes/s")
+        self.hover(fig, [line], [("bytes/s", "@y{0,0}")], mode="vline")
+        fig.yaxis[0].axis_label = "frames/s"
+        fig.legend.click_policy = "hide"
+        fig.legend.location = "top_left"
+        return fig
+
+    def flow(self):
+        """Unacknowledged bytes per connection against the buffer, and acknowledgements."""
+        from bokeh.models import ColumnDataSource, Span
+
+        rows = self.figures["series"]["unacked"]
+        acks = [r for r in self.figures["series"]["traffic"]
+                if r["opcode"] == "buffer_ack" and not r["response"]]
+        if not rows and not acks:
+            return None
+        fig = self.figure("Flow control: unacknowledged bytes (lines), buffer size (dashed), "
+                          "Buffer Acknowledgements (grey ticks)")
+        buffers = {f["connection"]: f["buffer_bytes"] for f in self.figures["flow_control"]}
+        for k, r in enumerate(rows[:MAX_OPCODES]):
+            color = _PALETTE[k % len(_PALETTE)]
+            line = fig.step("x", "y", source=ColumnDataSource(
+                {"x": self.x(r["buckets"]), "y": np.asarray(r["bytes"], np.float64)}),
+                color=color, mode="center", legend_label=self._short(r["connection"]))
+            self.hover(fig, [line], [("connection", r["connection"]),
+                                     ("unacknowledged bytes", "@y{0,0}")])
+            if buffers.get(r["connection"]):
+                fig.add_layout(Span(location=buffers[r["connection"]], dimension="width",
+                                    line_dash="dashed", line_color=color))
+        if acks:
+            x = np.concatenate([self.x(a["buckets"]) for a in acks])
+            n = np.concatenate([np.asarray(a["frames"], np.float64) for a in acks])
+            ticks = fig.scatter("x", "y", source=ColumnDataSource({"x": x, "y": np.zeros(len(x)),
+                                                                   "acks": n}),
+                                marker="dash", angle=math.pi / 2, size=10, color="#888")
+            self.hover(fig, [ticks], [("Buffer Acknowledgements", "@acks")])
+        fig.yaxis.axis_label = "bytes"
+        if rows:
+            fig.legend.location = "top_left"
+            fig.legend.click_policy = "hide"
+        return fig
+
+    def _short(self, name: str) -> str:
+        return f"#{self.many[name]}" if self.many else name
+
+    def noops(self):
+        """NOOP round trips per bucket: their mean, and the fastest to the slowest."""
+        from bokeh.models import ColumnDataSource
+
+        r = self.figures["series"]["noop_rtt_ms"]
+        if not r["buckets"]:
+            return None
+        fig = self.figure("NOOP round trips (ms): mean per bucket, fastest to slowest",
+                          height=200)
+        x = self.x(r["buckets"])
+        source = ColumnDataSource({"x": x, "low": np.asarray(r["min"]),
+                                   "high": np.asarray(r["max"]), "y": np.asarray(r["mean"])})
+        fig.segment("x", "low", "x", "high", source=source, color="#9ecae1", line_width=3)
+        dots = fig.scatter("x", "y", source=source, size=6, color="#08519c")
+        self.hover(fig, [dots], [("mean ms", "@y{0,0.000}"), ("min ms", "@low{0,0.000}"),
+                                 ("max ms", "@high{0,0.000}")])
+        fig.yaxis.axis_label = "ms"
+        return fig
+
+    def lag(self):
+        """Capture time minus CAS time of the document changes, per bucket."""
+        from bokeh.models import ColumnDataSource
+
+        r = self.figures["series"]["lag_ms"]
+        if not r["buckets"]:
+            return None
+        fig = self.figure("Lag on the wire: capture time minus CAS time (ms, log scale)",
+                          height=240, y_axis_type="log")
+        x = self.x(r["buckets"])
+        for k, name in enumerate(("p50", "p99", "max")):
+            y = np.asarray(r[name], np.float64)
+            y[y <= 0] = np.nan
+            line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": y,
+                                                                "n": np.asarray(r["count"])}),
+                            color=_PALETTE[k], legend_label=name)
+            self.hover(fig, [line], [(name + " ms", "@y{0,0.000}"), ("changes", "@n")],
+                       mode="vline")
+        fig.yaxis.axis_label = "ms"
+        fig.legend.location = "top_left"
+        fig.legend.click_policy = "hide"
+        return fig
+
+    # -- the documents ---------------------------------------------------------------------
+
+    def sizes(self):
+        """Value sizes of the document changes, one bar per size bin."""
+        from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+        from bokeh.plotting import figure
+
+        sizes = self.figures["documents"]["value_sizes"]
+        bins = sizes["bins"]
+        names = [k for k in sizes if k != "bins" and any(sizes[k])]
+        if not names:
+            return None
+        total = np.sum([sizes[k] for k in names], axis=0)
+        used = np.flatnonzero(total)
+        labels = [_size_label(bins, int(b)) for b in used]
+        fig = figure(title="Value sizes of the document changes (bytes)", height=260,
+                     sizing_mode="stretch_width", x_range=FactorRange(*labels),
+                     tools="hover", tooltips=[("size", "@label"), ("changes", "@n{0,0}")])
+        fig.vbar(x="label", top="n", width=0.8, color="#4292c6",
+                 source=ColumnDataSource({"label": labels, "n": total[used]}))
+        fig.xaxis.major_label_orientation = 0.8
+        fig.select_one(HoverTool).mode = "mouse"
+        return fig
+
+    def datatypes(self):
+        """Document changes with a value, by datatype."""
+        from bokeh.models import ColumnDataSource
+        from bokeh.plotting import figure
+
+        found = {k: v for k, v in self.figures["documents"]["datatypes"].items() if v}
+        labels = list(found) or ["none"]
+        fig = figure(title="Datatypes of the values", height=260, sizing_mode="stretch_width",
+                     x_range=labels, tools="hover", tooltips=[("datatype", "@label"),
+                                                              ("changes", "@n{0,0}")])
+        fig.vbar(x="label", top="n", width=0.8, color="#6baed6",
+                 source=ColumnDataSource({"label": labels,
+                                          "n": np.array([found.get(k, 0) for k in labels])}))
+        return fig
+
+
+def _size_label(bins: list[int], b: int) -> str:
+    if b == 0:
+        return "0"
+    low, high = bins[b], 2 * bins[b] - 1
+    return _bytes(low) if low == high else f"{_bytes(low)}-{_bytes(high)}"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size:
+            return f"{n // size}{unit}"
+    return str(n)
+

@@ -1,0 +1,245 @@
+"""What a report reads: inputs planned into units, and a unit read into a ``Partial``.
+
+A unit is read by one thread or one Spark task, into one partial: a capture (every TCP
+connection in it, both directions), a dump (the server's side of one connection), or a
+client's dump with the server's dump next to it in the list of inputs (read client first,
+so that the server's responses find the client's requests). Whether a dump holds a
+client's or a server's side is told from its first MiB: a client sends DCP Open,
+Controls, Stream Requests, Buffer Acknowledgements and NOOP responses; a server sends
+responses, stream messages and NOOPs. The same function reads a unit on a thread and in
+a Spark task (``dcpfast.spark.report``): one aggregation for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+
+from .. import protocol as P
+from ..errors import DcpFormatError, checked_mode
+from ..io import DEFAULT_BATCH_BYTES, is_capture, open_stream
+from ..io.dumps import iter_batches, scan
+from ..packets import DCP_PORT
+from ..pcap import CLIENT_TO_SERVER, read_pcap
+from ..streams.frames import IS_MESSAGE, requests
+from .clock import CAPTURE, CAS, cas_times
+from .conversation import Conversation
+from .partial import Partial
+
+#: The default stall threshold: silence on an open stream longer than this is a stall.
+DEFAULT_STALL_SECONDS = 5.0
+#: Anomalies of the summary listed per connection (all are counted).
+MAX_ANOMALIES = 1000
+#: Bytes of a dump looked at to tell the client's side from the server's.
+SNIFF_BYTES = 1 << 20
+_CLIENT_REQUESTS = np.zeros(256, bool)
+_CLIENT_REQUESTS[[P.Opcode.OPEN, P.Opcode.CONTROL, P.Opcode.STREAM_REQUEST,
+                  P.Opcode.BUFFER_ACK, P.Opcode.CLOSE_STREAM, P.Opcode.GET_FAILOVER_LOG,
+                  P.Opcode.ADD_STREAM]] = True
+
+
+@dataclass(frozen=True)
+class Options:
+    """How inputs are read and judged (the same on every thread and task)."""
+
+    stall_seconds: float = DEFAULT_STALL_SECONDS
+    errors: str = "strict"
+    collections: bool | None = None
+    ports: tuple[int, ...] = (DCP_PORT,)
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        checked_mode(self.errors)
+        if not self.stall_seconds > 0:
+            raise ValueError(f"stall_seconds must be above 0, not {self.stall_seconds!r}")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Inputs read together: their names, what each is (``"capture"``, ``"client"``,
+    ``"server"``), and the sources (paths, URIs or file objects)."""
+
+    names: tuple[str, ...]
+    kinds: tuple[str, ...]
+    sources: tuple[Any, ...]
+
+
+#: Opens a source for reading: a path, URI or file object in, a binary file out.
+Opener = Callable[[Any], contextlib.AbstractContextManager[IO[bytes]]]
+
+
+@contextlib.contextmanager
+def local(source) -> Iterator[IO[bytes]]:
+    """A local path (``-``: standard input) or a binary file object, for reading."""
+    if isinstance(source, (str, os.PathLike)):
+        if os.fspath(source) == "-":
+            yield sys.stdin.buffer
+            return
+        with open(source, "rb") as f:
+            yield f
+    else:
+        yield source
+
+
+def name_of(source) -> str:
+    """How a source is named in a report."""
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        return "<stdin>" if text == "-" else os.path.basename(text.rstrip("/")) or text
+    return getattr(source, "name", None) or type(source).__name__
+
+
+def kind_of(source, opener: Opener, errors: str) -> str:
+    """``"capture"``, or for a dump ``"client"`` or ``"server"`` (see the module)."""
+    with opener(source) as f:
+        stream = open_stream(f, errors="skip")
+        if is_capture(stream.head):
+            return "capture"
+        head = bytearray()
+        while len(head) < SNIFF_BYTES:
+            piece = stream.read(SNIFF_BYTES - len(head))
+            if not piece:
+                break
+            head += piece
+    batch = scan(bytes(head), errors="skip")
+    if not len(batch):
+        return "server"
+    op, req = batch["opcode"], requests(batch)
+    client = int((req & _CLIENT_REQUESTS[op]).sum() + (~req & (op == P.Opcode.NOOP)).sum())
+    server = int((req & (IS_MESSAGE[op] | (op == P.Opcode.NOOP))).sum()
+                 + (~req & (op != P.Opcode.NOOP)).sum())
+    return "client" if client > server else "server"
+
+
+def plan(sources: Sequence, opener: Opener = local, errors: str = "strict") -> list[Unit]:
+    """The units of ``sources``: each capture and dump alone, but a client's dump next to
+    a server's dump (either first) read with it. A source that cannot be looked at
+    twice (standard input, a file object) is read alone, as a server's side unless it
+    is a capture."""
+    names = [name_of(s) for s in sources]
+    kinds = [kind_of(s, opener, errors) if _seekable(s) else None for s in sources]
+    units, i = [], 0
+    while i < len(sources):
+        pair = i + 1 < len(sources) and {kinds[i], kinds[i + 1]} == {"client", "server"}
+        if pair:
+            first, second = (i, i + 1) if kinds[i] == "client" else (i + 1, i)
+            units.append(Unit((names[first], names[second]), ("client", "server"),
+                              (sources[first], sources[second])))
+            i += 2
+            continue
+        units.append(Unit((names[i],), (kinds[i] or "unknown",), (sources[i],)))
+        i += 1
+    return units
+
+
+def _seekable(source) -> bool:
+    return isinstance(source, (str, os.PathLike)) and os.fspath(source) != "-"
+
+
+def read_unit(unit: Unit, options: Options, opener: Opener = local) -> Partial:
+    """The partial of one unit: every batch of its inputs aggregated, every connection
+    closed."""
+    partial: Partial | None = None
+    conversation: Conversation | None = None
+    for name, kind, source in zip(unit.names, unit.kinds, unit.sources):
+        try:
+            partial, conversation = _read_input(name, kind, source, unit, options, opener,
+                                                partial, conversation)
+        except DcpFormatError as e:
+            e.source = source if isinstance(source, (str, os.PathLike)) else name  # type: ignore[attr-defined]
+            raise
+    assert partial is not None
+    for c in partial.conversations:
+        c.close(partial, MAX_ANOMALIES)
+    return partial
+
+
+def _read_input(name: str, kind: str, source, unit: Unit, options: Options, opener: Opener,
+                partial: Partial | None, conversation: Conversation | None):
+    """Read one input of a unit into ``partial`` (made for the first input)."""
+    with opener(source) as f, open_stream(f, errors=options.errors) as stream:
+        capture = bool(is_capture(stream.head))
+        if partial is None:
+            partial = Partial(CAPTURE if capture else CAS, options.stall_seconds)
+        partial.inputs.append({"name": name, "kind": "capture" if capture else "dump",
+                               "side": "both" if capture else
+                               ("client" if kind == "client" else "server"),
+                               "compression": stream.codec})
+        if capture:
+            _read_capture(name, stream, options, partial)
+            return partial, conversation
+        if conversation is None:
+            conversation = _conversation(partial, " + ".join(reversed(unit.names)))
+        _read_dump(stream, kind == "client", options, partial, conversation)
+    return partial, conversation
+
+
+def _read_dump(stream, client: bool, options: Options, partial: Partial,
+               conversation: Conversation) -> None:
+    for batch in iter_batches(stream, options.batch_bytes, collections=options.collections,
+                              errors=options.errors, threads=options.threads):
+        if client:
+            conversation.client(batch, np.zeros(len(batch), np.int64), partial)
+        else:
+            conversation.server(batch, np.zeros(len(batch), np.int64), cas_times(batch),
+                                partial)
+    if stream.damage is not None:
+        conversation.damage.append((int(client), stream.damage.offset, stream.damage.length,
+                                    stream.damage.reason, 0))
+
+
+def _read_capture(name: str, stream, options: Options, partial: Partial) -> None:
+    reader = read_pcap(stream, options.ports, collections=options.collections,
+                       errors=options.errors)
+    by_connection: dict[tuple, Conversation] = {}
+    for batch in reader:
+        c = batch.connection
+        to_server = c.direction == CLIENT_TO_SERVER
+        client, server = ((c.src, c.src_port), (c.dst, c.dst_port)) if to_server \
+            else ((c.dst, c.dst_port), (c.src, c.src_port))
+        conversation = by_connection.get((client, server))
+        if conversation is None:
+            conversation = by_connection[(client, server)] = _conversation(
+                partial, f"{_endpoint(*client)} -> {_endpoint(*server)}")
+        if to_server:
+            conversation.client(batch, batch.timestamps, partial)
+        else:
+            conversation.server(batch, batch.timestamps, cas_times(batch), partial)
+    for problem in reader.problems:
+        partial.problem(name, problem.offset, problem.length, problem.reason)
+    partial.more_problems += reader.problems_not_listed
+
+
+def _conversation(partial: Partial, name: str) -> Conversation:
+    """A new connection of ``partial``."""
+    found = Conversation(name, len(partial.conversations), partial.clock, partial.stall_ns)
+    partial.conversations.append(found)
+    return found
+
+
+def _endpoint(address: str, port: int) -> str:
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def read_all(units: Sequence[Unit], options: Options, opener: Opener = local,
+             run: Callable[[list], list] | None = None) -> Partial:
+    """Every unit read (``run`` runs the readers, in order; default one after another)
+    and merged, in the order of ``units``."""
+    tasks = [lambda unit=unit: read_unit(unit, options, opener) for unit in units]
+    partials = run(tasks) if run is not None else [task() for task in tasks]
+    return merged(partials)
+
+
+def merged(partials: Sequence[Partial]) -> Partial:
+    """The partials merged in order into the first."""
+    first, *rest = partials
+    for other in rest:
+        first.merge(other)
+    return first
