@@ -22,6 +22,8 @@ TIMELINE_COLUMNS = 320
 #: Opcodes drawn apart on the throughput chart (the busiest); the rest are summed.
 MAX_OPCODES = 8
 _TOOLS = "xpan,xwheel_zoom,xbox_zoom,reset"
+#: Room left and right of every chart over time, so that their time axes line up.
+_BORDER = 90
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf", "#d62728")
 _STALL = "#d62728"
@@ -35,6 +37,23 @@ def epoch_ms(iso: str) -> float:
     """An ISO 8601 UTC time of the figures as ms since the epoch."""
     moment = dt.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
     return moment.timestamp() * 1000
+
+
+def above(fig) -> None:
+    """Put a chart's legend above it, in a row (clicking an entry hides its series)."""
+    legend = fig.legend[0]
+    legend.orientation = "horizontal"
+    legend.click_policy = "hide"
+    legend.border_line_alpha = 0
+    fig.add_layout(legend, "above")
+
+
+def gapped(buckets, x: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``x`` and ``columns`` with a NaN row between points more than a bucket apart, so
+    that a line breaks where there is no data."""
+    buckets = np.asarray(buckets)
+    breaks = np.flatnonzero(np.diff(buckets) > 1) + 1
+    return tuple(np.insert(np.asarray(c, np.float64), breaks, np.nan) for c in (x, *columns))
 
 
 def stream_label(stream: dict, many: dict[str, int] | None) -> str:
@@ -86,7 +105,8 @@ class Charts:
 
         fig = figure(title=title, x_axis_type="datetime", x_range=self.x_range, height=height,
                      sizing_mode="stretch_width", tools=_TOOLS, active_scroll="xwheel_zoom",
-                     toolbar_location="right", **kwargs)
+                     toolbar_location="right", min_border_left=_BORDER,
+                     min_border_right=_BORDER, **kwargs)
         fig.add_tools(CrosshairTool(overlay=self.crosshair))
         for stall in self.figures["stalls"]:
             if stall["vbucket"] is None:
@@ -203,8 +223,7 @@ class Charts:
                                                          "detail": data["detail"]}))
             self.hover(fig, [glyph], [("stream", "@y"), ("event", "@detail")])
         if points:
-            fig.legend.click_policy = "hide"
-            fig.add_layout(fig.legend[0], "right")
+            above(fig)
 
     def seqnos(self):
         """The highest seqno each drawn stream reached, per bucket."""
@@ -228,7 +247,13 @@ class Charts:
 
     def throughput(self):
         """Frames per second by opcode (the busiest apart), and bytes per second."""
-        from bokeh.models import ColumnDataSource, LinearAxis, Range1d
+        from bokeh.models import (
+            ColumnDataSource,
+            DataRange1d,
+            LinearAxis,
+            NumeralTickFormatter,
+            Range1d,
+        )
 
         rows = self.figures["series"]["traffic"]
         if not rows:
@@ -252,25 +277,29 @@ class Charts:
         fig = self.figure("Throughput: frames per second by opcode, bytes per second (right)",
                           height=280)
         x = self.x(np.arange(n))
+        lines = []
         for k, name in enumerate(shown):
             line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": per[name] / seconds}),
                             color=_PALETTE[k % len(_PALETTE)], legend_label=name)
+            lines.append(line)
             self.hover(fig, [line], [("opcode", name), ("frames/s", "@y{0,0.0}")], mode="vline")
+        fig.y_range = DataRange1d(renderers=lines, start=0)
         rate = total_bytes / seconds
         fig.extra_y_ranges = {"bytes": Range1d(0, max(float(rate.max()), 1.0) * 1.05)}
-        fig.add_layout(LinearAxis(y_range_name="bytes", axis_label="bytes/s"), "right")
+        fig.add_layout(LinearAxis(y_range_name="bytes", axis_label="bytes/s",
+                                  formatter=NumeralTickFormatter(format="0.[0]a")), "right")
         line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": rate}),
                         y_range_name="bytes", color="#000", line_dash="dotted",
                         legend_label="bytes/s")
         self.hover(fig, [line], [("bytes/s", "@y{0,0}")], mode="vline")
         fig.yaxis[0].axis_label = "frames/s"
-        fig.legend.click_policy = "hide"
-        fig.legend.location = "top_left"
+        fig.yaxis[0].formatter = NumeralTickFormatter(format="0.[0]a")
+        above(fig)
         return fig
 
     def flow(self):
         """Unacknowledged bytes per connection against the buffer, and acknowledgements."""
-        from bokeh.models import ColumnDataSource, Span
+        from bokeh.models import ColumnDataSource, NumeralTickFormatter, Span
 
         rows = self.figures["series"]["unacked"]
         acks = [r for r in self.figures["series"]["traffic"]
@@ -284,7 +313,7 @@ class Charts:
             color = _PALETTE[k % len(_PALETTE)]
             line = fig.step("x", "y", source=ColumnDataSource(
                 {"x": self.x(r["buckets"]), "y": np.asarray(r["bytes"], np.float64)}),
-                color=color, mode="center", legend_label=self._short(r["connection"]))
+                color=color, mode="after", legend_label=self._short(r["connection"]))
             self.hover(fig, [line], [("connection", r["connection"]),
                                      ("unacknowledged bytes", "@y{0,0}")])
             if buffers.get(r["connection"]):
@@ -298,9 +327,9 @@ class Charts:
                                 marker="dash", angle=math.pi / 2, size=10, color="#888")
             self.hover(fig, [ticks], [("Buffer Acknowledgements", "@acks")])
         fig.yaxis.axis_label = "bytes"
+        fig.yaxis.formatter = NumeralTickFormatter(format="0.[0]a")
         if rows:
-            fig.legend.location = "top_left"
-            fig.legend.click_policy = "hide"
+            above(fig)
         return fig
 
     def _short(self, name: str) -> str:
@@ -334,18 +363,17 @@ class Charts:
             return None
         fig = self.figure("Lag on the wire: capture time minus CAS time (ms, log scale)",
                           height=240, y_axis_type="log")
-        x = self.x(r["buckets"])
         for k, name in enumerate(("p50", "p99", "max")):
             y = np.asarray(r[name], np.float64)
             y[y <= 0] = np.nan
-            line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": y,
-                                                                "n": np.asarray(r["count"])}),
-                            color=_PALETTE[k], legend_label=name)
-            self.hover(fig, [line], [(name + " ms", "@y{0,0.000}"), ("changes", "@n")],
-                       mode="vline")
+            x, y, n = gapped(r["buckets"], self.x(r["buckets"]), y, np.asarray(r["count"]))
+            source = ColumnDataSource({"x": x, "y": y, "n": n})
+            color = _PALETTE[k]
+            fig.line("x", "y", source=source, color=color, legend_label=name)
+            dots = fig.scatter("x", "y", source=source, color=color, size=4, legend_label=name)
+            self.hover(fig, [dots], [(name + " ms", "@y{0,0.000}"), ("changes", "@n")])
         fig.yaxis.axis_label = "ms"
-        fig.legend.location = "top_left"
-        fig.legend.click_policy = "hide"
+        above(fig)
         return fig
 
     # -- the documents ---------------------------------------------------------------------

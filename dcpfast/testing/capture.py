@@ -288,8 +288,8 @@ def timed_packets(events, *, client=("10.0.0.1", 50123), server=("10.0.0.2", 112
     sent = {True: 0, False: 0}
     for t, from_client, data in events:
         for k, at in enumerate(range(0, len(data), mss)):
-            packets.append((t + k * 1000, from_client, TCP_ACK | TCP_PSH, sent[from_client],
-                            data[at:at + mss]))
+            packets.append((t + k * 1000, from_client, TCP_ACK | TCP_PSH,
+                            sent[from_client] + at, data[at:at + mss]))
         sent[from_client] += len(data)
     if handshake and events:
         t = events[0][0] - 1_000_000
