@@ -197,7 +197,8 @@ class Conversation:
         if len(charged):
             sizes = batch["body_len"][charged].astype(np.int64) + P.HEADER_SIZE
             sizes += PREPARE_SURCHARGE * (op[charged] == P.Opcode.PREPARE)
-            self.flow.sent(times[charged], sizes)
+            self.flow.sent(times[charged] if self.clock == CAPTURE else np.zeros_like(sizes),
+                           sizes)
         asked = np.flatnonzero(req & (op == P.Opcode.NOOP))
         if len(asked):
             self._round_trips(self.noops.asked(batch["opaque"][asked], times[asked]), partial)

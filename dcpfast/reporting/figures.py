@@ -126,11 +126,19 @@ def _streams(partial: Partial) -> tuple[list[dict], dict[int, int]]:
                 "last": iso(s.last) if s is not None else None,
                 "stalls": s.stalls if s is not None else 0,
                 "anomalies": r.get("anomalies", 0),
-                "events": [{"time": iso(t) if t else None, "what": what, "detail": detail}
-                           for t, what, detail in (s.events if s is not None else [])],
+                "events": _events(s.events if s is not None else []),
                 "more_events": s.more_events if s is not None else 0,
             })
     return out, index
+
+
+def _events(events: list[tuple[int, str, str]]) -> list[dict]:
+    """A stream's events, in time order when all have a time (else as read: the client's
+    side of a dump pair first)."""
+    if all(t for t, _, _ in events):
+        events = sorted(events, key=lambda e: e[0])
+    return [{"time": iso(t) if t else None, "what": what, "detail": detail}
+            for t, what, detail in events]
 
 
 def _stalls(partial: Partial, flow: list[dict]) -> list[dict]:

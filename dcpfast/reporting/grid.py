@@ -70,6 +70,19 @@ class Grid:
         return self.lo >> self.shift, self.hi >> self.shift
 
 
+def _gathered(op: str, at: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """``values`` combined by ``op`` into a table of ``size`` at positions ``at``."""
+    if op == "sum" or op == "or":
+        start = 0
+    elif np.issubdtype(values.dtype, np.integer):
+        start = np.iinfo(values.dtype).min if op == "max" else np.iinfo(values.dtype).max
+    else:
+        start = -np.inf if op == "max" else np.inf
+    out = np.full(size, start, values.dtype)
+    _REDUCE[op].at(out, at, values)
+    return out
+
+
 def reduced(keys: np.ndarray, values: dict[str, np.ndarray],
             ops: dict[str, str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``keys`` made unique (sorted) and ``values`` combined per key as ``ops`` says."""
@@ -104,11 +117,22 @@ class Cells:
         if not len(rows):
             return
         self.rescale(shift)
+        rows = rows.astype(np.int64, copy=False)
         buckets = times >> shift
-        self._rebase(int(buckets.min()))
-        keys = rows.astype(np.int64) << 32 | (buckets - self.origin)
-        keys, values = reduced(keys, {n: np.asarray(v, self.dtypes[n]) for n, v in values.items()},
-                               self.ops)
+        low, high = int(buckets.min()), int(buckets.max())
+        self._rebase(low)
+        values = {n: np.asarray(v, self.dtypes[n]) for n, v in values.items()}
+        first, width = int(rows.min()), high - low + 1
+        size = (int(rows.max()) - first + 1) * width
+        if size <= max(4 * len(rows), 1 << 16):         # a batch spans few buckets: a dense
+            at = (rows - first) * width + (buckets - low)   # table, no sort
+            seen = np.zeros(size, bool)
+            seen[at] = True
+            cells = np.flatnonzero(seen)
+            keys = (cells // width + first) << 32 | (cells % width + low - self.origin)
+            values = {n: _gathered(self.ops[n], at, v, size)[cells] for n, v in values.items()}
+        else:
+            keys, values = reduced(rows << 32 | (buckets - self.origin), values, self.ops)
         self._parts.append((keys, values))
         self._unmerged += len(keys)
         if self._unmerged > len(self.keys) + 4096:
