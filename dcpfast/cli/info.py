@@ -10,6 +10,7 @@ import numpy as np
 
 from ..protocol import DOCUMENT_CHANGES, Opcode
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
+from .glance import Glance
 from .inventory import LISTED_PER_REASON, Inventory
 
 #: Bytes per batch: a batch lists every region it skipped, so that dense damage costs
@@ -38,9 +39,10 @@ def info(files, sample, collections, errors, as_json):
             failed = True
             continue
         if as_json:
-            summaries.append(_as_json(path, summary))
+            summaries.append({**_as_json(path, summary), **summary["glance"].as_json()})
         else:
-            click.echo(_report(path, summary))
+            click.echo("\n".join([_report(path, summary), "",
+                                  *summary["glance"].lines(shown(path))]))
     if as_json:
         click.echo(json.dumps(summaries, indent=2))
     if failed:
@@ -49,15 +51,17 @@ def info(files, sample, collections, errors, as_json):
 
 def _summarise(path, collections, errors) -> dict:
     """Counts and seqno ranges over every batch of one input, in bounded memory."""
-    found = Inventory()
+    found, glance = Inventory(), Glance()
     with opened(path, errors) as source:
-        batches = source.batches(collections=collections, columns=list(Inventory.COLUMNS),
-                                 errors=errors, batch_bytes=_BATCH_BYTES)
+        batches = source.batches(collections=collections, columns=None, errors=errors,
+                                 batch_bytes=_BATCH_BYTES)
         for batch in batches:
             found.update(batch)
+            glance.update(batch)
     # a capture's own damage (file offsets): the first of it listed, all of it counted
     damage = getattr(batches, "problems", [])
-    return dict(inventory=found, compression=source.compression, capture=source.capture,
+    return dict(inventory=found, glance=glance, compression=source.compression,
+                capture=source.capture,
                 capture_damage=damage[:LISTED_PER_REASON], capture_damage_count=len(damage)
                 + getattr(batches, "problems_not_listed", 0))
 

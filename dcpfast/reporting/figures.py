@@ -62,6 +62,7 @@ def build(partial: Partial, generator: str) -> dict:
     frames, nbytes = partial.frames, partial.bytes
     streams, index = _streams(partial)
     flow = _flow(partial)
+    stalls = _stalls(partial, flow)
     out = {
         "version": VERSION, "generator": generator, "inputs": partial.inputs,
         "frames": frames, "bytes": nbytes,
@@ -70,9 +71,9 @@ def build(partial: Partial, generator: str) -> dict:
         "rates": {"frames_per_second": frames / seconds, "bytes_per_second": nbytes / seconds}
         if seconds else None,
         "stall_seconds": partial.stall_ns / 1e9,
-        "connections": _connections(partial),
+        "connections": _connections(partial, stalls),
         "streams": streams,
-        "stalls": _stalls(partial, flow),
+        "stalls": stalls,
         "stalls_not_listed": sum(c.more_stalls for c in partial.conversations),
         "noops": {"count": sum(c.noops.count for c in partial.conversations),
                   "answered": sum(c.noops.answered for c in partial.conversations),
@@ -87,11 +88,11 @@ def build(partial: Partial, generator: str) -> dict:
     return out
 
 
-def _connections(partial: Partial) -> list[dict]:
+def _connections(partial: Partial, stalls: list[dict]) -> list[dict]:
     return [{"name": c.name, "frames_client": c.frames[1], "frames_server": c.frames[0],
              "bytes_client": c.bytes[1], "bytes_server": c.bytes[0],
              "first": iso(c.first), "last": iso(c.last), "streams": len(c.streams),
-             "stalls": len(c.stalls) + c.more_stalls,
+             "stalls": sum(s["connection"] == c.name for s in stalls) + c.more_stalls,
              "anomalies": sum(c.anomaly_counts.values()),
              "noops": c.noops.count, "noop_rtt_ms": _ms(c.noops.rtt_ms)}
             for c in partial.conversations]

@@ -1,0 +1,115 @@
+"""``dcpfast report`` and what ``dcpfast info`` says of time, names and stream health."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from click.testing import CliRunner
+from report_scenarios import known
+
+import dcpfast
+from dcpfast.cli import main
+from dcpfast.testing import SAMPLE, SAMPLE_CLIENT, SAMPLE_PCAP
+
+has_bokeh = importlib.util.find_spec("bokeh") is not None
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _one_line_error(result) -> str:
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+@pytest.mark.skipif(not has_bokeh, reason="the page needs the report extra")
+def test_report_on_the_sample(tmp_path):
+    page, figures = tmp_path / "r.html", tmp_path / "r.json"
+    result = run("report", "--sample", "-o", page, "--json", figures)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"wrote {figures} (")
+    assert "1,190 frames, 1 connections, 4 streams, 1 stalls, 0 anomalies" in result.output
+    written = json.loads(figures.read_text())
+    want = dcpfast.report(SAMPLE_PCAP).figures
+    assert {k: v for k, v in written.items() if k != "inputs"} == \
+        {k: v for k, v in want.items() if k != "inputs"}
+    assert "vb 848 stalled 12.5 s" in page.read_text()
+
+
+def test_report_json_of_dumps_with_options(tmp_path):
+    out = tmp_path / "r.json"
+    result = run("report", SAMPLE, SAMPLE_CLIENT, "--json", out, "--stall-seconds", "0.5",
+                 "--threads", "2")
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["time"]["clock"] == "cas" and figures["stall_seconds"] == 0.5
+    assert [c["name"] for c in figures["connections"]] == ["sample.dcp + sample-client.dcp"]
+    assert sum(s["requests"] for s in figures["streams"]) == 4
+
+
+def test_report_ports_and_usage(tmp_path):
+    out = tmp_path / "r.json"
+    assert run("report", SAMPLE_PCAP, "--port", "11211", "--json", out).exit_code == 0
+    assert json.loads(out.read_text())["frames"] == 0           # no traffic on that port
+    assert run("report").exit_code == 2
+    assert run("report", SAMPLE_PCAP).exit_code == 2            # no output named
+    assert run("report", SAMPLE_PCAP, "--json", out, "--stall-seconds", "0").exit_code == 2
+
+
+def test_report_errors_are_one_line(tmp_path):
+    out = tmp_path / "r.json"
+    assert "No such file" in _one_line_error(run("report", tmp_path / "none.dcp", "--json", out))
+    script = known()
+    server, _ = script.dumps()
+    damaged = bytearray(server)
+    at = int(dcpfast.scan(server)["offset"][40])
+    damaged[at] = 0x42
+    path = tmp_path / "damaged.dcp"
+    path.write_bytes(bytes(damaged))
+    line = _one_line_error(run("report", path, "--json", out))
+    assert line.startswith(f"Error: {path}: at byte {at}")
+    assert run("report", path, "--json", out, "--errors", "skip").exit_code == 0
+    assert json.loads(out.read_text())["anomaly_counts"]["damaged_bytes"] >= 1
+    assert "report them apart" in _one_line_error(run("report", SAMPLE, SAMPLE_PCAP, "--json",
+                                                      out))
+    assert "No such file" in _one_line_error(run("report", SAMPLE, "--json",
+                                                 tmp_path / "no" / "r.json"))
+
+
+def test_report_without_the_extra_says_how_to_get_it(tmp_path, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "bokeh" else real(name, *a))
+    line = _one_line_error(run("report", SAMPLE_PCAP, "-o", tmp_path / "r.html"))
+    assert "pip install 'dcpfast[report]'" in line
+    assert run("report", SAMPLE_PCAP, "--json", tmp_path / "r.json").exit_code == 0
+
+
+def test_info_tells_time_names_and_health():
+    text = run("info", SAMPLE_PCAP).output
+    assert "  time: 2023-11-22 12:06:39.000 to 2023-11-22 12:07:00.024 UTC (capture " \
+           "timestamps), 21.024 s" in text
+    assert "collection names: 0x0 _default._default, 0x8 inventory.airline, " \
+           "0x9 inventory.hotel, 0xa _default.route" in text
+    health = [line for line in text.splitlines() if "stream health" in line]
+    assert health == [f"  stream health: 4 vbucket streams, 0 anomalies, 0 rollbacks, "
+                      f"ended: 4 ok; streams over time, stalls and flow control: dcpfast "
+                      f"report {SAMPLE_PCAP} -o report.html"]
+    dump = json.loads(run("info", "--json", SAMPLE).output)[0]
+    assert dump["time"]["clock"] == "cas" and dump["time"]["first"] < dump["time"]["last"]
+    assert dump["collection_names"]["0x8"] == "inventory.airline"
+    assert dump["stream_health"] == {"streams": 4, "anomalies": 0, "rollbacks": 0,
+                                     "ends": {"ok": 4}}
+
+
+def test_info_health_counts_rollbacks(tmp_path):
+    path = tmp_path / "known.pcap"
+    path.write_bytes(known().capture())
+    health = json.loads(run("info", "--json", path).output)[0]["stream_health"]
+    assert health == {"streams": 2, "anomalies": 1, "rollbacks": 1,
+                      "ends": {"closed": 1, "ok": 1}}
