@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from report_scenarios import MS, S, START, expected, known, randomized
+from report_scenarios import MS, START, S, expected, known, randomized
 
 import dcpfast
 from dcpfast import testing as t

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import pool
 from ..errors import text
+from ..io import DEFAULT_BATCH_BYTES
 from ..packets import DCP_PORT
 from .figures import build
 from .inputs import DEFAULT_STALL_SECONDS, Options, local, plan, read_all
@@ -88,7 +89,7 @@ def _write(path, data: str) -> None:
 
 def report(source, *, stall_seconds: float = DEFAULT_STALL_SECONDS, errors: str = "strict",
            collections: bool | None = None, ports: int | Iterable[int] = DCP_PORT,
-           threads: int | None = None) -> Report:
+           threads: int | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES) -> Report:
     """What happened on the wire in ``source``: captures (pcap, pcapng: every connection,
     both directions) or DCP dumps (raw or compressed; a client's dump next to its
     server's in the list is read with it), one path, file object or a list of them.
@@ -96,8 +97,9 @@ def report(source, *, stall_seconds: float = DEFAULT_STALL_SECONDS, errors: str 
     ``stall_seconds``: silence on an open stream longer than this is a stall. ``errors``,
     ``collections`` as for ``dcpfast.scan``; under ``errors="skip"`` damage shows among
     the anomalies. ``ports``: the DCP ports of captures. ``threads``: inputs read at once
-    (and threads decoding a dump; default: every core). Captures and dumps cannot be
-    mixed: their clocks differ (docs/report.md).
+    (and threads decoding a dump; default: every core). ``batch_bytes``: a dump is read
+    so much at a time (memory is a few batches). Captures and dumps cannot be mixed: their
+    clocks differ (docs/report.md).
     """
     sources = [source] if isinstance(source, (str, os.PathLike)) or hasattr(source, "read") \
         else list(source)
@@ -106,7 +108,7 @@ def report(source, *, stall_seconds: float = DEFAULT_STALL_SECONDS, errors: str 
     ports = (ports,) if isinstance(ports, int) else tuple(ports)
     threads = pool.threads_of(threads)
     options = Options(stall_seconds=stall_seconds, errors=errors, collections=collections,
-                      ports=ports)
+                      ports=ports, batch_bytes=batch_bytes)
     units = plan(sources, local, errors)
     at_once = min(threads, len(units))
     options = replace(options, threads=max(1, threads // at_once))

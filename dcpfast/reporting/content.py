@@ -32,6 +32,8 @@ VERSIONS = (P.Opcode.MUTATION, P.Opcode.DELETION, P.Opcode.EXPIRATION, P.Opcode.
 SIZE_BINS = 34
 #: The keys the key table keeps.
 KEEP = 4096
+#: A batch with fewer keys to count keeps them as bytes until more come.
+_FEW = 64
 _CHANGE_INDEX = np.full(256, -1, np.int64)
 _CHANGE_INDEX[list(CHANGES)] = np.arange(len(CHANGES))
 _IS_VERSION = np.zeros(256, bool)
@@ -51,6 +53,9 @@ class Content:
         #: collection id -> "scope.collection", from the system events seen.
         self.names: dict[int, str] = {}
         self.keys: pa.Table | None = None
+        self._waiting: list[pa.Table] = []     # key counts of batches, not yet added
+        self._few: list[tuple[int, bytes]] = []    # keys of small batches, not yet added
+        self._rows = 0
         #: The most versions a key dropped from the key table had (0: counts exact).
         self.floor = 0
 
@@ -93,11 +98,35 @@ class Content:
 
         if not len(rows):
             return
-        keys = binary(view_of(batch), positions(batch["key_offset"][rows], batch.base_offset),
-                      batch["key_len"][rows], [None])
-        found = pa.table({"collection_id": pa.array(cids, pa.int64()), "key": keys,
-                          "versions": pa.array(np.ones(len(rows), np.int64))})
-        self._add_keys(found)
+        if len(rows) < _FEW:                  # a few keys wait as bytes (a table is costly)
+            view, base = view_of(batch), batch.base_offset
+            for cid, at, n in zip(cids.tolist(), batch["key_offset"][rows].tolist(),
+                                  batch["key_len"][rows].tolist()):
+                self._few.append((cid, bytes(view[at - base:at - base + n])))
+        else:
+            keys = binary(view_of(batch), positions(batch["key_offset"][rows],
+                                                    batch.base_offset),
+                          batch["key_len"][rows], [None])
+            self._waiting.append(pa.table({
+                "collection_id": pa.array(cids, pa.int64()), "key": keys,
+                "versions": pa.array(np.ones(len(rows), np.int64))}))
+        self._rows += len(rows)
+        if self._rows >= KEEP:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Add the key counts waiting (small batches are counted together)."""
+        import pyarrow as pa
+
+        if self._few:
+            cids, keys = zip(*self._few)
+            self._waiting.append(pa.table({
+                "collection_id": pa.array(cids, pa.int64()), "key": pa.array(keys, pa.binary()),
+                "versions": pa.array(np.ones(len(keys), np.int64))}))
+            self._few = []
+        if self._waiting:
+            waiting, self._waiting, self._rows = self._waiting, [], 0
+            self._add_keys(pa.concat_tables(waiting))
 
     def _add_keys(self, found: pa.Table) -> None:
         import pyarrow as pa
@@ -114,6 +143,10 @@ class Content:
             found = found.slice(0, KEEP)
         self.keys = found
 
+    def __getstate__(self) -> dict:
+        self._flush()
+        return self.__dict__
+
     def merge(self, other: Content) -> None:
         """Add ``other``'s counts."""
         self.sizes += other.sizes
@@ -123,12 +156,15 @@ class Content:
         for cid, name in other.names.items():
             self.names.setdefault(cid, name)
         self.floor = max(self.floor, other.floor)
+        self._flush()
+        other._flush()
         if other.keys is not None:
             self._add_keys(other.keys)
 
     def top_keys(self, n: int) -> list[tuple[int, bytes, int]]:
         """The ``n`` keys with the most versions: ``(collection id, key, versions)``,
         most first (ties by collection, then key)."""
+        self._flush()
         if self.keys is None:
             return []
         top = self.keys.sort_by([("versions", "descending"), ("collection_id", "ascending"),

@@ -10,7 +10,7 @@ side through the summary's tracker, so that responses find their requests.
 A stall is silence on an open stream longer than the report's threshold: between two
 messages of one vbucket stream (a Stream Request's success response opens it, a Stream
 End closes it), or, on a capture, between two stream messages of the connection while
-any of its streams is open. Silence that lasts to the end of the report counts too, as
+any of its streams is open. Silence that lasts to the connection's last frame counts too, as
 ``ongoing`` (captures only: a vbucket's CAS clock stops when its documents stop changing).
 """
 
@@ -42,6 +42,13 @@ _GAP = text("capture_gap", length=0).split(":")[0]
 _CUT = text("frame_cut_by_gap").split(" by ")[0]
 
 
+def damage_kind(reason: str) -> str:
+    """The anomaly kind of a skipped region: ``capture_gap``, ``frame_cut`` (a frame a gap
+    cut short) or ``damaged_bytes``."""
+    return "capture_gap" if reason.startswith(_GAP) else \
+        "frame_cut" if reason.startswith(_CUT) else "damaged_bytes"
+
+
 def status_name(enum, number: int) -> str:
     try:
         return enum(number).name.lower()
@@ -55,7 +62,7 @@ class Conversation:
     def __init__(self, name: str, number: int, clock: str, stall_ns: int):
         self.name, self.number, self.clock, self.stall_ns = name, number, clock, stall_ns
         self.summary: Summary | None = Summary()
-        self.manifest = Manifest()
+        self.manifest: Manifest | None = Manifest()
         self.flow = FlowControl()
         self.noops = Noops()
         self.streams: dict[int, Stream] = {}
@@ -74,13 +81,14 @@ class Conversation:
         self.more_damage = 0
         self.marks: list[list[np.ndarray]] = [[], []]        # per side: offsets, times
         # what the end of the connection gives: filled by ``close``
-        self.table: list[dict] = []
+        #: (vbucket, stream id) -> the anomalies the summary found on it
+        self.stream_anomalies: dict[tuple[int, int], int] = {}
         self.anomalies: list[dict] = []
         self.anomaly_counts: dict[str, int] = {}
 
     # -- both sides ----------------------------------------------------------------------
 
-    def _common(self, batch: FrameBatch, times: np.ndarray, side: int,
+    def _common(self, batch: FrameBatch, req: np.ndarray, times: np.ndarray, side: int,
                 partial: Partial) -> None:
         n = len(batch)
         sizes = batch["body_len"].astype(np.int64) + P.HEADER_SIZE
@@ -92,7 +100,7 @@ class Conversation:
             self.first = lo if self.first is None else min(self.first, lo)
             self.last = hi if self.last is None else max(self.last, hi)
         op = batch["opcode"].astype(np.int64)
-        partial.add(partial.traffic, op | (~requests(batch)).astype(np.int64) << 8, times,
+        partial.add(partial.traffic, op | (~req).astype(np.int64) << 8, times,
                     frames=np.ones(n, np.int64), bytes=sizes)
         self._mark(batch, times, side)
         self._note_damage(batch, times, side)
@@ -138,12 +146,12 @@ class Conversation:
 
     def client(self, batch: FrameBatch, times: np.ndarray, partial: Partial) -> None:
         """The next batch the client sent."""
-        self._common(batch, times, CLIENT, partial)
+        op, req = batch["opcode"], requests(batch)
+        self._common(batch, req, times, CLIENT, partial)
         if self.summary is not None:
             self.summary.tracker.update(batch)
-        self._requests(batch, times, partial)
+        self._requests(batch, req, times, partial)
         self.flow.learn(batch)
-        op, req = batch["opcode"], requests(batch)
         acks = np.flatnonzero(req & (op == P.Opcode.BUFFER_ACK))
         if len(acks):
             self.flow.acked(times[acks], batch["ack_bytes"][acks])
@@ -153,14 +161,18 @@ class Conversation:
                               partial)
         self.flow.settle(partial, self.number)
 
-    def _requests(self, batch: FrameBatch, times: np.ndarray, partial: Partial) -> None:
+    def _requests(self, batch: FrameBatch, req: np.ndarray, times: np.ndarray,
+                  partial: Partial) -> None:
         """Stream Requests and Close Streams the batch holds (a client's)."""
+        op = batch["opcode"]
+        if not (req & ((op == P.Opcode.STREAM_REQUEST) | (op == P.Opcode.CLOSE_STREAM))).any():
+            return
         for i, r in decoded_requests(batch).items():
             stream = self.stream(r["vbucket"] << 16 | (r["stream_id"] or 0), partial)
             stream.requests += 1
             stream.seen(int(times[i]), int(times[i]))
             stream.event(int(times[i]), "request", f"from seqno {r['start_seqno']}")
-        closing = np.flatnonzero(requests(batch) & (batch["opcode"] == P.Opcode.CLOSE_STREAM))
+        closing = np.flatnonzero(req & (op == P.Opcode.CLOSE_STREAM))
         for i in closing.tolist():
             key = int(batch["vbucket"][i]) << 16 | int(batch["stream_id"][i])
             self.stream(key, partial).event(int(times[i]), "close", "")
@@ -180,17 +192,17 @@ class Conversation:
         """The next batch the server sent: ``times`` each frame's capture time (0 on a
         dump), ``own`` its own CAS tick (the clock of a dump; a capture's lag)."""
         op, req = batch["opcode"], requests(batch)
-        opened = self._responses(batch, times, partial)
-        rows, keys, group, heads, streams = self._stream_rows(batch, opened, partial)
+        opened = self._responses(batch, req, times, partial)
+        rows, keys, group, heads, streams = self._stream_rows(batch, req, opened, partial)
         if self.clock != CAPTURE:
             times = own.copy()
             if len(rows):
                 before = np.array([s.carry for s in streams], np.int64)
                 times[rows] = carried(times[rows], group, heads, before)
-        self._common(batch, times, SERVER, partial)
-        self._requests(batch, times, partial)
+        self._common(batch, req, times, SERVER, partial)
+        self._requests(batch, req, times, partial)
         if len(rows):
-            self._messages(batch, times, (rows, keys, group, heads, streams), partial)
+            self._messages(batch, req, times, (rows, keys, group, heads, streams), partial)
         if self.summary is not None:
             self.summary.update(batch)
         charged = np.flatnonzero(req & (op != P.Opcode.NOOP))
@@ -202,19 +214,20 @@ class Conversation:
         asked = np.flatnonzero(req & (op == P.Opcode.NOOP))
         if len(asked):
             self._round_trips(self.noops.asked(batch["opaque"][asked], times[asked]), partial)
+        manifest = self.manifest if self.manifest is not None else Manifest()
         if (op == P.Opcode.SYSTEM_EVENT).any():
-            self.manifest.update(batch)
+            manifest.update(batch)
         partial.content.update(batch, np.flatnonzero(P.DOCUMENT_CHANGE_KINDS[kinds_of(batch)]),
-                               self.manifest)
+                               manifest)
         if self.clock == CAPTURE:
             partial.lags(times, own)
         self.flow.settle(partial, self.number)
 
-    def _responses(self, batch: FrameBatch, times: np.ndarray,
+    def _responses(self, batch: FrameBatch, req: np.ndarray, times: np.ndarray,
                    partial: Partial) -> tuple[np.ndarray, np.ndarray]:
         """Place the Stream Request responses on their streams (as the summary will);
         returns the rows and stream keys of the successful ones (they open a stream)."""
-        rows = np.flatnonzero(~requests(batch) & (batch["opcode"] == P.Opcode.STREAM_REQUEST))
+        rows = np.flatnonzero(~req & (batch["opcode"] == P.Opcode.STREAM_REQUEST))
         if not len(rows):
             return rows, rows
         rolled = rollback_seqnos(batch)
@@ -235,16 +248,17 @@ class Conversation:
                 ok_keys.append(key)
             elif i in rolled:
                 stream.event(t, "rollback", f"to seqno {rolled[i]}")
+                stream.rolled(rolled[i])
             else:
                 stream.event(t, "refused", status_name(P.Status, status))
         return np.asarray(ok_rows, np.int64), np.asarray(ok_keys, np.int64)
 
-    def _stream_rows(self, batch: FrameBatch, opened: tuple[np.ndarray, np.ndarray],
-                     partial: Partial):
+    def _stream_rows(self, batch: FrameBatch, req: np.ndarray,
+                     opened: tuple[np.ndarray, np.ndarray], partial: Partial):
         """The batch's stream messages and the responses that opened a stream, sorted by
         stream and arrival: ``rows, keys, group`` (each row's stream, numbered),
         ``heads`` (each stream's first row) and the ``Stream`` of each."""
-        rows = np.flatnonzero(requests(batch) & IS_MESSAGE[batch["opcode"]])
+        rows = np.flatnonzero(req & IS_MESSAGE[batch["opcode"]])
         keys = batch["vbucket"][rows].astype(np.int64) << 16 | batch["stream_id"][rows]
         rows = np.concatenate([rows, opened[0]])
         keys = np.concatenate([keys, opened[1]])
@@ -258,13 +272,13 @@ class Conversation:
 
     # long: one pass of array steps over a batch's stream rows: per-stream figures, series,
     # stalls per stream and per connection, each a few lines
-    def _messages(self, batch: FrameBatch, times: np.ndarray, found,
+    def _messages(self, batch: FrameBatch, req: np.ndarray, times: np.ndarray, found,
                   partial: Partial) -> None:
         """Per stream: items, seqnos, snapshots, ends, times and stalls; per connection:
         stalls while a stream is open. ``found``: the batch's ``_stream_rows``."""
         rows, _, group, heads, streams = found
         o = batch["opcode"][rows]
-        message = requests(batch)[rows]
+        message = req[rows]
         end = message & (o == P.Opcode.STREAM_END)
         item = message & IS_ITEM[o]
         before = np.array([s.carry for s in streams], np.int64)
@@ -305,6 +319,7 @@ class Conversation:
         for i in np.flatnonzero(end).tolist():
             status = status_name(P.StreamEndStatus, int(batch["end_status"][rows[i]]))
             streams[group[i]].event(int(t[i]), "end", status)
+            streams[group[i]].end = status
         gaps = (prev_t > 0) & timed & prev_open & (t - prev_t > self.stall_ns)
         for i in np.flatnonzero(gaps).tolist():
             s = streams[group[i]]
@@ -347,22 +362,33 @@ class Conversation:
         summary, self.summary = self.summary, None
         if summary is None:
             return
-        self.table = summary.to_arrow().drop_columns(["counts"]).to_pylist()
         anomalies = summary.anomalies
-        kinds = anomalies["kind"].to_pylist()
-        for kind in kinds:
+        for kind, vb, sid in zip(*(anomalies[n].to_pylist()
+                                   for n in ("kind", "vbucket", "stream_id"))):
             self.anomaly_counts[kind] = self.anomaly_counts.get(kind, 0) + 1
+            if vb is not None:
+                self.stream_anomalies[(vb, sid or 0)] = \
+                    self.stream_anomalies.get((vb, sid or 0), 0) + 1
         for a in anomalies.slice(0, max_anomalies).to_pylist():
             a["time"] = self.time_at(SERVER, a["offset"])
             self.anomalies.append(a)
-        for side, offset, length, reason, t in self.damage:
-            kind = "capture_gap" if reason.startswith(_GAP) else \
-                "frame_cut" if reason.startswith(_CUT) else "damaged_bytes"
+        for k, (side, offset, length, reason, t) in enumerate(self.damage):
+            kind = damage_kind(reason)
             self.anomaly_counts[kind] = self.anomaly_counts.get(kind, 0) + 1
-        self.marks = [[np.concatenate(m, axis=1)] if m else [] for m in self.marks]
+            self.damage[k] = (side, offset, length, reason, self.time_at(side, offset) or t)
+        if self.more_damage:
+            self.anomaly_counts["damaged_bytes"] = \
+                self.anomaly_counts.get("damaged_bytes", 0) + self.more_damage
+        self.marks = [[], []]                     # every time they give is taken
+        self.manifest = None                      # its names are the report's by now
+        self.noops.close()
 
-    def ongoing(self, end: int) -> None:
-        """Stalls that last to ``end`` (the report's last time), on a capture."""
+    def ongoing(self) -> None:
+        """Stalls that last to the connection's last frame (either side's), on a capture:
+        a healthy idle connection still carries NOOPs and their answers."""
+        end = self.last
+        if end is None:
+            return
         if self.clock != CAPTURE:
             return
         if self.open_streams > 0 and self.quiet_since and end - self.quiet_since > self.stall_ns:

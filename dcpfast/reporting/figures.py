@@ -14,6 +14,7 @@ import numpy as np
 from ..streams.frames import OPCODE_NAMES
 from .clock import CAPTURE, iso
 from .content import CHANGES, SIZE_BINS, VALUED
+from .conversation import damage_kind
 from .flow import NEAR_LIMIT
 from .grid import Thinned
 from .partial import LAG_BINS, MARK_BITS, Partial, lag_low
@@ -55,9 +56,8 @@ def build(partial: Partial, generator: str) -> dict:
     first = min((c.first for c in partial.conversations if c.first is not None), default=None)
     last = max((c.last for c in partial.conversations if c.last is not None), default=None)
     for c in partial.conversations:
-        c.flow.finish(last)
-        if last is not None:
-            c.ongoing(last)
+        c.flow.finish(c.last)
+        c.ongoing()
     seconds = (last - first) / 1e9 if first is not None and last is not None else None
     frames, nbytes = partial.frames, partial.bytes
     streams, index = _streams(partial)
@@ -104,31 +104,19 @@ def _streams(partial: Partial) -> tuple[list[dict], dict[int, int]]:
     out: list[dict] = []
     index: dict[int, int] = {}
     for c in partial.conversations:
-        health = {(r["vbucket"], r["stream_id"] or 0): r for r in c.table}
-        keys = sorted(set(c.streams) | {vb << 16 | sid for vb, sid in health})
-        for key in keys:
-            s = c.streams.get(key)
-            r = health.get((key >> 16, key & 0xFFFF), {})
-            if s is not None:
-                index[s.slot] = len(out)
-            kinds = dict(zip(MARK_BITS, s.snapshots.tolist())) if s is not None \
-                else dict.fromkeys(MARK_BITS, 0)
+        for key in sorted(c.streams):
+            s = c.streams[key]
+            index[s.slot] = len(out)
             out.append({
-                "connection": c.name, "vbucket": key >> 16, "stream_id": (key & 0xFFFF) or None,
-                "requests": s.requests if s is not None else 0,
-                "rollbacks": len(r.get("rollbacks") or []),
-                "rollback_seqnos": r.get("rollbacks") or [],
-                "end": r.get("end_status"),
-                "snapshots": s.snapshot_total if s is not None else r.get("snapshots", 0),
-                "snapshot_kinds": kinds,
-                "last_seqno": s.highest if s is not None else r.get("last_seqno"),
-                "items": s.items if s is not None else 0,
-                "first": iso(s.first) if s is not None else None,
-                "last": iso(s.last) if s is not None else None,
-                "stalls": s.stalls if s is not None else 0,
-                "anomalies": r.get("anomalies", 0),
-                "events": _events(s.events if s is not None else []),
-                "more_events": s.more_events if s is not None else 0,
+                "connection": c.name, "vbucket": s.vbucket, "stream_id": s.stream_id or None,
+                "requests": s.requests, "rollbacks": s.rollbacks,
+                "rollback_seqnos": s.rollback_seqnos, "end": s.end,
+                "snapshots": s.snapshot_total,
+                "snapshot_kinds": dict(zip(MARK_BITS, s.snapshots.tolist())),
+                "last_seqno": s.highest, "items": s.items, "first": iso(s.first),
+                "last": iso(s.last), "stalls": s.stalls,
+                "anomalies": c.stream_anomalies.get((s.vbucket, s.stream_id), 0),
+                "events": _events(s.events), "more_events": s.more_events,
             })
     return out, index
 
@@ -211,11 +199,10 @@ def _anomalies(partial: Partial) -> dict:
                            "stream_id": a["stream_id"], "offset": a["offset"],
                            "side": "server", "time": iso(a["time"]), "detail": a["details"]})
         for side, offset, length, reason, t in c.damage:
-            kind = "capture_gap" if "gap" in reason.split(":")[0] else "damaged_bytes"
-            listed.append({"kind": kind, "connection": c.name, "vbucket": None,
+            listed.append({"kind": damage_kind(reason), "connection": c.name, "vbucket": None,
                            "stream_id": None, "offset": offset,
                            "side": "server" if side == 0 else "client",
-                           "time": iso(c.time_at(side, offset) or t or None),
+                           "time": iso(t or None),
                            "detail": f"{length} bytes: {reason}"})
     for p in partial.problems:
         listed.append({"kind": "capture_damage", "connection": None, "vbucket": None,

@@ -18,6 +18,10 @@ import numpy as np
 BUCKETS = 1024
 #: The narrowest bucket: 2**20 ns (about a millisecond).
 FIRST_SHIFT = 20
+#: Elements of small additions a ``Cells`` holds before it counts them.
+RAW = 8192
+#: Parts added to a ``Cells`` before they are merged, however small.
+_PARTS = 64
 #: How values of one row and bucket combine.
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "or": np.bitwise_or}
 
@@ -72,6 +76,7 @@ class Grid:
 
 def _gathered(op: str, at: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """``values`` combined by ``op`` into a table of ``size`` at positions ``at``."""
+    start: float
     if op == "sum" or op == "or":
         start = 0
     elif np.issubdtype(values.dtype, np.integer):
@@ -110,18 +115,35 @@ class Cells:
         self.origin = 0                                # bucket of key 0 at ``shift``
         self._parts: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []
         self._unmerged = 0
+        self._raw: list[tuple[np.ndarray, np.ndarray, dict]] = []     # additions waiting
+        self._raw_size = 0
+        self._raw_shift = FIRST_SHIFT
 
     def add(self, rows: np.ndarray, times: np.ndarray, shift: int, **values: np.ndarray) -> None:
         """Add one value per element: its row (a small int), its time (ns) and the
-        buckets' ``shift`` (the grid's now)."""
+        buckets' ``shift`` (the grid's now). Small additions wait and are counted
+        together (``RAW`` elements at a time)."""
         if not len(rows):
             return
-        self.rescale(shift)
-        rows = rows.astype(np.int64, copy=False)
-        buckets = times >> shift
+        self._raw.append((rows, times, values))
+        self._raw_shift = max(self._raw_shift, shift)
+        self._raw_size += len(rows)
+        if self._raw_size >= RAW or len(self._raw) >= _PARTS:
+            self._absorb()
+
+    def _absorb(self) -> None:
+        """Count the waiting additions into parts, at the latest shift they were given."""
+        if not self._raw:
+            return
+        raw, self._raw, self._raw_size = self._raw, [], 0
+        self.rescale(self._raw_shift)
+        shift = self.shift
+        rows = np.concatenate([r for r, _, _ in raw]).astype(np.int64, copy=False)
+        buckets = np.concatenate([t for _, t, _ in raw]) >> shift
+        values = {n: np.concatenate([np.asarray(v[n], self.dtypes[n]) for _, _, v in raw])
+                  for n in self.ops}
         low, high = int(buckets.min()), int(buckets.max())
         self._rebase(low)
-        values = {n: np.asarray(v, self.dtypes[n]) for n, v in values.items()}
         first, width = int(rows.min()), high - low + 1
         size = (int(rows.max()) - first + 1) * width
         if size <= max(4 * len(rows), 1 << 16):         # a batch spans few buckets: a dense
@@ -135,7 +157,7 @@ class Cells:
             keys, values = reduced(rows << 32 | (buckets - self.origin), values, self.ops)
         self._parts.append((keys, values))
         self._unmerged += len(keys)
-        if self._unmerged > len(self.keys) + 4096:
+        if self._unmerged > len(self.keys) + 4096 or len(self._parts) > _PARTS:
             self.compact()
 
     def _rebase(self, low: int) -> None:
@@ -152,7 +174,7 @@ class Cells:
         """Count the buckets at ``shift`` (at least the present one): neighbours merge."""
         if shift <= self.shift:
             return
-        self.compact()
+        self._compact()
         step = shift - self.shift
         rows, buckets = self.keys >> 32, (self.keys & 0xFFFFFFFF) + self.origin
         self.origin >>= step
@@ -161,7 +183,12 @@ class Cells:
                                          self.values, self.ops)
 
     def compact(self) -> None:
-        """Merge the added parts into the cells."""
+        """Merge every addition into the cells."""
+        self._absorb()
+        self._compact()
+
+    def _compact(self) -> None:
+        """Merge the parts into the cells."""
         if not self._parts:
             return
         keys = np.concatenate([self.keys, *(k for k, _ in self._parts)])

@@ -52,7 +52,7 @@ class Stream:
 
     __slots__ = ("slot", "conversation", "vbucket", "stream_id", "requests", "items",
                  "highest", "first", "last", "open", "carry", "snapshots", "snapshot_total",
-                 "events", "more_events", "stalls")
+                 "events", "more_events", "stalls", "rollbacks", "rollback_seqnos", "end")
 
     def __init__(self, slot: int, conversation: int, key: int):
         self.slot, self.conversation = slot, conversation
@@ -67,6 +67,14 @@ class Stream:
         self.snapshot_total = 0                  # markers and OSO snapshots
         self.events: list[tuple[int, str, str]] = []     # (time, what, detail)
         self.more_events = 0
+        self.rollbacks = 0
+        self.rollback_seqnos: list[int] = []     # the first MAX_EVENTS
+        self.end: str | None = None              # the latest Stream End's status
+
+    def rolled(self, seqno: int) -> None:
+        self.rollbacks += 1
+        if len(self.rollback_seqnos) < MAX_EVENTS:
+            self.rollback_seqnos.append(seqno)
 
     def event(self, time: int, what: str, detail: str = "") -> None:
         if len(self.events) < MAX_EVENTS:

@@ -25,6 +25,8 @@ reinterpreting their 64 bits, so values of 2**63 and above read as negative numb
 * ``state(frames_df, ...)``: the documents of the decoded frames as of the end, a seqno or
   a time (``dcpfast.state`` on Spark); ``state_report`` its consistent seqnos and what
   skip mode passed over.
+* ``report(spark, inputs)``: ``dcpfast.report`` with each input read in a Spark task and
+  the partial aggregates merged on the driver.
 
 pyspark is imported only by the functions that need it; the decoding itself runs on the
 executors, which need dcpfast installed.
@@ -33,12 +35,13 @@ executors, which need dcpfast installed.
 from .convert import decode_arrow, decode_pandas
 from .documents import state, state_report
 from .job import decode_to_parquet
+from .report_job import report
 from .schema import DEFAULT, spark_arrow_schema, spark_schema, unsigned
 from .sink import write_parquet
 from .source import read_dcp, register
 
 __all__ = ["DEFAULT", "SCHEMA", "decode_arrow", "decode_pandas", "decode_to_parquet",
-           "read_dcp", "register", "spark_arrow_schema", "spark_schema", "state",
+           "read_dcp", "register", "report", "spark_arrow_schema", "spark_schema", "state",
            "state_report", "unsigned", "write_parquet"]
 
 
