@@ -16,6 +16,7 @@ from report_scenarios import MS, START, S, expected, known, randomized
 
 import dcpfast
 from dcpfast import testing as t
+from dcpfast.events import Manifest
 from dcpfast.reporting import Report
 from dcpfast.reporting.clock import iso
 from dcpfast.reporting.grid import BUCKETS, Cells, Grid, Thinned
@@ -335,3 +336,32 @@ def test_a_thinned_sample_stays_bounded_and_exact_where_it_can():
         sample.add(np.arange(10_000.0))
     assert len(sample.kept) <= 1 << 16 and sample.count == 401_000
     assert sample.max == 9999 and abs(sample.quantile(0.5) - 5000) < 100
+
+
+def test_key_versions_are_bounded_and_lower_bounds(monkeypatch):
+    """Past ``KEEP`` distinct keys the table drops the least changed; what it reports of a
+    key is at most its versions and short by at most ``floor``; the hottest keys stay."""
+    import random
+    from collections import Counter
+
+    from dcpfast.reporting import content as C
+
+    monkeypatch.setattr(C, "KEEP", 50)
+    rng = random.Random(5)
+    keys = [b"hot-%d" % k for k in range(5)] * 40 + [b"cold-%d" % rng.randrange(2000)
+                                                     for _ in range(3000)]
+    rng.shuffle(keys)
+    counted, seqno = C.Content(), 0
+    for at in range(0, len(keys), 97):
+        frames = []
+        for key in keys[at:at + 97]:
+            seqno += 1
+            frames.append(t.mutation(key, b"{}", by_seqno=seqno))
+        batch = dcpfast.scan(b"".join(frames), collections=False)
+        counted.update(batch, np.arange(len(batch)), Manifest())
+    truth = Counter(keys)
+    top = counted.top_keys(10)
+    assert counted.floor > 0 and len(counted.keys) <= 2 * C.KEEP
+    assert {k for _, k, _ in top[:5]} == {b"hot-%d" % k for k in range(5)}
+    for _, key, n in top:
+        assert n <= truth[key] <= n + counted.floor

@@ -137,11 +137,21 @@ class Content:
             .aggregate([("versions", "sum")]).rename_columns(["collection_id", "key",
                                                                "versions"])
         if found.num_rows > 2 * KEEP:
-            found = found.sort_by([("versions", "descending"), ("collection_id", "ascending"),
-                                   ("key", "ascending")])
-            self.floor = max(self.floor, found["versions"][KEEP].as_py())
-            found = found.slice(0, KEEP)
+            found = self._pruned(found)
         self.keys = found
+
+    def _pruned(self, found: pa.Table) -> pa.Table:
+        """The ``KEEP`` keys with the most versions (of those with as many as the last
+        kept, the first in the table); ``floor`` learns the most a dropped key had."""
+        counts = found["versions"].to_numpy()
+        cut = int(np.partition(counts, len(counts) - KEEP)[len(counts) - KEEP])
+        above = np.flatnonzero(counts > cut)
+        level = np.flatnonzero(counts == cut)[:KEEP - len(above)]
+        keep = np.sort(np.concatenate([above, level]))
+        dropped = np.ones(len(counts), bool)
+        dropped[keep] = False
+        self.floor = max(self.floor, int(counts[dropped].max()))
+        return found.take(keep)
 
     def __getstate__(self) -> dict:
         self._flush()

@@ -3,7 +3,7 @@ and the charts inlined, every table plain HTML (readable with scripts off), and 
 headline that says first which stream stalled, rolled back or ended badly, and when.
 
 The page sets ``window.__reportReady`` once every chart is drawn (headless browsers wait
-for it).
+for it), and ``window.__reportReadyAt`` to the milliseconds that took.
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def page(figures: dict) -> str:
              _input_table(figures), "</main>"]
     ready = ("<script>(function wait(){var B=window.Bokeh;"
              "if(!%d||(B&&B.documents.length&&B.documents.every(function(d){return d.is_idle})))"
-             "{window.__reportReady=true}else{setTimeout(wait,20)}})()</script>" % bool(charts))
+             "{window.__reportReadyAt=performance.now();window.__reportReady=true}"
+             "else{setTimeout(wait,20)}})()</script>" % bool(charts))
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>DCP report: {_e(inputs)}</title><style>{_CSS}</style>"
             + (core.render_js() + core.render_css() if charts else "")
