@@ -41,6 +41,13 @@ def sample_page(tmp_path_factory) -> Path:
     return path
 
 
+def test_bokeh_finds_nothing_wrong_with_the_charts(caplog, tmp_path):
+    """bokeh checks the models it writes (a glyph's column missing, say) and logs errors."""
+    with caplog.at_level("WARNING", logger="bokeh"):
+        dcpfast.report(t.SAMPLE_PCAP).to_html(tmp_path / "page.html")
+    assert not [r for r in caplog.records if r.name.startswith("bokeh")]
+
+
 def _kept(shot: Path) -> None:
     where = os.environ.get("DCPFAST_SCREENSHOTS")
     if where:

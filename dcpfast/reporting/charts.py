@@ -155,10 +155,38 @@ class Charts:
                           height=110 + 26 * len(self.rows),
                           y_range=FactorRange(*reversed(self.labels)))
         where = {i: label for i, label in zip(self.rows, self.labels)}
+        cells = self._cells(where)
+        colors = LogColorMapper(palette=("#9ecae1", "#6baed6", "#4292c6", "#2171b5",
+                                         "#08519c", "#08306b"), low=1,
+                                high=max(max(cells["items"], default=1), 2))
+        shown = [fig.hbar(y="y", left="x", right="right", height=0.7,
+                          source=ColumnDataSource(cells), line_alpha=0,
+                          fill_color={"field": "items", "transform": colors})]
+        label = {(s["connection"], s["vbucket"], s["stream_id"]): where[i]
+                 for i, s in enumerate(self.figures["streams"]) if i in where}
+        rows = [(label[key], s) for s in self.figures["stalls"]
+                if (key := (s["connection"], s["vbucket"], s["stream_id"])) in label]
+        if rows:
+            starts = np.array([epoch_ms(s["start"]) for _, s in rows])
+            shown.append(fig.hbar(y="y", left="x", right="right", height=0.9,
+                                  fill_color=_STALL, fill_alpha=0.85, line_alpha=0,
+                                  source=ColumnDataSource({
+                                      "y": [y for y, _ in rows], "x": starts,
+                                      "right": np.array([epoch_ms(s["end"]) for _, s in rows]),
+                                      "label": [f"stalled {s['seconds']:,.1f} s"
+                                                for _, s in rows]})))
+        shown += self._events(fig, where)
+        self.hover(fig, shown, [("stream", "@y"), ("", "@label")])
+        fig.xgrid.grid_line_alpha = 0.3
+        return fig
+
+    def _cells(self, where: dict[int, str]) -> dict:
+        """The timeline's cells: per drawn stream, its items in columns of merged buckets
+        (at most ``TIMELINE_COLUMNS`` of them)."""
         width = 1
         while self.figures["series"]["buckets"] / width > TIMELINE_COLUMNS:
             width *= 2
-        cells: dict[str, list] = {"x": [], "y": [], "left": [], "right": [], "items": []}
+        cells: dict[str, list] = {"x": [], "y": [], "right": [], "items": []}
         for s in self.figures["series"]["streams"]:
             if s["stream"] not in where:
                 continue
@@ -168,39 +196,17 @@ class Charts:
             items = np.add.reduceat(np.asarray(s["items"]), heads)
             keep = items > 0
             left = self.start + (columns[heads][keep] * step).astype(np.float64) * self.step
-            cells["left"] += left.tolist()
+            cells["x"] += left.tolist()
             cells["right"] += (left + step * self.step).tolist()
-            cells["x"] += (left + step * self.step / 2).tolist()
             cells["y"] += [where[s["stream"]]] * int(keep.sum())
             cells["items"] += items[keep].tolist()
-        colors = LogColorMapper(palette=("#9ecae1", "#6baed6", "#4292c6", "#2171b5",
-                                         "#08519c", "#08306b"), low=1,
-                                high=max(max(cells["items"], default=1), 2))
-        bars = fig.hbar(y="y", left="left", right="right", height=0.7,
-                        source=ColumnDataSource({k: np.asarray(v) if k != "y" else v
-                                                 for k, v in cells.items()}),
-                        fill_color={"field": "items", "transform": colors}, line_alpha=0)
-        self.hover(fig, [bars], [("stream", "@y"), ("items", "@items")])
-        stalls = [s for s in self.figures["stalls"] if s["vbucket"] is not None]
-        label = {(s["connection"], s["vbucket"], s["stream_id"]): where[i]
-                 for i, s in enumerate(self.figures["streams"]) if i in where}
-        rows = [(label[(s["connection"], s["vbucket"], s["stream_id"])], s) for s in stalls
-                if (s["connection"], s["vbucket"], s["stream_id"]) in label]
-        if rows:
-            source = ColumnDataSource({
-                "y": [y for y, _ in rows],
-                "left": np.array([epoch_ms(s["start"]) for _, s in rows]),
-                "right": np.array([epoch_ms(s["end"]) for _, s in rows]),
-                "x": np.array([epoch_ms(s["start"]) for _, s in rows]),
-                "seconds": np.array([s["seconds"] for _, s in rows])})
-            red = fig.hbar(y="y", left="left", right="right", height=0.9, source=source,
-                           fill_color=_STALL, fill_alpha=0.85, line_alpha=0)
-            self.hover(fig, [red], [("stall of", "@y"), ("seconds", "@seconds{0.0}")])
-        self._events(fig, where)
-        fig.xgrid.grid_line_alpha = 0.3
-        return fig
+        out: dict = {k: np.asarray(v, np.float64) for k, v in cells.items() if k != "y"}
+        out["y"] = cells["y"]
+        out["label"] = [f"{n:,.0f} items" for n in cells["items"]]
+        return out
 
-    def _events(self, fig, where: dict[int, str]) -> None:
+    def _events(self, fig, where: dict[int, str]) -> list:
+        """The drawn streams' requests, answers and ends, one glyph per kind of event."""
         from bokeh.models import ColumnDataSource
 
         points: dict[str, dict[str, list]] = {}
@@ -211,23 +217,23 @@ class Charts:
                 what = e["what"]
                 if what == "end" and e["detail"] != "ok":
                     what = "end (not ok)"
-                found = points.setdefault(what, {"x": [], "y": [], "detail": []})
+                found = points.setdefault(what, {"x": [], "y": [], "label": []})
                 found["x"].append(epoch_ms(e["time"]))
                 found["y"].append(label)
-                found["detail"].append(f"{e['what']} {e['detail']}".strip())
+                found["label"].append(f"{e['what']} {e['detail']}".strip())
+        glyphs = []
         for what, data in points.items():
             marker, color = _EVENTS[what]
-            glyph = fig.scatter("x", "y", marker=marker, size=9, color=color, legend_label=what,
-                                source=ColumnDataSource({"x": np.array(data["x"]),
-                                                         "y": data["y"],
-                                                         "detail": data["detail"]}))
-            self.hover(fig, [glyph], [("stream", "@y"), ("event", "@detail")])
+            glyphs.append(fig.scatter("x", "y", marker=marker, size=9, color=color,
+                                      legend_label=what, source=ColumnDataSource(
+                                          {**data, "x": np.array(data["x"])})))
         if points:
             above(fig)
+        return glyphs
 
     def seqnos(self):
-        """The highest seqno each drawn stream reached, per bucket."""
-        from bokeh.models import ColumnDataSource
+        """The highest seqno each drawn stream reached, per bucket (one line each)."""
+        from bokeh.models import ColumnDataSource, HoverTool
 
         where = {i: label for i, label in zip(self.rows, self.labels)}
         drawn = [s for s in self.figures["series"]["streams"]
@@ -235,13 +241,17 @@ class Charts:
         if not drawn:
             return None
         fig = self.figure("Seqno progress per vbucket (highest seqno per bucket)")
-        for k, s in enumerate(drawn):
+        xs, ys = [], []
+        for s in drawn:
             keep = np.asarray(s["items"]) > 0
-            x = self.x(np.asarray(s["buckets"])[keep])
-            y = np.asarray(s["seqno"], np.float64)[keep]
-            line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": y}),
-                            color=_PALETTE[k % len(_PALETTE)], line_width=1.5)
-            self.hover(fig, [line], [("stream", where[s["stream"]]), ("seqno", "@y{0,0}")])
+            xs.append(self.x(np.asarray(s["buckets"])[keep]))
+            ys.append(np.asarray(s["seqno"], np.float64)[keep])
+        lines = fig.multi_line("xs", "ys", line_width=1.5, color="color", source=ColumnDataSource(
+            {"xs": xs, "ys": ys, "stream": [where[s["stream"]] for s in drawn],
+             "color": [_PALETTE[k % len(_PALETTE)] for k in range(len(drawn))]}))
+        fig.add_tools(HoverTool(renderers=[lines], tooltips=[
+            ("time", "$x{%F %T.%3N} UTC"), ("stream", "@stream"), ("seqno", "$y{0,0}")],
+            formatters={"$x": "datetime"}))
         fig.yaxis.axis_label = "seqno"
         return fig
 
@@ -260,14 +270,12 @@ class Charts:
             return None
         n = self.figures["series"]["buckets"]
         seconds = self.step / 1000
-        per = {}
-        for r in rows:
-            name = r["opcode"] + (" response" if r["response"] else "")
-            frames = np.zeros(n)
-            np.add.at(frames, r["buckets"], r["frames"])
-            per[name] = per.get(name, 0) + frames
+        per: dict[str, np.ndarray] = {}
         total_bytes = np.zeros(n)
         for r in rows:
+            name = r["opcode"] + (" response" if r["response"] else "")
+            frames = per.setdefault(name, np.zeros(n))
+            np.add.at(frames, r["buckets"], r["frames"])
             np.add.at(total_bytes, r["buckets"], r["bytes"])
         busiest = sorted(per, key=lambda k: -per[k].sum())
         shown = busiest[:MAX_OPCODES]
@@ -277,21 +285,19 @@ class Charts:
         fig = self.figure("Throughput: frames per second by opcode, bytes per second (right)",
                           height=280)
         x = self.x(np.arange(n))
-        lines = []
-        for k, name in enumerate(shown):
-            line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": per[name] / seconds}),
-                            color=_PALETTE[k % len(_PALETTE)], legend_label=name)
-            lines.append(line)
-            self.hover(fig, [line], [("opcode", name), ("frames/s", "@y{0,0.0}")], mode="vline")
+        lines = [fig.line("x", "y", color=_PALETTE[k % len(_PALETTE)], legend_label=name,
+                          source=ColumnDataSource({"x": x, "y": per[name] / seconds,
+                                                   "label": [name] * n}))
+                 for k, name in enumerate(shown)]
         fig.y_range = DataRange1d(renderers=lines, start=0)
         rate = total_bytes / seconds
         fig.extra_y_ranges = {"bytes": Range1d(0, max(float(rate.max()), 1.0) * 1.05)}
         fig.add_layout(LinearAxis(y_range_name="bytes", axis_label="bytes/s",
                                   formatter=NumeralTickFormatter(format="0.[0]a")), "right")
-        line = fig.line("x", "y", source=ColumnDataSource({"x": x, "y": rate}),
-                        y_range_name="bytes", color="#000", line_dash="dotted",
-                        legend_label="bytes/s")
-        self.hover(fig, [line], [("bytes/s", "@y{0,0}")], mode="vline")
+        lines.append(fig.line("x", "y", y_range_name="bytes", color="#000", line_dash="dotted",
+                              legend_label="bytes/s", source=ColumnDataSource(
+                                  {"x": x, "y": rate, "label": ["bytes/s"] * n})))
+        self.hover(fig, lines, [("", "@label"), ("per second", "@y{0,0.0}")], mode="vline")
         fig.yaxis[0].axis_label = "frames/s"
         fig.yaxis[0].formatter = NumeralTickFormatter(format="0.[0]a")
         above(fig)
@@ -309,23 +315,27 @@ class Charts:
         fig = self.figure("Flow control: unacknowledged bytes (lines), buffer size (dashed), "
                           "Buffer Acknowledgements (grey ticks)")
         buffers = {f["connection"]: f["buffer_bytes"] for f in self.figures["flow_control"]}
+        shown = []
         for k, r in enumerate(rows[:MAX_OPCODES]):
             color = _PALETTE[k % len(_PALETTE)]
-            line = fig.step("x", "y", source=ColumnDataSource(
-                {"x": self.x(r["buckets"]), "y": np.asarray(r["bytes"], np.float64)}),
-                color=color, mode="after", legend_label=self._short(r["connection"]))
-            self.hover(fig, [line], [("connection", r["connection"]),
-                                     ("unacknowledged bytes", "@y{0,0}")])
+            shown.append(fig.step("x", "y", color=color, mode="after",
+                                  legend_label=self._short(r["connection"]),
+                                  source=ColumnDataSource({
+                                      "x": self.x(r["buckets"]),
+                                      "y": np.asarray(r["bytes"], np.float64),
+                                      "label": [r["connection"]] * len(r["buckets"])})))
             if buffers.get(r["connection"]):
                 fig.add_layout(Span(location=buffers[r["connection"]], dimension="width",
                                     line_dash="dashed", line_color=color))
         if acks:
             x = np.concatenate([self.x(a["buckets"]) for a in acks])
             n = np.concatenate([np.asarray(a["frames"], np.float64) for a in acks])
-            ticks = fig.scatter("x", "y", source=ColumnDataSource({"x": x, "y": np.zeros(len(x)),
-                                                                   "acks": n}),
-                                marker="dash", angle=math.pi / 2, size=10, color="#888")
-            self.hover(fig, [ticks], [("Buffer Acknowledgements", "@acks")])
+            shown.append(fig.scatter("x", "y", marker="dash", angle=math.pi / 2, size=10,
+                                     color="#888", source=ColumnDataSource({
+                                         "x": x, "y": np.zeros(len(x)),
+                                         "label": [f"{v:,.0f} Buffer Acknowledgements"
+                                                   for v in n]})))
+        self.hover(fig, shown, [("", "@label"), ("unacknowledged bytes", "@y{0,0}")])
         fig.yaxis.axis_label = "bytes"
         fig.yaxis.formatter = NumeralTickFormatter(format="0.[0]a")
         if rows:
@@ -363,15 +373,16 @@ class Charts:
             return None
         fig = self.figure("Lag on the wire: capture time minus CAS time (ms, log scale)",
                           height=240, y_axis_type="log")
+        dots = []
         for k, name in enumerate(("p50", "p99", "max")):
             y = np.asarray(r[name], np.float64)
             y[y <= 0] = np.nan
             x, y, n = gapped(r["buckets"], self.x(r["buckets"]), y, np.asarray(r["count"]))
-            source = ColumnDataSource({"x": x, "y": y, "n": n})
-            color = _PALETTE[k]
-            fig.line("x", "y", source=source, color=color, legend_label=name)
-            dots = fig.scatter("x", "y", source=source, color=color, size=4, legend_label=name)
-            self.hover(fig, [dots], [(name + " ms", "@y{0,0.000}"), ("changes", "@n")])
+            source = ColumnDataSource({"x": x, "y": y, "n": n, "label": [name] * len(x)})
+            fig.line("x", "y", source=source, color=_PALETTE[k], legend_label=name)
+            dots.append(fig.scatter("x", "y", source=source, color=_PALETTE[k], size=4,
+                                    legend_label=name))
+        self.hover(fig, dots, [("", "@label"), ("ms", "@y{0,0.000}"), ("changes", "@n")])
         fig.yaxis.axis_label = "ms"
         above(fig)
         return fig

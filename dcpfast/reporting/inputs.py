@@ -27,6 +27,7 @@ from ..io import DEFAULT_BATCH_BYTES, is_capture, open_stream
 from ..io.dumps import iter_batches, scan
 from ..packets import DCP_PORT
 from ..pcap import CLIENT_TO_SERVER, read_pcap
+from ..pool import beside
 from ..streams.frames import IS_MESSAGE, requests
 from .clock import CAPTURE, CAS, cas_times
 from .conversation import Conversation
@@ -183,8 +184,9 @@ def _read_input(name: str, kind: str, source, unit: Unit, options: Options, open
 
 def _read_dump(stream, client: bool, options: Options, partial: Partial,
                conversation: Conversation) -> None:
-    for batch in iter_batches(stream, options.batch_bytes, collections=options.collections,
-                              errors=options.errors, threads=options.threads):
+    batches = iter_batches(stream, options.batch_bytes, collections=options.collections,
+                           errors=options.errors, threads=options.threads)
+    for batch in ahead(batches) if (options.threads or 1) > 1 else batches:
         if client:
             conversation.client(batch, np.zeros(len(batch), np.int64), partial)
         else:
@@ -193,6 +195,19 @@ def _read_dump(stream, client: bool, options: Options, partial: Partial,
     if stream.damage is not None:
         conversation.damage.append((int(client), stream.damage.offset, stream.damage.length,
                                     stream.damage.reason, 0))
+
+
+def ahead(batches: Iterator) -> Iterator:
+    """The items of ``batches``, the next read on another thread while this one is used
+    (a dump's next batch decoded while the last is aggregated)."""
+    source = iter(batches)
+    coming = beside(lambda: next(source, None))
+    while True:
+        batch = coming()
+        if batch is None:
+            return
+        coming = beside(lambda: next(source, None))
+        yield batch
 
 
 def _read_capture(name: str, stream, options: Options, partial: Partial) -> None:
