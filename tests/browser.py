@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-BROWSERS = ("chromium-headless-shell", "chromium")
+BROWSERS = ("chromium-headless-shell", "chromium", "google-chrome")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--remote-debugging-pipe", "--no-first-run", "--no-default-browser-check",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
