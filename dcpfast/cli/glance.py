@@ -15,10 +15,22 @@ from ..events import Manifest
 from ..pcap import CLIENT_TO_SERVER
 from ..reporting.clock import cas_times, iso
 from ..streams import Summary
+from ..streams.frames import STREAM_OPCODES, opcode_table
+
+#: The opcodes a stream health summary reads: a batch without them leaves it as it was.
+_ABOUT_STREAMS = opcode_table(STREAM_OPCODES | {P.Opcode.GET_FAILOVER_LOG,
+                                                P.Opcode.GET_FAILOVER_LOG_NON_DCP})
 
 
 class Glance:
     """Time span, collection names and stream health of one input, batch by batch."""
+
+    #: The columns ``update`` reads (the summary's, the system events' and the CAS); a
+    #: scan may leave out every other.
+    COLUMNS = ("offset", "magic", "opcode", "vbucket", "stream_id", "opaque", "status", "cas",
+               "framing_len", "extras_len", "key_offset", "key_len", "value_offset",
+               "value_len", "by_seqno", "snap_start", "snap_end", "snap_flags", "oso_flags",
+               "end_status", "event_id", "event_version")
 
     def __init__(self) -> None:
         self.first: int | None = None
@@ -36,8 +48,11 @@ class Glance:
             lo, hi = int(timed.min()), int(timed.max())
             self.first = lo if self.first is None else min(self.first, lo)
             self.last = hi if self.last is None else max(self.last, hi)
-        if (batch["opcode"] == P.Opcode.SYSTEM_EVENT).any():
+        op = batch["opcode"]
+        if (op == P.Opcode.SYSTEM_EVENT).any():
             self.manifest.update(batch)
+        if not _ABOUT_STREAMS[op].any():       # nothing a summary reads (NOOPs, damage)
+            return
         if connection is None:
             self.summaries.setdefault((), Summary()).update(batch)
             return

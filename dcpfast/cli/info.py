@@ -16,6 +16,8 @@ from .inventory import LISTED_PER_REASON, Inventory
 #: Bytes per batch: a batch lists every region it skipped, so that dense damage costs
 #: memory in proportion to the batch; this keeps it a few times smaller than the default.
 _BATCH_BYTES = 8 << 20
+#: The columns scanned: what the counts and the glance read.
+_COLUMNS = sorted(set(Inventory.COLUMNS) | set(Glance.COLUMNS))
 
 
 @main.command()
@@ -53,7 +55,7 @@ def _summarise(path, collections, errors) -> dict:
     """Counts and seqno ranges over every batch of one input, in bounded memory."""
     found, glance = Inventory(), Glance()
     with opened(path, errors) as source:
-        batches = source.batches(collections=collections, columns=None, errors=errors,
+        batches = source.batches(collections=collections, columns=_COLUMNS, errors=errors,
                                  batch_bytes=_BATCH_BYTES)
         for batch in batches:
             found.update(batch)
