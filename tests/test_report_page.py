@@ -78,6 +78,18 @@ def test_the_charts_share_one_time_axis_and_crosshair():
     assert len(spans) == 1
 
 
+def test_anomalies_link_to_their_stream(tmp_path):
+    from report_scenarios import known
+
+    path = tmp_path / "known.pcap"
+    path.write_bytes(known().capture())
+    page = dcpfast.report(path).to_html()
+    anomalies = page[page.index('id="anomalies"'):]
+    assert re.search(r'<td>ended_in_snapshot</td><td>[^<]*</td><td><a href="#stream-1">vb 9</a>',
+                     anomalies)
+    assert 'id="stream-1"' in page
+
+
 def test_names_from_the_input_are_escaped(tmp_path):
     evil = b"</script><script>alert(1)</script>"
     data = t.mutation(evil, b"{}", by_seqno=1, cas=1_700_000_000 * 10**9) + \

@@ -249,9 +249,17 @@ class Conversation:
             elif i in rolled:
                 stream.event(t, "rollback", f"to seqno {rolled[i]}")
                 stream.rolled(rolled[i])
+                self._shut(stream)
             else:
                 stream.event(t, "refused", status_name(P.Status, status))
+                self._shut(stream)
         return np.asarray(ok_rows, np.int64), np.asarray(ok_keys, np.int64)
+
+    def _shut(self, stream: Stream) -> None:
+        """A refused or rolled-back Stream Request leaves its stream closed."""
+        if stream.open:
+            stream.open = False
+            self.open_streams = max(0, self.open_streams - 1)
 
     def _stream_rows(self, batch: FrameBatch, req: np.ndarray,
                      opened: tuple[np.ndarray, np.ndarray], partial: Partial):

@@ -306,15 +306,23 @@ def _documents(f: dict, divs: dict) -> str:
 
 
 def _anomaly_table(f: dict) -> str:
-    rows = [[_e(a["kind"]), _e(a["connection"] or "-"),
-             _e(_who(f, a) if a["vbucket"] is not None
-                else "-"), _n(a["offset"]), _e(a["side"] or "-"), _e(_t(a["time"])),
-             _e(a["detail"])] for a in f["anomalies"]]
+    where = {(s["connection"], s["vbucket"], s["stream_id"]): i
+             for i, s in enumerate(f["streams"])}
+    rows = []
+    for a in f["anomalies"]:
+        stream = "-"
+        if a["vbucket"] is not None:
+            stream = _e(_who(f, a))
+            at = where.get((a["connection"], a["vbucket"], a["stream_id"]))
+            if at is not None:
+                stream = f'<a href="#stream-{at}">{stream}</a>'
+        rows.append([_e(a["kind"]), _e(a["connection"] or "-"), stream, _n(a["offset"]),
+                     _e(a["side"] or "-"), _e(_t(a["time"])), _e(a["detail"])])
     counts = ", ".join(f"{n:,} {k}" for k, n in sorted(f["anomaly_counts"].items())) or "none"
     return ('<h2 id="anomalies">Anomalies</h2><p class="note">The stream checks of '
             "dcpfast.streams.summarize and the damage skipped (offsets are byte positions in "
-            "the server's or client's stream; a capture's own damage, in the file). By kind: "
-            + _e(counts) + ".</p>"
+            "the server's or client's stream; a capture's own damage, in the file); a "
+            "stream links to its row in the streams table. By kind: " + _e(counts) + ".</p>"
             + (_table(["kind", "connection", "stream", "offset", "side", "about when",
                        "detail"], rows, numeric=(3,)) if rows else "<p>None.</p>"))
 
