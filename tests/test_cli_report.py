@@ -52,6 +52,15 @@ def test_report_json_of_dumps_with_options(tmp_path):
     assert sum(s["requests"] for s in figures["streams"]) == 4
 
 
+def test_report_of_standard_input(tmp_path):
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["report", "-", "--json", str(out)],
+                                input=SAMPLE_PCAP.read_bytes())
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["inputs"][0]["name"] == "<stdin>" and len(figures["stalls"]) == 1
+
+
 def test_report_ports_and_usage(tmp_path):
     out = tmp_path / "r.json"
     assert run("report", SAMPLE_PCAP, "--port", "11211", "--json", out).exit_code == 0
