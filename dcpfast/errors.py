@@ -139,6 +139,8 @@ _NAMED = {
     "capture_cut_short": "capture cut short inside its last record ({present} bytes of it "
                          "present)",
     "capture_gap": "capture gap: {length} bytes of the TCP stream are not in the capture",
+    "in_tcp_stream": "(a position in the TCP stream {src} -> {dst}, {direction}, not in the "
+                     "capture file)",
     "frame_cut_by_gap": "frame cut short by a capture gap",
     "frame_cut_by_end": "frame cut short by the end of the capture",
     # compressed dumps (io.compression)

@@ -306,6 +306,12 @@ COLLECTION_PREFIXED = DOCUMENT_CHANGES
 #: Stream messages with a seqno of their own (by_seqno): the stream's position moves with
 #: each. The document changes, system events and seqno advances.
 SEQNO_ITEMS = DOCUMENT_CHANGES | {Opcode.SYSTEM_EVENT, Opcode.SEQNO_ADVANCED}
+#: Requests of the connection, not of a vbucket (their vbucket field is 0 and means
+#: nothing): they carry no vbucket column, so that vbucket 0 counts only its own frames.
+CONNECTION_REQUESTS = frozenset({Opcode.HELLO, Opcode.SASL_LIST_MECHS, Opcode.SASL_AUTH,
+                                 Opcode.SASL_STEP, Opcode.GET_ALL_VB_SEQNOS, Opcode.OPEN,
+                                 Opcode.NOOP, Opcode.BUFFER_ACK, Opcode.CONTROL,
+                                 Opcode.SELECT_BUCKET})
 #: Opcodes that occur only on collection-enabled streams (evidence for auto-detection).
 COLLECTIONS_ONLY = frozenset({Opcode.SYSTEM_EVENT, Opcode.SEQNO_ADVANCED})
 #: Opcodes a resynchronising scanner accepts as a frame start: DCP plus its handshake.

@@ -32,7 +32,8 @@ def sample():
     return dcpfast.read(SAMPLE)
 
 
-@pytest.mark.parametrize("command", [["info"], ["head", "-n", "3"], ["convert", "-o", "OUT"]])
+@pytest.mark.parametrize("command", [["info"], ["head", "-n", "3"],
+                                     ["convert", "-o", "OUT", "--force"]])
 def test_every_reading_command_takes_the_sample(command, tmp_path, sample):
     command = [str(tmp_path / "s.parquet") if a == "OUT" else a for a in command]
     with_sample = run(*command, "--sample")
@@ -64,7 +65,10 @@ def test_convert_says_what_it_wrote(tmp_path, sample):
     assert result.output == (f"wrote {len(sample):,} frames to {out} "
                              f"({out.stat().st_size:,} bytes)\n")
     assert pq.read_table(out).num_rows == len(sample)
-    quiet = run("convert", SAMPLE, "-o", out, "-q")
+    again = run("convert", SAMPLE, "-o", out, "-q")
+    assert again.exit_code == 1 and again.output == (
+        f"Error: {out} already exists: choose another output, or replace it with --force\n")
+    quiet = run("convert", SAMPLE, "-o", out, "-q", "--force")
     assert quiet.exit_code == 0 and quiet.output == ""
 
 

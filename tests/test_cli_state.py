@@ -50,8 +50,8 @@ def test_restarts_are_exact_from_files_and_flagged_from_stdin(tmp_path):
     assert result.exit_code == 0, result.output
     assert same(pq.read_table(out), dcpfast.state(data, errors="skip"))
     assert "may lack" not in result.output
-    piped = CliRunner().invoke(main, ["state", "-", "-o", str(out), "--errors", "skip"],
-                               input=data)
+    piped = CliRunner().invoke(main, ["state", "-", "-o", str(out), "--errors", "skip",
+                                      "--force"], input=data)
     assert piped.exit_code == 0, piped.output
     lost = [r["vbucket"] for r in consistency(pq.read_table(out)).to_pylist()
             if not r["restored"]]
@@ -106,6 +106,7 @@ def test_bad_input_and_arguments(tmp_path):
     out = tmp_path / "s.parquet"
     result = run("state", dump, "-o", out)
     assert result.exit_code == 1 and "at byte 44: commit of the prepare" in result.output
+    assert result.output.rstrip().endswith("(--errors skip keeps every intact frame)")
     assert not out.exists()
     result = run("state", dump, "-o", out, "--errors", "skip")
     assert result.exit_code == 0 and "skipped 1" in result.output
@@ -117,7 +118,7 @@ def test_bad_input_and_arguments(tmp_path):
     missing = run("state", tmp_path / "missing.dcp", "-o", out)
     assert missing.exit_code == 1 and "No such file" in missing.output
     assert run("state", "-o", out).exit_code == 2                   # no FILE, no --sample
-    stdin = CliRunner().invoke(main, ["state", "-", "-o", str(out)],
+    stdin = CliRunner().invoke(main, ["state", "-", "-o", str(out), "--force"],
                                input=io.BytesIO(SAMPLE.read_bytes()))
     assert stdin.exit_code == 0, stdin.output
 
