@@ -149,6 +149,8 @@ _NAMED = {
     "buffer_is_path": "expected a buffer of DCP frames, got the path {path!r}: "
                       "dcpfast.read(path) reads a dump file, dcpfast.iter_batches(path) "
                       "streams one",
+    "read_buffer": "read() reads a dump from a path or a file object, not from {kind}: "
+                   "dcpfast.scan(data) decodes a buffer already in memory",
     "capture_not_dump": "a {kind} capture, not a DCP dump: read it with "
                         "dcpfast.pcap.read_pcap(path)",
     "no_column": "column {name!r} was not scanned; scanned: {scanned}",

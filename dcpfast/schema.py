@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -103,7 +104,10 @@ def resolve(columns) -> tuple[str, ...]:
         elif name in INDEX:
             wanted.add(name)
         else:
-            raise ValueError(f"unknown column {name!r}; known: {', '.join(NAMES + tuple(BINARY))}")
+            known = NAMES + tuple(BINARY)
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown column {name!r}{hint}; known: {', '.join(known)}")
     return tuple(n for n in NAMES if n in wanted)
 
 

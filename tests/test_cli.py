@@ -464,7 +464,11 @@ def test_bench_corpus_choices_are_the_suites(suite):
 
 
 def test_bench_outside_a_source_tree(monkeypatch, tmp_path):
+    """An installed dcpfast (no benchmark suite beside it) does not list ``bench``, and
+    says in one line where the suite lives if asked for it anyway."""
+    assert "bench" in run("--help").output.split("Commands:")[1]
     monkeypatch.setattr(cli.bench, "BENCH_SCRIPT", str(tmp_path / "benchmarks" / "bench_scan.py"))
+    assert "bench" not in run("--help").output.split("Commands:")[1]
     result = run("bench", "--quick")
     _clean(result, 1)
     assert result.output.startswith("Error: ") and len(result.output.splitlines()) == 1

@@ -148,8 +148,8 @@ def _selected(batch, damage, wanted, vbs, keys, seqnos, sids, since, until) -> n
         if until is not None:
             keep &= times <= until
     if keys:
-        lengths = batch["key_len"]
-        maybe = np.flatnonzero(keep & np.isin(lengths, [len(k) for k in keys]))
+        maybe = np.flatnonzero(keep & np.isin(batch["key_len"], [len(k) for k in keys]))
+        keep[:] = False
         keep[maybe] = [batch.key(int(i)) in keys for i in maybe]
     return np.flatnonzero(keep)
 
