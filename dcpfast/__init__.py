@@ -1,6 +1,7 @@
 """dcpfast: columnar bulk decoding of Couchbase DCP streams.
 
-The entry points are here (``scan``, ``read``, ``iter_batches``, ``state``, the batch,
+The entry points are here (``scan``, ``read``, ``iter_batches``, ``scan_polars``,
+``state``, the batch,
 the errors and the protocol's enums); the rest has one public home each, by concern:
 ``dcpfast.pcap`` (packet captures), ``dcpfast.streams`` (stream setup and health),
 ``dcpfast.values`` (document bodies and xattrs), ``dcpfast.events`` (system events and
@@ -23,7 +24,7 @@ __all__ = [
     "COLUMNS", "CaptureFormatError", "Datatype", "DcpFormatError", "DurabilityLevel",
     "Frame", "FrameBatch", "IMPLEMENTATION", "Magic", "Opcode", "SkippedRegion",
     "SnapshotFlag", "Status", "StreamEndStatus", "SystemEventId", "VBucketState",
-    "arrow_schema", "iter_batches", "read", "scan", "state",
+    "arrow_schema", "iter_batches", "read", "scan", "scan_polars", "state",
 ]
 
 #: The module each name of ``__all__`` comes from (as the imports below say to typing).
@@ -32,6 +33,7 @@ _HOMES = {
     "state": "documents.build",
     **dict.fromkeys(("CaptureFormatError", "DcpFormatError", "SkippedRegion"), "errors"),
     **dict.fromkeys(("iter_batches", "read", "scan"), "io.dumps"),
+    "scan_polars": "io.lazy",
     **dict.fromkeys(("Datatype", "DurabilityLevel", "Magic", "Opcode", "SnapshotFlag",
                      "Status", "StreamEndStatus", "SystemEventId", "VBucketState"),
                     "protocol"),
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from .documents.build import state
     from .errors import CaptureFormatError, DcpFormatError, SkippedRegion
     from .io.dumps import iter_batches, read, scan
+    from .io.lazy import scan_polars
     from .protocol import (
         Datatype,
         DurabilityLevel,
