@@ -270,8 +270,13 @@ class Batches(Iterator[FrameBatch]):
 
     def __init__(self, batches: Iterator[FrameBatch], options: ScanOptions):
         self._batches = batches
-        #: The Arrow schema of the stream: ``dcpfast.arrow_schema`` of the columns scanned.
-        self.schema = arrow_schema(options.columns)
+        self._columns = options.columns
+
+    @property
+    def schema(self):
+        """The Arrow schema of the stream: ``dcpfast.arrow_schema`` of the columns scanned
+        (pyarrow is imported only when asked for)."""
+        return arrow_schema(self._columns)
 
     def __iter__(self) -> Batches:
         return self
@@ -293,8 +298,9 @@ class Batches(Iterator[FrameBatch]):
 def _record_batches(batches: Batches):
     """The Arrow record batches of ``batches`` in their stream's schema (a batch whose
     keys or values pass 2 GiB, which ``to_arrow`` makes ``large_binary``, is cut)."""
+    schema = batches.schema
     for batch in batches:
-        yield from _fitting(batch, batches.schema)
+        yield from _fitting(batch, schema)
 
 
 def _fitting(batch: FrameBatch, schema):
