@@ -36,7 +36,9 @@ def scan_polars(source, *, batch_bytes: int = DEFAULT_BATCH_BYTES,
 
     ScanOptions.of(collections=collections, errors=errors, max_frame_size=max_frame_size,
                    threads=threads)                          # checked now, not at collect
-    schema = pl.from_arrow(S.arrow_schema().empty_table()).schema
+    empty = pl.from_arrow(S.arrow_schema().empty_table())
+    assert isinstance(empty, pl.DataFrame)
+    schema = empty.schema
 
     def frames(with_columns: list[str] | None, predicate: pl.Expr | None,
                n_rows: int | None, batch_size: int | None) -> Iterator[pl.DataFrame]:
