@@ -73,6 +73,7 @@ def test_report_ports_and_usage(tmp_path):
 def test_report_errors_are_one_line(tmp_path):
     out = tmp_path / "r.json"
     assert "No such file" in _one_line_error(run("report", tmp_path / "none.dcp", "--json", out))
+    assert not out.exists()
     script = known()
     server, _ = script.dumps()
     damaged = bytearray(server)
@@ -81,11 +82,15 @@ def test_report_errors_are_one_line(tmp_path):
     path = tmp_path / "damaged.dcp"
     path.write_bytes(bytes(damaged))
     line = _one_line_error(run("report", path, "--json", out))
-    assert line.startswith(f"Error: {path}: at byte {at}")
+    assert line.startswith(f"Error: {path}: at byte {at}") and "--errors skip" in line
+    assert not out.exists()                              # nothing half-written is left
     assert run("report", path, "--json", out, "--errors", "skip").exit_code == 0
     assert json.loads(out.read_text())["anomaly_counts"]["damaged_bytes"] >= 1
+    assert "already exists" in _one_line_error(run("report", path, "--json", out))
+    assert run("report", path, "--json", out, "--errors", "skip", "--force").exit_code == 0
     assert "report them apart" in _one_line_error(run("report", SAMPLE, SAMPLE_PCAP, "--json",
-                                                      out))
+                                                      tmp_path / "mixed.json"))
+    assert "also an input" in _one_line_error(run("report", path, "--json", path, "--force"))
     assert "No such file" in _one_line_error(run("report", SAMPLE, "--json",
                                                  tmp_path / "no" / "r.json"))
 

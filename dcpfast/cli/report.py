@@ -13,10 +13,23 @@ from ..packets import DCP_PORT
 from ..reporting import DEFAULT_STALL_SECONDS
 from ..reporting.build import report
 from ..testing import SAMPLE_PCAP
-from .app import INPUT, check_inputs, main, reported, scan_options
+from .app import (
+    INPUT,
+    SKIP_HINT,
+    check_inputs,
+    check_output,
+    main,
+    reported,
+    say,
+    scan_options,
+    shown,
+    threads_option,
+    writing,
+)
 
 
-@main.command("report")
+@main.command("report", epilog="Examples: dcpfast report --sample -o report.html; dcpfast "
+              "report capture.pcap -o report.html --json report.json. More: docs/report.md.")
 @click.argument("files", nargs=-1, type=INPUT)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="The page to write (REPORT.html; needs dcpfast[report]).")
@@ -27,15 +40,14 @@ from .app import INPUT, check_inputs, main, reported, scan_options
               help="Silence on an open stream longer than this is a stall.")
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,
               help=f"DCP port of captures (repeatable; default {DCP_PORT}).")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Inputs read at once, and threads decoding a dump (default: the cores "
-                   "this process may use).")
+@click.option("--force", is_flag=True, help="Replace outputs that exist.")
 @click.option("--sample", is_flag=True,
               help="Report on the capture bundled with dcpfast (both sides of a small DCP "
                    "conversation).")
 @scan_options
-def report_command(files, output, json_path, stall_seconds, ports, threads, sample,
-                   collections, errors):
+@threads_option
+def report_command(files, output, json_path, stall_seconds, ports, force, sample,
+                   collections, errors, threads):
     """Report on the DCP conversations of every FILE: streams over time, stalls, flow
     control, NOOP round trips, lag, documents and anomalies.
 
@@ -53,7 +65,10 @@ def report_command(files, output, json_path, stall_seconds, ports, threads, samp
         raise click.ClickException(text("needs_extra", what="the report page (-o)",
                                         module="bokeh", extra="report"))
     check_inputs(names)
-    with reported(", ".join(names)):
+    for path in (output, json_path):
+        if path:
+            check_output(path, names, force=force)
+    with reported(", ".join(names), errors):
         try:
             found = report(names, stall_seconds=stall_seconds, errors=errors,
                            collections=collections, ports=ports or (DCP_PORT,),
@@ -62,7 +77,8 @@ def report_command(files, output, json_path, stall_seconds, ports, threads, samp
             where = getattr(e, "source", None)
             if where is None:
                 raise
-            raise click.ClickException(f"{click.format_filename(where)}: {e}") from None
+            hint = SKIP_HINT if errors == "strict" else ""
+            raise click.ClickException(f"{shown(os.fspath(where))}: {e}{hint}") from None
         except ValueError as e:
             if type(e) is not ValueError:
                 raise
@@ -70,13 +86,10 @@ def report_command(files, output, json_path, stall_seconds, ports, threads, samp
     written = []
     for path, write in ((json_path, found.to_json), (output, found.to_html)):
         if path:
-            try:
+            with writing(path):
                 write(path)
-            except OSError as e:
-                raise click.ClickException(f"{click.format_filename(path)}: "
-                                           f"{e.strerror or e}") from None
             written.append(f"{click.format_filename(path)} ({os.path.getsize(path):,} bytes)")
     f = found.figures
-    click.echo(f"wrote {' and '.join(written)}: {f['frames']:,} frames, "
-               f"{len(f['connections'])} connections, {len(f['streams'])} streams, "
-               f"{len(f['stalls'])} stalls, {sum(f['anomaly_counts'].values())} anomalies")
+    say(f"wrote {' and '.join(written)}: {f['frames']:,} frames, "
+        f"{len(f['connections'])} connections, {len(f['streams'])} streams, "
+        f"{len(f['stalls'])} stalls, {sum(f['anomaly_counts'].values())} anomalies")
