@@ -8,7 +8,7 @@ Parquet, in the same run; and the report page's size and render time in a headle
 Writes the suite's mixed corpus (about a million frames) to a file and times, taking turns
 (best of R after a warm-up, gc paused), the commands as a user runs them, in this process:
 ``convert FILE -o OUT.parquet``, ``report FILE --json OUT.json`` and ``report FILE -o
-OUT.html`` (the page too), each with ``--threads T`` (default: every core). It first checks
+OUT.html`` (the page too), each with ``--threads T`` (default: the commands' own). It first checks
 that the report counts every frame. ``--page`` times instead the render of report pages in
 Debian's headless Chromium (``tests/browser.py``; ``apt-get install
 chromium-headless-shell``): the bundled capture's page and the corpus' page, each loaded N
@@ -68,17 +68,18 @@ def speed(args, where: Path) -> int:
               f"{expected['frames']:,}", file=sys.stderr)
         return 1
     frames, size = expected["frames"], expected["bytes"]
+    again = ["--force", *threads]          # each run replaces the last one's output
     runs = [("convert -o OUT.parquet", lambda: run("convert", "-q", dump, "-o",
-                                                    where / "out.parquet", *threads)),
+                                                    where / "out.parquet", *again)),
             ("report --json OUT.json", lambda: run("report", dump, "--json",
-                                                   where / "out.json", *threads)),
+                                                   where / "out.json", *again)),
             ("report -o OUT.html", lambda: run("report", dump, "-o", where / "out.html",
-                                               *threads))]
+                                               *again))]
     timings = [Timing(label, frames, size) for label, _ in runs]
     take_turns(list(zip(timings, [fn for _, fn in runs])), args.repeat)
     base = timings[0].best
     print(f"\nspeed (best of {args.repeat} after a warm-up, taking turns, gc paused, threads "
-          f"{args.threads or 'every core'}; x convert compares times)")
+          f"{args.threads or 'the default'}; x convert compares times)")
     print(f"{'command':<26} {'best':>9} {'M frames/s':>11} {'MB/s':>8} {'x convert':>10}")
     for t in timings:
         print(f"{t.label:<26} {t.best:>7.2f} s {t.frames_per_s / 1e6:>11.2f} "
@@ -117,7 +118,7 @@ def renders(args, where: Path) -> int:
 def main(argv=None) -> int:
     parser = arguments(__doc__, DEFAULTS, QUICK)
     parser.add_argument("--threads", type=int, help="--threads of the commands (default: "
-                        "every core)")
+                        "the commands' own: the cores idle now)")
     parser.add_argument("--cache", type=Path, help="directory to keep the corpus in")
     parser.add_argument("--page", action="store_true", help="time the page's render instead")
     parser.add_argument("--renders", type=int, default=7, help="renders per page (--page)")
