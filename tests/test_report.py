@@ -95,6 +95,7 @@ def test_the_known_capture(known_files):
     assert events[9] == ["request", "rollback", "request", "accepted", "end"]
     assert events[5] == ["request", "accepted", "end"]
     assert figures["anomaly_counts"] == {"ended_in_snapshot": 1}    # vb 9 closed mid-snapshot
+    assert figures["connections"][0]["unplaced_responses"] == 0
     assert figures["warnings"] == []
 
 
@@ -218,6 +219,17 @@ def test_an_empty_input_says_so(tmp_path):
     json.loads(dcpfast.report(empty).to_json())
     with pytest.raises(ValueError, match="no input"):
         dcpfast.report([])
+
+
+def test_answers_to_no_request_are_counted_not_placed(tmp_path):
+    """A server dump that begins with Stream Request answers to requests it never saw:
+    they open no stream and the connection counts them."""
+    path = tmp_path / "answers.dcp"
+    path.write_bytes(t.failover_log_response([(7, 0)], opaque=41)
+                     + t.rollback_response(12, opaque=42))
+    figures = dcpfast.report(path).figures
+    assert figures["streams"] == []
+    assert figures["connections"][0]["unplaced_responses"] == 2
 
 
 def test_captures_and_dumps_are_not_mixed(known_files):

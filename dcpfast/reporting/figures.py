@@ -94,7 +94,8 @@ def _connections(partial: Partial, stalls: list[dict]) -> list[dict]:
              "first": iso(c.first), "last": iso(c.last), "streams": len(c.streams),
              "stalls": sum(s["connection"] == c.name for s in stalls) + c.more_stalls,
              "anomalies": sum(c.anomaly_counts.values()),
-             "noops": c.noops.count, "noop_rtt_ms": _ms(c.noops.rtt_ms)}
+             "noops": c.noops.count, "noop_rtt_ms": _ms(c.noops.rtt_ms),
+             "unplaced_responses": c.unplaced}
             for c in partial.conversations]
 
 
