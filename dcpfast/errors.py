@@ -200,6 +200,8 @@ _NAMED = {
                              "previous seqno {previous}",
     "state_unplaced_rollback": "rollback response (to seqno {seqno}) that no request and no "
                                "stream message places on a vbucket",
+    # comparing two buckets (compare)
+    "diff_side": "{reason} (in the {side})",
 }
 
 

@@ -28,6 +28,7 @@ LAYERS = (
     ("io",),
     ("values", "events", "streams", "pcap"),
     ("documents",),
+    ("compare",),
     ("spark",),
     ("cli",),
     ("__init__", "__main__"),
@@ -41,8 +42,8 @@ ALLOWED_UPWARD = {
 #: The public modules: every public name of dcpfast has its home in the ``__all__`` of
 #: exactly one of them ("" is ``dcpfast`` itself); the modules inside them are their
 #: implementation.
-FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "spark", "testing",
-         "cli")
+FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "compare", "spark",
+         "testing", "cli")
 #: The compiled cores: only ``_core`` imports them.
 COMPILED = ("cscan", "cpcap", "cvalues")
 MAX_FILE_LINES = 900
