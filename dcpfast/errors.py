@@ -202,6 +202,7 @@ _NAMED = {
                                "stream message places on a vbucket",
     # comparing two buckets (compare)
     "diff_side": "{reason} (in the {side})",
+    "diff_side_file": "{reason} (in {file})",
 }
 
 

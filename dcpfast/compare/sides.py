@@ -125,14 +125,20 @@ def given(table: pa.Table, side: str, options: dict) -> pa.Table:
 
 
 def sides(source, target, options: dict, *, together: bool) -> tuple[Side, Side]:
-    """Both sides' states, built at the same time (the target's on another thread) when
-    ``together``, else one after the other."""
+    """Both sides' states, built at the same time when ``together``."""
+    return both(lambda: state_of(source, "source", options),
+                lambda: state_of(target, "target", options), together=together)
+
+
+def both(make_source, make_target, *, together: bool) -> tuple[Side, Side]:
+    """The sides whose state tables ``make_source()`` and ``make_target()`` build: at the
+    same time (the target's on the thread ``pool.beside`` keeps, which waits on no worker
+    of the pool the states' scans use) when ``together``, else one after the other."""
     if not together:
-        return (Side("source", state_of(source, "source", options)),
-                Side("target", state_of(target, "target", options)))
-    other = beside(lambda: state_of(target, "target", options))
+        return Side("source", make_source()), Side("target", make_target())
+    other = beside(make_target)
     try:
-        first = state_of(source, "source", options)
+        first = make_source()
     except Exception:
         with contextlib.suppress(Exception):       # the target's end is waited for
             other()

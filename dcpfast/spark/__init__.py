@@ -25,11 +25,14 @@ reinterpreting their 64 bits, so values of 2**63 and above read as negative numb
 * ``state(frames_df, ...)``: the documents of the decoded frames as of the end, a seqno or
   a time (``dcpfast.state`` on Spark); ``state_report`` its consistent seqnos and what
   skip mode passed over.
+* ``diff(spark, source, target, out)``: two buckets' dumps compared (``dcpfast.diff`` on
+  Spark), the differences written as Parquet.
 
 pyspark is imported only by the functions that need it; the decoding itself runs on the
 executors, which need dcpfast installed.
 """
 
+from .compare import diff
 from .convert import decode_arrow, decode_pandas
 from .documents import state, state_report
 from .job import decode_to_parquet
@@ -37,7 +40,7 @@ from .schema import DEFAULT, spark_arrow_schema, spark_schema, unsigned
 from .sink import write_parquet
 from .source import read_dcp, register
 
-__all__ = ["DEFAULT", "SCHEMA", "decode_arrow", "decode_pandas", "decode_to_parquet",
+__all__ = ["DEFAULT", "SCHEMA", "decode_arrow", "decode_pandas", "decode_to_parquet", "diff",
            "read_dcp", "register", "spark_arrow_schema", "spark_schema", "state",
            "state_report", "unsigned", "write_parquet"]
 
