@@ -203,6 +203,7 @@ _NAMED = {
     # comparing two buckets (compare)
     "diff_side": "{reason} (in the {side})",
     "diff_side_file": "{reason} (in {file})",
+    "diff_side_in": "{reason} (in the {side}: {file})",
 }
 
 

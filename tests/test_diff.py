@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from diff_model import diff as model_diff
 from diff_scenarios import SOURCE_NAMES, derive, documents, source
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from state_scenarios import scenario
 
 import dcpfast
@@ -122,6 +124,93 @@ def test_self_diff_is_empty_and_swapping_swaps(pairs):
     assert {r["kind"] for r in forward} == {"mismatch", "missing_from_source",
                                             "missing_from_target"}
     assert swapped == forward
+
+
+# -- random small buckets (hypothesis) ------------------------------------------------------
+
+#: A side's collections: id -> name (None: never named), all in scope _default.
+NAMINGS = [{8: "a", 9: "b"}, {30: "a", 31: "b"}, {8: None, 9: "b"}]
+version = st.fixed_dictionaries({
+    "key": st.sampled_from([b"k0", b"k1", b"k2", b"\xffk"]),
+    "collection": st.sampled_from([0, 1, 2]),             # _default, then the side's two
+    "vbucket": st.sampled_from([3, 5]),
+    "body": st.sampled_from([b'{"a":1}', b'{"a":2}', b"\x00\x01"]),
+    "flags": st.sampled_from([0, 1]),
+    "xattrs": st.sampled_from([None, {"u": "1"}, {"_s": "1"}, {"u": "2", "_s": "1"}]),
+    "deleted": st.booleans(), "compressed": st.booleans(), "cas": st.integers(1, 3)})
+bucket = st.tuples(st.lists(version, max_size=8), st.sampled_from(range(len(NAMINGS))),
+                   st.sampled_from([0, 0, 2]))          # snapshot ends past its changes
+
+
+def written(changes: list, naming: dict, past: int) -> bytes:
+    """One snapshot per vbucket holding ``changes`` in order (each one a new seqno), its
+    end ``past`` seqnos beyond the last: a snapshot cut before its end."""
+    import cramjam
+
+    cids = [0, *naming]
+    out = []
+    for vb in (3, 5):
+        mine = [c for c in changes if c["vbucket"] == vb]
+        events = [t.create_collection(name.encode(), by_seqno=i, manifest_uid=i, scope_id=0,
+                                      collection_id=cid, vbucket=vb)
+                  for i, (cid, name) in enumerate(
+                      [(cid, name or "x") for cid, name in naming.items() if name], start=1)]
+        events.append(t.create_collection(b"z", by_seqno=len(events) + 1, manifest_uid=9,
+                                          scope_id=0, collection_id=99, vbucket=vb))
+        frames = []
+        for seqno, c in enumerate(mine, start=len(events) + 1):
+            value = b"" if c["deleted"] else c["body"]
+            datatype = 0 if c["deleted"] or c["body"].startswith(b"\x00") else 1
+            if c["xattrs"]:
+                value = t.xattr_blob(c["xattrs"]) if c["deleted"] else \
+                    t.xattr_value(c["xattrs"], value)
+                datatype |= 4
+            if c["compressed"] and value:
+                value, datatype = bytes(cramjam.snappy.compress_raw(value)), datatype | 2
+            common = dict(by_seqno=seqno, cas=c["cas"] << 16, datatype=datatype, vbucket=vb,
+                          collection_id=cids[c["collection"]])
+            frames.append(t.deletion(c["key"], value, **common) if c["deleted"] else
+                          t.mutation(c["key"], value, flags=c["flags"], **common))
+        end = len(events) + len(frames)
+        out += [t.snapshot_marker(1, end + (past if frames else 0), vbucket=vb), *events,
+                *frames]
+    return b"".join(out)
+
+
+TWEAKS = {"same": {}, "body": {"body": b'{"a":3}'}, "compressed": {"compressed": True},
+          "vbucket": {"vbucket": 5}, "cas": {"cas": 3}, "xattrs": {"xattrs": {"u": "9"}},
+          "deleted": {"deleted": True}, "flags": {"flags": 7}}
+
+
+@st.composite
+def two_buckets(draw):
+    """Two unrelated buckets, or a bucket and a copy of it with some changes tweaked or
+    left out."""
+    mine = draw(bucket)
+    if draw(st.booleans()):
+        return mine, draw(bucket)
+    copied = []
+    for change in mine[0]:
+        tweak = draw(st.sampled_from([*TWEAKS, "same", "same", "left out"]))
+        if tweak != "left out":
+            copied.append({**change, **TWEAKS[tweak]})
+    return mine, (copied, draw(st.sampled_from(range(len(NAMINGS)))),
+                  draw(st.sampled_from([0, 0, 2])))
+
+
+@settings(max_examples=80, deadline=None)
+@given(two_buckets(), st.sampled_from([{}, {"include_deleted": True}, {"fields": FIELDS}]))
+def test_random_buckets_are_the_model(buckets, options):
+    """Keys in several vbuckets, collections renamed, unnamed or numbered alike, values
+    compressed or not, snapshots cut: the diff is the model's."""
+    sides = []
+    for changes, naming, past in buckets:
+        data = written(changes, NAMINGS[naming], past)
+        names = {0: ("_default", "_default"), 99: ("_default", "z"),
+                 **{cid: ("_default", name) for cid, name in NAMINGS[naming].items() if name}}
+        sides.append((data, (*documents(data), names)))
+    check(dcpfast.diff(sides[0][0], sides[1][0], **options),
+          model_diff(sides[0][1], sides[1][1], **options))
 
 
 # -- what a side cannot vouch for ---------------------------------------------------------

@@ -12,6 +12,7 @@ from test_diff import cut_inside_a_snapshot
 import dcpfast
 from dcpfast.compare import FIELDS, diff_errors, summary
 from dcpfast.compare.output import metadata
+from dcpfast.errors import DcpFormatError
 from dcpfast.spark import diff as spark_diff
 from dcpfast.spark.compare import rows_schema
 
@@ -71,8 +72,9 @@ def test_spark_diff_is_the_single_process_diff(spark, dumps, tmp_path):
 
 
 def test_strict_spark_diff_names_the_side(spark, dumps, tmp_path):
-    with pytest.raises(Exception, match="source") as e:
+    with pytest.raises(DcpFormatError, match=r"at byte %d: .*\(in the source: .*%s" % (
+            dumps["broken"], dumps["damaged"].name)) as e:
         spark_diff(spark, str(dumps["damaged"]), str(dumps["target"]), str(tmp_path / "c"))
-    assert f"at byte {dumps['broken']}" in str(e.value)
+    assert e.value.offset == dumps["broken"]
     assert not (tmp_path / "c").exists()
     assert isinstance(rows_schema(), pa.Schema)

@@ -13,6 +13,7 @@ and a full outer join on (collection, key) pairs the sides.
 from __future__ import annotations
 
 import json
+import re
 
 import pyarrow as pa
 
@@ -29,6 +30,7 @@ from ..compare.rules import (
 )
 from ..errors import DcpFormatError, checked_mode, text
 from .documents import state, state_report
+from .job import spark_error
 from .source import read_dcp
 
 _MIN = -(1 << 63)                  # a long XOR this compares as the unsigned it holds
@@ -94,8 +96,7 @@ class _Side:
         except DcpFormatError as e:
             raise type(e)(e.offset, text("diff_side", side=name, reason=e.reason)) from None
         except Exception as e:
-            e.add_note(f"while building the state of the {name}")
-            raise
+            raise _named(e, name) from e
         self.name = name
         self.labels = [label(r.collection_id, r.scope, r.collection) for r in found]
         self.label_of = {r.collection_id: lb for r, lb in zip(found, self.labels)}
@@ -137,6 +138,20 @@ class _Side:
         columns = [*_KEPT, "unsure", *(("body", "xattrs") if values else ())]
         return docs.select("code", "key", *(F.col(c).alias(prefix + c) for c in columns),
                            F.lit(True).alias(prefix + "row"))
+
+
+def _named(error: Exception, side: str) -> Exception:
+    """A failed job's error as a ``DcpFormatError`` naming the side, the file and the
+    offset where a task raised one (else ``error``, with a note naming the side)."""
+    said = spark_error(error)
+    found = re.search(r"at byte (\d+): (.*)", said)
+    if found is None:
+        error.add_note(f"while building the state of the {side}")
+        return error
+    where = said[:found.start()].rstrip(": ")
+    reason = text("diff_side_in", side=side, file=where, reason=found.group(2)) if where \
+        else text("diff_side", side=side, reason=found.group(2))
+    return DcpFormatError(int(found.group(1)), reason)
 
 
 def _joined(spark, sides: dict, labels: list, lost: list, values: bool):
