@@ -417,6 +417,34 @@ def test_a_damaged_side_is_named(pairs):
     assert errors["source"] == [] and [e.offset for e in errors["target"]] == [at]
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_mutated_sides_raise_or_skip(seed):
+    """Frames dropped, repeated, swapped, flipped or cut on either side: strict mode raises
+    DcpFormatError naming the side, skip mode answers with a valid table."""
+    from test_state import mutated
+
+    whole = scenario(seed, snapshots=10, restarts=0.2)
+    broken = mutated(whole, seed)
+    def fails(data):
+        try:
+            dcpfast.state(data)
+        except DcpFormatError as e:
+            return e
+        return None
+    for a, b in ((whole, broken), (broken, whole)):
+        first = fails(a) or fails(b)
+        try:
+            dcpfast.diff(a, b, threads=1)
+        except DcpFormatError as e:
+            side = "source" if fails(a) else "target"
+            assert str(e) == f"at byte {first.offset}: {first.reason} (in the {side})"
+        else:
+            assert first is None
+        table = dcpfast.diff(a, b, errors="skip", include_deleted=True)
+        table.validate(full=True)
+        assert summary(table).num_rows and set(diff_errors(table)) == {"source", "target"}
+
+
 def test_memory_is_in_proportion_to_the_documents():
     """Eight times the documents: the diff's peak over the two states it compares grows
     no faster than they do (bodies are compared a block at a time)."""

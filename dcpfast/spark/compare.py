@@ -87,16 +87,14 @@ class _Side:
 
         frames = read_dcp(spark, path, columns="all", values=options["values"],
                           errors=options["errors"])
+        report = self._run(name, lambda: state_report(frames, **options))
+        self.docs = state(frames, **options).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            report = state_report(frames, **options)
-            self.docs = state(frames, **options).persist(StorageLevel.MEMORY_AND_DISK)
-            rows = self.docs.count()
-            found = self.docs.select("collection_id", "scope", "collection").distinct() \
-                .collect()
-        except DcpFormatError as e:
-            raise type(e)(e.offset, text("diff_side", side=name, reason=e.reason)) from None
-        except Exception as e:
-            raise _named(e, name) from e
+            found = self._run(name, lambda: self.docs.groupBy(
+                "collection_id", "scope", "collection").count().collect())
+        except Exception:
+            self.docs.unpersist()
+            raise
         self.name = name
         self.labels = [label(r.collection_id, r.scope, r.collection) for r in found]
         self.label_of = {r.collection_id: lb for r, lb in zip(found, self.labels)}
@@ -105,8 +103,19 @@ class _Side:
         errors = [[offset, length, reason if file is None else
                    text("diff_side_file", reason=reason, file=file)]
                   for file, offset, length, reason in report["errors"]]
-        self.report = {"documents": rows, "consistency": report["consistency"],
-                       "unrestored": self.unrestored, "errors": errors}
+        self.report = {"documents": sum(r["count"] for r in found),
+                       "consistency": report["consistency"], "unrestored": self.unrestored,
+                       "errors": errors}
+
+    @staticmethod
+    def _run(side: str, job):
+        """``job()``; a damaged side's failure as a ``DcpFormatError`` naming the side."""
+        try:
+            return job()
+        except DcpFormatError as e:
+            raise type(e)(e.offset, text("diff_side", side=side, reason=e.reason)) from None
+        except Exception as e:
+            raise _named(e, side) from e
 
     def marked(self, spark, code_of: dict, lost: list, values: bool):
         """The side's documents with their collection's code, whether it is unsure, one
