@@ -50,7 +50,9 @@ class Side:
     def column(self, name: str):
         """Column ``name`` as one Arrow array (made once)."""
         if name not in self._columns:
-            self._columns[name] = self.table.column(name).combine_chunks()
+            column = self.table.column(name)
+            self._columns[name] = column.chunk(0) if column.num_chunks == 1 else \
+                column.combine_chunks()
         return self._columns[name]
 
     def numbers(self, name: str, dtype=None) -> np.ndarray:
