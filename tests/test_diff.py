@@ -243,11 +243,12 @@ def test_a_side_is_compared_up_to_its_consistent_seqno(pairs):
     limit = dict(zip(points_["vbucket"].to_pylist(), points_["consistent_seqno"].to_pylist()))
     assert all(r["target_by_seqno"] is None or r["target_by_seqno"] <= limit[r["target_vbucket"]]
                for r in table.to_pylist())
-    for at in (40, 63):                       # a cut inside snapshots of both sides
-        want = model_diff((*documents(data, at_seqno=at), SOURCE_NAMES),
-                          (*documents(target.data, at_seqno=at), target.names))
-        check(dcpfast.diff(data, target.data, at_seqno=at), want)
-        assert sum(c["not_compared"] for c in want[1])
+    clock = sorted(v["cas"] for v in mine[0].values())[len(mine[0]) // 2]
+    for cut in ({"at_seqno": 40}, {"at_seqno": 63}, {"at_time": clock}):
+        want = model_diff((*documents(data, **cut), SOURCE_NAMES),     # cuts inside
+                          (*documents(target.data, **cut), target.names))  # snapshots
+        check(dcpfast.diff(data, target.data, **cut), want)
+        assert sum(c["not_compared"] for c in want[1]) and want[0], cut
 
 
 HDR = dict(vbucket=3, opaque=0x1003)
