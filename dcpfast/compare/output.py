@@ -6,6 +6,7 @@ per side its consistent seqnos and what skip mode passed over), with readers for
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from ..errors import SkippedRegion
 from .match import EQUAL, MISMATCH, NOT_COMPARED, Judged
 from .rules import KINDS
 from .sides import SIDES, Side
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The schema metadata key of the diff's metadata (JSON).
 METADATA_KEY = b"dcpfast.diff"
@@ -26,7 +30,7 @@ SIDE_COLUMNS = (("vbucket", "vbucket"), ("collection_id", "collection_id"),
                 ("by_seqno", "by_seqno"), ("cas", "cas"))
 
 
-def diff_schema():
+def diff_schema() -> pa.Schema:
     """The Arrow schema of ``diff``'s rows (without its metadata)."""
     import pyarrow as pa
 
@@ -39,7 +43,7 @@ def diff_schema():
     return pa.schema(fields)
 
 
-def summary_schema():
+def summary_schema() -> pa.Schema:
     """The Arrow schema of ``summary``'s table."""
     import pyarrow as pa
 
@@ -47,7 +51,7 @@ def summary_schema():
                       *((name, pa.int64()) for name in COUNTS)])
 
 
-def table(judged: Judged, a: Side, b: Side, *, include_deleted: bool):
+def table(judged: Judged, a: Side, b: Side, *, include_deleted: bool) -> pa.Table:
     """The rows of the differences of ``judged``, with the metadata."""
     import pyarrow as pa
 
@@ -137,7 +141,7 @@ def counts(judged: Judged) -> list[dict]:
             for i, lb in enumerate(judged.labels)]
 
 
-def metadata(table) -> dict:
+def metadata(table: pa.Table) -> dict:
     """The metadata ``diff`` put in ``table``'s schema."""
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
@@ -145,7 +149,7 @@ def metadata(table) -> dict:
     return json.loads(raw)
 
 
-def summary(table):
+def summary(table: pa.Table) -> pa.Table:
     """Per collection (``scope``, ``collection``), the documents each side holds and how
     many were ``equal``, ``missing_from_source``, ``missing_from_target``, a
     ``mismatch`` or ``not_compared`` (a side could not vouch for them: past its
@@ -155,7 +159,7 @@ def summary(table):
     return pa.Table.from_pylist(metadata(table)["summary"], schema=summary_schema())
 
 
-def diff_errors(table) -> dict[str, list[SkippedRegion]]:
+def diff_errors(table: pa.Table) -> dict[str, list[SkippedRegion]]:
     """Per side (``"source"``, ``"target"``), what ``errors="skip"`` passed over while
     building its state, in stream order."""
     return {side: [SkippedRegion(*e) for e in report["errors"]]
