@@ -34,6 +34,8 @@ def dumps(tmp_path_factory):
     capture = t.pcap_file(t.tcp_packets(t.tcp_conversation(b"", target.data, sizes=(900,))))
     paths["capture"] = root / "t.pcap"
     paths["capture"].write_bytes(capture)
+    paths["existing"] = root / "existing.parquet"
+    paths["existing"].write_bytes(b"kept")
     return data, target.data, paths
 
 
@@ -101,8 +103,13 @@ def test_every_error_exits_2(dumps, tmp_path):
                  ["diff", "-", "-"],
                  ["diff", paths["source"], paths["target"], "-o", paths["target"]],
                  ["diff", paths["source"], paths["target"], "-o", tmp_path / "no" / "d.parquet"],
-                 ["diff", paths["source"], paths["target"], "--threads", "0"]):
+                 ["diff", paths["source"], paths["target"], "--threads", "0"],
+                 ["diff", paths["source"], paths["target"], "-o", tmp_path / "d.csv"],
+                 ["diff", paths["source"], paths["target"], "-o", paths["existing"]]):
         result = run(*args)
         assert result.exit_code == 2, (args, result.output)
         assert "Traceback" not in result.output and result.output.strip(), args
     assert paths["target"].stat().st_size == len(target)
+    assert paths["existing"].read_bytes() == b"kept"
+    forced = run("diff", paths["source"], paths["target"], "-o", paths["existing"], "--force")
+    assert forced.exit_code == 1 and pq.read_table(paths["existing"]).num_rows

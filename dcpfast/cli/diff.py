@@ -4,24 +4,36 @@ error (as ``diff`` has it)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import click
 
 from ..compare import DEFAULT_FIELDS, FIELDS, diff_errors, summary
 from ..compare.build import diff as compare
 from ..compare.sides import both
 from ..documents import StateBuilder
-from ..errors import DcpFormatError
+from ..errors import DcpFormatError, text
 from ..pcap import CLIENT_TO_SERVER
 from ..pool import threads_of
-from .app import INPUT, OUT_OF_MEMORY, check_inputs, main, opened, scan_options, shown
+from .app import (
+    INPUT,
+    OUT_OF_MEMORY,
+    check_inputs,
+    check_output,
+    main,
+    opened,
+    output_format,
+    say,
+    scan_options,
+    shown,
+    writing,
+)
 
 #: The exit statuses.
 SAME, DIFFERENT, FAILED = 0, 1, 2
 #: Differences listed on the terminal when no output file is given.
 SHOWN = 10
+#: The formats the differences are written in, by the output's extension.
+_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
+            ".ipc": "ipc"}
 
 
 class Failed(click.ClickException):
@@ -57,10 +69,12 @@ def _fields(ctx, param, value):
     return chosen
 
 
-@main.command("diff")
+@main.command("diff", epilog="Examples: dcpfast diff source.dcp target.dcp; dcpfast diff "
+              "source.dcp target.pcap -o diff.parquet --fields +cas. More: docs/diff.md.")
 @click.argument("source", type=INPUT)
 @click.argument("target", type=INPUT)
 @click.option("-o", "--output", help="Write the differences to OUT.parquet (or .arrow).")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--at-seqno", callback=_at_seqno, metavar="N|VB:N,...",
               help="Compare both sides as of this seqno (per vbucket: VB:N,...).")
 @click.option("--at-time", metavar="ISO", help="Compare both sides as of this time "
@@ -73,10 +87,11 @@ def _fields(ctx, param, value):
 @click.option("--collection", "only", multiple=True, metavar="NAME",
               help="Only this collection (name or scope.name); repeatable.")
 @click.option("--threads", type=click.IntRange(min=1),
-              help="2 or more: build the two sides at the same time (default: the cores).")
+              help="2 or more: build the two sides at the same time (default: the cores "
+              "idle now).")
 @scan_options
-def diff(source, target, output, at_seqno, at_time, fields, include_deleted, only, threads,
-         collections, errors):
+def diff(source, target, output, force, at_seqno, at_time, fields, include_deleted, only,
+         threads, collections, errors):
     """Compare the buckets whose dumps are SOURCE and TARGET (raw, compressed or packet
     captures; - for standard input): documents matched by scope, collection and key;
     exit status 0 when they are the same, 1 when they differ, 2 on error.
@@ -85,7 +100,7 @@ def diff(source, target, output, at_seqno, at_time, fields, include_deleted, onl
     counted, never reported as a difference.
     """
     try:
-        status = _run(source, target, output, dict(
+        status = _run(source, target, output, force, dict(
             at_seqno=at_seqno, at_time=at_time, fields=fields, include_deleted=include_deleted,
             collections=list(only) or None, threads=threads, errors=errors,
             scan=collections))
@@ -102,15 +117,15 @@ def diff(source, target, output, at_seqno, at_time, fields, include_deleted, onl
     click.get_current_context().exit(status)
 
 
-def _run(source: str, target: str, output: str | None, options: dict) -> int:
+def _run(source: str, target: str, output: str | None, force: bool, options: dict) -> int:
     if options["at_seqno"] is not None and options["at_time"] is not None:
         raise click.UsageError("give --at-seqno or --at-time, not both")
     if source == target == "-":
         raise click.UsageError("standard input can be one side only")
+    fmt = None if output is None else output_format(output, _FORMATS)
     check_inputs([source, target])
-    if output is not None and os.path.abspath(output) in {os.path.abspath(n) for n in
-                                                          (source, target) if n != "-"}:
-        raise Failed(f"{output}: is an input")
+    if output is not None:
+        check_output(output, [source, target], force=force)
     fields = tuple(options["fields"] or DEFAULT_FIELDS)
     values = any(f in ("body", "xattrs", "system_xattrs") for f in fields)
     build = dict(at_seqno=options["at_seqno"], at_time=options["at_time"],
@@ -121,8 +136,9 @@ def _run(source: str, target: str, output: str | None, options: dict) -> int:
                 together=threads_of(options["threads"]) > 1)
     table = compare(a.table, b.table, fields=fields, include_deleted=options["include_deleted"],
                     collections=options["collections"])
-    if output is not None:
-        _write(table, output)
+    if output is not None and fmt is not None:
+        with writing(output):
+            _write(table, output, fmt)
     _report(table, (source, target), output)
     return SAME if table.num_rows == 0 else DIFFERENT
 
@@ -136,6 +152,14 @@ def _state(name: str, side: str, options: dict, collections):
                                         errors=options["errors"]):
                 if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
                     builder.placer.tracker.update(batch)
+                elif source.capture:
+                    try:
+                        builder.update(batch)
+                    except DcpFormatError as e:     # a position in a TCP stream
+                        c = batch.connection
+                        where = text("in_tcp_stream", src=f"{c.src}:{c.src_port}",
+                                     dst=f"{c.dst}:{c.dst_port}", direction=c.direction)
+                        raise DcpFormatError(e.offset, f"{where}: {e.reason}") from None
                 else:
                     builder.update(batch)
     try:
@@ -148,21 +172,15 @@ def _state(name: str, side: str, options: dict, collections):
         raise Failed(f"{side} {shown(name)}: {e.strerror or e}") from None
 
 
-def _write(table, output: str) -> None:
+def _write(table, output: str, fmt: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        if output.lower().endswith((".arrow", ".feather", ".ipc")):
-            with pa.OSFile(output, "wb") as sink, \
-                    pa.ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
-        else:
-            pq.write_table(table, output)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(output)
-        raise Failed(f"{output}: {e.strerror or e}") from None
+    if fmt == "ipc":
+        with pa.OSFile(output, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        pq.write_table(table, output)
 
 
 def _report(table, names: tuple[str, str], output: str | None) -> None:
@@ -174,30 +192,30 @@ def _report(table, names: tuple[str, str], output: str | None) -> None:
     lines = [[_name(c), *(f"{c[h]:,}" for h in header[1:])] for c in counts]
     widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h)
               for i, h in enumerate(header)]
-    click.echo("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+    say("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
                          for i, (h, w) in enumerate(zip(header, widths))))
     for line in lines:
-        click.echo("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
+        say("  ".join(v.ljust(w) if i == 0 else v.rjust(w)
                              for i, (v, w) in enumerate(zip(line, widths))))
     uncompared = sum(c["not_compared"] for c in counts)
     if uncompared:
-        click.echo(f"{uncompared:,} document(s) not compared: past a side's consistent seqno "
+        say(f"{uncompared:,} document(s) not compared: past a side's consistent seqno "
                    "(a snapshot that did not arrive whole) or a value that did not decode")
     for (side, skipped), name in zip(diff_errors(table).items(), names):
         if skipped:
-            click.echo(f"{side} {shown(name)}: skipped {len(skipped)} damaged or inconsistent "
+            say(f"{side} {shown(name)}: skipped {len(skipped)} damaged or inconsistent "
                        f"frame(s), the first at byte {skipped[0].offset}: {skipped[0].reason}")
     if table.num_rows == 0:
-        click.echo("no differences")
+        say("no differences")
         return
-    click.echo(f"{table.num_rows:,} difference(s)" + (f" -> {output}" if output else ":"))
+    say(f"{table.num_rows:,} difference(s)" + (f" -> {output}" if output else ":"))
     if output is None:
         for row in table.slice(0, SHOWN).to_pylist():
             key = row["key_str"] if row["key_str"] is not None else row["key"].hex()
             what = f" ({','.join(row['fields'])})" if row["fields"] else ""
-            click.echo(f"  {row['kind']:<20} {_name(row)} {key}{what}")
+            say(f"  {row['kind']:<20} {_name(row)} {key}{what}")
         if table.num_rows > SHOWN:
-            click.echo(f"  ... {table.num_rows - SHOWN:,} more (-o FILE writes them all)")
+            say(f"  ... {table.num_rows - SHOWN:,} more (-o FILE writes them all)")
 
 
 def _name(row: dict) -> str:

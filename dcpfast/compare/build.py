@@ -32,8 +32,8 @@ def diff(source, target, *, at_seqno=None, at_time=None, fields=None,
     xattrs after Snappy decompression, flags, expiration, deleted, datatype without its
     Snappy bit; ``cas`` and ``rev_seqno`` only when named). A tombstone counts as no
     document unless ``include_deleted``. ``collections``: only these (names or
-    ``scope.name``). ``threads``: with 2 or more (the default where the process may
-    use 2 cores), the two states are built at the same time.
+    ``scope.name``). ``threads``: with 2 or more (by default: the cores idle now), the
+    two states are built at the same time.
 
     Each side is compared only up to its consistent seqno: a document whose version on
     either side lies past it is counted as ``not_compared`` in the summary
