@@ -13,7 +13,8 @@ import time
 from collections.abc import Sequence
 
 from . import output
-from .sink import check_inputs, checked, write_parquet
+from .sink import checked, write_parquet
+from .source import check_inputs
 
 
 def session(master: str | None = None, app_name: str = "dcpfast", *,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import uuid
 
 from ..errors import text
@@ -31,19 +32,22 @@ def _entries(store, where: str, recursive: bool = False):
     return store.get_file_info(fs.FileSelector(where, recursive=recursive))
 
 
-def _dataset_file(name: str) -> bool:
-    """A file a Parquet dataset written by Spark, pyarrow or this job may hold."""
-    return (name.endswith(".parquet") or name in (SUCCESS, "_metadata", "_common_metadata")
-            or (name.startswith(".") and name.endswith(".crc")))
+#: The name of a file the job writes: ``part-<partition>-<job>-<n>.parquet``.
+OURS = re.compile(r"part-\d{5}-[0-9a-f]{16}-\d+\.parquet")
+
+
+def _ours(name: str) -> bool:
+    """A file the job writes: its Parquet files and ``_SUCCESS``."""
+    return name == SUCCESS or OURS.fullmatch(name) is not None
 
 
 def check(out: str, mode: str) -> bool:
     """Whether ``out`` exists; raises when ``mode`` does not allow what is there.
 
     ``error``: ``out`` must not exist or be an empty directory. ``overwrite``: what is
-    there must be a Parquet dataset (Parquet files in ``column=value`` directories,
-    ``_SUCCESS``, checksums, staging directories), never anything else. ``append``:
-    anything.
+    there must be what a job of dcpfast wrote (its Parquet files, named as it names them,
+    in ``column=value`` directories, ``_SUCCESS``, staging directories), never anything
+    else: a Parquet file of another writer is refused too. ``append``: anything.
     """
     from pyarrow import fs
 
@@ -66,10 +70,11 @@ def check(out: str, mode: str) -> bool:
             if entry.type == fs.FileType.Directory:
                 ok = "=" in entry.base_name
             else:
-                ok = all("=" in part for part in inside[:-1]) and _dataset_file(inside[-1])
+                ok = all("=" in part for part in inside[:-1]) and _ours(inside[-1])
             if not ok:
-                raise FileExistsError(text("output_not_dataset", out=out,
-                                           name="/".join(inside)))
+                said = "output_not_ours" if inside[-1].endswith(".parquet") else \
+                    "output_not_dataset"
+                raise FileExistsError(text(said, out=out, name="/".join(inside)))
     return True
 
 
@@ -83,9 +88,14 @@ def prepare(out: str, mode: str) -> bool:
     return True
 
 
+def new_job() -> str:
+    """A new job's name (16 hex digits), part of every file name it writes."""
+    return uuid.uuid4().hex[:16]
+
+
 def start(out: str) -> str:
     """A new job's name, its staging directory made (task attempts make theirs in it)."""
-    job = uuid.uuid4().hex[:16]
+    job = new_job()
     store, _ = filesystem(out)
     store.create_dir(staging(out, job), recursive=True)
     return job
@@ -143,7 +153,8 @@ def summary(results) -> dict:
 
 def _folder_key(folder: str):
     """Partition folders in numeric order (``vbucket=-1``, ``vbucket=2``, ``vbucket=10``)."""
-    return [int(part.split("=", 1)[1]) for part in folder.split("/") if "=" in part]
+    values = [part.split("=", 1)[1] for part in folder.split("/") if "=" in part]
+    return [int(v) if v.lstrip("-").isdigit() else -1 for v in values]
 
 
 def abort(out: str, job: str) -> None:
@@ -154,7 +165,7 @@ def abort(out: str, job: str) -> None:
     stage = staging(out, job)
     if store.get_file_info(stage).type != fs.FileType.NotFound:
         store.delete_dir(stage)
-    _drop_if_empty(store, f"{root}/{STAGING}")
+    drop_if_empty(store, f"{root}/{STAGING}")
 
 
 def finish(out: str, job: str, created: bool, committed: bool) -> dict | None:
@@ -168,11 +179,12 @@ def finish(out: str, job: str, created: bool, committed: bool) -> dict | None:
             result = json.loads(f.read())
     abort(out, job)
     if created and not committed:
-        _drop_if_empty(store, root)
+        drop_if_empty(store, root)
     return result
 
 
-def _drop_if_empty(store, where: str) -> None:
+def drop_if_empty(store, where: str) -> None:
+    """Delete the directory ``where`` if it is empty."""
     from pyarrow import fs
 
     info = store.get_file_info(where)

@@ -1,0 +1,122 @@
+"""The Python workers that run dcpfast's data sources: which interpreter, with which
+environment, and a check that they run the dcpfast this process runs.
+
+Spark starts its Python workers with ``PYSPARK_PYTHON`` (``python3`` when unset) in the
+executor's working directory, and ``python -m`` puts that directory first on
+``sys.path``. Run from a source checkout, a worker would import the checkout's
+``dcpfast/`` (without compiled cores: the pure-Python twin) while the driver runs the
+installed one; run from a virtual environment that is not activated, ``python3`` may
+have no dcpfast at all. dcpfast's data sources are therefore registered with an
+interpreter and an environment of their own, for their workers only (the session's
+settings are left as they are): on a local master the interpreter of this process unless
+``PYSPARK_PYTHON`` names one, and ``PYTHONSAFEPATH=1``, which keeps the working directory
+off ``sys.path``. Each task still checks that it runs the same dcpfast, with the same
+cores, as the driver (``same_dcpfast``), and fails in one line when it does not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import weakref
+
+from ..batch import IMPLEMENTATION
+from ..errors import text
+
+#: The environment the data sources' workers get on top of the session's.
+WORKER_ENV = {"PYTHONSAFEPATH": "1"}
+
+#: The data sources registered in each session, by name (registering again logs a warning).
+_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dcpfast")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def identity() -> str:
+    """What a worker must run: dcpfast's version and its cores (``"0.1.0/cython"``)."""
+    return f"{_version()}/{IMPLEMENTATION}"
+
+
+def same_dcpfast(expected: str | None) -> None:
+    """Fail in one line where this worker runs another dcpfast than the driver
+    (``expected``: the driver's ``identity()``; None: not checked)."""
+    if expected is None or expected == identity():
+        return
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    raise RuntimeError(text("worker_mismatch", here=identity(), there=expected,
+                            where=package, python=sys.executable))
+
+
+def _local(spark) -> bool:
+    try:
+        return spark.sparkContext.master.startswith("local")
+    except Exception:                       # Spark Connect: no SparkContext here
+        return False
+
+
+def interpreter(spark) -> str | None:
+    """The interpreter dcpfast's workers run: this one on a local master unless
+    ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names one; else the session's
+    (None where the session cannot be asked)."""
+    try:
+        chosen = spark.sparkContext.pythonExec
+    except Exception:
+        return None
+    named = os.environ.get("PYSPARK_PYTHON") or spark.conf.get("spark.pyspark.python", None)
+    if _local(spark) and not named:
+        return sys.executable
+    return chosen
+
+
+def check_interpreter(spark) -> None:
+    """For functions Spark runs with the session's interpreter (``mapInArrow``): fail at
+    once, in one line, where a local master's workers would run a Python that is not this
+    one and has no dcpfast (``python3`` outside the virtual environment)."""
+    try:
+        chosen = spark.sparkContext.pythonExec
+    except Exception:
+        return
+    if not _local(spark) or os.environ.get("PYSPARK_PYTHON") or \
+            spark.conf.get("spark.pyspark.python", None):
+        return
+    found = shutil.which(chosen)
+    if found and os.path.realpath(os.path.dirname(found)) == \
+            os.path.realpath(os.path.dirname(sys.executable)):
+        return
+    if sys.prefix != sys.base_prefix or not found:        # a virtual environment's dcpfast
+        raise RuntimeError(text("worker_python", python=found or chosen,
+                                here=sys.executable))
+
+
+def registered(spark, source) -> None:
+    """Register the data source class ``source`` in ``spark`` (once per session), its
+    workers run by ``interpreter(spark)`` with ``WORKER_ENV``.
+
+    ``spark.dataSource.register`` takes the workers' interpreter and environment from the
+    SparkContext (``pythonExec``, ``environment``) as it registers: they are set for that
+    call and put back at once, so the session's own Python workers keep theirs. On Spark
+    Connect (no SparkContext here) the source is registered as it is."""
+    names = _REGISTERED.setdefault(spark, set())
+    if source.name() in names:
+        return
+    try:
+        context = spark.sparkContext
+        kept = context.pythonExec, context.environment
+    except Exception:
+        spark.dataSource.register(source)
+    else:
+        context.pythonExec = interpreter(spark) or kept[0]
+        context.environment = {**kept[1], **WORKER_ENV}
+        try:
+            spark.dataSource.register(source)
+        finally:
+            context.pythonExec, context.environment = kept
+    names.add(source.name())
