@@ -15,6 +15,7 @@ fails for good, ``abort`` deletes them. No row of frames passes through Spark.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -294,4 +295,25 @@ def _run(spark, parts: list[list[Piece]], **options) -> None:
     writer = planned.write.format("dcp_parquet").mode("append")
     for key, value in options.items():
         writer = writer.option(key, str(value))
-    writer.save()
+    tag = f"dcpfast-{options['job']}"
+    spark.addTag(tag)                  # so that an interrupted job cancels its Spark job
+    RUNNING.append((spark, tag))
+    try:
+        writer.save()
+    finally:
+        RUNNING.remove((spark, tag))
+        with contextlib.suppress(Exception):
+            spark.removeTag(tag)
+
+
+#: The Spark jobs of ``_run`` under way, as ``(session, tag)``: what a signal cancels
+#: (``spark.interruptTag``) before the job unwinds.
+RUNNING: list = []
+
+
+def cancel_running() -> bool:
+    """Cancel the Spark jobs under way (``RUNNING``); whether there were any."""
+    for spark, tag in list(RUNNING):
+        with contextlib.suppress(Exception):
+            spark.interruptTag(tag)
+    return bool(RUNNING)
