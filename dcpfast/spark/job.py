@@ -205,6 +205,11 @@ def decode_to_parquet(inputs: Sequence[str], out: str, *, master: str | None = N
     return summary
 
 
+#: The errors whose message is the whole story (dcpfast words them; a stream reader's
+#: refusals are ValueErrors); others keep their kind in front.
+_OURS = ("DcpFormatError", "OSError", "FileNotFoundError", "ValueError")
+
+
 def spark_error(exc: BaseException) -> str:
     """A one-line account of a failed Spark job: the error a task raised (a malformed
     dump names the file, the byte range and the offset), else the first line."""
@@ -213,14 +218,14 @@ def spark_error(exc: BaseException) -> str:
         return "Spark could not start: it needs Java 17 or later (on PATH, or JAVA_HOME)"
     lines = message.splitlines()
     starts = [i for i, line in enumerate(lines)
-              if line.startswith("Traceback (most recent call last):")]
+              if line.endswith("Traceback (most recent call last):")]
     if starts:                          # the last traceback: the exception the task raised
         rest = [x for x in lines[starts[-1] + 1:] if x.strip()]
         raised = next((k for k, x in enumerate(rest) if not x[:1].isspace()), None)
         if raised is not None:
             kind, _, said = rest[raised].partition(": ")
             kind = kind.rsplit(".", 1)[-1]
-            said = said if kind in ("DcpFormatError", "OSError") else f"{kind}: {said}"
+            said = said if kind in _OURS else f"{kind}: {said}"
             note = re.match(r"while decoding (.*)", rest[raised + 1]) \
                 if raised + 1 < len(rest) else None
             return f"{note.group(1)}: {said}" if note else said
