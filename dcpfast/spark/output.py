@@ -135,8 +135,8 @@ def commit(out: str, job: str, mode: str, results) -> None:
 
 def summary(results) -> dict:
     """The job's account, from its tasks' results: frames, input bytes, files, rows per
-    partition folder, the damage skip mode stepped over (per piece), the tasks and the
-    seconds they spent decoding and writing."""
+    partition folder, the damage skip mode stepped over (per piece), the tasks, the
+    seconds they spent decoding and writing, and the dcpfast they ran (``workers``)."""
     rows: dict[str, int] = {}
     for r in results:
         for folder, n in r["rows"].items():
@@ -148,7 +148,8 @@ def summary(results) -> dict:
             "rows": dict(sorted(rows.items(), key=lambda kv: _folder_key(kv[0]))),
             "skipped": sorted((s for r in results for s in r["skipped"]),
                               key=lambda s: (s["uri"], s["lo"])),
-            "tasks": len(results), "task_seconds": sum(r["seconds"] for r in results)}
+            "tasks": len(results), "task_seconds": sum(r["seconds"] for r in results),
+            "dcpfast": sorted({r["dcpfast"] for r in results if "dcpfast" in r})}
 
 
 def _folder_key(folder: str):

@@ -99,7 +99,7 @@ def _sink_classes():
                                 **self.sizes)
             for piece in pieces:
                 writer.write(piece)
-            return Written(attempt, writer.result())
+            return Written(attempt, dict(writer.result(), dcpfast=identity()))
 
         def commit(self, messages):
             if self.delta:
