@@ -5,12 +5,13 @@ Tasks write their Parquet files straight into the table's partition folders
 (``TABLE/vbucket=12/part-<partition>-<job>-<attempt>-<n>.parquet``; the frames without a
 partition value in ``vbucket=__HIVE_DEFAULT_PARTITION__``, null in the table). A file
 no commit names is not part of the table: readers go by the log (``_delta_log``), never
-by listing. The commit, once every task has succeeded, adds the files of the attempts
-Spark let commit in one transaction (``deltalake``, delta-rs: no JVM, no catalog), with
-the job's summary in the commit's metadata and, with an ``app_id``, Delta's application
-transaction version, so that a re-run commits nothing new. Files of attempts that
-failed or lost, and of a job that failed, are deleted (``sweep``); what an attempt that
-Spark abandoned writes later is left to Delta's ``VACUUM``.
+by listing. The commit, in the driver's process once every task has succeeded, adds the
+files of the attempts whose results Spark returned in one transaction (``deltalake``,
+delta-rs: no JVM, no catalog), with the job's summary in the commit's metadata and,
+with an ``app_id``, Delta's application transaction version, so that a re-run commits
+nothing new. Files of attempts that failed or lost, and of a job that failed, are
+deleted (``sweep``); what an attempt that Spark abandoned writes later is left to Delta's
+``VACUUM``.
 """
 
 from __future__ import annotations
@@ -104,11 +105,12 @@ def _partition_values(folder: str) -> dict[str, str | None]:
 
 
 def commit(out: str, job: str, mode: str, schema, partition_by, results, *,
-           app_id: str | None, app_version: int) -> None:
+           app_id: str | None, app_version: int) -> dict | None:
     """One Delta transaction adding every committed attempt's files (``results``: the
-    ``TaskWriter.result`` of each), with the job's summary in the commit's metadata;
-    nothing when ``app_id`` has already committed ``app_version``. The files of other
-    attempts of the job are deleted."""
+    ``TaskWriter.result`` of each), with the job's summary in the commit's metadata; the
+    summary with the table's new ``version``, or None (nothing committed) when ``app_id``
+    has already committed ``app_version``. The files of other attempts of the job are
+    deleted."""
     deltalake = _deltalake()
     from deltalake.transaction import (
         AddAction,
@@ -122,10 +124,10 @@ def commit(out: str, job: str, mode: str, schema, partition_by, results, *,
     actions = [AddAction(relative, size, _partition_values(posixpath.dirname(relative))
                          if partition_by else {}, now, True, json.dumps({"numRecords": rows}))
                for r in results for relative, rows, size in r["files"]]
-    account = dict(summary(results), job=job)
+    account = summary(results)
     account["rows"] = {k.replace(NULL_FOLDER, "null"): n for k, n in account["rows"].items()}
     properties = CommitProperties(
-        custom_metadata={SUMMARY_KEY: json.dumps(account)},
+        custom_metadata={SUMMARY_KEY: json.dumps(dict(account, job=job))},
         app_transactions=[Transaction(app_id, app_version)] if app_id is not None else None)
     uri = table_uri(out)
     kept = {relative for r in results for relative, _, _ in r["files"]}
@@ -137,7 +139,7 @@ def commit(out: str, job: str, mode: str, schema, partition_by, results, *,
         done = table.transaction_version(app_id)
         if done is not None and done >= app_version:      # a concurrent run committed it
             sweep(out, job, keep=())
-            return
+            return None
     if table is None:
         create_table_with_add_actions(uri, deltalake.Schema.from_arrow(table_schema(schema)),
                                       actions, mode="append", partition_by=list(partition_by),
@@ -147,6 +149,8 @@ def commit(out: str, job: str, mode: str, schema, partition_by, results, *,
                                        "append", table_schema(schema), list(partition_by),
                                        commit_properties=properties)
     sweep(out, job, keep=kept)
+    account["version"] = version(out)
+    return account
 
 
 def sweep(out: str, job: str, keep) -> None:
@@ -170,20 +174,6 @@ def sweep(out: str, job: str, keep) -> None:
         while folder != root and not store.get_file_info(fs.FileSelector(folder)):
             store.delete_dir(folder)
             folder = posixpath.dirname(folder)
-
-
-def committed(out: str, job: str) -> dict | None:
-    """The summary the job's commit left in the table's latest commit, or None when its
-    latest commit is not the job's."""
-    deltalake = _deltalake()
-    table = deltalake.DeltaTable(table_uri(out))
-    info = table.history(1)[0]
-    said = info.get(SUMMARY_KEY)
-    account = json.loads(said) if said else None
-    if account is None or account.get("job") != job:
-        return None
-    account["version"] = table.version()
-    return account
 
 
 def version(out: str) -> int:

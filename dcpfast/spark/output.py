@@ -1,18 +1,17 @@
 """The output directory of the Parquet job: what may be there before, where tasks stage
 their files, and how a job's files are committed or given up.
 
-Task attempts write under ``OUT/_temporary/<job>/<attempt>/``. The commit (on the driver,
-once every task has succeeded, with one message per partition from the attempt Spark let
-commit) moves those files into place, writes an empty ``_SUCCESS`` (empty, so that readers
-that take every file of a directory, polars among them, pass over it) and leaves the
-job's summary in the staging directory for ``finish``; an abort deletes the staging
-directory. Until the commit nothing of the job is outside ``_temporary``, which every
+Task attempts write under ``OUT/_temporary/<job>/<attempt>/``. The commit (in the
+driver's process, once every task has succeeded, with one result per partition: that of
+the attempt whose result Spark returned) moves those files into place and writes an empty
+``_SUCCESS`` (empty, so that readers that take every file of a directory, polars among
+them, pass over it); ``finish`` deletes the staging directory, with the files of every
+other attempt. Until the commit nothing of the job is outside ``_temporary``, which every
 reader skips.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import uuid
@@ -23,7 +22,6 @@ from .source import filesystem
 STAGING = "_temporary"
 SUCCESS = "_SUCCESS"
 MODES = ("error", "errorifexists", "overwrite", "append")
-_SUMMARY = "summary.json"
 
 
 def _entries(store, where: str, recursive: bool = False):
@@ -129,8 +127,6 @@ def commit(out: str, job: str, mode: str, results) -> None:
             store.move(f"{stage}/{attempt}/{relative}", f"{root}/{relative}")
     with store.open_output_stream(f"{root}/{SUCCESS}"):
         pass
-    with store.open_output_stream(f"{stage}/{_SUMMARY}") as f:
-        f.write(json.dumps(summary([r for _, r in results])).encode())
 
 
 def summary(results) -> dict:
@@ -159,7 +155,7 @@ def _folder_key(folder: str):
 
 
 def abort(out: str, job: str) -> None:
-    """Delete what the job's task attempts staged."""
+    """Delete what the job's task attempts staged, and ``_temporary`` when it is empty."""
     from pyarrow import fs
 
     store, root = filesystem(out)
@@ -169,19 +165,13 @@ def abort(out: str, job: str) -> None:
     drop_if_empty(store, f"{root}/{STAGING}")
 
 
-def finish(out: str, job: str, created: bool, committed: bool) -> dict | None:
-    """After the job (in the process that started it): the summary the commit left when
-    ``committed``; the staging directory deleted either way, and ``out`` too when the job
-    created it and failed."""
+def finish(out: str, job: str, created: bool, committed: bool) -> None:
+    """After the job: the staging directory deleted (what attempts that failed or lost
+    staged goes with it), and ``out`` too when the job created it and failed."""
     store, root = filesystem(out)
-    result = None
-    if committed:
-        with store.open_input_stream(f"{staging(out, job)}/{_SUMMARY}") as f:
-            result = json.loads(f.read())
     abort(out, job)
     if created and not committed:
         drop_if_empty(store, root)
-    return result
 
 
 def drop_if_empty(store, where: str) -> None:

@@ -1,22 +1,24 @@
 """The Parquet and Delta jobs: ``write_parquet`` and ``write_delta`` decode DCP dumps into
-Parquet files in Spark's tasks, through Spark's own protocol for Python data source
-writes.
+Parquet files in Spark's tasks and commit them in the driver's process.
 
-The driver plans the pieces of the input (``io.ranges.plan``) and writes a small
-DataFrame of them, one Spark partition per planned partition, to the ``dcp_parquet``
-data source. Its writer (a ``DataSourceArrowWriter``) decodes a partition's pieces and
-writes Parquet with pyarrow in the task (``parquet.TaskWriter``) and returns only what it
-wrote. Spark's commit coordinator lets one attempt per partition commit; when every task
-has, the writer's ``commit`` puts their files in place: the Parquet job moves them out of
-the attempts' staging directories (``output``), the Delta job, whose tasks write in the
-table's folders, adds them to the table in one transaction (``deltatable``). When one
-fails for good, ``abort`` deletes them. No row of frames passes through Spark.
+The driver plans the pieces of the input (``io.ranges.plan``) and runs one Spark task per
+planned partition: ``spark.range(n)`` in ``n`` partitions, each task's id mapped
+(``mapInArrow``) to ``run_task``, which decodes the partition's pieces and writes Parquet
+with pyarrow (``parquet.TaskWriter``) and returns only what it wrote, as one row. The
+driver collects one result per partition, that of the attempt Spark took (an attempt
+that failed, or lost to a speculative twin, is never among them), and commits: the
+Parquet job moves the files out of the attempts' staging directories (``output``), the
+Delta job, whose tasks write in the table's folders, adds them to the table in one
+transaction (``deltatable``); a failed job deletes them. No row of frames passes through
+Spark, and no Python process starts but the tasks' workers: a data source write would
+start one for its planning and one for its commit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import time
@@ -29,100 +31,46 @@ from . import deltatable, output
 from .parquet import TaskWriter, partition_columns
 from .schema import file_schema, spark_arrow_schema
 from .source import check_inputs, filesystem, parallelism, splittable
-from .workers import identity, registered, same_dcpfast
+from .workers import identity, same_dcpfast, worker_python
 
 log = logging.getLogger("dcpfast.spark")
 
-_PIECES = "part long, uri string, lo long, hi long, size long"
+#: The one column of a task's result row: its ``TaskWriter.result`` as JSON.
+RESULT = "result string"
 
 
-def _sink_classes():
-    """The ``dcp_parquet`` data source classes (built on demand: they subclass pyspark's)."""
-    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+def run_task(options: dict, batches):
+    """``mapInArrow`` function of a job: for each partition id in ``batches`` (one, as the
+    job plans), decode that partition's pieces and write their Parquet files; yields one
+    row per id, what was written."""
+    import pyarrow as pa
+    from pyspark import TaskContext
 
-    class Written(WriterCommitMessage):
-        """What one task attempt wrote: its staging directory and ``TaskWriter.result``."""
-
-        def __init__(self, attempt: str, result: dict):
-            self.attempt, self.result = attempt, result
-
-    class DcpParquetSink(DataSource):
-        """The sink of ``write_parquet`` and ``write_delta``: rows of planned pieces in,
-        Parquet files out."""
-
-        @classmethod
-        def name(cls):
-            return "dcp_parquet"
-
-        def writer(self, schema, overwrite):
-            return DcpParquetWriter(dict(self.options))
-
-    class DcpParquetWriter(DataSourceArrowWriter):
-        def __init__(self, options):
-            self.out, self.job, self.mode = options["out"], options["job"], options["mode"]
-            self.delta = options.get("layout") == "delta"
-            self.columns = options["columns"].split(",")
-            self.values = options["values"] == "true"
-            self.partition_by = [c for c in options["partition_by"].split(",") if c]
-            self.collections = None if options["collections"] == "auto" else \
-                options["collections"] == "true"
-            self.errors = options["errors"]
-            self.sizes = {k: int(options[k]) for k in ("batch_bytes", "lead_in",
-                                                       "max_frame_size")}
-            self.app_id = options.get("app_id") or None
-            self.app_version = int(options.get("app_version", 0))
-            self.dcpfast = options.get("dcpfast")
-
-        def schema(self):
-            return file_schema(spark_arrow_schema(self.columns, self.values))
-
-        def write(self, iterator):
-            from pyspark import TaskContext
-
-            same_dcpfast(self.dcpfast)
-            task = TaskContext.get()
-            pieces = sorted((Piece(r["uri"], r["lo"], r["hi"], r["size"])
-                             for rb in iterator for r in rb.to_pylist()),
-                            key=lambda p: (p.uri, p.lo))
-            attempt = f"{task.partitionId():05d}-{task.attemptNumber()}-" \
-                      f"{task.taskAttemptId()}"
-            store, root = filesystem(self.out)
-            if self.delta:           # straight into the table: the log says what is in it
-                where, prefix = root, f"part-{task.partitionId():05d}-{self.job}-" \
-                                      f"{task.attemptNumber()}-{task.taskAttemptId()}"
+    same_dcpfast(options.get("dcpfast"))
+    task = TaskContext.get()
+    parts = json.loads(options["parts"])
+    out, job = options["out"], options["job"]
+    store, root = filesystem(out)
+    for rb in batches:
+        for k in rb.column(0).to_pylist():
+            attempt = f"{k:05d}-{task.attemptNumber()}-{task.taskAttemptId()}"
+            if options["layout"] == "delta":     # straight into the table: the log decides
+                where = root
+                prefix = f"part-{k:05d}-{job}-{task.attemptNumber()}-{task.taskAttemptId()}"
             else:
-                where = f"{output.staging(self.out, self.job)}/{attempt}"
-                prefix = f"part-{task.partitionId():05d}-{self.job}"
-            writer = TaskWriter(store, where, prefix, self.schema(), self.partition_by,
-                                collections=self.collections, errors=self.errors,
-                                null_folder=deltatable.NULL_FOLDER if self.delta else None,
-                                **self.sizes)
-            for piece in pieces:
-                writer.write(piece)
-            return Written(attempt, dict(writer.result(), dcpfast=identity()))
-
-        def commit(self, messages):
-            if self.delta:
-                deltatable.commit(self.out, self.job, self.mode, self.schema(),
-                                  self.partition_by, [m.result for m in messages],
-                                  app_id=self.app_id, app_version=self.app_version)
-            else:
-                output.commit(self.out, self.job, self.mode,
-                              [(m.attempt, m.result) for m in messages])
-
-        def abort(self, messages):
-            if self.delta:
-                deltatable.sweep(self.out, self.job, keep=())
-            else:
-                output.abort(self.out, self.job)
-
-    return DcpParquetSink
-
-
-@functools.cache
-def parquet_sink():
-    """The ``dcp_parquet`` data source class (for ``spark.dataSource.register``)."""
-    return _sink_classes()
+                where = f"{output.staging(out, job)}/{attempt}"
+                prefix = f"part-{k:05d}-{job}"
+            writer = TaskWriter(store, where, prefix, file_schema(spark_arrow_schema(
+                options["columns"].split(","), options["values"])),
+                [c for c in options["partition_by"].split(",") if c],
+                collections=options["collections"], errors=options["errors"],
+                null_folder=deltatable.NULL_FOLDER if options["layout"] == "delta" else None,
+                batch_bytes=options["batch_bytes"], lead_in=options["lead_in"],
+                max_frame_size=options["max_frame_size"])
+            for uri, lo, hi, size in parts[k]:
+                writer.write(Piece(uri, lo, hi, size))
+            result = dict(writer.result(), attempt=attempt, dcpfast=identity())
+            yield pa.RecordBatch.from_pylist([{"result": json.dumps(result)}])
 
 
 def _job(spark, inputs, out: str, *, columns, values: bool, partition_by,
@@ -140,12 +88,11 @@ def _job(spark, inputs, out: str, *, columns, values: bool, partition_by,
 
 def _options(schema, partition_by, *, values, collections, errors, batch_bytes, lead_in,
              max_frame_size) -> dict:
-    """The sink's options every job passes."""
-    return dict(columns=",".join(schema.names), values=str(bool(values)).lower(),
-                partition_by=",".join(partition_by),
-                collections="auto" if collections is None else str(collections).lower(),
-                errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
-                max_frame_size=max_frame_size, dcpfast=identity())
+    """The options of ``run_task`` that every job passes."""
+    return dict(columns=",".join(schema.names), values=bool(values),
+                partition_by=",".join(partition_by), collections=collections, errors=errors,
+                batch_bytes=batch_bytes, lead_in=lead_in, max_frame_size=max_frame_size,
+                dcpfast=identity())
 
 
 def write_parquet(spark, inputs, out: str, *, partition_by: Sequence[str] = ("vbucket",),
@@ -180,17 +127,15 @@ def write_parquet(spark, inputs, out: str, *, partition_by: Sequence[str] = ("vb
     job = output.start(out)
     committed = False
     try:
-        if parts:
-            _run(spark, parts, out=out, job=job, mode=mode,
-                 **_options(schema, partition_by, values=values, collections=collections,
-                            errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
-                            max_frame_size=max_frame_size))
-        else:
-            output.commit(out, job, mode, [])
+        results = _run(spark, parts, out=out, job=job, layout="parquet",
+                       **_options(schema, partition_by, values=values, collections=collections,
+                                  errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
+                                  max_frame_size=max_frame_size))
+        output.commit(out, job, mode, [(r["attempt"], r) for r in results])
         committed = True
     finally:
-        result = output.finish(out, job, created, committed)
-    assert result is not None
+        output.finish(out, job, created, committed)
+    result = output.summary(results)
     _logged(result)
     result["seconds"] = time.perf_counter() - began
     return result
@@ -247,22 +192,17 @@ def write_delta(spark, inputs, table: str, *, partition_by: Sequence[str] = ("vb
                        errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
                        max_frame_size=max_frame_size)
     try:
-        if parts:
-            _run(spark, parts, out=out, job=job, mode=mode, layout="delta",
-                 app_id=app_id or "", app_version=app_version, **options)
-        else:
-            deltatable.commit(out, job, mode, schema, partition_by, [], app_id=app_id,
-                              app_version=app_version)
+        results = _run(spark, parts, out=out, job=job, layout="delta", **options)
+        result = deltatable.commit(out, job, mode, schema, partition_by, results,
+                                   app_id=app_id, app_version=app_version)
     except BaseException:
         deltatable.sweep(out, job, keep=())
         if not existed:
             output.drop_if_empty(store, root)
         raise
-    result = deltatable.committed(out, job)
     if result is None:                        # a concurrent run of app_id committed first
         return _nothing(deltatable.version(out), began)
     _logged(result)
-    result.pop("job", None)
     result.update(committed=True, seconds=time.perf_counter() - began)
     return result
 
@@ -281,29 +221,27 @@ def checked(columns, values: bool, partition_by: Sequence[str], errors: str):
     return schema, partition_columns(partition_by, schema.names)
 
 
-def _run(spark, parts: list[list[Piece]], **options) -> None:
-    """Write the planned partitions of pieces through the ``dcp_parquet`` sink."""
-    from pyspark.sql import functions as F
-
-    registered(spark, parquet_sink())
-    pieces = spark.createDataFrame(
-        [(k, p.uri, p.lo, p.hi, p.size) for k, part in enumerate(parts) for p in part],
-        _PIECES)
-    # one row per Spark partition, joined with its pieces: the partitions stay as planned
-    planned = spark.range(0, len(parts), 1, len(parts)).withColumnRenamed("id", "part") \
-        .join(F.broadcast(pieces), "part").select("uri", "lo", "hi", "size")
-    writer = planned.write.format("dcp_parquet").mode("append")
-    for key, value in options.items():
-        writer = writer.option(key, str(value))
+def _run(spark, parts: list[list[Piece]], **options) -> list[dict]:
+    """Run one task per planned partition (``run_task``) and return their results, one
+    per partition, in partition order. The job is tagged, so that a signal cancels it
+    (``cancel_running``)."""
+    if not parts:
+        return []
+    options["parts"] = json.dumps([[[p.uri, p.lo, p.hi, p.size] for p in part]
+                                   for part in parts])
+    ids = spark.range(0, len(parts), 1, len(parts))
+    with worker_python(spark):          # the tasks run this dcpfast: see workers
+        tasks = ids.mapInArrow(functools.partial(run_task, options), RESULT)
     tag = f"dcpfast-{options['job']}"
-    spark.addTag(tag)                  # so that an interrupted job cancels its Spark job
+    spark.addTag(tag)
     RUNNING.append((spark, tag))
     try:
-        writer.save()
+        rows = tasks.collect()
     finally:
         RUNNING.remove((spark, tag))
         with contextlib.suppress(Exception):
             spark.removeTag(tag)
+    return [json.loads(row[0]) for row in rows]
 
 
 #: The Spark jobs of ``_run`` under way, as ``(session, tag)``: what a signal cancels

@@ -16,6 +16,7 @@ cores, as the driver (``same_dcpfast``), and fails in one line when it does not.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -96,27 +97,34 @@ def check_interpreter(spark) -> None:
                                 here=sys.executable))
 
 
-def registered(spark, source) -> None:
-    """Register the data source class ``source`` in ``spark`` (once per session), its
-    workers run by ``interpreter(spark)`` with ``WORKER_ENV``.
-
-    ``spark.dataSource.register`` takes the workers' interpreter and environment from the
-    SparkContext (``pythonExec``, ``environment``) as it registers: they are set for that
-    call and put back at once, so the session's own Python workers keep theirs. On Spark
-    Connect (no SparkContext here) the source is registered as it is."""
-    names = _REGISTERED.setdefault(spark, set())
-    if source.name() in names:
-        return
+@contextlib.contextmanager
+def worker_python(spark):
+    """While the block runs, Python functions handed to Spark (a data source registered,
+    a ``mapInArrow`` function) take ``interpreter(spark)`` and ``WORKER_ENV`` for their
+    workers: pyspark reads both from the SparkContext (``pythonExec``, ``environment``)
+    as it wraps a function, so they are set for the block and put back after it; the
+    session's own Python workers keep theirs. On Spark Connect (no SparkContext here)
+    nothing changes."""
     try:
         context = spark.sparkContext
         kept = context.pythonExec, context.environment
     except Exception:
+        yield
+        return
+    context.pythonExec = interpreter(spark) or kept[0]
+    context.environment = {**kept[1], **WORKER_ENV}
+    try:
+        yield
+    finally:
+        context.pythonExec, context.environment = kept
+
+
+def registered(spark, source) -> None:
+    """Register the data source class ``source`` in ``spark`` (once per session), its
+    workers run by ``interpreter(spark)`` with ``WORKER_ENV`` (``worker_python``)."""
+    names = _REGISTERED.setdefault(spark, set())
+    if source.name() in names:
+        return
+    with worker_python(spark):
         spark.dataSource.register(source)
-    else:
-        context.pythonExec = interpreter(spark) or kept[0]
-        context.environment = {**kept[1], **WORKER_ENV}
-        try:
-            spark.dataSource.register(source)
-        finally:
-            context.pythonExec, context.environment = kept
     names.add(source.name())
