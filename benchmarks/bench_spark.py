@@ -414,15 +414,21 @@ def cold(root, paths, size, repeat, master) -> dict:
     """The first job of a session, each in a fresh process, against Spark's own first
     smallest write and one process doing the work."""
     frames = single_process(paths, None)
-    results: dict[str, list] = {"spark": [], "job": [], "work": []}
+    results: dict[str, list] = {"spark": [], "job": [], "plain": [], "work": []}
+    # the same job with PYSPARK_PYTHON naming another path to this interpreter: its
+    # workers run it as it is (no launcher taking pyspark's zip off their path)
+    plain = dict(os.environ, PYSPARK_PYTHON=os.path.join(os.path.dirname(sys.executable),
+                                                         "python3"))
     for _ in range(repeat):
-        for kind in ("spark", "job"):
+        for kind in ("spark", "job", "plain"):
             out = root / f"cold-{kind}"
             shutil.rmtree(out, ignore_errors=True)
             began = time.perf_counter()
-            done = subprocess.run([sys.executable, "-c", _COLD.format(master=master), kind,
+            done = subprocess.run([sys.executable, "-c", _COLD.format(master=master),
+                                   "spark" if kind == "spark" else "job",
                                    str(root / "cold.log"), str(out), str(root / "files")],
-                                  capture_output=True, text=True, check=True)
+                                  capture_output=True, text=True, check=True,
+                                  env=plain if kind == "plain" else None)
             total = time.perf_counter() - began
             start, job = (float(x) for x in done.stdout.split())
             results[kind].append((total, start, job))
@@ -435,7 +441,8 @@ def cold(root, paths, size, repeat, master) -> dict:
     print(f"\nthe first job of a session, fresh processes, best of {repeat} ({size / 1e6:,.1f} "
           f"MB, {master}):\n\n| what | whole process s | Spark's start s | the job s |\n"
           f"|---|---|---|---|")
-    for label, kind in (("Spark's own smallest write", "spark"), ("write_parquet", "job")):
+    for label, kind in (("Spark's own smallest write", "spark"), ("write_parquet", "job"),
+                        ("write_parquet, workers without the launcher", "plain")):
         best = min(results[kind])
         print(f"| {label} | {best[0]:.2f} | {best[1]:.2f} | {best[2]:.2f} |")
     print(f"| one process doing the job's work | {work:.2f} | | |")

@@ -17,10 +17,13 @@ cores, as the driver (``same_dcpfast``), and fails in one line when it does not.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import sys
+import tempfile
 import weakref
+import zlib
 
 from ..batch import IMPLEMENTATION
 from ..errors import text
@@ -65,16 +68,79 @@ def _local(spark) -> bool:
 
 def interpreter(spark) -> str | None:
     """The interpreter dcpfast's workers run: this one on a local master unless
-    ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names one; else the session's
-    (None where the session cannot be asked)."""
+    ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) names one (through ``launcher``);
+    else the session's (None where the session cannot be asked)."""
     try:
         chosen = spark.sparkContext.pythonExec
     except Exception:
         return None
     named = os.environ.get("PYSPARK_PYTHON") or spark.conf.get("spark.pyspark.python", None)
-    if _local(spark) and not named:
-        return sys.executable
+    if _local(spark) and (not named or _same(named, sys.executable)):
+        return launcher()
     return chosen
+
+
+def _same(a: str, b: str) -> bool:
+    found = shutil.which(a)
+    return found is not None and os.path.abspath(found) == os.path.abspath(b)
+
+
+#: The shell script of ``launcher``: the worker's ``PYTHONPATH`` without pyspark's zipped
+#: sources, then this interpreter.
+_LAUNCHER = """#!/bin/sh
+kept=""
+IFS=:
+for entry in $PYTHONPATH; do
+  case "$entry" in
+    */python/lib/pyspark.zip|*/python/lib/py4j-*-src.zip) ;;
+    *) kept="$kept${kept:+:}$entry" ;;
+  esac
+done
+unset IFS
+PYTHONPATH="$kept"
+export PYTHONPATH
+exec "{python}" "$@"
+"""
+
+
+@functools.cache
+def launcher() -> str:
+    """What a local master's workers run: this interpreter, through a small shell script
+    (in the temporary directory) that takes pyspark's zipped sources off their path where
+    they are the installed pyspark's own, so that they import its compiled modules.
+
+    Spark puts ``SPARK_HOME/python/lib/pyspark.zip`` first on a worker's path; Python
+    compiles what it imports from a zip on every start (it keeps no bytecode of it), which
+    costs each Python process Spark starts about a second of CPU. Elsewhere (not POSIX,
+    another ``SPARK_HOME``, no zip): this interpreter itself."""
+    try:
+        import pyspark
+    except ImportError:
+        return sys.executable
+    home = os.path.dirname(os.path.abspath(pyspark.__file__))
+    zipped = os.path.join(home, "python", "lib", "pyspark.zip")
+    spark_home = os.environ.get("SPARK_HOME")
+    if os.name != "posix" or not os.path.exists(zipped) or \
+            (spark_home and os.path.realpath(spark_home) != os.path.realpath(home)):
+        return sys.executable
+    text_of = _LAUNCHER.replace("{python}", sys.executable.replace('"', '\\"'))
+    name = f"dcpfast-python-{zlib.crc32(text_of.encode()):08x}.sh"
+    path = os.path.join(tempfile.gettempdir(), name)
+    try:
+        with open(path) as f:
+            if f.read() == text_of and os.access(path, os.X_OK):
+                return path
+    except OSError:
+        pass
+    try:
+        fd, scratch = tempfile.mkstemp(prefix=name, dir=os.path.dirname(path))
+        with os.fdopen(fd, "w") as f:
+            f.write(text_of)
+        os.chmod(scratch, 0o755)
+        os.replace(scratch, path)
+    except OSError:
+        return sys.executable
+    return path
 
 
 def check_interpreter(spark) -> None:
