@@ -410,6 +410,37 @@ print(started - began, done - started)
 """
 
 
+def worker_imports(repeat: int) -> dict:
+    """CPU seconds of what a job's Python worker imports at its start (pyspark's worker
+    and Arrow serializers, pyarrow, the job's module): with pyspark from the zip Spark
+    puts first on a worker's path, and through ``workers.launcher``, which takes it off
+    there; fresh processes, taking turns, median of ``repeat`` (at least 3)."""
+    import resource
+
+    import pyspark
+
+    from dcpfast.spark.workers import launcher
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    zips = os.pathsep.join(str(p) for p in sorted(lib.glob("*.zip")))
+    env = dict(os.environ, PYTHONPATH=zips)
+    code = "import pyspark.daemon, pyspark.worker, pyspark.sql.pandas.serializers, pyarrow, " \
+           "dcpfast.spark.sink"
+    cpu: dict[str, list] = {"zip": [], "launcher": []}
+    for _ in range(max(repeat, 3)):
+        for kind, python in (("zip", sys.executable), ("launcher", launcher())):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run([python, "-c", code], env=env, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[kind].append(after.ru_utime + after.ru_stime - before.ru_utime -
+                             before.ru_stime)
+    zipped, launched = statistics.median(cpu["zip"]), statistics.median(cpu["launcher"])
+    print(f"\na Python worker's imports: {zipped:.2f} s of CPU with pyspark from its zip, "
+          f"{launched:.2f} s through the launcher ({zipped - launched:.2f} s less for each "
+          f"Python process Spark starts)")
+    return cpu
+
+
 def cold(root, paths, size, repeat, master) -> dict:
     """The first job of a session, each in a fresh process, against Spark's own first
     smallest write and one process doing the work."""
@@ -449,7 +480,7 @@ def cold(root, paths, size, repeat, master) -> dict:
     bound = spark + 2 * work + 2
     print(f"\ncold job {job:.2f} s against Spark's cold start + 2x the work + 2 s = "
           f"{bound:.2f} s: {'MET' if job <= bound else 'NOT MET'}")
-    return {"runs": results, "bound": bound}
+    return {"runs": results, "bound": bound, "worker_imports": worker_imports(repeat)}
 
 
 def main(argv=None) -> int:

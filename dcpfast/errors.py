@@ -195,7 +195,7 @@ _NAMED = {
                        "would read the output as dumps)",
     "not_a_file": "{source} is not a regular file or directory (a {kind}): give files or "
                   "directories of dumps",
-    "dangling_link": "{source} is a symbolic link to {target}, which does not exist",
+    "dangling_link": "a symbolic link to {target}, which does not exist",
     "worker_mismatch": "Spark's Python workers run dcpfast {here} (from {where}, {python}) "
                        "but this process runs {there}: run from a directory that holds no "
                        "dcpfast/ source tree, or set PYTHONSAFEPATH=1 and PYSPARK_PYTHON to "

@@ -164,6 +164,12 @@ def test_the_output_directory_rules(tmp_path):
         output.check(str(out), "overwrite")
     with pytest.raises(ValueError, match="mode must be"):
         output.check(str(out), "ignore")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")
+    for mode in ("error", "overwrite", "append"):
+        with pytest.raises(FileExistsError, match=f"^{link}: a symbolic link to "
+                                                  f"{tmp_path / 'nowhere'}, which does not"):
+            output.check(str(link), mode)
 
 
 # -- the job on Spark ------------------------------------------------------------------------------
@@ -576,3 +582,46 @@ def test_inputs_are_checked_before_spark_starts(tmp_path):
         assert done.returncode == 1 and said in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and "Spark" not in done.stderr
     assert not os.path.exists(fresh)
+
+
+def test_what_a_listing_of_inputs_refuses_and_leaves_out(tmp_path):
+    """A dangling link (named or in a directory) and a FIFO or a device are refused with
+    their reason; Parquet files, hidden and ``_`` directories and a job's output inside
+    the input are left out."""
+    root = tmp_path / "in"
+    root.mkdir()
+    shutil.copy(dcpfast.testing.SAMPLE, root / "a.dcp")
+    (root / "_temporary" / "x").mkdir(parents=True)
+    (root / "_temporary" / "x" / "part.dcp").write_bytes(b"x")
+    (root / "out" / "vbucket=1").mkdir(parents=True)
+    (root / "out" / "vbucket=1" / "part-00000-0123456789abcdef-0.parquet").write_bytes(b"P")
+    (root / "out" / "mine.dcp").write_bytes(b"x")
+    assert [os.path.basename(u) for u, _ in list_files([str(root)])] == ["a.dcp", "mine.dcp"]
+    assert [os.path.basename(u) for u, _ in list_files([str(root)],
+                                                       exclude=[str(root / "out")])] == \
+        ["a.dcp"]
+    (root / "gone.dcp").symlink_to(tmp_path / "nowhere.dcp")
+    for named in (root, root / "gone.dcp"):
+        with pytest.raises(FileNotFoundError) as failure:
+            list_files([str(named)])
+        assert failure.value.filename == str(root / "gone.dcp")
+        assert failure.value.strerror == f"a symbolic link to {tmp_path / 'nowhere.dcp'}, " \
+                                         "which does not exist"
+    (root / "gone.dcp").unlink()
+    os.mkfifo(root / "pipe")
+    for named, kind in ((root, "FIFO"), (root / "pipe", "FIFO"),
+                        (Path("/dev/zero"), "character device")):
+        with pytest.raises(ValueError, match=f"is not a regular file or directory \\(a {kind}\\)"):
+            list_files([str(named)])
+
+
+@pytest.mark.spark
+def test_an_output_inside_the_input_is_never_read_back(spark, tmp_path):
+    root = tmp_path / "in"
+    root.mkdir()
+    shutil.copy(dcpfast.testing.SAMPLE, root / "a.dcp")
+    frames = len(dcpfast.read(dcpfast.testing.SAMPLE))
+    first = dspark.write_parquet(spark, str(root), str(root / "decoded"))
+    again = dspark.write_parquet(spark, str(root), str(root / "decoded"), mode="overwrite")
+    assert first["frames"] == again["frames"] == frames
+    assert dspark.read_dcp(spark, str(root)).count() == frames

@@ -21,7 +21,7 @@ import posixpath
 import time
 
 from ..errors import text
-from .output import summary
+from .output import refuse_dangling, summary
 from .source import filesystem
 
 #: The folder value of frames without a partition value (null in the table), as Spark
@@ -59,6 +59,7 @@ def check(out: str, mode: str, schema, partition_by, app_id: str | None,
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     store, root = filesystem(out)
+    refuse_dangling(store, root, out)
     info = store.get_file_info(root)
     if info.type == fs.FileType.NotFound:
         return False, None

@@ -12,6 +12,7 @@ reader skips.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import uuid
@@ -52,6 +53,7 @@ def check(out: str, mode: str) -> bool:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     store, root = filesystem(out)
+    refuse_dangling(store, root, out)
     info = store.get_file_info(root)
     if info.type == fs.FileType.NotFound:
         return False
@@ -74,6 +76,13 @@ def check(out: str, mode: str) -> bool:
                     "output_not_dataset"
                 raise FileExistsError(text(said, out=out, name="/".join(inside)))
     return True
+
+
+def refuse_dangling(store, root: str, out: str) -> None:
+    """An output that is a dangling symbolic link: refused, with the link's target (a
+    directory made there would fail with the operating system's bare "File exists")."""
+    if store.type_name == "local" and os.path.islink(root) and not os.path.exists(root):
+        raise FileExistsError(f"{out}: " + text("dangling_link", target=os.readlink(root)))
 
 
 def prepare(out: str, mode: str) -> bool:

@@ -48,6 +48,7 @@ def run_task(options: dict, batches):
 
     same_dcpfast(options.get("dcpfast"))
     task = TaskContext.get()
+    assert task is not None                      # in a Spark task
     parts = json.loads(options["parts"])
     out, job = options["out"], options["job"]
     store, root = filesystem(out)

@@ -71,6 +71,8 @@ def list_files(paths: Sequence[str], *, exclude: Sequence[str] = ()
         if info.type == fs.FileType.File:
             found = [info]
         elif info.type == fs.FileType.Directory:
+            if store.type_name == "local":
+                _dangling(where)
             found = []
             for i in store.get_file_info(fs.FileSelector(where, recursive=True)):
                 inside = i.path[len(where):].lstrip("/").split("/")
@@ -93,9 +95,22 @@ def list_files(paths: Sequence[str], *, exclude: Sequence[str] = ()
     return out
 
 
+def _dangling(where: str) -> None:
+    """Raise for the first dangling symbolic link under a local directory (a listing
+    through pyarrow passes over them without a word), hidden names left out."""
+    for folder, dirs, files in os.walk(where):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in sorted(dirs + files):
+            path = os.path.join(folder, name)
+            if not name.startswith((".", "_")) and os.path.islink(path) and \
+                    not os.path.exists(path):
+                raise FileNotFoundError(errno.ENOENT, text("dangling_link",
+                                                           target=os.readlink(path)), path)
+
+
 def _missing(store, where: str, path: str):
     if store.type_name == "local" and os.path.islink(where):
-        raise FileNotFoundError(errno.ENOENT, text("dangling_link", source=where,
+        raise FileNotFoundError(errno.ENOENT, text("dangling_link",
                                                    target=os.readlink(where)), where)
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
 
