@@ -80,7 +80,8 @@ def _limits(limit) -> tuple[int | None, int | None]:
 # long: one class, built in a function because it subclasses pyspark's
 def stream_reader_class():
     """The stream reader class of the ``dcp`` data source (built on demand: it subclasses
-    pyspark's; ``SupportsTriggerAvailableNow`` where pyspark has it, 4.2 and later)."""
+    pyspark's ``DataSourceStreamReader`` and ``SupportsTriggerAvailableNow``, 4.2 and
+    later)."""
     from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
