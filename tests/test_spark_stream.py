@@ -150,3 +150,53 @@ def test_a_dump_that_shrinks_or_is_replaced_fails_in_one_line(spark, tmp_path):
     assert line == f"{where / 'c.pcap'}: a packet capture (pcap or pcapng), not a DCP dump: " \
         "decode it with dcpfast convert or dcpfast.pcap.read_pcap; the dcp stream reads raw " \
         "DCP dumps"
+
+
+def _reader(where, **options):
+    """A stream reader of the ``dcp`` source as Spark makes one (no JVM needed)."""
+    pytest.importorskip("pyspark")
+    from dcpfast.spark.schema import spark_schema
+    from dcpfast.spark.stream import stream_reader_class
+
+    columns = "offset,opcode_name,source"
+    return stream_reader_class()({"path": str(where), "columns": columns, **options},
+                                 spark_schema(columns))
+
+
+def _read(reader, start, end) -> list[int]:
+    return [o for part in reader.partitions(start, end) for rb in reader.read(part)
+            for o in rb.column("offset").to_pylist()]
+
+
+def test_micro_batches_under_a_byte_limit_and_a_replanned_batch(tmp_path):
+    """Offsets under ``ReadMaxBytes`` cover every complete frame once, a frame cut at the
+    end waits, and a reader that did not plan a batch (a restart) reads the same frames;
+    ``Trigger.AvailableNow`` stops at what was there when it began."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes
+
+    data = T.synthetic_stream(200, seed=12)
+    offsets = dcpfast.scan(data, final=True)["offset"].tolist()
+    path = tmp_path / "a.dcp"
+    cut = offsets[150] + 10
+    path.write_bytes(data[:cut])
+    reader = _reader(tmp_path, maxBytesPerTrigger="3k", partitionBytes="2k")
+    assert reader.getDefaultReadLimit() == ReadMaxBytes(3072)
+    start, got, ends = reader.initialOffset(), [], []
+    while True:
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        if end == start:
+            break
+        ends.append(end["files"][str(path)]["end"])
+        got += _read(reader, start, end)
+        again = _reader(tmp_path)                 # restarted: plans the batch itself
+        assert _read(again, start, end) == got[len(got) - len(_read(again, start, end)):]
+        start = end
+    assert got == offsets[:150] and ends[-1] == offsets[150] and len(ends) > 3
+    assert all(b - a <= 3072 for a, b in zip([0] + ends, ends))
+    reader.prepareForTriggerAvailableNow()
+    with open(path, "ab") as f:
+        f.write(data[cut:])
+    assert reader.latestOffset(start, ReadAllAvailable()) == start     # after its start
+    fresh = _reader(tmp_path)
+    end = fresh.latestOffset(start, ReadAllAvailable())
+    assert _read(fresh, start, end) == offsets[150:]
