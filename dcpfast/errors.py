@@ -139,6 +139,8 @@ _NAMED = {
     "capture_cut_short": "capture cut short inside its last record ({present} bytes of it "
                          "present)",
     "capture_gap": "capture gap: {length} bytes of the TCP stream are not in the capture",
+    "in_tcp_stream": "(a position in the TCP stream {src} -> {dst}, {direction}, not in the "
+                     "capture file)",
     "frame_cut_by_gap": "frame cut short by a capture gap",
     "frame_cut_by_end": "frame cut short by the end of the capture",
     # compressed dumps (io.compression)
@@ -147,6 +149,8 @@ _NAMED = {
     "buffer_is_path": "expected a buffer of DCP frames, got the path {path!r}: "
                       "dcpfast.read(path) reads a dump file, dcpfast.iter_batches(path) "
                       "streams one",
+    "read_buffer": "read() reads a dump from a path or a file object, not from {kind}: "
+                   "dcpfast.scan(data) decodes a buffer already in memory",
     "capture_not_dump": "a {kind} capture, not a DCP dump: read it with "
                         "dcpfast.pcap.read_pcap(path)",
     "no_column": "column {name!r} was not scanned; scanned: {scanned}",

@@ -12,8 +12,27 @@ import time
 import click
 
 from ..documents import StateBuilder, consistency, state_errors
+from ..errors import DcpFormatError, text
 from ..pcap import CLIENT_TO_SERVER
-from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
+from .app import (
+    INPUT,
+    check_output,
+    inputs,
+    main,
+    opened,
+    output_format,
+    reported,
+    sample_option,
+    say,
+    scan_options,
+    shown,
+    threads_option,
+    writing,
+)
+
+#: The formats ``state`` writes (without --spark), by the output's extension.
+_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
+            ".ipc": "ipc"}
 
 #: With --spark: the file beside the output directory (``OUT`` + this) that holds
 #: ``state_report``'s JSON; inside, it would stop polars, which reads every non-empty file
@@ -34,21 +53,24 @@ def _at_seqno(ctx, param, value):
         raise click.BadParameter("expected N or VB:N[,VB:N...]") from None
 
 
-def _write(table, output: str) -> None:
+def _write(table, output: str, fmt: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if output.lower().endswith((".arrow", ".feather", ".ipc")):
+    if fmt == "ipc":
         with pa.OSFile(output, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
     else:
         pq.write_table(table, output)
 
 
-@main.command("state")
+@main.command("state", epilog="Examples: dcpfast state dump.dcp -o docs.parquet; dcpfast "
+              "state capture.pcap --at-time 2026-11-27T10:00:00 -o then.parquet. More: "
+              "docs/state.md.")
 @click.argument("files", nargs=-1, type=INPUT)
 @click.option("-o", "--output", required=True,
               help="OUT.parquet (or .arrow); with --spark a Parquet directory.")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--at-seqno", callback=_at_seqno, metavar="N|VB:N,...",
               help="Leave out every change above this seqno (per vbucket: VB:N,...; the "
               "vbuckets not named are left out).")
@@ -62,10 +84,11 @@ def _write(table, output: str) -> None:
               help="Only this collection (name, scope.name or id); repeatable.")
 @click.option("--spark", is_flag=True, help="Run on Spark (dcpfast[spark]).")
 @click.option("--master", help="With --spark: the Spark master (default: local[*]).")
+@threads_option
 @sample_option
 @scan_options
-def state(files, output, at_seqno, at_time, include_deleted, history, no_values, only, spark,
-          master, sample, collections, errors):
+def state(files, output, force, at_seqno, at_time, include_deleted, history, no_values, only,
+          spark, master, threads, sample, collections, errors):
     """Rebuild the documents of the DCP dumps FILES (read in order, as one stream): one row
     per document as it stood at the end, at --at-seqno or at --at-time.
 
@@ -75,7 +98,7 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
     """
     if at_seqno is not None and at_time is not None:
         raise click.UsageError("give --at-seqno or --at-time, not both")
-    files = inputs(files, sample)                # each one there before OUTPUT is touched
+    fmt = None if spark else output_format(output, _FORMATS)
     chosen = [int(c) if c.isdigit() else c for c in only] or None
     options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
                    values=not no_values, collections=chosen, errors=errors, history=history)
@@ -83,6 +106,8 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
         builder = StateBuilder(**options)
     except (TypeError, ValueError) as e:
         raise click.BadParameter(str(e)) from None
+    files = inputs(files, sample)                # each one there before OUTPUT is touched
+    check_output(output, files, force=force and not spark, replaceable=not spark)
     if spark:
         _on_spark(files, output, master, options, collections)
         return
@@ -90,24 +115,35 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
 
     def feed(builder: StateBuilder) -> None:
         for name in files:
-            with reported(name), opened(name, errors) as source:
+            with reported(name, errors), opened(name, errors) as source:
                 for batch in source.batches(collections=collections, columns=None,
-                                            errors=errors):
+                                            errors=errors, threads=threads):
                     if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
                         builder.placer.tracker.update(batch)
+                    elif source.capture:
+                        with _in_stream(batch.connection):
+                            builder.update(batch)
                     else:
                         builder.update(batch)
 
     feed(builder)
-    with reported(shown(files[-1])):
+    with reported(shown(files[-1]), errors):
         table = builder.table(None if "-" in files else feed)   # standard input: once
-    try:
-        _write(table, output)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(output)
-        raise click.ClickException(f"{output}: {e.strerror or e}") from None
+    with writing(output):
+        _write(table, output, fmt)
     _summary(table, output, time.perf_counter() - began)
+
+
+@contextlib.contextmanager
+def _in_stream(connection):
+    """A capture's error says that its offset is a position in a TCP stream, and which."""
+    try:
+        yield
+    except DcpFormatError as e:
+        where = text("in_tcp_stream", src=f"{connection.src}:{connection.src_port}",
+                     dst=f"{connection.dst}:{connection.dst_port}",
+                     direction=connection.direction)
+        raise DcpFormatError(e.offset, f"{where}: {e.reason}") from None
 
 
 def _summary(table, output: str, seconds: float) -> None:
@@ -116,20 +152,26 @@ def _summary(table, output: str, seconds: float) -> None:
     points = consistency(table)
     skipped = state_errors(table)
     what = "versions" if "valid_to_seqno" in table.column_names else "documents"
-    click.echo(f"{table.num_rows:,} {what} from {points.num_rows} vbuckets in "
-               f"{seconds:.1f} s -> {output}")
+    say(f"{table.num_rows:,} {what} from {points.num_rows} vbuckets in "
+        f"{seconds:.1f} s -> {output}")
     if points.num_rows:
         seqnos = points.column("consistent_seqno").to_pylist()
-        click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
-                   "(see the schema metadata)")
+        say(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
+            "(see the schema metadata)")
     lost = points.filter(pc.invert(points.column("restored"))).column("vbucket").to_pylist()
     if lost:
-        click.echo(f"{len(lost)} vbucket(s) ({', '.join(map(str, lost[:8]))}"
-                   f"{', ...' if len(lost) > 8 else ''}) may lack versions a restart made "
-                   "current again: give the input as files, not standard input")
-    if skipped:
-        click.echo(f"skipped {len(skipped)} damaged or inconsistent frame(s), the first at "
-                   f"byte {skipped[0].offset}: {skipped[0].reason}")
+        say(f"{len(lost)} vbucket(s) ({', '.join(map(str, lost[:8]))}"
+            f"{', ...' if len(lost) > 8 else ''}) may lack versions a restart made "
+            "current again: give the input as files, not standard input")
+    gap = text("capture_gap", length=0).split(":")[0]
+    gaps = [region for region in skipped if region.reason.startswith(gap)]
+    damage = [region for region in skipped if not region.reason.startswith(gap)]
+    if gaps:
+        say(f"{len(gaps)} capture gap(s): {sum(g.length for g in gaps):,} bytes of the TCP "
+            "streams are not in the capture; the documents they held are missing")
+    if damage:
+        say(f"skipped {len(damage)} damaged or inconsistent frame(s), the first at "
+            f"byte {damage[0].offset}: {damage[0].reason}")
 
 
 def _on_spark(files, output, master, options, collections) -> None:
