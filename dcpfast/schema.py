@@ -177,25 +177,3 @@ def arrow_schema(columns=None, binary_type=None) -> pa.Schema:
         if off in names and length in names:
             fields.append(pa.field(name, binary_type or pa.binary()))
     return pa.schema(fields)
-
-
-def opcode_names(opcodes: np.ndarray) -> pa.DictionaryArray:
-    """An opcode column as the names of its opcodes (``protocol.Opcode``'s, as ``batch[i]``
-    and ``dcpfast head`` show them): ``dictionary<int8, string>``, the same dictionary of
-    every name for every call, null where an opcode has no name."""
-    import pyarrow as pa
-
-    names, index = _opcode_table()
-    codes = index[np.asarray(opcodes).astype(np.uint8, copy=False)]
-    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0, type=pa.int8()),
-                                          names)
-
-
-@cache
-def _opcode_table():
-    import pyarrow as pa
-
-    known = sorted(p.Opcode)
-    index = np.full(256, -1, np.int8)
-    index[np.array(known, dtype=np.uint8)] = np.arange(len(known), dtype=np.int8)
-    return pa.array([o.name for o in known], pa.string()), index

@@ -242,8 +242,9 @@ def test_record_batches_reinterpret_uint64(tmp_path):
 # -- Spark -----------------------------------------------------------------------------------------
 
 
-#: The name of each opcode, from the protocol's enum (what ``opcode_name`` must hold).
-OPCODE_NAMES = {int(op): op.name for op in dcpfast.Opcode}
+#: The name of each opcode, from the protocol's enum (what ``opcode_name`` must hold):
+#: lower case, ``0x..`` for an opcode without one.
+OPCODE_NAMES = {int(op): op.name.lower() for op in dcpfast.Opcode}
 
 
 def _expected(paths, *, errors="strict", values=False):
@@ -257,7 +258,7 @@ def _expected(paths, *, errors="strict", values=False):
         by_index = {r["index"]: r for r in body}
         for i, row in enumerate(table.to_pylist()):
             row["key_str"] = _decode(row["key"])
-            row["opcode_name"] = OPCODE_NAMES.get(row["opcode"])
+            row["opcode_name"] = OPCODE_NAMES.get(row["opcode"], f"0x{row['opcode']:02x}")
             row["source"] = "file:" + path
             if values:
                 v = by_index.get(i)

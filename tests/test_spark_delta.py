@@ -64,7 +64,7 @@ def test_the_table_holds_every_frame_once_and_loads_commit_once(spark, dumps, tm
     assert Counter(rows.column("vbucket").to_pylist()) == want
     assert len({(r["source"], r["offset"]) for r in rows.to_pylist()}) == rows.num_rows
     assert {(r["opcode"], r["opcode_name"]) for r in rows.to_pylist()} >= \
-        {(int(dcpfast.Opcode.MUTATION), "MUTATION")}
+        {(int(dcpfast.Opcode.MUTATION), "mutation")}
     assert _on_disk(table) == _referenced(table)           # no file the log does not name
     assert dt.metadata().partition_columns == ["vbucket"]
     assert dt.history(1)[0]["dcpfast"]                      # the job's account, in its commit

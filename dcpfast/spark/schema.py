@@ -80,11 +80,12 @@ def spark_arrow_schema(columns: Sequence[str] | str | None = None, values: bool 
 
 def file_schema(schema: pa.Schema) -> pa.Schema:
     """The schema of the job's Parquet files: ``schema`` (``spark_arrow_schema``'s) with
-    ``opcode_name`` as ``dictionary<int8, string>`` (Spark and Delta read it as string)."""
+    ``opcode_name`` as the dictionary ``dcpfast.schema.opcode_names`` makes (Spark and
+    Delta read it as string)."""
     if OPCODE_NAME not in schema.names:
         return schema
     i = schema.get_field_index(OPCODE_NAME)
-    return schema.set(i, pa.field(OPCODE_NAME, pa.dictionary(pa.int8(), pa.string())))
+    return schema.set(i, pa.field(OPCODE_NAME, pa.dictionary(pa.int16(), pa.string())))
 
 
 def spark_schema(columns: Sequence[str] | str | None = None, values: bool = False):
