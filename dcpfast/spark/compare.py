@@ -31,7 +31,7 @@ from ..compare.rules import (
 from ..errors import DcpFormatError, checked_mode, text
 from .documents import state, state_report
 from .job import spark_error
-from .source import read_dcp
+from .datasource import read_dcp
 
 _MIN = -(1 << 63)                  # a long XOR this compares as the unsigned it holds
 _SIDES = {"source": "s_", "target": "t_"}
