@@ -29,9 +29,9 @@ from ..compare.rules import (
     wanted,
 )
 from ..errors import DcpFormatError, checked_mode, text
+from .datasource import read_dcp
 from .documents import state, state_report
 from .job import spark_error
-from .datasource import read_dcp
 
 _MIN = -(1 << 63)                  # a long XOR this compares as the unsigned it holds
 _SIDES = {"source": "s_", "target": "t_"}
