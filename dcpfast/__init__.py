@@ -1,13 +1,14 @@
 """dcpfast: columnar bulk decoding of Couchbase DCP streams.
 
 The entry points are here (``scan``, ``read``, ``iter_batches``, ``scan_polars``,
-``state``, ``report``, the batch, the errors and the protocol's enums); the rest has one
-public home each, by concern: ``dcpfast.pcap`` (packet captures), ``dcpfast.streams``
-(stream setup and health), ``dcpfast.values`` (document bodies and xattrs),
-``dcpfast.events`` (system events and collection names), ``dcpfast.documents`` (building
-a state batch by batch), ``dcpfast.io`` (compressed dumps), ``dcpfast.reporting`` (what
-``report`` returns), ``dcpfast.spark``, ``dcpfast.testing`` (encoders and the bundled
-samples) and ``dcpfast.cli``.
+``state``, ``diff``, ``report``, the batch, the errors and the protocol's enums); the rest
+has one public home each, by concern: ``dcpfast.pcap`` (packet captures),
+``dcpfast.streams`` (stream setup and health), ``dcpfast.values`` (document bodies and
+xattrs), ``dcpfast.events`` (system events and collection names), ``dcpfast.documents``
+(building a state batch by batch), ``dcpfast.compare`` (what ``diff`` compares, and its
+summary), ``dcpfast.io`` (compressed dumps), ``dcpfast.reporting`` (what ``report``
+returns), ``dcpfast.spark``, ``dcpfast.testing`` (encoders and the bundled samples) and
+``dcpfast.cli``.
 
 Each name is imported on first use (as are the subpackages), so that ``import dcpfast``
 and the start of the ``dcpfast`` command cost little.
@@ -24,7 +25,8 @@ __all__ = [
     "COLUMNS", "CaptureFormatError", "Datatype", "DcpFormatError", "DurabilityLevel",
     "Frame", "FrameBatch", "IMPLEMENTATION", "Magic", "Opcode", "SkippedRegion",
     "SnapshotFlag", "Status", "StreamEndStatus", "SystemEventId", "VBucketState",
-    "arrow_schema", "iter_batches", "read", "report", "scan", "scan_polars", "state",
+    "arrow_schema", "diff", "iter_batches", "read", "report", "scan", "scan_polars",
+    "state",
 ]
 
 #: The module each name of ``__all__`` comes from (as the imports below say to typing).
@@ -32,6 +34,7 @@ _HOMES = {
     **dict.fromkeys(("IMPLEMENTATION", "Frame", "FrameBatch"), "batch"),
     "state": "documents.build",
     "report": "reporting.build",
+    "diff": "compare.build",
     **dict.fromkeys(("CaptureFormatError", "DcpFormatError", "SkippedRegion"), "errors"),
     **dict.fromkeys(("iter_batches", "read", "scan"), "io.dumps"),
     "scan_polars": "io.lazy",
@@ -43,6 +46,7 @@ _HOMES = {
 
 if TYPE_CHECKING:
     from .batch import IMPLEMENTATION, Frame, FrameBatch
+    from .compare.build import diff
     from .documents.build import state
     from .errors import CaptureFormatError, DcpFormatError, SkippedRegion
     from .io.dumps import iter_batches, read, scan

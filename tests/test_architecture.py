@@ -28,7 +28,7 @@ LAYERS = (
     ("io",),
     ("values", "events", "streams", "pcap"),
     ("documents",),
-    ("reporting",),
+    ("compare", "reporting"),
     ("spark",),
     ("cli",),
     ("__init__", "__main__"),
@@ -42,7 +42,8 @@ ALLOWED_UPWARD = {
 #: The public modules: every public name of dcpfast has its home in the ``__all__`` of
 #: exactly one of them ("" is ``dcpfast`` itself); the modules inside them are their
 #: implementation.
-FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "reporting", "spark",
+FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "compare",
+         "reporting", "spark",
          "testing", "cli")
 #: The compiled cores: only ``_core`` imports them.
 COMPILED = ("cscan", "cpcap", "cvalues")

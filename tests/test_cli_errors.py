@@ -290,11 +290,11 @@ def test_a_signal_during_state_leaves_no_partial_output(tmp_path, signum):
         proc.send_signal(signum)
         _, said = proc.communicate(timeout=120)
         assert b"Traceback" not in said and b"Aborted" not in said, said
-        if proc.returncode == 0:
+        assert proc.returncode in (0, -signum), said
+        if out.exists():            # the write was over before the signal: a whole file
             assert pq.read_metadata(out).num_rows > 0
         else:
-            assert proc.returncode == -signum, said
-            assert not out.exists()
+            assert proc.returncode == -signum
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")

@@ -138,7 +138,10 @@ def test_state_on_spark(spark, tmp_path):
     want = sorted(r["key"] + bytes([r["vbucket"]]) for r in dcpfast.state(
         data, errors="skip", at_time=CAS_EPOCH + 4 * 10**11).to_pylist())
     assert got == want
-    report = json.loads((out / "_dcpfast_state.json").read_text())
+    report = json.loads((tmp_path / "state.report.json").read_text())
+    import polars as pl
+
+    assert pl.scan_parquet(out).select(pl.len()).collect().item() == len(got)
     assert report["consistency"] == metadata(dcpfast.state(
         data, errors="skip", at_time=CAS_EPOCH + 4 * 10**11))["consistency"]
     assert "consistent up to seqno" in result.output

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import tempfile
 import time
 
 import click
@@ -32,9 +34,10 @@ from .app import (
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
             ".ipc": "ipc"}
 
-#: With --spark: the file in the output directory that holds ``state_report``'s JSON
-#: (Parquet readers pass over names that start with "_").
-REPORT_FILE = "_dcpfast_state.json"
+#: With --spark: the file beside the output directory (``OUT`` + this) that holds
+#: ``state_report``'s JSON; inside, it would stop polars, which reads every non-empty file
+#: of a directory as Parquet.
+REPORT_SUFFIX = ".report.json"
 
 
 def _at_seqno(ctx, param, value):
@@ -186,7 +189,9 @@ def _on_spark(files, output, master, options, collections) -> None:
 
     began = time.perf_counter()
     running = running_session()                        # reused, and left running
-    spark = running or session(master, "dcpfast state")
+    fd, log = tempfile.mkstemp(prefix="dcpfast-spark-", suffix=".log")
+    os.close(fd)
+    spark = running or session(master, "dcpfast state", log=log)
     try:
         frames = read_dcp(spark, list(files), columns="all", values=options["values"],
                           errors=options["errors"], collections=collections)
@@ -197,18 +202,23 @@ def _on_spark(files, output, master, options, collections) -> None:
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     except Exception as e:
-        raise click.ClickException(spark_error(e)) from None
+        raise click.ClickException(f"{spark_error(e)} (Spark's log: {log})") from None
     finally:
         if running is None:
             spark.stop()
+    os.unlink(log)
     click.echo(f"{rows:,} rows in {time.perf_counter() - began:.1f} s -> {output} (Spark)")
-    if os.path.isdir(output):                  # a local directory: the report beside the rows
-        with open(os.path.join(output, REPORT_FILE), "w") as f:
+    where = output.rstrip("/") + REPORT_SUFFIX
+    if os.path.isdir(output):                  # a local directory: the report beside it
+        for crc in glob.glob(os.path.join(glob.escape(output), "**", ".*.crc"),
+                             recursive=True):
+            os.unlink(crc)                     # Spark's checksums: polars reads them too
+        with open(where, "w") as f:
             json.dump(report, f)
     seqnos = [seqno for _, seqno in report["consistency"]]
     if seqnos:
         click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
-                   f"(see {REPORT_FILE})")
+                   f"(see {where})")
     if report["errors"]:
         file, offset, _, reason = report["errors"][0]
         click.echo(f"skipped {len(report['errors'])} damaged or inconsistent frame(s), the "

@@ -23,6 +23,7 @@ from ..packets import DCP_PORT
 from ..reporting import DEFAULT_STALL_SECONDS, Report
 from ..reporting.inputs import Options, Unit, merged, plan, read_unit
 from .source import filesystem, list_files
+from .workers import identity, same_dcpfast, worker_python
 
 _PARTIALS = "unit long, partial binary"
 
@@ -35,12 +36,13 @@ def _opened(uri: str) -> Iterator:
         yield f
 
 
-def _partials(units: list[Unit], options: Options):
+def _partials(units: list[Unit], options: Options, driver: str):
     """The function each task maps its unit numbers with: each unit read into a pickled
-    partial aggregate."""
+    partial aggregate (by the dcpfast the driver runs, ``driver``: see ``workers``)."""
     def read(batches):
         import pyarrow as pa
 
+        same_dcpfast(driver)
         for batch in batches:
             for number in batch.column(0).to_pylist():
                 found = read_unit(units[number], options, _opened)
@@ -64,6 +66,8 @@ def report(spark, inputs, *, stall_seconds: float = DEFAULT_STALL_SECONDS,
     if not units:
         raise ValueError(text("report_empty"))
     numbers = spark.range(0, len(units), 1, len(units))
-    rows = numbers.mapInArrow(_partials(units, options), _PARTIALS).collect()
+    with worker_python(spark):          # the tasks run this dcpfast: see workers
+        tasks = numbers.mapInArrow(_partials(units, options, identity()), _PARTIALS)
+    rows = tasks.collect()
     partials = [pickle.loads(r["partial"]) for r in sorted(rows, key=lambda r: r["unit"])]
     return Report.of(merged(partials))
