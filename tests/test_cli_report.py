@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -134,3 +139,26 @@ def test_info_health_counts_rollbacks(tmp_path):
     health = json.loads(run("info", "--json", path).output)[0]["stream_health"]
     assert health == {"streams": 2, "anomalies": 1, "rollbacks": 1,
                       "ends": {"closed": 1, "ok": 1}}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_report_reads_leaves_nothing(tmp_path, signum):
+    """``report`` ended by a signal while it waits for more input ends by that signal,
+    with no traceback and no output left."""
+    page, figures = tmp_path / "r.html", tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "dcpfast", "report", "-", "-o", str(page),
+                             "--json", str(figures)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    try:
+        data = SAMPLE_PCAP.read_bytes()
+        proc.stdin.write(data[:len(data) // 2])
+        proc.stdin.flush()
+        time.sleep(3)                           # it has read that half and waits for more
+        proc.send_signal(signum)
+        _, said = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signum, said
+    assert b"Traceback" not in said and b"Aborted" not in said, said
+    assert not page.exists() and not figures.exists()
