@@ -78,6 +78,21 @@ def test_the_charts_share_one_time_axis_and_crosshair():
     assert len(spans) == 1
 
 
+def test_the_seqno_lines_are_named_while_each_has_its_colour(tmp_path):
+    """Up to ten streams the seqno chart's legend names them; more would share colours,
+    and hovering names them instead."""
+    from dcpfast.reporting.charts import Charts
+
+    (legend,) = Charts(dcpfast.report(t.SAMPLE_PCAP).figures).all()["seqnos"].legend
+    (item,) = legend.items
+    assert item.label.field == "stream"
+    path = tmp_path / "twelve.dcp"
+    path.write_bytes(b"".join(f.data for f in t.synthetic_frames(600, vbuckets=12, seed=1)))
+    figures = dcpfast.report(path).figures
+    assert len(figures["streams"]) == 12
+    assert not Charts(figures).all()["seqnos"].legend
+
+
 def test_anomalies_link_to_their_stream(tmp_path):
     from report_scenarios import known
 

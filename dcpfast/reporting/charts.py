@@ -240,7 +240,11 @@ class Charts:
                  if s["stream"] in where and any(s["items"])]
         if not drawn:
             return None
-        fig = self.figure("Seqno progress per vbucket (highest seqno per bucket)")
+        # named in a legend (above, given room) while each has a colour of its own; else
+        # on hover only
+        named = {"legend_field": "stream"} if len(drawn) <= len(_PALETTE) else {}
+        fig = self.figure("Seqno progress per vbucket (highest seqno per bucket)",
+                          height=280 if named else 240)
         xs, ys = [], []
         for s in drawn:
             keep = np.asarray(s["items"]) > 0
@@ -248,7 +252,9 @@ class Charts:
             ys.append(np.asarray(s["seqno"], np.float64)[keep])
         lines = fig.multi_line("xs", "ys", line_width=1.5, color="color", source=ColumnDataSource(
             {"xs": xs, "ys": ys, "stream": [where[s["stream"]] for s in drawn],
-             "color": [_PALETTE[k % len(_PALETTE)] for k in range(len(drawn))]}))
+             "color": [_PALETTE[k % len(_PALETTE)] for k in range(len(drawn))]}), **named)
+        if named:
+            above(fig)
         fig.add_tools(HoverTool(renderers=[lines], tooltips=[
             ("time", "$x{%F %T.%3N} UTC"), ("stream", "@stream"), ("seqno", "$y{0,0}")],
             formatters={"$x": "datetime"}))
