@@ -89,14 +89,22 @@ class _Task:
     """One call handed to another thread, and what became of it. ``outcome`` stays None
     until the call has run: a thread that ended while running it (out of memory even for
     an exception) leaves it so, and the waiting thread then raises MemoryError instead
-    of waiting for ever."""
+    of waiting for ever.
 
-    __slots__ = ("call", "outcome", "done", "worker")
+    ``done`` is a plain lock, held from the start until the call has run, never a
+    ``threading.Event``: an interrupt (a signal handler raising) that lands inside an
+    Event's wait can leave its inner lock taken, and the next wait (a cleanup waiting for
+    the write to finish) would then hang; a plain lock the waiter acquires is at worst
+    left held once the call is over, which ``finished`` then says."""
+
+    __slots__ = ("call", "outcome", "done", "finished", "worker")
 
     def __init__(self, call):
         self.call = call
         self.outcome: tuple[object, BaseException | None] | None = None
-        self.done = threading.Event()
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.finished = False
         self.worker: threading.Thread | None = None
 
     def run(self) -> None:
@@ -104,11 +112,13 @@ class _Task:
         try:
             self.outcome = _outcome(self.call)
         finally:
-            self.done.set()
+            self.finished = True
+            self.done.release()
 
     def wait(self, lost) -> tuple[object, BaseException | None]:
         """The call's outcome, or MemoryError once ``lost()`` says that it will not come."""
-        while not self.done.wait(_POLL_SECONDS) and not lost():
+        while not self.finished and not self.done.acquire(timeout=_POLL_SECONDS) \
+                and not lost():
             pass
         if self.outcome is None:
             return None, MemoryError("a thread ended without finishing its work")

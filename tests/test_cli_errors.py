@@ -221,15 +221,16 @@ for _ in range(rounds):
     writer = _Writer(path, "parquet", background=True)
     signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0001, 0.03))
     try:
-        for _ in range(4):
-            writer.write(table)
-            writer.flush()
-        writer.close()
+        try:
+            for _ in range(4):
+                writer.write(table)
+                writer.flush()
+            writer.close()
+        finally:                  # the timer may fire here too: then the round is abandoned
+            signal.setitimer(signal.ITIMER_REAL, 0)
     except KeyboardInterrupt:
         interrupted += 1
         writer.abandon()
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
     os.unlink(path)
 print(interrupted)
 """

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +77,10 @@ class _Writer:
         self._pending_bytes = 0
         self._background = background
         self._written: Callable[[], object] | None = None   # waits for the group being written
+        # held by a group's write beside: abandon() takes it before closing, so that the
+        # file is never closed under a write, even one whose handle an interrupt lost
+        self._gate = threading.Lock()
+        self._abandoned = False
 
     def write(self, table) -> None:
         if self.schema is not None and table.column_names != self.schema.names:
@@ -119,9 +124,15 @@ class _Writer:
                 self._writer = pcsv.CSVWriter(self._sink, table.schema)
         self._wait()
         if self._background:
-            self._written = beside(lambda: self._writer.write_table(table))
+            self._written = beside(lambda: self._write_beside(table))
         else:
             self._writer.write_table(table)
+
+    def _write_beside(self, table) -> None:
+        """A group's write on the thread beside: none once the file is abandoned."""
+        with self._gate:
+            if not self._abandoned:
+                self._writer.write_table(table)
 
     def _wait(self) -> None:
         """Wait for the group being written, raising its error here. The handle on the
@@ -151,6 +162,7 @@ class _Writer:
         """Close without finishing, ignoring errors (the output is removed after): once the
         group being written, if any, is done."""
         self._pending = []
+        self._abandoned = True                  # a write not yet begun will not begin
         written, self._written = self._written, None
         while written is not None:              # a file is never closed while written
             try:
@@ -160,6 +172,12 @@ class _Writer:
                 continue
             except BaseException:               # the write's own error
                 break
+        while True:                             # a write whose handle an interrupt lost
+            try:
+                with self._gate:
+                    break
+            except KeyboardInterrupt:
+                continue
         for closing in (self._writer, self._sink):
             if closing is not None:
                 with contextlib.suppress(Exception):
