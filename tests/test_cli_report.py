@@ -73,6 +73,12 @@ def test_report_ports_and_usage(tmp_path):
     assert run("report").exit_code == 2
     assert run("report", SAMPLE_PCAP).exit_code == 2            # no output named
     assert run("report", SAMPLE_PCAP, "--json", out, "--stall-seconds", "0").exit_code == 2
+    wrong = run("report", SAMPLE_PCAP, "-o", tmp_path / "r.json")     # a page named .json
+    assert wrong.exit_code == 2 and "unknown extension; use one of .html, .htm" in wrong.output
+    assert "written to files" in run("report", SAMPLE_PCAP, "--json", "-").output
+    wrong = run("report", SAMPLE_PCAP, "--json", tmp_path / "r.html")
+    assert wrong.exit_code == 2 and "Invalid value for '--json'" in wrong.output
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_report_errors_are_one_line(tmp_path):
@@ -95,7 +101,9 @@ def test_report_errors_are_one_line(tmp_path):
     assert run("report", path, "--json", out, "--errors", "skip", "--force").exit_code == 0
     assert "report them apart" in _one_line_error(run("report", SAMPLE, SAMPLE_PCAP, "--json",
                                                       tmp_path / "mixed.json"))
-    assert "also an input" in _one_line_error(run("report", path, "--json", path, "--force"))
+    named = tmp_path / "dump.json"                       # an input the output would destroy
+    named.write_bytes(bytes(damaged))
+    assert "also an input" in _one_line_error(run("report", named, "--json", named, "--force"))
     assert "No such file" in _one_line_error(run("report", SAMPLE, "--json",
                                                  tmp_path / "no" / "r.json"))
 

@@ -147,10 +147,11 @@ TABLE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".fea
                  ".ipc": "ipc", ".csv": "csv"}
 
 
-def output_format(output: str, formats: dict[str, str], given: str | None = None) -> str:
-    """The format ``output`` is written in: ``given`` (``--format``; standard output,
-    ``-``, needs it), else its extension's among ``formats``; else a usage error that
-    lists them."""
+def output_format(output: str, formats: dict[str, str], given: str | None = None, *,
+                  option: str = "'-o' / '--output'") -> str:
+    """The format ``output`` (given to ``option``) is written in: ``given``
+    (``--format``; standard output, ``-``, needs it), else its extension's among
+    ``formats``; else a usage error that lists them."""
     if given is not None:
         return given
     if output == "-":
@@ -158,7 +159,7 @@ def output_format(output: str, formats: dict[str, str], given: str | None = None
     found = formats.get(os.path.splitext(output)[1].lower())
     if found is None:
         raise click.BadParameter(f"{click.format_filename(output)}: unknown extension; use "
-                                 f"one of {', '.join(formats)}", param_hint="'-o' / '--output'")
+                                 f"one of {', '.join(formats)}", param_hint=option)
     return found
 
 

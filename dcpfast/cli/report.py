@@ -19,6 +19,7 @@ from .app import (
     check_inputs,
     check_output,
     main,
+    output_format,
     reported,
     say,
     scan_options,
@@ -61,6 +62,13 @@ def report_command(files, output, json_path, stall_seconds, ports, force, sample
         raise click.UsageError("give one or more FILEs, or --sample")
     if not output and not json_path:
         raise click.UsageError("give -o REPORT.html, --json REPORT.json, or both")
+    if "-" in (output, json_path):
+        raise click.UsageError("the report is written to files: -o REPORT.html, --json "
+                               "REPORT.json")
+    if output:                                  # what is written is told by the extension
+        output_format(output, {".html": "html", ".htm": "html"})
+    if json_path:
+        output_format(json_path, {".json": "json"}, option="'--json'")
     if output and importlib.util.find_spec("bokeh") is None:
         raise click.ClickException(text("needs_extra", what="the report page (-o)",
                                         module="bokeh", extra="report"))
