@@ -189,6 +189,31 @@ _NAMED = {
                      "(mode=\"overwrite\", --overwrite)",
     "output_not_dataset": "{out} holds {name}, which is not part of a Parquet dataset: "
                           "not replacing it",
+    # the stream checks (streams.checks): an anomaly's details, a loss's expectation
+    "check_snapshot": "snapshot [{start}, {end}]",
+    "check_oso_snapshot": "an OSO snapshot",
+    "check_reached": "seqno {seqno}",
+    "check_no_item": "no item",
+    "check_backwards": "by_seqno {seqno} does not exceed the previous {previous}",
+    "check_outside": "by_seqno {seqno} outside {where}",
+    "check_before_marker": "by_seqno {seqno} before any snapshot marker of the stream",
+    "check_ended_early": "{where} ended at {at}",
+    "check_stream_end_inside": "stream end ({status}) inside {where}",
+    "check_reached_suffix": ", reached {at}",
+    "check_oso_not_ended": "an OSO snapshot ended without its end marker",
+    "check_oso_not_started": "an OSO snapshot end without its start",
+    "check_bytes_lost": "{length} bytes skipped: {reason}",
+    "check_unmatched_rollback": "rollback to seqno {seqno} for opaque 0x{opaque:x}: no "
+                                "request or stream uses that opaque",
+    "expect_above": "a seqno above {seqno}",
+    "expect_range": "a seqno in [{start}, {end}]",
+    "expect_marker": "a snapshot marker",
+    "expect_end": "its end, seqno {seqno}",
+    "expect_oso_end": "the OSO snapshot's end",
+    "expect_oso_start": "an OSO snapshot's start",
+    "found_item": "an item at seqno {seqno}",
+    "found_marker": "a new snapshot",
+    "found_oso_end": "an OSO end",
     # document state (documents)
     "state_no_prepare": "commit of the prepare at seqno {prepared} (vbucket {vbucket}): no "
                         "such prepare is pending in the stream (captured mid-stream?)",

@@ -44,7 +44,7 @@ ALLOWED_UPWARD = {
 FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "spark", "testing",
          "cli")
 #: The compiled cores: only ``_core`` imports them.
-COMPILED = ("cscan", "cpcap", "cvalues")
+COMPILED = ("cscan", "cpcap", "cvalues", "cstate")
 MAX_FILE_LINES = 900
 MAX_FUNCTION_LINES = 80
 #: A function longer than MAX_FUNCTION_LINES says why in a comment next to its ``def``
