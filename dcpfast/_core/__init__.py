@@ -5,9 +5,9 @@ columns), ``pcap`` (capture records into TCP segments), ``values`` (Snappy and x
 loops) and ``state`` (the stream checks, the document state's walk, document ids). Each
 is a Cython module (``cscan``, ``cpcap``, ``cvalues``, ``cstate``) with a pure-Python twin
 of the same names and signatures (``pyscan``, ``pypcap``, ``pyvalues``, ``pystate``).
-``DCPFAST_PUREPYTHON=1`` selects the twins; without it the compiled modules are used, and where none was built
-(an interpreter without a wheel, a build that failed) the twins stand in. A build that
-has some compiled cores but not all is refused rather than mixed.
+``DCPFAST_PUREPYTHON=1`` selects the twins; without it the compiled modules are used,
+and where none was built (an interpreter without a wheel, a build that failed) the twins
+stand in. A build that has some compiled cores but not all is refused rather than mixed.
 """
 
 from __future__ import annotations
