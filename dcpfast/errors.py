@@ -219,6 +219,15 @@ _NAMED = {
                         "such prepare is pending in the stream (captured mid-stream?)",
     "state_seqno_backwards": "seqno {seqno} of vbucket {vbucket} is not above the stream's "
                              "previous seqno {previous}",
+    "state_lost": "frames of vbucket {vbucket} were lost before this one: {details} "
+                  "(expected {expected}, found {found})",
+    "state_keep_going": "; errors=\"skip\" keeps going, the consistent seqno of vbucket "
+                        "{vbucket} stopped before the loss",
+    "state_unknown_collections": "only_collections names {names}, which the stream never "
+                                 "names (its system events name: {known}); give collection "
+                                 "ids for collections created before the dump began",
+    "state_capture_buffer": "a packet capture, not a DCP dump: give state its path, or the "
+                            "batches of dcpfast.pcap.read_pcap",
     "state_unplaced_rollback": "rollback response (to seqno {seqno}) that no request and no "
                                "stream message places on a vbucket",
 }

@@ -117,5 +117,9 @@ W_MUTATION, W_DELETION, W_EXPIRATION, W_PREPARE, W_COMMIT, W_ABORT, W_EVENT, W_A
 #: frames of any stream.
 
 #: Columns of a stream's walk state (``walk_state``'s ``carry``).
-K_BITS, K_CHAIN, K_CUT, K_START, K_END, K_CONSISTENT = range(6)
-K_FIELDS = 6
+K_BITS, K_CHAIN, K_CUT, K_START, K_END, K_CONSISTENT, K_FLOOR = range(7)
+K_FIELDS = 7
+#: Bits of ``K_BITS``: frames of the stream were lost (its consistent seqno no longer
+#: rises); a run of the stream began and has not yet shown where (``K_FLOOR``).
+K_LOST = 16
+K_FRESH = 32

@@ -53,6 +53,7 @@ cdef enum:
     W_MARKER = 8
     W_OSO = 9
     W_RESTART = 10
+    W_END = 11
     W_LOSS = 12
     K_BITS = 0
     K_CHAIN = 1
@@ -60,6 +61,9 @@ cdef enum:
     K_START = 3
     K_END = 4
     K_CONSISTENT = 5
+    K_FLOOR = 6
+    K_LOST = 16
+    K_FRESH = 32
 
 
 _CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_ITEM, "EV_ADVANCE": EV_ADVANCE, "EV_MARKER": EV_MARKER,
@@ -73,8 +77,10 @@ _CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_
           "C_END": C_END, "C_FLAGS": C_FLAGS, "C_REACH": C_REACH, "W_MUTATION": W_MUTATION,
           "W_DELETION": W_DELETION, "W_EXPIRATION": W_EXPIRATION, "W_PREPARE": W_PREPARE,
           "W_ADVANCE": W_ADVANCE, "W_MARKER": W_MARKER, "W_OSO": W_OSO,
-          "W_RESTART": W_RESTART, "W_LOSS": W_LOSS, "K_BITS": K_BITS, "K_CHAIN": K_CHAIN,
-          "K_CUT": K_CUT, "K_START": K_START, "K_END": K_END, "K_CONSISTENT": K_CONSISTENT}
+          "W_RESTART": W_RESTART, "W_END": W_END, "W_LOSS": W_LOSS, "K_BITS": K_BITS,
+          "K_CHAIN": K_CHAIN,
+          "K_CUT": K_CUT, "K_START": K_START, "K_END": K_END, "K_CONSISTENT": K_CONSISTENT,
+          "K_FLOOR": K_FLOOR, "K_LOST": K_LOST, "K_FRESH": K_FRESH}
 if any(getattr(C, name) != value for name, value in _CODES.items()):
     raise ImportError("cstate was compiled against other contract codes: rebuild it")
 
@@ -105,7 +111,8 @@ cdef enum:
     LAZY = 2
     HAS_MARKER = 4
     COMPLETED = 8
-    LOST = 16
+    LOST = K_LOST
+    FRESH = K_FRESH
 
 cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFF
 cdef uint64_t CLOCK = ~(<uint64_t>0xFFFF)
@@ -319,6 +326,25 @@ cdef inline uint64_t complete(uint64_t* st, uint64_t bits, uint64_t limit) noexc
     return bits & ~(<uint64_t>HAS_MARKER)
 
 
+cdef inline uint64_t floor_of(uint64_t* st, uint64_t bits, int w, uint64_t start,
+                              uint32_t oso, uint64_t seqno) noexcept nogil:
+    """The first marker, OSO start or item of a run (``pystate._floor``)."""
+    cdef uint64_t floor
+    if w == W_MARKER:
+        floor = (start if start > 0 else 1) - 1
+    elif w == W_OSO:
+        if not (oso & 1) or oso & 2:
+            return bits
+        floor = 0
+    elif is_item(w):
+        floor = (seqno if seqno > 0 else 1) - 1
+    else:
+        return bits
+    if floor < st[K_FLOOR]:
+        st[K_FLOOR] = floor
+    return bits & ~(<uint64_t>FRESH)
+
+
 def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[::1] seqno,
                const uint64_t[::1] cas, const uint64_t[::1] snap_start,
                const uint64_t[::1] snap_end, const uint32_t[::1] oso,
@@ -366,8 +392,10 @@ def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[
             bits = st[K_BITS]
             if lost[i]:
                 bits |= LOST
+            if bits & FRESH and w != W_RESTART and w != W_END:
+                bits = floor_of(st, bits, w, snap_start[i], oso[i], seqno[i])
             if w == W_RESTART:
-                bits &= ~(<uint64_t>(IN_OSO | HAS_MARKER))
+                bits = (bits & ~(<uint64_t>(IN_OSO | HAS_MARKER))) | FRESH
                 if rolled[i]:
                     bits &= ~(<uint64_t>(LAZY | COMPLETED))
                     pending[s] = -1
@@ -517,6 +545,15 @@ cdef inline bint before(const Keys* keys, const Sorted* x, const Sorted* y) noex
     if lx != ly:
         return lx < ly
     return x.pos < y.pos
+
+
+cdef inline bint same_key(const Keys* keys, const Sorted* x, const Sorted* y) noexcept nogil:
+    """Whether ``x`` and ``y`` have the same vbucket, collection and key."""
+    cdef int64_t lx = keys.offs[x.doc + 1] - keys.offs[x.doc]
+    cdef int64_t ly = keys.offs[y.doc + 1] - keys.offs[y.doc]
+    return x.group == y.group and x.w0 == y.w0 and x.w1 == y.w1 and lx == ly and \
+        (lx <= 16 or memcmp(keys.data + keys.offs[x.doc] + 16,
+                            keys.data + keys.offs[y.doc] + 16, lx - 16) == 0)
 
 
 cdef Sorted* merge_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
@@ -745,9 +782,9 @@ cdef class KeyIndex:
         return units_arr, cids_arr
 
     def order(self, const int64_t[::1] ids):
-        """``ids``' positions in key order (``pystate.KeyIndex.order``): a merge sort on
-        each document's vbucket, collection and first 16 key bytes, the rest of the key
-        compared only where those tie."""
+        """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): a
+        merge sort on each document's vbucket, collection and first 16 key bytes, the rest
+        of the key compared only where those tie."""
         cdef Py_ssize_t n = ids.shape[0], i
         cdef int64_t d, length
         cdef Sorted* a = NULL
@@ -756,9 +793,11 @@ cdef class KeyIndex:
         cdef Keys keys
         self._check(ids)
         out = np.empty(n, np.int64)
+        ties_arr = np.zeros(n, np.uint8)
         cdef int64_t[::1] order = out
+        cdef uint8_t[::1] ties = ties_arr
         if n == 0:
-            return out
+            return out, ties_arr.view(bool)
         keys.data, keys.offs = self.data, self.offs
         a = <Sorted*>malloc(n * sizeof(Sorted))
         b = <Sorted*>malloc(n * sizeof(Sorted))
@@ -776,7 +815,8 @@ cdef class KeyIndex:
                 done = merge_sort(&keys, a, b, n)
                 for i in range(n):
                     order[i] = done[i].pos
+                    ties[i] = i > 0 and same_key(&keys, &done[i], &done[i - 1])
         finally:
             free(a)
             free(b)
-        return out
+        return out, ties_arr.view(bool)

@@ -44,7 +44,8 @@ _IN_OSO = 1          # inside an OSO snapshot
 _LAZY = 2            # restarted; the restart point awaits the stream's next item
 _HAS_MARKER = 4      # K_START/K_END hold its open snapshot
 _COMPLETED = 8       # a snapshot completed since the last restart
-_LOST = 16           # frames were lost: the consistent seqno no longer rises
+_LOST = C.K_LOST     # frames were lost: the consistent seqno no longer rises
+_FRESH = C.K_FRESH   # a run began: its first marker or item says from where
 _MAX = 2**64 - 1
 _CLOCK = ~0xFFFF & _MAX
 _TIMED = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE)
@@ -203,7 +204,10 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
     outside OSO: ``previous`` holds that one), ``applies`` (a change within the cuts, not
     bad), and for each restart whose point is known ``point``/``known``. A restart
     carried from an earlier stretch whose point an item of this one tells is returned as
-    ``(slots, points)``."""
+    ``(slots, points)``. ``K_FLOOR`` keeps the highest seqno at or below which the stream
+    sent nothing: the lowest, over its runs, of the start of the run's first snapshot less
+    one (0 for an OSO backfill, which only a stream from seqno 0 gets), or of its first
+    item less one where no snapshot marker came first."""
     carried_slots: list[int] = []
     carried_points: list[int] = []
     pending: dict[int, int] = {}              # slot -> row of its restart in this stretch
@@ -220,8 +224,10 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
         bits = int(st[C.K_BITS])
         if lost[i]:
             bits |= _LOST
+        if bits & _FRESH and w != C.W_RESTART and w != C.W_END:
+            bits = _floor(st, bits, w, int(snap_start[i]), int(oso[i]), int(seqno[i]))
         if w == C.W_RESTART:
-            bits &= ~(_IN_OSO | _HAS_MARKER)
+            bits = (bits & ~(_IN_OSO | _HAS_MARKER)) | _FRESH
             if rolled[i]:
                 bits &= ~(_LAZY | _COMPLETED)
                 pending.pop(s, None)
@@ -268,6 +274,23 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
         st[C.K_BITS] = bits
     return (np.array(carried_slots, np.int64),
             np.array(carried_points, np.uint64).reshape(len(carried_points)))
+
+
+def _floor(st, bits: int, w: int, start: int, oso: int, seqno: int) -> int:
+    """The first marker, OSO start or item of a run: from where it sends."""
+    if w == C.W_MARKER:
+        floor = max(start, 1) - 1
+    elif w == C.W_OSO:
+        if not oso & 1 or oso & 2:
+            return bits
+        floor = 0
+    elif w in _ITEMS:
+        floor = max(seqno, 1) - 1
+    else:
+        return bits
+    if floor < int(st[C.K_FLOOR]):
+        st[C.K_FLOOR] = floor
+    return bits & ~_FRESH
 
 
 def _restarted(st, p: int, lower: bool) -> None:
@@ -348,8 +371,11 @@ class KeyIndex:
 
     def order(self, ids):
         """The positions of ``ids`` sorted by vbucket, collection id and key bytes (then
-        by position)."""
+        by position), and per position of that order whether its document has the
+        vbucket, collection and key of the one before (``ties``, bool)."""
         def key(p):
             d = int(ids[p])
-            return self._units[d] >> 16, self._cids[d], self._keys[d], p
-        return np.array(sorted(range(len(ids)), key=key), np.int64).reshape(len(ids))
+            return self._units[d] >> 16, self._cids[d], self._keys[d]
+        order = sorted(range(len(ids)), key=lambda p: (*key(p), p))
+        ties = [k > 0 and key(order[k]) == key(order[k - 1]) for k in range(len(order))]
+        return np.array(order, np.int64).reshape(len(ids)), np.array(ties, bool)

@@ -6,8 +6,10 @@ Per stream, in stream order: a mutation, deletion or expiration is a new version
 document; a prepare waits until its commit makes it a version (at the commit's seqno) or
 its abort drops it; a restart discards the versions above its point, a collection clear
 the versions of its collection before it. What changes above ``at_seqno`` or past
-``at_time`` is left out. Problems (a commit without its prepare, a seqno that goes
-backwards) are collected as ``(offset, length, reason)``.
+``at_time`` is left out. The stream checks find where frames were lost (the stream's
+consistent seqno then stops). Problems (frames lost, a commit without its prepare, a
+seqno that goes backwards) are collected as ``(offset, length, reason, kind, note)``: the
+kind of ``problems.KINDS``, and what a strict error adds to the reason.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import _core
 from ..errors import text
+from ..streams.checks import details, expectation
 from .rows import ABORT, COMMIT, DELETION, DOCUMENTS, EXPIRATION, MUTATION, PREPARE, Rows
 from .segments import U64_MAX, Barriers
-from .versions import History, Latest, Lost, Versions, concat, from_rows, group_ids
-from .walk import Carry, walk
+from .versions import History, Latest, Lost, Versions, concat, from_rows
+from .walk import Streams, Walk
 
 
 class Engine:
@@ -28,101 +32,135 @@ class Engine:
 
     ``limit`` maps an array of vbucket ids to their at_seqno limits (uint64), ``at_time``
     is nanoseconds since the epoch or None; ``history`` keeps every version, else
-    ``include_deleted`` keeps the tombstones. ``only``
-    (a ``Lost``) restricts the documents to those it names, every stream still walked.
+    ``include_deleted`` keeps the tombstones. ``only`` (a ``Lost``) restricts the
+    documents to those it names, every stream still walked. ``index`` (a
+    ``KeyIndex``) gives each document its id; engines that read the same documents share
+    one.
     """
 
     def __init__(self, *, limit: Callable, at_time: int | None, history: bool,
-                 include_deleted: bool = False, only: Lost | None = None):
+                 include_deleted: bool = False, only: Lost | None = None, index=None):
         self.limit, self.at_time, self.history, self.only = limit, at_time, history, only
+        self.index = _core.state.KeyIndex() if index is None else index
         self.store: Latest | History = History() if history else Latest(include_deleted)
-        self.carries: dict[int, Carry] = {}
+        self.streams = Streams()
         self.pending: Versions | None = None      # prepares awaiting their commit or abort
-        self.problems: list[tuple[int, int, str]] = []
+        self.problems: list[tuple[int, int, str, str, str]] = []
 
     def update(self, rows: Rows) -> None:
         """Take the next stretch of the stream (rows in stream order)."""
-        import pyarrow as pa
-
         if not len(rows):
             return
-        found = walk(rows, self.carries, self.limit, self.at_time)
-        for i in np.flatnonzero(found.bad).tolist():
-            self._problem(rows, i, text("state_seqno_backwards", seqno=int(rows.seqno[i]),
-                                        vbucket=int(rows.unit[i]) >> 16,
-                                        previous=int(found.previous[i])))
-        clears = np.flatnonzero(rows.clear & found.applies)
-        barriers = Barriers(found.restarts, (rows.unit[clears], rows.cid[clears],
-                                             clears + 2, rows.seqno[clears]), len(rows))
+        found = self.streams.walk(rows, self.limit, self.at_time)
+        self._report(rows, found)
+        c = rows.columns
+        clears = np.flatnonzero(c["clear"] & found.applies)
+        barriers = Barriers(found.restarts, (c["unit"][clears], c["cid"][clears],
+                                             clears + 2, c["seqno"][clears]), len(rows))
         if not barriers.empty:
             self.store.kill(barriers)
-        docs = np.flatnonzero((rows.what < DOCUMENTS) & found.applies)
+        docs = np.flatnonzero((c["what"] < DOCUMENTS) & found.applies)
+        ids = self.index.ids(rows.keys if rows.keys is not None else b"", c["key_pos"][docs],
+                             c["key_len"][docs], c["unit"][docs], c["cid"][docs])
         if self.only is not None:
-            keys = rows.key.take(pa.array(rows.documents(docs), pa.int64()))
-            docs = docs[self.only.matches(rows.unit[docs], rows.cid[docs], keys)]
-        versions, rel = self._changes(rows, docs, barriers)
+            keep = self.only.matches(c["unit"][docs], c["cid"][docs], ids)
+            docs, ids = docs[keep], ids[keep]
+        versions, rel = self._changes(rows, docs, ids, barriers)
         self.store.add(versions, rel, barriers)
 
-    def _problem(self, rows: Rows, i: int, reason: str) -> None:
-        self.problems.append((int(rows.offset[i]), int(rows.length[i]), reason))
+    def _report(self, rows: Rows, walk: Walk) -> None:
+        """The problems of a stretch: where frames were lost (what the stream checks
+        found), and items whose seqno goes backwards that they did not name."""
+        c = rows.columns
+        f = walk.found
+        for i, rule, seqno, given, low, high in zip(*(col.tolist() for col in f)):
+            expected, got = expectation(rule, seqno, given, low, high)
+            what = details(rule, seqno, given, low, high, int(c["end_status"][i]))
+            vbucket = int(c["unit"][i]) >> 16
+            self._problem(rows, i, text("state_lost", vbucket=vbucket, details=what,
+                                        expected=expected, found=got), "lost_frames",
+                          text("state_keep_going", vbucket=vbucket))
+        bad = np.flatnonzero(walk.bad)
+        for i in bad[~np.isin(bad, f.at)].tolist():
+            self._problem(rows, i, text("state_seqno_backwards", seqno=int(c["seqno"][i]),
+                                        vbucket=int(c["unit"][i]) >> 16,
+                                        previous=int(walk.previous[i])), "seqno_backwards")
 
-    def _changes(self, rows: Rows, docs: np.ndarray, barriers: Barriers):
+    def _problem(self, rows: Rows, i: int, reason: str, kind: str, note: str = "") -> None:
+        self.problems.append((int(rows.offset[i]), int(rows.length[i]), reason, kind, note))
+
+    # long: one pass over a stretch's tracked changes, kept whole to read as one rule
+    def _changes(self, rows: Rows, docs: np.ndarray, ids: np.ndarray, barriers: Barriers):
         """The versions of the stretch's changes (mutations, deletions, expirations and
         commits) that the store keeps, with their ``rel``; the pending prepares move on.
 
         Works on indices into the held prepares followed by the stretch's changes; only
         the versions and prepares kept are built (``_build``)."""
-        import pyarrow as pa
-
-        held = self.pending if self.pending is not None else from_rows(rows, docs[:0])
+        c = rows.columns
+        held = self.pending if self.pending is not None else from_rows(rows, docs[:0],
+                                                                       ids[:0])
         h = len(held)
         cat = np.concatenate
-        what = cat([held["what"], rows.what[docs]])
-        unit, cid = cat([held["unit"], rows.unit[docs]]), cat([held["cid"], rows.cid[docs]])
-        seqno = cat([held["seqno"], rows.seqno[docs]])
+        what = cat([held["what"], c["what"][docs]])
+        unit, cid = cat([held["unit"], c["unit"][docs]]), cat([held["cid"], c["cid"][docs]])
+        seqno = cat([held["seqno"], c["seqno"][docs]])
         rel = cat([np.zeros(h, np.int64), docs.astype(np.int64) + 2])
-        prepared = cat([np.zeros(h, np.uint64), rows.prepared[docs]])
-        keys = pa.concat_arrays([held["key"], rows.key.take(pa.array(rows.documents(docs)))])
-        group = group_ids(unit, cid, keys)
-        track = np.flatnonzero((what == PREPARE) | (what == COMMIT) | (what == ABORT))
-        order = track[np.lexsort((rel[track], group[track]))]
-        commits = np.flatnonzero(what[order] == COMMIT)
-        before = np.maximum(commits - 1, 0)
-        c, p = order[commits], order[before]            # a commit, what came before it
-        ok = (commits > 0) & (group[order[before]] == group[c]) & (what[p] == PREPARE)
-        ok &= prepared[c] == seqno[p]
-        ok &= ~barriers.cleared(unit[p], cid[p], rel[p], rel[c])
-        ok &= ~barriers.discarded(unit[p], seqno[p], rel[p], rel[c])
-        for j in c[~ok].tolist():
-            i = docs[j - h]
-            self._problem(rows, i, text("state_no_prepare", prepared=int(prepared[j]),
-                                        vbucket=int(rows.unit[i]) >> 16))
-        last = np.ones(len(order), bool)
-        last[:-1] = group[order][:-1] != group[order][1:]
-        waiting = order[last & (what[order] == PREPARE)]
-        waiting = waiting[~barriers.discarded(unit[waiting], seqno[waiting], rel[waiting])
-                          & ~barriers.cleared(unit[waiting], cid[waiting], rel[waiting],
-                                              np.full(len(waiting), barriers.span - 1))]
-        self.pending = self._build(rows, docs, held, np.sort(waiting)).combined()
-        plain = np.flatnonzero((what == MUTATION) | (what == DELETION) | (what == EXPIRATION))
-        at = cat([plain, c[ok]])                          # where each version is
-        source = cat([plain, p[ok]])                      # where its document comes from
+        group = cat([held["doc"], ids])
+        tracked = (what == PREPARE) | (what == COMMIT) | (what == ABORT)
+        track = np.flatnonzero(tracked)
+        c_ok = np.zeros(0, np.int64)
+        p_ok = np.zeros(0, np.int64)
+        waiting = np.zeros(0, np.int64)
+        if len(track):
+            prepared = cat([np.zeros(h, np.uint64), c["prepared"][docs]])
+            order = track[np.lexsort((rel[track], group[track]))]
+            commits = np.flatnonzero(what[order] == COMMIT)
+            before = np.maximum(commits - 1, 0)
+            com, pre = order[commits], order[before]      # a commit, what came before it
+            ok = (commits > 0) & (group[pre] == group[com]) & (what[pre] == PREPARE)
+            ok &= prepared[com] == seqno[pre]
+            ok &= ~barriers.cleared(unit[pre], cid[pre], rel[pre], rel[com])
+            ok &= ~barriers.discarded(unit[pre], seqno[pre], rel[pre], rel[com])
+            for j in com[~ok].tolist():
+                i = docs[j - h]
+                self._problem(rows, i, text("state_no_prepare", prepared=int(prepared[j]),
+                                            vbucket=int(c["unit"][i]) >> 16),
+                              "commit_without_prepare")
+            c_ok, p_ok = com[ok], pre[ok]
+            last = np.ones(len(order), bool)
+            last[:-1] = group[order][:-1] != group[order][1:]
+            waiting = order[last & (what[order] == PREPARE)]
+            waiting = waiting[~barriers.discarded(unit[waiting], seqno[waiting],
+                                                  rel[waiting])
+                              & ~barriers.cleared(unit[waiting], cid[waiting], rel[waiting],
+                                                  np.full(len(waiting), barriers.span - 1))]
+        self.pending = self._build(rows, docs, ids, held, np.sort(waiting)).combined() \
+            if len(waiting) else None
+        plain = np.flatnonzero(~tracked) if len(track) else np.arange(len(what))
+        at = cat([plain, c_ok])                           # where each version is
+        source = cat([plain, p_ok])                       # where its document comes from
         keep = self.store.select(group[at], rel[at])
         at, source = at[keep], source[keep]
-        by_source = np.argsort(source, kind="stable")
-        at, source = at[by_source], source[by_source]
-        versions = self._build(rows, docs, held, source)
-        for name, column in (("gpos", cat([held["gpos"], rows.pos[docs]])), ("seqno", seqno),
-                             ("what", what)):
-            versions[name] = column[at]
+        if len(c_ok):
+            by_source = np.argsort(source, kind="stable")
+            at, source = at[by_source], source[by_source]
+        versions = self._build(rows, docs, ids, held, source)
+        if len(c_ok):
+            for name, column in (("gpos", cat([held["gpos"], c["pos"][docs]])),
+                                 ("seqno", seqno), ("what", what)):
+                versions[name] = column[at]
         return versions, rel[at]
 
     @staticmethod
-    def _build(rows: Rows, docs: np.ndarray, held: Versions, index: np.ndarray) -> Versions:
+    def _build(rows: Rows, docs: np.ndarray, ids: np.ndarray, held: Versions,
+               index: np.ndarray) -> Versions:
         """The versions at ``index`` (ascending) among the held prepares then the rows
-        ``docs``."""
+        ``docs`` (of documents ``ids``)."""
         h = len(held)
-        return concat([held.take(index[index < h]), from_rows(rows, docs[index[index >= h] - h])])
+        mine = index[index >= h] - h
+        if not h:
+            return from_rows(rows, docs[mine], ids[mine])
+        return concat([held.take(index[index < h]), from_rows(rows, docs[mine], ids[mine])])
 
     @property
     def lost(self) -> Lost:
@@ -135,9 +173,10 @@ class Engine:
         and each stream's consistent seqno. A version the cut removes from a ``Latest``
         store may have hidden an earlier one: its document joins ``lost``."""
         versions = self.store.result()
+        consistent = self.streams.consistent()
         if self.at_time is None:
-            return versions, {u: c.consistent for u, c in self.carries.items()}
-        cuts = {u: c.cut for u, c in self.carries.items()}
+            return versions, consistent
+        cuts = self.streams.cuts()
         latest = self.store if isinstance(self.store, Latest) else None
         if latest is not None:
             latest.lost.add_streams(latest.dropped_above(lambda units, _: np.array(
@@ -149,4 +188,4 @@ class Engine:
             if latest is not None:
                 latest.lost.add(versions, ~before)
             versions = versions.take(np.flatnonzero(before))
-        return versions, {u: c.consistent for u, c in self.carries.items()}
+        return versions, consistent

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import protocol as P
+from .._core import contract as C
 from ..batch import FrameBatch
 from ..streams import StreamTracker
 from ..streams import frames as F
@@ -34,25 +35,28 @@ class Placer:
         rolled = F.rollback_seqnos(batch)
         ok = F.rows(batch, P.Opcode.STREAM_REQUEST, response=True, status=P.Status.SUCCESS)
         match = Matcher(batch, self.tracker, prefix=True)
-        found: list[tuple[int, int, bool, int, int, int]] = []
+        found: list[tuple[int, int, bool, int, int, int, int]] = []
         for i in sorted([*ok.tolist(), *rolled]):
             pos = (first + i) * 2
             offset = int(batch["offset"][i])
             length = P.HEADER_SIZE + int(batch["body_len"][i])
+            opaque = int(batch["opaque"][i])
             where = match.place(i)
             if where is None:
-                self.waiting.append((int(batch["opaque"][i]), pos, i in rolled,
-                                     rolled.get(i, 0), offset, length))
+                self.waiting.append((opaque, pos, i in rolled, rolled.get(i, 0), offset,
+                                     length))
             else:
                 found.append((pos, stream_key(*where), i in rolled, rolled.get(i, 0), offset,
-                              length))
+                              length, opaque))
         found += self._resolve(batch, first)
         self.tracker.update(batch)
         if not found:
             return make_rows(0, values)
-        names = ("pos", "unit", "rolled", "seqno", "offset", "length")
+        names = ("pos", "unit", "rolled", "seqno", "offset", "length", "opaque")
         columns = {name: np.array(c) for name, c in zip(names, zip(*found))}
-        return make_rows(len(found), values, what=np.full(len(found), RESTART), **columns)
+        info = np.full(len(found), C.INFO_COLLECTIONS if batch.collections else 0)
+        return make_rows(len(found), values, what=np.full(len(found), RESTART), info=info,
+                         **columns)
 
     def _resolve(self, batch: FrameBatch, first: int) -> list:
         """Place the waiting responses that a message of ``batch`` places."""
@@ -78,7 +82,7 @@ class Placer:
                 continue
             row = int(messages[order[j]])
             unit = stream_key(int(batch["vbucket"][row]), int(batch["stream_id"][row]))
-            found.append(((first + row) * 2 - 1, unit, rolled, seqno, offset, length))
+            found.append(((first + row) * 2 - 1, unit, rolled, seqno, offset, length, opaque))
         self.waiting = kept
         return found
 

@@ -2,6 +2,7 @@
 ``Latest`` (one version per document, for the state) and ``History`` (every version).
 ``Lost`` names the documents whose earlier version ``Latest`` let go where a restart
 needed it back; ``standing`` picks the current version of each document from a history.
+A document is its id in the engine's ``KeyIndex`` (``doc``), which keeps its key.
 
 A version's ``gone`` says whether it still stands: ``ALIVE``, ``DISCARDED`` (a restart
 threw it away, or, in ``Latest``, a collection clear removed it), or the seqno of the
@@ -14,17 +15,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _core
 from .rows import DELETION, EXPIRATION, Rows
 from .segments import U64_MAX, Barriers, dense
 
 ALIVE = U64_MAX
 DISCARDED = np.uint64(0)
 #: The numpy columns of ``Versions`` and their dtypes.
-NUMERIC = {"gpos": np.int64, "unit": np.uint32, "cid": np.uint32, "seqno": np.uint64,
+NUMERIC = {"gpos": np.int64, "doc": np.int64, "unit": np.uint32, "cid": np.uint32,
+           "seqno": np.uint64,
            "rev": np.uint64, "cas": np.uint64, "flags": np.uint32, "expiration": np.uint32,
            "datatype": np.uint8, "delete_time": np.uint32, "timed_delete": bool,
            "deleted": bool, "what": np.uint8, "gone": np.uint64}
-ARROW = ("key", "body", "xattrs")
+ARROW = ("body", "xattrs")
 #: ``Latest`` merges its runs when they hold more than twice the versions (or the bytes)
 #: of its last merge, or of these floors.
 MERGE_FLOOR = 1 << 12
@@ -33,8 +36,8 @@ MERGE_FLOOR_BYTES = 16 << 20
 
 @dataclass
 class Versions:
-    """Versions of documents: the numpy columns of ``NUMERIC`` and the Arrow ``key``,
-    ``body`` and ``xattrs`` (``body``/``xattrs`` None without values)."""
+    """Versions of documents: the numpy columns of ``NUMERIC`` and the Arrow ``body`` and
+    ``xattrs`` (None without values)."""
 
     columns: dict
 
@@ -89,19 +92,19 @@ def concat(parts: list[Versions]) -> Versions:
     return Versions(out)
 
 
-def from_rows(rows: Rows, index: np.ndarray) -> Versions:
-    """The document-change rows at ``index`` as versions (alive)."""
+def from_rows(rows: Rows, index: np.ndarray, doc: np.ndarray) -> Versions:
+    """The document-change rows at ``index`` (of documents ``doc``) as versions (alive)."""
     import pyarrow as pa
 
-    out = {"gpos": rows.pos[index], "unit": rows.unit[index], "cid": rows.cid[index],
-           "seqno": rows.seqno[index], "rev": rows.rev[index], "cas": rows.cas[index],
-           "flags": rows.flags[index], "expiration": rows.expiration[index],
-           "datatype": rows.datatype[index], "delete_time": rows.delete_time[index],
-           "timed_delete": rows.timed_delete[index], "deleted": rows.deleted[index],
-           "what": rows.what[index], "gone": np.full(len(index), ALIVE, np.uint64)}
-    docs = rows.documents(index)
-    out["key"] = rows.key.take(pa.array(docs, pa.int64()))
-    at = rows.value_at[docs]
+    c = rows.columns
+    out = {"gpos": c["pos"][index], "doc": doc, "unit": c["unit"][index],
+           "cid": c["cid"][index], "seqno": c["seqno"][index], "rev": c["rev"][index],
+           "cas": c["cas"][index], "flags": c["flags"][index],
+           "expiration": c["expiration"][index], "datatype": c["datatype"][index],
+           "delete_time": c["delete_time"][index], "timed_delete": c["timed_delete"][index],
+           "deleted": c["deleted"][index], "what": c["what"][index],
+           "gone": np.full(len(index), ALIVE, np.uint64)}
+    at = c["value_at"][index]
     picks = pa.array(at, pa.int64(), mask=at < 0)
     for name in ("body", "xattrs"):
         column = getattr(rows, name)
@@ -109,34 +112,16 @@ def from_rows(rows: Rows, index: np.ndarray) -> Versions:
     return Versions(out)
 
 
-def group_ids(unit: np.ndarray, cid: np.ndarray, key) -> np.ndarray:
-    """A dense id per distinct (stream, collection, key), by hashing (no sort)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not len(unit):
-        return np.zeros(0, np.int64)
-    if isinstance(key, pa.ChunkedArray):
-        key = key.combine_chunks()
-    keys = pc.dictionary_encode(key).indices.to_numpy().astype(np.int64)
-    pairs = unit.astype(np.uint64) << np.uint64(32) | cid.astype(np.uint64)
-    streams = pc.dictionary_encode(pa.array(pairs)).indices.to_numpy().astype(np.int64)
-    combined = pa.array(streams * (int(keys.max()) + 1) + keys)
-    return pc.dictionary_encode(combined).indices.to_numpy().astype(np.int64)
-
-
 def newest(group: np.ndarray, order_key: np.ndarray) -> np.ndarray:
     """Index of the element with the highest ``order_key`` in each group (of dense ids;
     the last such element where several share it), ascending."""
     if not len(group):
         return np.zeros(0, np.int64)
-    best = np.zeros(int(group.max()) + 1, order_key.dtype)
-    np.maximum.at(best, group, order_key)
-    top = np.flatnonzero(order_key == best[group])
-    if len(top) == int(group.max()) + 1:
-        return top
-    last = np.unique(group[top][::-1], return_index=True)[1]
-    return np.sort(top[len(top) - 1 - last])
+    best = _core.state.newest(np.ascontiguousarray(group, np.int64),
+                              np.ascontiguousarray(order_key, np.int64), int(group.max()) + 1)
+    keep = np.zeros(len(group), bool)
+    keep[best[best >= 0]] = True
+    return np.flatnonzero(keep)
 
 
 class Latest:
@@ -150,7 +135,8 @@ class Latest:
     def __init__(self, include_deleted: bool):
         self.include_deleted = include_deleted
         self.runs: list[Versions] = []
-        self.merged = self.merged_bytes = 0
+        self.merged = self.merged_bytes = 0       # versions and bytes after the last merge
+        self.held = self.held_bytes = 0           # versions and bytes in the runs
         self.lost = Lost()
         #: per stream, the highest seqno of a tombstone a merge dropped
         self.dropped: dict[int, int] = {}
@@ -204,8 +190,10 @@ class Latest:
                                     np.full(len(rel), barriers.span - 1))
             versions["gone"][out] = DISCARDED
         self.runs.append(versions)
-        if sum(map(len, self.runs)) > 2 * max(self.merged, MERGE_FLOOR) or \
-                sum(r.nbytes for r in self.runs) > 2 * max(self.merged_bytes, MERGE_FLOOR_BYTES):
+        self.held += len(versions)
+        self.held_bytes += versions.nbytes
+        if self.held > 2 * max(self.merged, MERGE_FLOOR) or \
+                self.held_bytes > 2 * max(self.merged_bytes, MERGE_FLOOR_BYTES):
             self.merge()
 
     def merge(self) -> None:
@@ -228,11 +216,13 @@ class Latest:
                  for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
         self.runs = [part for part in parts if len(part)]
         self.merged, self.merged_bytes = len(keep), sum(p.nbytes for p in self.runs)
+        self.held, self.held_bytes = self.merged, self.merged_bytes
 
     def result(self) -> Versions | None:
         """The versions held, handed over: the store is empty after."""
         self.merge()
         runs, self.runs = self.runs, []
+        self.held = self.held_bytes = 0
         return concat(runs) if runs else None
 
 
@@ -284,29 +274,11 @@ def standing(versions: Versions, *, include_deleted: bool) -> np.ndarray:
     """Index (ascending) of each document's current version among ``versions``: its
     newest in stream order, where that one still stands (and is not a tombstone, unless
     ``include_deleted``)."""
-    keep = newest(group_ids(versions["unit"], versions["cid"], versions["key"]),
-                  versions["gpos"])
+    keep = newest(versions["doc"], versions["gpos"])
     keep = keep[versions["gone"][keep] == ALIVE]
     if not include_deleted:
         keep = keep[~tombstones(versions)[keep]]
     return keep
-
-
-def identities(unit: np.ndarray, cid: np.ndarray, key):
-    """One binary value per document: its stream and collection (8 bytes) then its key."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = len(unit)
-    prefix = np.empty((n, 2), ">u4")
-    prefix[:, 0], prefix[:, 1] = unit, cid
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), n,
-                                                 [None, pa.py_buffer(prefix.tobytes())])
-    if isinstance(key, pa.ChunkedArray):
-        key = key.combine_chunks()
-    return pc.binary_join_element_wise(fixed.cast(pa.large_binary()),
-                                       key.cast(pa.large_binary()),
-                                       pa.scalar(b"", pa.large_binary()))
 
 
 class Lost:
@@ -316,27 +288,23 @@ class Lost:
     second, exact pass must work out again."""
 
     def __init__(self):
-        self.parts: list = []                     # identities of documents
+        self.docs: list[np.ndarray] = []          # ids of documents
         self.units = np.zeros(0, np.uint32)       # their streams
         self.collections: set[tuple[int, int]] = set()   # (unit, cid)
         self.streams: set[int] = set()            # every document of these streams
 
     def __bool__(self) -> bool:
-        return bool(self.parts or self.collections or self.streams)
+        return bool(self.docs or self.collections or self.streams)
 
     def add(self, versions: Versions, mask: np.ndarray) -> None:
         """The documents of ``versions`` where ``mask``."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         at = np.flatnonzero(mask)
         if not len(at):
             return
-        key = versions["key"].take(pa.array(at, pa.int64()))
-        self.parts.append(identities(versions["unit"][at], versions["cid"][at], key))
+        self.docs.append(versions["doc"][at])
         self.units = np.unique(np.concatenate([self.units, versions["unit"][at]]))
-        if len(self.parts) > 64:                  # each document once
-            self.parts = [pc.unique(pa.chunked_array(self.parts).combine_chunks())]
+        if len(self.docs) > 64:                   # each document once
+            self.docs = [np.unique(np.concatenate(self.docs))]
 
     def add_collections(self, unit: np.ndarray, cid: np.ndarray) -> None:
         self.collections.update(zip(unit.tolist(), cid.tolist()))
@@ -351,18 +319,15 @@ class Lost:
                                 np.array(list(self.streams), np.uint32)])
         return np.unique(units >> np.uint32(16)).tolist()
 
-    def matches(self, unit: np.ndarray, cid: np.ndarray, key) -> np.ndarray:
-        """Which documents (``unit``, ``cid``, ``key``) are named."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
+    def matches(self, unit: np.ndarray, cid: np.ndarray, doc: np.ndarray) -> np.ndarray:
+        """Which documents (``unit``, ``cid``, ``doc``) are named."""
         out = np.zeros(len(unit), bool)
         if not len(unit):
             return out
-        if self.parts:
-            known = pa.chunked_array(self.parts, pa.large_binary()).combine_chunks()
-            out |= pc.is_in(identities(unit, cid, key), value_set=known).to_numpy(
-                zero_copy_only=False)
+        if self.docs:
+            if len(self.docs) > 1:
+                self.docs = [np.unique(np.concatenate(self.docs))]
+            out |= np.isin(doc, self.docs[0])
         if self.collections:
             pairs = unit.astype(np.uint64) << np.uint64(32) | cid.astype(np.uint64)
             named = np.array(sorted(u << 32 | c for u, c in self.collections), np.uint64)
