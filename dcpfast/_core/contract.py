@@ -120,6 +120,8 @@ W_MUTATION, W_DELETION, W_EXPIRATION, W_PREPARE, W_COMMIT, W_ABORT, W_EVENT, W_A
 K_BITS, K_CHAIN, K_CUT, K_START, K_END, K_CONSISTENT, K_FLOOR = range(7)
 K_FIELDS = 7
 #: Bits of ``K_BITS``: frames of the stream were lost (its consistent seqno no longer
-#: rises); a run of the stream began and has not yet shown where (``K_FLOOR``).
+#: rises); a run of the stream began and has not yet shown where (``K_FLOOR``); the
+#: stream has sent items.
 K_LOST = 16
 K_FRESH = 32
+K_ITEMS = 64

@@ -8,13 +8,13 @@ dense ids and sorts them in key order.
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
 from . import contract as C
-from .wire cimport DCP_BE64
+from .wire cimport DCP_BE64, DCP_PREFETCH
 
 # the codes of ``contract``, as compile-time numbers (checked against it at import)
 cdef enum:
@@ -64,6 +64,7 @@ cdef enum:
     K_FLOOR = 6
     K_LOST = 16
     K_FRESH = 32
+    K_ITEMS = 64
 
 
 _CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_ITEM, "EV_ADVANCE": EV_ADVANCE, "EV_MARKER": EV_MARKER,
@@ -80,7 +81,8 @@ _CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_
           "W_RESTART": W_RESTART, "W_END": W_END, "W_LOSS": W_LOSS, "K_BITS": K_BITS,
           "K_CHAIN": K_CHAIN,
           "K_CUT": K_CUT, "K_START": K_START, "K_END": K_END, "K_CONSISTENT": K_CONSISTENT,
-          "K_FLOOR": K_FLOOR, "K_LOST": K_LOST, "K_FRESH": K_FRESH}
+          "K_FLOOR": K_FLOOR, "K_LOST": K_LOST, "K_FRESH": K_FRESH,
+          "K_ITEMS": K_ITEMS}
 if any(getattr(C, name) != value for name, value in _CODES.items()):
     raise ImportError("cstate was compiled against other contract codes: rebuild it")
 
@@ -113,6 +115,7 @@ cdef enum:
     COMPLETED = 8
     LOST = K_LOST
     FRESH = K_FRESH
+    ITEMS = K_ITEMS
 
 cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFF
 cdef uint64_t CLOCK = ~(<uint64_t>0xFFFF)
@@ -399,7 +402,8 @@ def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[
                 if rolled[i]:
                     bits &= ~(<uint64_t>(LAZY | COMPLETED))
                     pending[s] = -1
-                    point[i], known[i] = seqno[i], 1
+                    if bits & ITEMS:
+                        point[i], known[i] = seqno[i], 1
                     restarted(st, seqno[i], True)
                 else:
                     bits = (bits | LAZY) & ~(<uint64_t>COMPLETED)
@@ -423,13 +427,16 @@ def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[
                     p = (q if q > 0 else 1) - 1
                     row = pending[s]
                     pending[s] = -1
-                    if row >= 0:
+                    if not (bits & ITEMS):
+                        pass                  # it discards nothing: not reported
+                    elif row >= 0:
                         point[row], known[row] = p, 1
                     else:
                         carried_slots.append(s)
                         carried_points.append(p)
                     restarted(st, p, not (bits & COMPLETED))
                     bits &= ~(<uint64_t>LAZY)
+                bits |= ITEMS
                 chain = st[K_CHAIN]
                 if not (bits & IN_OSO) and q <= chain:
                     bad[i], previous[i] = 1, chain
@@ -475,6 +482,10 @@ def newest(const int64_t[::1] ids, const int64_t[::1] order_key, Py_ssize_t size
 # the multipliers of the key hash (MurmurHash3's finaliser and golden-ratio constants)
 cdef uint64_t M1 = 0xff51afd7ed558ccd, M2 = 0xc4ceb9fe1a85ec53, M3 = 0x9E3779B97F4A7C15
 cdef uint64_t M4 = 0x87c37b91114253d5, M5 = 0x4cf5ad432745937f
+# a KeyIndex table entry: the hash's high half, the document id plus one
+cdef uint64_t HIGH = 0xFFFFFFFF00000000, LOW = 0xFFFFFFFF
+cdef char _nothing[1]       # where the keys of an empty buffer are (all empty)
+DEF AHEAD = 16              # keys hashed ahead of the one looked up
 
 
 cdef inline uint64_t fmix(uint64_t h) noexcept nogil:
@@ -484,6 +495,16 @@ cdef inline uint64_t fmix(uint64_t h) noexcept nogil:
     h *= M2
     h ^= h >> 33
     return h
+
+
+cdef inline uint64_t tail(const uint8_t* p, int64_t n) noexcept nogil:
+    """The last ``n`` (< 8) bytes at ``p`` as the low bytes of a word, byte by byte (a
+    short copy into a word stalls the load that follows it)."""
+    cdef uint64_t w = 0
+    cdef int64_t k
+    for k in range(n):
+        w |= <uint64_t>p[k] << (8 * k)
+    return w
 
 
 cdef inline uint64_t hash_key(const uint8_t* p, int64_t n, uint32_t unit,
@@ -497,10 +518,30 @@ cdef inline uint64_t hash_key(const uint8_t* p, int64_t n, uint32_t unit,
         p += 8
         n -= 8
     if n:
-        w = 0
-        memcpy(&w, p, n)
-        h = (h ^ w) * M5
+        h = (h ^ tail(p, n)) * M5
     return fmix(h)
+
+
+cdef inline bint same_bytes(const uint8_t* a, const uint8_t* b, int64_t n) noexcept nogil:
+    """Whether the ``n`` bytes at ``a`` and ``b`` are equal (short keys: no call)."""
+    cdef uint64_t x, y
+    while n >= 8:
+        memcpy(&x, a, 8)
+        memcpy(&y, b, 8)
+        if x != y:
+            return False
+        a += 8
+        b += 8
+        n -= 8
+    return tail(a, n) == tail(b, n)
+
+
+cdef struct Doc:            # a document of a KeyIndex
+    uint64_t hash
+    int64_t off              # its key in the index's data
+    uint32_t length
+    uint32_t unit
+    uint32_t cid
 
 
 cdef struct Sorted:         # a document being sorted: its order fields and position
@@ -521,7 +562,7 @@ cdef inline uint64_t word(const uint8_t* p, int64_t n) noexcept nogil:
 
 cdef struct Keys:           # the key bytes a sort compares
     const uint8_t* data
-    const int64_t* offs
+    const Doc* docs
 
 
 cdef inline bint before(const Keys* keys, const Sorted* x, const Sorted* y) noexcept nogil:
@@ -534,12 +575,11 @@ cdef inline bint before(const Keys* keys, const Sorted* x, const Sorted* y) noex
         return x.w0 < y.w0
     if x.w1 != y.w1:
         return x.w1 < y.w1
-    lx = keys.offs[x.doc + 1] - keys.offs[x.doc]
-    ly = keys.offs[y.doc + 1] - keys.offs[y.doc]
+    lx, ly = keys.docs[x.doc].length, keys.docs[y.doc].length
     common = (lx if lx < ly else ly) - 16
     if common > 0:
-        c = memcmp(keys.data + keys.offs[x.doc] + 16, keys.data + keys.offs[y.doc] + 16,
-                   common)
+        c = memcmp(keys.data + keys.docs[x.doc].off + 16,
+                   keys.data + keys.docs[y.doc].off + 16, common)
         if c != 0:
             return c < 0
     if lx != ly:
@@ -549,11 +589,67 @@ cdef inline bint before(const Keys* keys, const Sorted* x, const Sorted* y) noex
 
 cdef inline bint same_key(const Keys* keys, const Sorted* x, const Sorted* y) noexcept nogil:
     """Whether ``x`` and ``y`` have the same vbucket, collection and key."""
-    cdef int64_t lx = keys.offs[x.doc + 1] - keys.offs[x.doc]
-    cdef int64_t ly = keys.offs[y.doc + 1] - keys.offs[y.doc]
-    return x.group == y.group and x.w0 == y.w0 and x.w1 == y.w1 and lx == ly and \
-        (lx <= 16 or memcmp(keys.data + keys.offs[x.doc] + 16,
-                            keys.data + keys.offs[y.doc] + 16, lx - 16) == 0)
+    cdef int64_t lx = keys.docs[x.doc].length
+    return x.group == y.group and x.w0 == y.w0 and x.w1 == y.w1 \
+        and lx == keys.docs[y.doc].length \
+        and (lx <= 16 or memcmp(keys.data + keys.docs[x.doc].off + 16,
+                                keys.data + keys.docs[y.doc].off + 16, lx - 16) == 0)
+
+
+cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
+    """Sort ``a`` (``b`` the scratch), stable: least significant digit first over the
+    16-bit digits of ``w0`` and ``group`` (digits the same in every element skipped),
+    then each run that ties on both by ``merge_sort`` (on ``w1`` and the rest of the
+    key); returns whichever of the two holds the result (NULL: no memory)."""
+    cdef int64_t* count = <int64_t*>malloc(65537 * sizeof(int64_t))
+    cdef uint64_t ands[3]
+    cdef uint64_t ors[3]
+    cdef uint64_t key
+    cdef Py_ssize_t i, j, f
+    cdef int shift
+    cdef Sorted* t
+    cdef Sorted* part
+    if count == NULL:
+        return NULL
+    ands[0] = ands[1] = ands[2] = U64_MAX
+    ors[0] = ors[1] = ors[2] = 0
+    for i in range(n):
+        ands[0] &= a[i].w1
+        ors[0] |= a[i].w1
+        ands[1] &= a[i].w0
+        ors[1] |= a[i].w0
+        ands[2] &= a[i].group
+        ors[2] |= a[i].group
+    for f in range(1, 3):
+        for shift in range(0, 64, 16):
+            if not (((ands[f] ^ ors[f]) >> shift) & 0xFFFF):
+                continue
+            memset(count, 0, 65537 * sizeof(int64_t))
+            for i in range(n):
+                key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
+                count[((key >> shift) & 0xFFFF) + 1] += 1
+            for j in range(1, 65537):        # count[d]: where digit d's elements start
+                count[j] += count[j - 1]
+            for i in range(n):
+                key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
+                j = count[(key >> shift) & 0xFFFF]
+                count[(key >> shift) & 0xFFFF] = j + 1
+                b[j] = a[i]
+            t = a
+            a = b
+            b = t
+    free(count)
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and a[j].group == a[i].group and a[j].w0 == a[i].w0:
+            j += 1
+        if j - i > 1:
+            part = merge_sort(keys, a + i, b + i, j - i)
+            if part != a + i:
+                memcpy(a + i, part, (j - i) * sizeof(Sorted))
+        i = j
+    return a
 
 
 cdef Sorted* merge_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
@@ -602,143 +698,215 @@ cdef Sorted* merge_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) no
     return a
 
 
+cdef struct Pair:           # a (stream, collection) of a KeyIndex, and its first document
+    uint64_t key             # unit << 32 | collection id
+    int64_t first            # -1: an empty slot
+
+
+cdef class KeyIndex
+
+
+cdef Pair* pair_slot(KeyIndex ix, uint64_t key) noexcept nogil:
+    """The slot of ``key`` in the pair table: its own, or the empty one it would take."""
+    cdef uint64_t at = fmix(key) & ix.pair_mask
+    while ix.pairs[at].first >= 0 and ix.pairs[at].key != key:
+        at = (at + 1) & ix.pair_mask
+    return &ix.pairs[at]
+
+
+cdef int rehash_pairs(KeyIndex ix, int64_t size) noexcept nogil:
+    """The pair table at ``size`` slots (a power of two), every pair placed again."""
+    cdef Pair* old = ix.pairs
+    cdef int64_t k, n = <int64_t>ix.pair_mask + 1 if old != NULL else 0
+    cdef Pair* slot
+    ix.pairs = <Pair*>malloc(size * sizeof(Pair))
+    if ix.pairs == NULL:
+        ix.pairs = old
+        return -1
+    for k in range(size):
+        ix.pairs[k].first = -1
+    ix.pair_mask = <uint64_t>size - 1
+    for k in range(n):
+        if old[k].first >= 0:
+            slot = pair_slot(ix, old[k].key)
+            slot[0] = old[k]
+    free(old)
+    return 0
+
+
+cdef int grow_docs(KeyIndex ix, int64_t cap) noexcept nogil:
+    cdef Doc* grown
+    if <uint64_t>cap >= LOW:
+        return -1                            # ids must fit a table entry's 32 bits
+    grown = <Doc*>realloc(ix.docs, cap * sizeof(Doc))
+    if grown == NULL:
+        return -1
+    ix.docs, ix.cap = grown, cap
+    return 0
+
+
+cdef int grow_data(KeyIndex ix, int64_t cap) noexcept nogil:
+    cdef uint8_t* grown = <uint8_t*>realloc(ix.data, cap)
+    if grown == NULL:
+        return -1
+    ix.data, ix.data_cap = grown, cap
+    return 0
+
+
+cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
+    """The table at ``size`` entries (a power of two), every document placed again."""
+    cdef uint64_t* table = <uint64_t*>calloc(size, sizeof(uint64_t))
+    cdef uint64_t mask = <uint64_t>size - 1, at, h
+    cdef int64_t d
+    if table == NULL:
+        return -1
+    for d in range(ix.n):
+        h = ix.docs[d].hash
+        at = h & mask
+        while table[at]:
+            at = (at + 1) & mask
+        table[at] = (h & HIGH) | <uint64_t>(d + 1)
+    free(ix.table)
+    ix.table, ix.mask = table, mask
+    return 0
+
+
+cdef int64_t find(KeyIndex ix, const uint8_t* p, int64_t length, uint32_t unit,
+                  uint32_t cid, uint64_t h) noexcept nogil:
+    """The id of the document of hash ``h``, added if new (-1: no memory)."""
+    cdef uint64_t slot = h & ix.mask, entry
+    cdef int64_t d
+    cdef Doc* doc
+    cdef Pair* pair
+    while True:
+        entry = ix.table[slot]
+        if entry == 0:
+            break
+        if (entry & HIGH) == (h & HIGH):
+            d = <int64_t>(entry & LOW) - 1
+            doc = &ix.docs[d]
+            if doc.unit == unit and doc.cid == cid and doc.length == length \
+                    and same_bytes(ix.data + doc.off, p, length):
+                return d
+        slot = (slot + 1) & ix.mask
+    if ix.n == ix.cap and grow_docs(ix, 2 * ix.cap) < 0:
+        return -1
+    if ix.data_len + length > ix.data_cap \
+            and grow_data(ix, max(2 * ix.data_cap, ix.data_len + length)) < 0:
+        return -1
+    d = ix.n
+    ix.n += 1
+    doc = &ix.docs[d]
+    doc.hash, doc.off, doc.length, doc.unit, doc.cid = h, ix.data_len, length, unit, cid
+    pair = pair_slot(ix, (<uint64_t>unit << 32) | cid)
+    if pair.first < 0:
+        pair.key, pair.first = (<uint64_t>unit << 32) | cid, d
+        ix.n_pairs += 1
+        if 2 * ix.n_pairs > <int64_t>(ix.pair_mask + 1) \
+                and rehash_pairs(ix, 2 * <int64_t>(ix.pair_mask + 1)) < 0:
+            return -1
+    if length:
+        memcpy(ix.data + ix.data_len, p, length)
+    ix.data_len += length
+    if 2 * ix.n > <int64_t>(ix.mask + 1):
+        if rehash(ix, 2 * <int64_t>(ix.mask + 1)) < 0:
+            return -1
+    else:
+        ix.table[slot] = (h & HIGH) | <uint64_t>(d + 1)
+    return d
+
+
 cdef class KeyIndex:
     """Dense document ids (``pystate.KeyIndex``): an open-addressing hash table over the
-    (stream, collection, key) of each document, whose key bytes it keeps in one buffer."""
+    (stream, collection, key) of each document, whose key bytes it keeps in one buffer.
+    A table entry holds a document's id plus one (0: empty) in its low 32 bits and the
+    high 32 bits of its hash above them, so that most probes touch no document; the table
+    is kept at most half full as it grows."""
 
     cdef uint8_t* data
     cdef int64_t data_len, data_cap
-    cdef int64_t* offs              # n + 1 offsets into data
-    cdef uint32_t* units
-    cdef uint32_t* cids
-    cdef uint64_t* hashes
+    cdef Doc* docs
     cdef int64_t n, cap
-    cdef int64_t* table
+    cdef uint64_t* table
     cdef uint64_t mask
+    cdef Pair* pairs                # (stream, collection) -> its first document
+    cdef int64_t n_pairs
+    cdef uint64_t pair_mask
 
     def __cinit__(self):
-        self.n, self.cap, self.data_len, self.data_cap = 0, 0, 0, 0
+        self.n = self.cap = self.data_len = self.data_cap = self.n_pairs = 0
         self.data = NULL
-        self.offs = NULL
-        self.units = self.cids = NULL
-        self.hashes = NULL
+        self.docs = NULL
         self.table = NULL
-        self._grow_docs(1024)
-        self._grow_data(16384)
-        self._rehash(2048)
-        self.offs[0] = 0
+        self.pairs = NULL
+        if grow_docs(self, 1024) < 0 or grow_data(self, 16384) < 0 or rehash(self, 2048) < 0 \
+                or rehash_pairs(self, 64) < 0:
+            raise MemoryError()
 
     def __dealloc__(self):
         free(self.data)
-        free(self.offs)
-        free(self.units)
-        free(self.cids)
-        free(self.hashes)
+        free(self.docs)
         free(self.table)
+        free(self.pairs)
 
     def __len__(self):
         return self.n
-
-    cdef int _grow_docs(self, int64_t cap) except -1:
-        cdef void* p
-        p = realloc(self.offs, (cap + 1) * sizeof(int64_t))
-        if p == NULL:
-            raise MemoryError()
-        self.offs = <int64_t*>p
-        p = realloc(self.units, cap * sizeof(uint32_t))
-        if p == NULL:
-            raise MemoryError()
-        self.units = <uint32_t*>p
-        p = realloc(self.cids, cap * sizeof(uint32_t))
-        if p == NULL:
-            raise MemoryError()
-        self.cids = <uint32_t*>p
-        p = realloc(self.hashes, cap * sizeof(uint64_t))
-        if p == NULL:
-            raise MemoryError()
-        self.hashes = <uint64_t*>p
-        self.cap = cap
-        return 0
-
-    cdef int _grow_data(self, int64_t cap) except -1:
-        cdef void* p = realloc(self.data, cap)
-        if p == NULL:
-            raise MemoryError()
-        self.data = <uint8_t*>p
-        self.data_cap = cap
-        return 0
-
-    cdef int _rehash(self, int64_t size) except -1:
-        cdef int64_t* table = <int64_t*>malloc(size * sizeof(int64_t))
-        cdef int64_t d
-        cdef uint64_t mask = <uint64_t>size - 1, at
-        if table == NULL:
-            raise MemoryError()
-        memset(table, 0xFF, size * sizeof(int64_t))
-        for d in range(self.n):
-            at = self.hashes[d] & mask
-            while table[at] >= 0:
-                at = (at + 1) & mask
-            table[at] = d
-        free(self.table)
-        self.table, self.mask = table, mask
-        return 0
 
     def ids(self, buf, const int64_t[::1] starts, const int64_t[::1] lengths,
             const uint32_t[::1] unit, const uint32_t[::1] cid):
         """The id of each document (``pystate.KeyIndex.ids``)."""
         cdef const uint8_t[::1] data = buf
         cdef Py_ssize_t n = starts.shape[0], i
-        cdef int64_t total = 0, d, length, at
-        cdef uint64_t h, slot
-        cdef const uint8_t* p
+        cdef int64_t d = 0
+        cdef const uint8_t* base
         if lengths.shape[0] != n or unit.shape[0] != n or cid.shape[0] != n:
             raise ValueError("every column needs one value per key")
         for i in range(n):
-            if starts[i] < 0 or lengths[i] < 0 or starts[i] + lengths[i] > data.shape[0]:
+            if starts[i] < 0 or lengths[i] < 0 or lengths[i] >= 0xFFFFFFFF \
+                    or starts[i] + lengths[i] > data.shape[0]:
                 raise ValueError("a key outside the buffer")
-            total += lengths[i]
         out = np.empty(n, np.int64)
         cdef int64_t[::1] ids = out
-        # room for every key being new: the loop below then never allocates
-        if self.n + n > self.cap:
-            self._grow_docs(max(2 * self.cap, self.n + n))
-        if self.data_len + total > self.data_cap:
-            self._grow_data(max(2 * self.data_cap, self.data_len + total))
-        if 2 * (self.n + n) > <int64_t>(self.mask + 1):
-            size = <int64_t>(self.mask + 1)
-            while 2 * (self.n + n) > size:
-                size *= 2
-            self._rehash(size)
         if n == 0:
             return out
+        base = &data[0] if data.shape[0] else <const uint8_t*>_nothing
+        cdef uint64_t ring[AHEAD]
+        cdef int64_t near[AHEAD]
+        cdef uint64_t entry
+        cdef Py_ssize_t j
         with nogil:
+            # a pipeline: the table slot of the key AHEAD on, the document of the one
+            # AHEAD / 2 on (its table entry arrived) and the key bytes of the one AHEAD / 4
+            # on (its document arrived) are fetched while this one is found
+            for j in range(min(n, AHEAD)):
+                ring[j] = hash_key(base + starts[j], lengths[j], unit[j], cid[j])
+                near[j] = -1
+                DCP_PREFETCH(&self.table[ring[j] & self.mask])
             for i in range(n):
-                p = &data[0] + starts[i]
-                length = lengths[i]
-                h = hash_key(p, length, unit[i], cid[i])
-                slot = h & self.mask
-                while True:
-                    d = self.table[slot]
-                    if d < 0:
-                        d = self.n
-                        self.table[slot] = d
-                        self.hashes[d], self.units[d], self.cids[d] = h, unit[i], cid[i]
-                        at = self.offs[d]
-                        if length:
-                            memcpy(self.data + at, p, length)
-                        self.offs[d + 1] = at + length
-                        self.data_len = at + length
-                        self.n += 1
-                        break
-                    if self.hashes[d] == h and self.units[d] == unit[i] \
-                            and self.cids[d] == cid[i] \
-                            and self.offs[d + 1] - self.offs[d] == length \
-                            and (length == 0
-                                 or memcmp(self.data + self.offs[d], p, length) == 0):
-                        break
-                    slot = (slot + 1) & self.mask
+                j = i + AHEAD // 2
+                if j < n:
+                    entry = self.table[ring[j % AHEAD] & self.mask]
+                    near[j % AHEAD] = -1
+                    if entry and (entry & HIGH) == (ring[j % AHEAD] & HIGH):
+                        d = <int64_t>(entry & LOW) - 1
+                        if d < self.n:
+                            near[j % AHEAD] = d
+                            DCP_PREFETCH(&self.docs[d])
+                j = i + AHEAD // 4
+                if j < n and near[j % AHEAD] >= 0 and near[j % AHEAD] < self.n:
+                    DCP_PREFETCH(self.data + self.docs[near[j % AHEAD]].off)
+                d = find(self, base + starts[i], lengths[i], unit[i], cid[i],
+                         ring[i % AHEAD])
+                if d < 0:
+                    break
                 ids[i] = d
+                j = i + AHEAD
+                if j < n:
+                    ring[j % AHEAD] = hash_key(base + starts[j], lengths[j], unit[j], cid[j])
+                    near[j % AHEAD] = -1
+                    DCP_PREFETCH(&self.table[ring[j % AHEAD] & self.mask])
+        if d < 0:
+            raise MemoryError()
         return out
 
     cdef int _check(self, const int64_t[::1] ids) except -1:
@@ -748,13 +916,24 @@ cdef class KeyIndex:
                 raise ValueError(f"document id {ids[i]} outside 0..{self.n - 1}")
         return 0
 
+    def firsts(self, const uint32_t[::1] unit, const uint32_t[::1] cid):
+        """The first document of each (stream, collection) (``pystate.KeyIndex.firsts``)."""
+        cdef Py_ssize_t n = unit.shape[0], i
+        if cid.shape[0] != n:
+            raise ValueError("one collection per stream")
+        out = np.empty(n, np.int64)
+        cdef int64_t[::1] found = out
+        for i in range(n):
+            found[i] = pair_slot(self, (<uint64_t>unit[i] << 32) | cid[i]).first
+        return out
+
     def keys(self, const int64_t[::1] ids):
         """The key bytes of ``ids`` as Arrow binary buffers (``pystate.KeyIndex.keys``)."""
         cdef Py_ssize_t n = ids.shape[0], i
         cdef int64_t total = 0, d, length
         self._check(ids)
         for i in range(n):
-            total += self.offs[ids[i] + 1] - self.offs[ids[i]]
+            total += self.docs[ids[i]].length
         offsets_arr = np.empty(n + 1, np.int64)
         data_arr = np.empty(total, np.uint8)
         cdef int64_t[::1] offsets = offsets_arr
@@ -763,9 +942,9 @@ cdef class KeyIndex:
         with nogil:
             for i in range(n):
                 d = ids[i]
-                length = self.offs[d + 1] - self.offs[d]
+                length = self.docs[d].length
                 if length:
-                    memcpy(&out[offsets[i]], self.data + self.offs[d], length)
+                    memcpy(&out[offsets[i]], self.data + self.docs[d].off, length)
                 offsets[i + 1] = offsets[i] + length
         return offsets_arr, data_arr
 
@@ -778,13 +957,13 @@ cdef class KeyIndex:
         cdef uint32_t[::1] units = units_arr
         cdef uint32_t[::1] cids = cids_arr
         for i in range(n):
-            units[i], cids[i] = self.units[ids[i]], self.cids[ids[i]]
+            units[i], cids[i] = self.docs[ids[i]].unit, self.docs[ids[i]].cid
         return units_arr, cids_arr
 
     def order(self, const int64_t[::1] ids):
         """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): a
-        merge sort on each document's vbucket, collection and first 16 key bytes, the rest
-        of the key compared only where those tie."""
+        radix sort on each document's vbucket, collection and first 16 key bytes, then a
+        merge sort of the runs where those tie, on the rest of their keys."""
         cdef Py_ssize_t n = ids.shape[0], i
         cdef int64_t d, length
         cdef Sorted* a = NULL
@@ -798,7 +977,7 @@ cdef class KeyIndex:
         cdef uint8_t[::1] ties = ties_arr
         if n == 0:
             return out, ties_arr.view(bool)
-        keys.data, keys.offs = self.data, self.offs
+        keys.data, keys.docs = self.data, self.docs
         a = <Sorted*>malloc(n * sizeof(Sorted))
         b = <Sorted*>malloc(n * sizeof(Sorted))
         try:
@@ -807,12 +986,16 @@ cdef class KeyIndex:
             with nogil:
                 for i in range(n):
                     d = ids[i]
-                    length = self.offs[d + 1] - self.offs[d]
-                    a[i].group = (<uint64_t>(self.units[d] >> 16) << 32) | self.cids[d]
-                    a[i].w0 = word(self.data + self.offs[d], length)
-                    a[i].w1 = word(self.data + self.offs[d] + 8, length - 8)
+                    length = self.docs[d].length
+                    a[i].group = (<uint64_t>(self.docs[d].unit >> 16) << 32) \
+                        | self.docs[d].cid
+                    a[i].w0 = word(self.data + self.docs[d].off, length)
+                    a[i].w1 = word(self.data + self.docs[d].off + 8, length - 8)
                     a[i].doc, a[i].pos = d, i
-                done = merge_sort(&keys, a, b, n)
+                done = radix_sort(&keys, a, b, n)
+                if done == NULL:
+                    with gil:
+                        raise MemoryError()
                 for i in range(n):
                     order[i] = done[i].pos
                     ties[i] = i > 0 and same_key(&keys, &done[i], &done[i - 1])

@@ -46,11 +46,12 @@ _HAS_MARKER = 4      # K_START/K_END hold its open snapshot
 _COMPLETED = 8       # a snapshot completed since the last restart
 _LOST = C.K_LOST     # frames were lost: the consistent seqno no longer rises
 _FRESH = C.K_FRESH   # a run began: its first marker or item says from where
+_ITEMS = C.K_ITEMS   # the stream has sent items: its restarts may discard some
 _MAX = 2**64 - 1
 _CLOCK = ~0xFFFF & _MAX
 _TIMED = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE)
-_ITEMS = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE, C.W_COMMIT, C.W_ABORT,
-          C.W_EVENT, C.W_ADVANCE)
+_ITEM_ROWS = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE, C.W_COMMIT,
+              C.W_ABORT, C.W_EVENT, C.W_ADVANCE)
 
 
 def check_streams(event, slot, info, opaque, seqno, snap_start, snap_end, snap_flags,
@@ -202,8 +203,9 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
 
     Fills, per row: ``bad`` (an item whose seqno is not above its stream's previous one,
     outside OSO: ``previous`` holds that one), ``applies`` (a change within the cuts, not
-    bad), and for each restart whose point is known ``point``/``known``. A restart
-    carried from an earlier stretch whose point an item of this one tells is returned as
+    bad), and for each restart whose point is known ``point``/``known`` (only where the
+    stream had sent items before: a restart can discard nothing else). A restart carried
+    from an earlier stretch whose point an item of this one tells is returned as
     ``(slots, points)``. ``K_FLOOR`` keeps the highest seqno at or below which the stream
     sent nothing: the lowest, over its runs, of the start of the run's first snapshot less
     one (0 for an OSO backfill, which only a stream from seqno 0 gets), or of its first
@@ -231,7 +233,8 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
             if rolled[i]:
                 bits &= ~(_LAZY | _COMPLETED)
                 pending.pop(s, None)
-                point[i], known[i] = seqno[i], 1
+                if bits & _ITEMS:
+                    point[i], known[i] = seqno[i], 1
                 _restarted(st, int(seqno[i]), True)
             else:
                 bits = (bits | _LAZY) & ~_COMPLETED
@@ -246,18 +249,21 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
             if flags & 2 and bits & _HAS_MARKER and int(st[C.K_CHAIN]) >= int(st[C.K_END]):
                 bits = _complete(st, bits, int(limit[i]))
             bits = bits | _IN_OSO if flags & 1 and not flags & 2 else bits & ~_IN_OSO
-        elif w in _ITEMS:
+        elif w in _ITEM_ROWS:
             q = int(seqno[i])
             if bits & _LAZY:
                 p = max(q, 1) - 1
                 row = pending.pop(s, -1)
-                if row >= 0:
+                if not bits & _ITEMS:
+                    pass                      # it discards nothing: not reported
+                elif row >= 0:
                     point[row], known[row] = p, 1
                 else:
                     carried_slots.append(s)
                     carried_points.append(p)
                 _restarted(st, p, not bits & _COMPLETED)
                 bits &= ~_LAZY
+            bits |= _ITEMS
             chain = int(st[C.K_CHAIN])
             if not bits & _IN_OSO and q <= chain:
                 bad[i], previous[i] = 1, chain
@@ -284,7 +290,7 @@ def _floor(st, bits: int, w: int, start: int, oso: int, seqno: int) -> int:
         if not oso & 1 or oso & 2:
             return bits
         floor = 0
-    elif w in _ITEMS:
+    elif w in _ITEM_ROWS:
         floor = max(seqno, 1) - 1
     else:
         return bits
@@ -334,6 +340,7 @@ class KeyIndex:
         self._keys: list[bytes] = []
         self._units: list[int] = []
         self._cids: list[int] = []
+        self._firsts: dict[tuple[int, int], int] = {}
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -354,8 +361,15 @@ class KeyIndex:
                 self._keys.append(key[2])
                 self._units.append(key[0])
                 self._cids.append(key[1])
+                self._firsts.setdefault((key[0], key[1]), found)
             out[i] = found
         return out
+
+    def firsts(self, unit, cid):
+        """The id of the first document of each (stream ``unit[i]``, collection
+        ``cid[i]``), -1 for one without documents."""
+        return np.array([self._firsts.get((int(u), int(c)), -1) for u, c in zip(unit, cid)],
+                        np.int64).reshape(len(unit))
 
     def keys(self, ids):
         """The key bytes of ``ids`` as Arrow binary buffers: (offsets int64, data uint8)."""

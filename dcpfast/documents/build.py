@@ -23,7 +23,7 @@ from .options import chosen, flag, limits, nanoseconds, positive, scan_collectio
 from .output import known_names, table, unknown_names
 from .problems import Problems
 from .restarts import Placer
-from .rows import batch_rows, concat, losses, sort, take
+from .rows import batch_rows, concat, losses, merged, take
 from .segments import dense
 from .versions import Lost, Versions, standing
 from .versions import concat as concat_versions
@@ -90,17 +90,15 @@ class StateBuilder:
         events = system_events(mine)
         event_errors = _new(mine.errors, scanned)
         self.manifest.update(events)
-        restarts = self.placer.place(mine, self._frames, values=self.values)
-        response_errors = _new(mine.errors, [*scanned, *event_errors])
         rows = batch_rows(mine, self._frames, values=self.values, events=events)
-        value_errors = _new(mine.errors, [*scanned, *event_errors, *response_errors])
-        parts = [rows]
-        if len(restarts):
-            parts.append(restarts)
+        value_errors = _new(mine.errors, [*scanned, *event_errors])
+        restarts = self.placer.place(mine, self._frames, rows, values=self.values)
+        response_errors = _new(mine.errors, [*scanned, *event_errors, *value_errors])
+        extra = [restarts] if len(restarts) else []
         if scanned:
-            parts.append(losses(batch, self._frames, scanned))
+            extra.append(losses(batch, self._frames, scanned))
         self._frames += len(batch)
-        self.feed(sort(concat(parts)) if len(parts) > 1 else rows)
+        self.feed(merged(rows, concat(extra)) if extra else rows)
         found = [(*r, kind, "") for kind, regions in (
             ("skipped_bytes", scanned), ("damaged_event", event_errors),
             ("malformed_response", response_errors), ("damaged_value", value_errors))

@@ -21,7 +21,7 @@ import numpy as np
 from .. import _core
 from ..errors import text
 from ..streams.checks import details, expectation
-from .rows import ABORT, COMMIT, DELETION, DOCUMENTS, EXPIRATION, MUTATION, PREPARE, Rows
+from .rows import ABORT, COMMIT, DOCUMENTS, PREPARE, Rows
 from .segments import U64_MAX, Barriers
 from .versions import History, Latest, Lost, Versions, concat, from_rows
 from .walk import Streams, Walk
@@ -54,19 +54,38 @@ class Engine:
         found = self.streams.walk(rows, self.limit, self.at_time)
         self._report(rows, found)
         c = rows.columns
-        clears = np.flatnonzero(c["clear"] & found.applies)
-        barriers = Barriers(found.restarts, (c["unit"][clears], c["cid"][clears],
-                                             clears + 2, c["seqno"][clears]), len(rows))
+        docs = np.flatnonzero((c["what"] < DOCUMENTS) & found.applies)
+        known = len(self.index)
+        g = rows.gather
+        ids = self.index.ids(rows.keys if rows.keys is not None else b"", g("key_pos", docs),
+                             g("key_len", docs), g("unit", docs), g("cid", docs))
+        clears = self._clears(rows, np.flatnonzero(c["clear"] & found.applies), docs, ids,
+                              known)
+        barriers = Barriers(found.restarts, (g("unit", clears), g("cid", clears),
+                                             clears + 2, g("seqno", clears)), len(rows))
         if not barriers.empty:
             self.store.kill(barriers)
-        docs = np.flatnonzero((c["what"] < DOCUMENTS) & found.applies)
-        ids = self.index.ids(rows.keys if rows.keys is not None else b"", c["key_pos"][docs],
-                             c["key_len"][docs], c["unit"][docs], c["cid"][docs])
         if self.only is not None:
-            keep = self.only.matches(c["unit"][docs], c["cid"][docs], ids)
+            keep = self.only.matches(g("unit", docs), g("cid", docs), ids)
             docs, ids = docs[keep], ids[keep]
         versions, rel = self._changes(rows, docs, ids, barriers)
         self.store.add(versions, rel, barriers)
+
+    def _clears(self, rows: Rows, clears: np.ndarray, docs: np.ndarray, ids: np.ndarray,
+                known: int) -> np.ndarray:
+        """Of the collection clears at ``clears``, those of a collection that had a
+        document on its stream before them (one the index knew before this stretch, its
+        first ``known``, or one of ``docs``, of ids ``ids``, before the clear): the
+        others clear nothing (a collection's creation, say)."""
+        if not len(clears):
+            return clears
+        first = self.index.firsts(rows.gather("unit", clears), rows.gather("cid", clears))
+        effective = (first >= 0) & (first < known)
+        later = np.flatnonzero((first >= known))
+        if len(later):          # the first row of a document new in this stretch
+            top = np.maximum.accumulate(ids)
+            effective[later] = docs[np.searchsorted(top, first[later])] < clears[later]
+        return clears[effective]
 
     def _report(self, rows: Rows, walk: Walk) -> None:
         """The problems of a stretch: where frames were lost (what the stream checks
@@ -75,7 +94,8 @@ class Engine:
         f = walk.found
         for i, rule, seqno, given, low, high in zip(*(col.tolist() for col in f)):
             expected, got = expectation(rule, seqno, given, low, high)
-            what = details(rule, seqno, given, low, high, int(c["end_status"][i]))
+            what = details(rule, seqno, given, low, high,
+                           int(rows.gather("end_status", np.array([i]))[0]))
             vbucket = int(c["unit"][i]) >> 16
             self._problem(rows, i, text("state_lost", vbucket=vbucket, details=what,
                                         expected=expected, found=got), "lost_frames",
@@ -89,78 +109,66 @@ class Engine:
     def _problem(self, rows: Rows, i: int, reason: str, kind: str, note: str = "") -> None:
         self.problems.append((int(rows.offset[i]), int(rows.length[i]), reason, kind, note))
 
-    # long: one pass over a stretch's tracked changes, kept whole to read as one rule
     def _changes(self, rows: Rows, docs: np.ndarray, ids: np.ndarray, barriers: Barriers):
         """The versions of the stretch's changes (mutations, deletions, expirations and
         commits) that the store keeps, with their ``rel``; the pending prepares move on.
 
-        Works on indices into the held prepares followed by the stretch's changes; only
-        the versions and prepares kept are built (``_build``)."""
-        c = rows.columns
-        held = self.pending if self.pending is not None else from_rows(rows, docs[:0],
-                                                                       ids[:0])
-        h = len(held)
-        cat = np.concatenate
-        what = cat([held["what"], c["what"][docs]])
-        unit, cid = cat([held["unit"], c["unit"][docs]]), cat([held["cid"], c["cid"][docs]])
-        seqno = cat([held["seqno"], c["seqno"][docs]])
-        rel = cat([np.zeros(h, np.int64), docs.astype(np.int64) + 2])
-        group = cat([held["doc"], ids])
+        The plain changes are versions as they are; the durable writes (prepares,
+        commits, aborts, with the prepares held from earlier stretches) are paired
+        (``_paired``). Only the versions the store keeps are built."""
+        what = rows.columns["what"][docs]
         tracked = (what == PREPARE) | (what == COMMIT) | (what == ABORT)
-        track = np.flatnonzero(tracked)
-        c_ok = np.zeros(0, np.int64)
-        p_ok = np.zeros(0, np.int64)
-        waiting = np.zeros(0, np.int64)
-        if len(track):
-            prepared = cat([np.zeros(h, np.uint64), c["prepared"][docs]])
-            order = track[np.lexsort((rel[track], group[track]))]
-            commits = np.flatnonzero(what[order] == COMMIT)
-            before = np.maximum(commits - 1, 0)
-            com, pre = order[commits], order[before]      # a commit, what came before it
-            ok = (commits > 0) & (group[pre] == group[com]) & (what[pre] == PREPARE)
-            ok &= prepared[com] == seqno[pre]
-            ok &= ~barriers.cleared(unit[pre], cid[pre], rel[pre], rel[com])
-            ok &= ~barriers.discarded(unit[pre], seqno[pre], rel[pre], rel[com])
-            for j in com[~ok].tolist():
-                i = docs[j - h]
-                self._problem(rows, i, text("state_no_prepare", prepared=int(prepared[j]),
-                                            vbucket=int(c["unit"][i]) >> 16),
-                              "commit_without_prepare")
-            c_ok, p_ok = com[ok], pre[ok]
-            last = np.ones(len(order), bool)
-            last[:-1] = group[order][:-1] != group[order][1:]
-            waiting = order[last & (what[order] == PREPARE)]
-            waiting = waiting[~barriers.discarded(unit[waiting], seqno[waiting],
-                                                  rel[waiting])
-                              & ~barriers.cleared(unit[waiting], cid[waiting], rel[waiting],
-                                                  np.full(len(waiting), barriers.span - 1))]
-        self.pending = self._build(rows, docs, ids, held, np.sort(waiting)).combined() \
-            if len(waiting) else None
-        plain = np.flatnonzero(~tracked) if len(track) else np.arange(len(what))
-        at = cat([plain, c_ok])                           # where each version is
-        source = cat([plain, p_ok])                       # where its document comes from
-        keep = self.store.select(group[at], rel[at])
-        at, source = at[keep], source[keep]
-        if len(c_ok):
-            by_source = np.argsort(source, kind="stable")
-            at, source = at[by_source], source[by_source]
-        versions = self._build(rows, docs, ids, held, source)
-        if len(c_ok):
-            for name, column in (("gpos", cat([held["gpos"], c["pos"][docs]])),
-                                 ("seqno", seqno), ("what", what)):
-                versions[name] = column[at]
-        return versions, rel[at]
+        plain = np.flatnonzero(~tracked)
+        held = self.pending
+        if held is None and len(plain) == len(docs):
+            keep = self.store.select(ids, docs)
+            return from_rows(rows, docs[keep], ids[keep]), docs[keep] + 2
+        t = _Tracked(rows, docs, ids, np.flatnonzero(tracked), held)
+        c_ok, p_ok, waiting = self._paired(rows, t, barriers)
+        self.pending = t.build(np.sort(waiting)).combined() if len(waiting) else None
+        cat = np.concatenate
+        keep = self.store.select(cat([ids[plain], t.group[c_ok]]),
+                                 cat([docs[plain] + 2, t.rel[c_ok]]))
+        mine = plain[keep[keep < len(plain)]]
+        kept = keep[keep >= len(plain)] - len(plain)
+        by_source = np.argsort(p_ok[kept], kind="stable")
+        c_ok, p_ok = c_ok[kept[by_source]], p_ok[kept[by_source]]
+        committed = t.build(p_ok)               # each commit's prepare, at the commit
+        committed["gpos"] = t.pos(c_ok)
+        committed["seqno"] = t.seqno[c_ok]
+        committed["what"] = t.what[c_ok]
+        versions = concat([from_rows(rows, docs[mine], ids[mine]), committed])
+        return versions, cat([docs[mine] + 2, t.rel[c_ok]])
 
-    @staticmethod
-    def _build(rows: Rows, docs: np.ndarray, ids: np.ndarray, held: Versions,
-               index: np.ndarray) -> Versions:
-        """The versions at ``index`` (ascending) among the held prepares then the rows
-        ``docs`` (of documents ``ids``)."""
-        h = len(held)
-        mine = index[index >= h] - h
-        if not h:
-            return from_rows(rows, docs[mine], ids[mine])
-        return concat([held.take(index[index < h]), from_rows(rows, docs[mine], ids[mine])])
+    def _paired(self, rows: Rows, t: _Tracked, barriers: Barriers):
+        """Each commit of ``t`` paired with the change of its document before it (the
+        commits whose pair is their prepare, at its seqno and with no clear or restart
+        between that drops it, and those prepares: indices into ``t``), and the prepares
+        still waiting at the stretch's end; a commit without its prepare is a problem."""
+        order = np.lexsort((t.rel, t.group))
+        commits = np.flatnonzero(t.what[order] == COMMIT)
+        before = np.maximum(commits - 1, 0)
+        com, pre = order[commits], order[before]      # a commit, what came before it
+        ok = (commits > 0) & (t.group[pre] == t.group[com]) & (t.what[pre] == PREPARE)
+        ok &= t.prepared[com] == t.seqno[pre]
+        if not barriers.empty:
+            ok &= ~barriers.cleared(t.unit[pre], t.cid[pre], t.rel[pre], t.rel[com])
+            ok &= ~barriers.discarded(t.unit[pre], t.seqno[pre], t.rel[pre], t.rel[com])
+        for j in com[~ok].tolist():
+            self._problem(rows, t.row(j), text("state_no_prepare",
+                                               prepared=int(t.prepared[j]),
+                                               vbucket=int(t.unit[j]) >> 16),
+                          "commit_without_prepare")
+        last = np.ones(len(order), bool)
+        last[:-1] = t.group[order][:-1] != t.group[order][1:]
+        waiting = order[last & (t.what[order] == PREPARE)]
+        if not barriers.empty:
+            waiting = waiting[~barriers.discarded(t.unit[waiting], t.seqno[waiting],
+                                                  t.rel[waiting])
+                              & ~barriers.cleared(t.unit[waiting], t.cid[waiting],
+                                                  t.rel[waiting],
+                                                  np.full(len(waiting), barriers.span - 1))]
+        return com[ok], pre[ok], waiting
 
     @property
     def lost(self) -> Lost:
@@ -189,3 +197,46 @@ class Engine:
                 latest.lost.add(versions, ~before)
             versions = versions.take(np.flatnonzero(before))
         return versions, consistent
+
+
+class _Tracked:
+    """The durable-write changes of a stretch (prepares, commits, aborts, at ``tracked``
+    among the stretch's changes ``docs`` of documents ``ids``) after the prepares
+    ``held`` from earlier stretches: their columns, held ones first."""
+
+    def __init__(self, rows: Rows, docs: np.ndarray, ids: np.ndarray, tracked: np.ndarray,
+                 held: Versions | None):
+        self.rows, self.held = rows, held
+        self.h = h = 0 if held is None else len(held)
+        self.at = docs[tracked]                 # their rows
+        self.ids = ids[tracked]
+        cat = np.concatenate
+
+        def joined(name, column, dtype):
+            mine = rows.gather(column, self.at)
+            if not h:
+                return mine
+            return cat([held[name] if name else np.zeros(h, dtype), mine])
+        self.what = joined("what", "what", np.uint8)
+        self.group = cat([held["doc"], self.ids]) if held is not None else self.ids
+        self.rel = cat([np.zeros(h, np.int64), self.at + 2])
+        self.seqno = joined("seqno", "seqno", np.uint64)
+        self.unit = joined("unit", "unit", np.uint32)
+        self.cid = joined("cid", "cid", np.uint32)
+        self.prepared = joined(None, "prepared", np.uint64)
+
+    def row(self, j: int) -> int:
+        """The row of change ``j`` (not a held one)."""
+        return int(self.at[j - self.h])
+
+    def pos(self, index: np.ndarray) -> np.ndarray:
+        """The stream position of the changes at ``index`` (none held)."""
+        return self.rows.gather("pos", self.at[index - self.h])
+
+    def build(self, index: np.ndarray) -> Versions:
+        """The changes at ``index`` (ascending) as versions."""
+        mine = index[index >= self.h] - self.h
+        made = from_rows(self.rows, self.at[mine], self.ids[mine])
+        if self.held is None:
+            return made
+        return concat([self.held.take(index[index < self.h]), made])

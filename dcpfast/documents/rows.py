@@ -14,9 +14,6 @@ values are wanted, is entry ``value_at`` of ``body``/``xattrs``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 from .. import arrow
@@ -68,25 +65,46 @@ assert (EVENT_OF_OPCODE[[P.Opcode.MUTATION, P.Opcode.SEQNO_ADVANCED]] ==
         EVENT_OF_WHAT[[MUTATION, ADVANCE]]).all()
 
 
-@dataclass
-class Rows:
-    """Rows of a stretch in stream order: the numpy columns of ``NUMERIC``, and the
-    buffer ``keys`` the document keys are in, the values ``body``/``xattrs`` (None when
-    values are not wanted)."""
+class _Columns(dict):
+    """Columns by name, each made when first asked for (``fill``)."""
 
-    columns: dict
-    keys: Any = None         # a buffer, or None when no row is a document change
-    body: Any = None         # pa.Array (large_binary) or None
-    xattrs: Any = None       # pa.Array (map<large_string, large_string>) or None
+    def __init__(self, columns: dict, fill):
+        super().__init__(columns)
+        self.fill = fill
+
+    def __missing__(self, name):
+        if self.fill is None:
+            raise KeyError(name)
+        column = self[name] = self.fill(name)
+        return column
+
+
+class Rows:
+    """Rows of a stretch in stream order: the numpy columns of ``NUMERIC`` (``columns``,
+    made when first asked for), the buffer ``keys`` the document keys are in, and the
+    values ``body``/``xattrs`` (None when values are not wanted). ``gather(name, index)``
+    gives a column at a few rows without making the whole column."""
+
+    def __init__(self, columns: dict, keys=None, body=None, xattrs=None, *, size=None,
+                 fill=None, pick=None):
+        self.columns = _Columns(columns, fill)
+        self.keys, self.body, self.xattrs = keys, body, xattrs
+        self.size = len(columns["pos"]) if size is None else size
+        self._pick = pick
 
     def __len__(self):
-        return len(self.columns["pos"])
+        return self.size
 
     def __getattr__(self, name):
-        try:
-            return self.__dict__["columns"][name]
-        except KeyError:
-            raise AttributeError(name) from None
+        if name in NUMERIC:
+            return self.columns[name]
+        raise AttributeError(name)
+
+    def gather(self, name: str, index: np.ndarray) -> np.ndarray:
+        """Column ``name`` at the rows ``index``."""
+        if self._pick is None or name in self.columns:
+            return self.columns[name][index]
+        return self._pick(name, index)
 
     def events(self) -> np.ndarray:
         """The stream checks' event of each row."""
@@ -129,21 +147,32 @@ def make_rows(n: int, values: bool, keys=None, body=None, xattrs=None, **columns
     return Rows(out, keys, body, xattrs)
 
 
+def merged(rows: Rows, extra: Rows) -> Rows:
+    """``rows`` (in ``pos`` order) with the few rows ``extra`` (restarts, losses: no
+    document changes) put in their places by ``pos``."""
+    extra = sort(extra)
+    at = np.searchsorted(rows.columns["pos"], extra.columns["pos"], side="right")
+    moved = at + np.arange(len(at))                   # where each extra row lands
+
+    def fill(name):
+        return np.insert(rows.columns[name], at, extra.columns[name])
+
+    def pick(name, index):                            # rows of ``rows`` only
+        return rows.gather(name, index - np.searchsorted(moved, index, side="right"))
+
+    return Rows({}, rows.keys, rows.body, rows.xattrs, size=len(rows) + len(extra),
+                fill=fill, pick=pick)
+
+
 def concat(parts: list[Rows]) -> Rows:
-    """Rows of several stretches of one batch, in the order given (their keys in one
-    buffer; the values of only one of them)."""
-    out: dict = {name: np.concatenate([p.columns[name] for p in parts]) for name in NUMERIC}
-    keys = next((p.keys for p in parts if p.keys is not None), None)
-    with_values = [p for p in parts if p.body is not None and len(p.body)]
-    assert len(with_values) <= 1, "the values of one part only"
-    source = with_values[0] if with_values else parts[0]
-    return Rows(out, keys, source.body, source.xattrs)
+    """Rows without document changes, in the order given."""
+    return Rows({name: np.concatenate([p.columns[name] for p in parts]) for name in NUMERIC})
 
 
 def take(rows: Rows, index: np.ndarray) -> Rows:
     """The rows at ``index`` (ascending); their keys and values stay where they are."""
-    return Rows({name: column[index] for name, column in rows.columns.items()}, rows.keys,
-                rows.body, rows.xattrs)
+    return Rows({name: rows.gather(name, index) for name in NUMERIC}, rows.keys, rows.body,
+                rows.xattrs)
 
 
 def sort(rows: Rows) -> Rows:
@@ -154,62 +183,108 @@ def sort(rows: Rows) -> Rows:
     return take(rows, order)
 
 
+#: Columns of ``Rows`` read straight from a batch's column of that name.
+_STRAIGHT = {"seqno": "by_seqno", "prepared": "prepared_seqno", "rev": "rev_seqno",
+             "cas": "cas", "flags": "flags", "expiration": "expiration",
+             "datatype": "datatype", "delete_time": "delete_time",
+             "snap_start": "snap_start", "snap_end": "snap_end", "snap_flags": "snap_flags",
+             "oso": "oso_flags", "end_status": "end_status", "opaque": "opaque",
+             "offset": "offset"}
+
+
 def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> Rows:
     """The rows of ``batch`` (its ``mode`` decides how damaged values and events are
     reported); ``first`` is the number of its first frame in the stream, ``events`` its
-    ``system_events`` when already at hand."""
+    ``system_events`` when already at hand. Its columns are read from the batch when
+    first asked for."""
     missing = [name for name in NEEDED if name not in batch]
     if missing:
         raise ValueError(f"state needs the columns {', '.join(missing)}; this batch was "
                          "scanned without them")
+    if batch.collections and "collection_id" not in batch:
+        raise ValueError("state needs the collection_id column on a collection stream")
     magic = batch["magic"]
     requests = (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
     kinds = kinds_of(batch)
     what_all = WHAT_OF_KIND[kinds]
     at = np.flatnonzero(requests & (what_all != 255))
     what = what_all[at]
-
-    def col(name, dtype=None):
-        column = batch[name][at]
-        return column if dtype is None else column.astype(dtype)
-
-    if batch.collections and "collection_id" not in batch:
-        raise ValueError("state needs the collection_id column on a collection stream")
-    cid = col("collection_id") if batch.collections else np.zeros(len(at), np.uint32)
     if events is None:
         events = system_events(batch)
-    clear = np.zeros(len(at), bool)
     wiped = np.isin(events.column("event").to_numpy(zero_copy_only=False),
                     CLEARING_EVENTS) & events.column("collection_id").is_valid().to_numpy(
                         zero_copy_only=False)
-    if wiped.any():
-        rows = np.searchsorted(at, events.column("index").to_numpy()[wiped])
-        clear[rows] = True
-        cid[rows] = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
+    clear_rows = np.searchsorted(at, events.column("index").to_numpy()[wiped])
+    clear_cids = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
     docs = what < DOCUMENTS
-    key_pos = np.full(len(at), -1, np.int64)
-    key_len = np.zeros(len(at), np.int64)
-    key_pos[docs] = arrow.positions(batch["key_offset"][at[docs]], batch.base_offset)
-    key_len[docs] = batch["key_len"][at[docs]]
     body = xattrs = None
-    value_at = np.full(len(at), -1, np.int64)
+    value_at = None
     if values:
+        value_at = np.full(len(at), -1, np.int64)
         value_at[docs], body, xattrs = _values(batch, at[docs])
-    columns = dict(
-        pos=(first + at.astype(np.int64)) * 2, what=what,
-        unit=col("vbucket", np.uint32) << np.uint32(16) | col("stream_id", np.uint32),
-        seqno=col("by_seqno"), prepared=col("prepared_seqno"), rev=col("rev_seqno"),
-        cas=col("cas"), flags=col("flags"), expiration=col("expiration"),
-        datatype=col("datatype"), delete_time=col("delete_time"),
-        timed_delete=_DELETE_TIMES[kinds[at]], deleted=col("deleted") != 0, cid=cid,
-        clear=clear, snap_start=col("snap_start"), snap_end=col("snap_end"),
-        snap_flags=col("snap_flags"), oso=col("oso_flags"), end_status=col("end_status"),
-        opaque=col("opaque"),
-        info=np.full(len(at), C.INFO_COLLECTIONS if batch.collections else 0, np.uint8),
-        rolled=np.zeros(len(at), bool), offset=col("offset"),
-        length=col("body_len", np.uint64) + np.uint64(P.HEADER_SIZE), key_pos=key_pos,
-        key_len=key_len, value_at=value_at)
-    return Rows(columns, view_of(batch), body, xattrs)
+    info = C.INFO_COLLECTIONS if batch.collections else 0
+
+    last: list = [None, None]                  # the rows last asked for, their frames
+
+    def column(name, rows):
+        """Column ``name`` at ``rows`` (indices into ``at``; None: all)."""
+        if rows is None:
+            frames = at
+        elif rows is last[0]:
+            frames = last[1]
+        else:
+            frames = at[rows]
+            last[:] = rows, frames
+        if name in _STRAIGHT:
+            return batch[_STRAIGHT[name]][frames]
+        if name == "unit":
+            return batch["vbucket"][frames].astype(np.uint32) << np.uint32(16) \
+                | batch["stream_id"][frames]
+        if name == "cid":            # a clearing event's: the collection it clears
+            out = batch["collection_id"][frames] if batch.collections \
+                else np.zeros(len(frames), np.uint32)
+            if len(clear_rows):
+                out = out.copy()
+                if rows is None:
+                    out[clear_rows] = clear_cids
+                else:
+                    k = np.minimum(np.searchsorted(clear_rows, rows), len(clear_rows) - 1)
+                    hit = clear_rows[k] == rows
+                    out[hit] = clear_cids[k[hit]]
+            return out
+        if name == "clear":
+            out = np.zeros(len(at), bool)
+            out[clear_rows] = True
+            return out if rows is None else out[rows]
+        if name == "key_pos":
+            doc = docs if rows is None else docs[rows]
+            out = np.full(len(frames), -1, np.int64)
+            out[doc] = arrow.positions(batch["key_offset"][frames[doc]], batch.base_offset)
+            return out
+        if name == "key_len":
+            return np.where(docs if rows is None else docs[rows],
+                            batch["key_len"][frames], 0).astype(np.int64)
+        if name == "value_at":
+            return (np.full(len(frames), -1, np.int64) if value_at is None
+                    else value_at if rows is None else value_at[rows])
+        if name == "pos":
+            return (first + frames.astype(np.int64)) * 2
+        if name == "what":
+            return what if rows is None else what[rows]
+        if name == "length":
+            return batch["body_len"][frames].astype(np.uint64) + np.uint64(P.HEADER_SIZE)
+        if name == "timed_delete":
+            return _DELETE_TIMES[kinds[frames]]
+        if name == "deleted":
+            return batch["deleted"][frames] != 0
+        if name == "info":
+            return np.full(len(frames), info, np.uint8)
+        if name == "rolled":
+            return np.zeros(len(frames), bool)
+        raise KeyError(name)
+
+    return Rows({"what": what}, view_of(batch), body, xattrs, size=len(at),
+                fill=lambda name: column(name, None), pick=column)
 
 
 def losses(batch: FrameBatch, first: int, regions) -> Rows:

@@ -92,19 +92,22 @@ def concat(parts: list[Versions]) -> Versions:
     return Versions(out)
 
 
+#: The columns of ``Versions`` taken from rows, and the rows' columns they come from.
+_FROM_ROWS = {"gpos": "pos", "unit": "unit", "cid": "cid", "seqno": "seqno", "rev": "rev",
+              "cas": "cas", "flags": "flags", "expiration": "expiration",
+              "datatype": "datatype", "delete_time": "delete_time",
+              "timed_delete": "timed_delete", "deleted": "deleted", "what": "what"}
+
+
 def from_rows(rows: Rows, index: np.ndarray, doc: np.ndarray) -> Versions:
     """The document-change rows at ``index`` (of documents ``doc``) as versions (alive)."""
     import pyarrow as pa
 
-    c = rows.columns
-    out = {"gpos": c["pos"][index], "doc": doc, "unit": c["unit"][index],
-           "cid": c["cid"][index], "seqno": c["seqno"][index], "rev": c["rev"][index],
-           "cas": c["cas"][index], "flags": c["flags"][index],
-           "expiration": c["expiration"][index], "datatype": c["datatype"][index],
-           "delete_time": c["delete_time"][index], "timed_delete": c["timed_delete"][index],
-           "deleted": c["deleted"][index], "what": c["what"][index],
-           "gone": np.full(len(index), ALIVE, np.uint64)}
-    at = c["value_at"][index]
+    g = rows.gather
+    index = np.asarray(index)
+    out = {name: g(source, index) for name, source in _FROM_ROWS.items()}
+    out.update(doc=doc, gone=np.full(len(index), ALIVE, np.uint64))
+    at = g("value_at", index)
     picks = pa.array(at, pa.int64(), mask=at < 0)
     for name in ("body", "xattrs"):
         column = getattr(rows, name)
@@ -189,6 +192,9 @@ class Latest:
             out |= barriers.cleared(versions["unit"], versions["cid"], rel,
                                     np.full(len(rel), barriers.span - 1))
             versions["gone"][out] = DISCARDED
+        if not self.runs and barriers.empty:
+            # one stretch's versions: one per document, all standing, as a merge leaves
+            self.merged, self.merged_bytes = len(versions), versions.nbytes
         self.runs.append(versions)
         self.held += len(versions)
         self.held_bytes += versions.nbytes

@@ -47,8 +47,10 @@ class Streams:
         if not (units & np.uint32(0xFFFF)).any():
             vbuckets = units >> np.uint32(16)
             slots = self.by_vbucket[vbuckets]
-            if (slots < 0).any():
-                for vb in np.unique(vbuckets[slots < 0]).tolist():
+            new = slots < 0
+            if new.any():
+                seen = np.bincount(vbuckets[new], minlength=1 << 16)
+                for vb in np.flatnonzero(seen).tolist():
                     self.by_vbucket[vb] = self._new(vb << 16)
                 slots = self.by_vbucket[vbuckets]
             return slots
