@@ -855,7 +855,8 @@ cdef class KeyIndex:
     def ids(self, buf, const int64_t[::1] starts, const int64_t[::1] lengths,
             const uint32_t[::1] unit, const uint32_t[::1] cid):
         """The id of each document (``pystate.KeyIndex.ids``)."""
-        cdef const uint8_t[::1] data = buf
+        view = memoryview(buf)
+        cdef const uint8_t[::1] data = view if view.format == "B" else view.cast("B")
         cdef Py_ssize_t n = starts.shape[0], i
         cdef int64_t d = 0
         cdef const uint8_t* base

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from ..documents import StateBuilder, consistency, state_errors
+from ..documents import StateBuilder, consistency
 from ..pcap import CLIENT_TO_SERVER
 from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
 
@@ -75,7 +75,8 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
     files = inputs(files, sample)                # each one there before OUTPUT is touched
     chosen = [int(c) if c.isdigit() else c for c in only] or None
     options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
-                   values=not no_values, collections=chosen, errors=errors, history=history)
+                   values=not no_values, only_collections=chosen, errors=errors,
+                   history=history)
     try:
         builder = StateBuilder(**options)
     except (TypeError, ValueError) as e:
@@ -91,13 +92,16 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
                 for batch in source.batches(collections=collections, columns=None,
                                             errors=errors):
                     if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
-                        builder.placer.tracker.update(batch)
+                        builder.client(batch)
                     else:
                         builder.update(batch)
 
     feed(builder)
     with reported(shown(files[-1])):
-        table = builder.table(None if "-" in files else feed)   # standard input: once
+        try:
+            table = builder.table(None if "-" in files else feed)   # standard input: once
+        except ValueError as e:                  # collection names the stream never gave
+            raise click.BadParameter(str(e), param_hint="--collection") from None
     try:
         _write(table, output)
     except OSError as e:
@@ -110,8 +114,10 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
 def _summary(table, output: str, seconds: float) -> None:
     import pyarrow.compute as pc
 
+    from ..documents.output import metadata
+
     points = consistency(table)
-    skipped = state_errors(table)
+    meta = metadata(table)
     what = "versions" if "valid_to_seqno" in table.column_names else "documents"
     click.echo(f"{table.num_rows:,} {what} from {points.num_rows} vbuckets in "
                f"{seconds:.1f} s -> {output}")
@@ -121,12 +127,43 @@ def _summary(table, output: str, seconds: float) -> None:
                    "(see the schema metadata)")
     lost = points.filter(pc.invert(points.column("restored"))).column("vbucket").to_pylist()
     if lost:
-        click.echo(f"{len(lost)} vbucket(s) ({', '.join(map(str, lost[:8]))}"
-                   f"{', ...' if len(lost) > 8 else ''}) may lack versions a restart made "
+        click.echo(f"{len(lost)} vbucket(s) ({_few(lost)}) may lack versions a restart made "
                    "current again: give the input as files, not standard input")
-    if skipped:
-        click.echo(f"skipped {len(skipped)} damaged or inconsistent frame(s), the first at "
-                   f"byte {skipped[0].offset}: {skipped[0].reason}")
+    for line in _warnings(meta):
+        click.echo(line)
+
+
+def _few(vbuckets: list[int]) -> str:
+    return ", ".join(map(str, vbuckets[:8])) + (", ..." if len(vbuckets) > 8 else "")
+
+
+def _warnings(meta: dict) -> list[str]:
+    """The lines that say what the state's metadata ``meta`` cannot claim: frames lost,
+    what the streams did not send, and what skip mode passed over."""
+    out = []
+    if meta.get("lost"):
+        out.append(f"warning: frames were lost on {len(meta['lost'])} vbucket(s) "
+                   f"({_few(meta['lost'])}): their consistent seqno stops before the loss")
+    lacks = meta.get("lacks", {})
+    began = [vb for vb, _ in lacks.get("history", ())]
+    missing = [text for flag, text in (("values", "values (opened with NO_VALUE)"),
+                                       ("backfill_tombstones", "the tombstones of the "
+                                        "initial backfill (SkipDeletesInInitialBackfill)"))
+               if lacks.get(flag)]
+    if began:
+        missing.append(f"changes before the stream began on {len(began)} vbucket(s) "
+                       f"({_few(began)}; see starts_after in the consistency)")
+    if missing:
+        out.append("note: the table lacks " + "; ".join(missing))
+    errors = meta.get("errors", ())
+    if errors:
+        total = meta.get("errors_total", len(errors))
+        counts = ", ".join(f"{n:,} {kind.replace('_', ' ')}"
+                           for kind, n in meta.get("error_counts", {}).items())
+        offset, _, reason = errors[0][-3:]
+        out.append(f"skipped {total:,} damaged or inconsistent frame(s) ({counts}), the "
+                   f"first at byte {offset}: {reason}")
+    return out
 
 
 def _on_spark(files, output, master, options, collections) -> None:
@@ -167,7 +204,5 @@ def _on_spark(files, output, master, options, collections) -> None:
     if seqnos:
         click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
                    f"(see {REPORT_FILE})")
-    if report["errors"]:
-        file, offset, _, reason = report["errors"][0]
-        click.echo(f"skipped {len(report['errors'])} damaged or inconsistent frame(s), the "
-                   f"first at byte {offset}{f' of {file}' if file else ''}: {reason}")
+    for line in _warnings(report):
+        click.echo(line)

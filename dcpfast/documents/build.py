@@ -125,8 +125,7 @@ class StateBuilder:
         if self.mode == "strict":
             offset, _, reason, _, note = problems[0]
             raise DcpFormatError(offset, reason + note)
-        for kind in {p[3] for p in problems}:
-            self.problems.add(kind, [p[:3] for p in problems if p[3] == kind])
+        self.problems.add((p[:3], p[3]) for p in problems)
 
     def table(self, again: Callable[[StateBuilder], object] | None = None) -> pa.Table:
         """The state of what the batches held (built once: the builder then holds nothing
@@ -197,7 +196,8 @@ class StateBuilder:
         exact = StateBuilder(at_seqno=self.at_seqno, at_time=self.at_time,
                              values=self.values, errors="skip", history=True)
         exact.engine = Engine(limit=self.engine.limit, at_time=self.at_time, history=True,
-                              only=lost, index=self.engine.index)
+                              only=lost, index=self.engine.index,
+                              futures=self.engine.futures())
         again(exact)
         return _joined(versions, lost, exact.engine.finish()[0])
 

@@ -23,7 +23,7 @@ from ..errors import text
 from ..streams.checks import details, expectation
 from .rows import ABORT, COMMIT, DOCUMENTS, PREPARE, Rows
 from .segments import U64_MAX, Barriers
-from .versions import History, Latest, Lost, Versions, concat, from_rows
+from .versions import Futures, History, Latest, Lost, Versions, concat, from_rows
 from .walk import Streams, Walk
 
 
@@ -39,10 +39,14 @@ class Engine:
     """
 
     def __init__(self, *, limit: Callable, at_time: int | None, history: bool,
-                 include_deleted: bool = False, only: Lost | None = None, index=None):
+                 include_deleted: bool = False, only: Lost | None = None, index=None,
+                 futures: Futures | None = None):
         self.limit, self.at_time, self.history, self.only = limit, at_time, history, only
         self.index = _core.state.KeyIndex() if index is None else index
-        self.store: Latest | History = History() if history else Latest(include_deleted)
+        self.store: Latest | History = History(futures) if history \
+            else Latest(include_deleted)
+        #: every restart whose point is known: (unit, position, point) arrays per stretch
+        self.restarts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.streams = Streams()
         self.pending: Versions | None = None      # prepares awaiting their commit or abort
         self.problems: list[tuple[int, int, str, str, str]] = []
@@ -63,6 +67,11 @@ class Engine:
                               known)
         barriers = Barriers(found.restarts, (g("unit", clears), g("cid", clears),
                                              clears + 2, g("seqno", clears)), len(rows))
+        unit, rel, point = found.restarts
+        if len(unit):                # a restart carried from before stands just before
+            self.restarts.append((unit, np.where(rel >= 2, g("pos", np.maximum(rel - 2, 0)),
+                                                 g("pos", np.zeros(len(rel), np.int64)) - 1),
+                                  point))
         if not barriers.empty:
             self.store.kill(barriers)
         if self.only is not None:
@@ -175,6 +184,15 @@ class Engine:
         """The documents whose state a restart or a time cut left unknown to a ``Latest``
         store (always empty for ``History``)."""
         return self.store.lost if isinstance(self.store, Latest) else Lost()
+
+    def futures(self) -> Futures:
+        """What this pass learnt of the whole stream, for a second pass over it."""
+        parts = list(zip(*self.restarts)) or [[np.zeros(0, np.uint32)],
+                                                [np.zeros(0, np.int64)],
+                                                [np.zeros(0, np.uint64)]]
+        restarts = tuple(np.concatenate(p) for p in parts)
+        cuts = self.streams.cuts() if self.at_time is not None else {}
+        return Futures(restarts, cuts)
 
     def finish(self) -> tuple[Versions | None, dict[int, int]]:
         """The versions that stand (past ``at_time`` cut where the stream's clock passed it),

@@ -4,8 +4,6 @@ a table stays small whatever the stream holds."""
 
 from __future__ import annotations
 
-from ..errors import SkippedRegion
-
 #: Problems listed in a table's metadata; the others are only counted.
 LISTED = 1000
 #: The kinds of problem, by what found them.
@@ -19,21 +17,20 @@ class Problems:
 
     def __init__(self, limit: int = LISTED):
         self.limit = limit
-        self.first: list[SkippedRegion] = []
+        self.first: list[tuple] = []
         self.counts: dict[str, int] = {}
         self.total = 0
 
-    def add(self, kind: str, regions) -> None:
-        """Add ``regions`` (``(offset, length, reason)`` each, in stream order) of ``kind``."""
-        regions = list(regions)
-        if not regions:
-            return
-        assert kind in KINDS, kind
-        room = self.limit - len(self.first)
-        if room > 0:
-            self.first.extend(SkippedRegion(*r) for r in regions[:room])
-        self.counts[kind] = self.counts.get(kind, 0) + len(regions)
-        self.total += len(regions)
+    def add(self, problems) -> None:
+        """Add ``problems``, ``(region, kind)`` each in stream order: the region
+        ``(offset, length, reason)`` (on Spark ``(file, offset, length, reason)``), its
+        kind one of ``KINDS``."""
+        for region, kind in problems:
+            assert kind in KINDS, kind
+            if len(self.first) < self.limit:
+                self.first.append(tuple(region))
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.total += 1
 
     def metadata(self) -> dict:
         """The ``errors``, ``error_counts`` and ``errors_total`` of a table's metadata."""

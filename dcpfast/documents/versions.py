@@ -232,11 +232,54 @@ class Latest:
         return concat(runs) if runs else None
 
 
-class History:
-    """Every version of every document that a restart has not discarded."""
+class Futures:
+    """What the whole stream will do, known from a first pass over it: each stream's
+    restarts (their positions and points) and its time cut (the seqno from which its
+    changes are past ``at_time``). From it, a version that will stand at the end (no
+    later restart discards it, the cut keeps it) is known when it comes."""
 
-    def __init__(self):
+    def __init__(self, restarts: tuple, cuts: dict[int, int]):
+        unit, pos, point = restarts
+        self.cuts = cuts
+        self.by_unit: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        order = np.lexsort((pos, unit))
+        unit, pos, point = unit[order], pos[order], point[order]
+        for u in np.unique(unit).tolist():
+            mine = unit == u
+            points = point[mine]
+            # the lowest point of the restarts from each one on
+            suffix = np.minimum.accumulate(points[::-1])[::-1]
+            self.by_unit[u] = (pos[mine], np.append(suffix, U64_MAX).astype(np.uint64))
+
+    def final(self, versions: Versions) -> np.ndarray:
+        """Which versions will stand at the end of the stream (unless a later version of
+        their document replaces them): below their stream's time cut, and above no
+        later restart's point."""
+        out = np.ones(len(versions), bool)
+        unit, gpos, seqno = versions["unit"], versions["gpos"], versions["seqno"]
+        for u in np.unique(unit).tolist():
+            mine = np.flatnonzero(unit == u)
+            cut = self.cuts.get(u, int(U64_MAX))
+            ok = seqno[mine] < np.uint64(cut)
+            if u in self.by_unit:
+                pos, suffix = self.by_unit[u]
+                lowest = suffix[np.searchsorted(pos, gpos[mine], side="right")]
+                ok &= lowest >= seqno[mine]
+            out[mine] = ok
+        return out
+
+
+class History:
+    """Every version of every document that a restart has not discarded; with
+    ``futures``, only those that may still stand at the end: a version that a later
+    version of its document replaces for good (``Futures.final``) is let go as the store
+    grows, so that it holds about twice what may stand (the second pass of a one-version
+    state, ``build``)."""
+
+    def __init__(self, futures: Futures | None = None):
         self.runs: list[Versions] = []
+        self.futures = futures
+        self.held = self.compacted = 0
 
     def kill(self, barriers: Barriers) -> None:
         for i, run in enumerate(self.runs):
@@ -263,11 +306,49 @@ class History:
             versions["gone"] = barriers.gone_after(versions["unit"], versions["cid"], rel)
             versions = versions.take(np.flatnonzero(~out))
         self.runs.append(versions)
+        self.held += len(versions)
+        if self.futures is not None and self.held > 2 * max(self.compacted, MERGE_FLOOR):
+            self.compact()
+
+    def compact(self) -> None:
+        """Let go of the versions that a later, final version of their document
+        replaces; each run keeps its part."""
+        every = concat(self.runs)
+        order = np.lexsort((every["gpos"], every["doc"]))
+        final = self.futures.final(every)[order]
+        doc = every["doc"][order]
+        # per document, whether a final version comes after each one
+        last = np.ones(len(order), bool)
+        last[:-1] = doc[1:] != doc[:-1]
+        later = np.zeros(len(order), bool)
+        later[:-1] = final[1:] & ~last[:-1]
+        groups = np.cumsum(last[::-1])[::-1]            # a group id, counted from the end
+        later = _any_after(later, groups)
+        keep = np.sort(order[~later])
+        bounds = np.cumsum([0, *map(len, self.runs)])
+        parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
+                 for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
+        self.runs = [part for part in parts if len(part)]
+        self.held = self.compacted = len(keep)
 
     def result(self) -> Versions | None:
         """The versions held, handed over: the store is empty after."""
         runs, self.runs = self.runs, []
+        self.held = 0
         return concat(runs) if runs else None
+
+
+def _any_after(flags: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per element, whether it or an element after it in its group (consecutive equal
+    ``groups``) is flagged."""
+    if not len(flags):
+        return flags
+    reverse = flags[::-1].astype(np.int64)
+    starts = np.ones(len(flags), bool)
+    starts[1:] = groups[::-1][1:] != groups[::-1][:-1]
+    total = np.cumsum(reverse)
+    base = np.maximum.accumulate(np.where(starts, total - reverse, 0))
+    return (total - base > 0)[::-1]
 
 
 def tombstones(versions: Versions) -> np.ndarray:
