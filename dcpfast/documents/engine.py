@@ -69,9 +69,9 @@ class Engine:
                                              clears + 2, g("seqno", clears)), len(rows))
         unit, rel, point = found.restarts
         if len(unit):                # a restart carried from before stands just before
-            self.restarts.append((unit, np.where(rel >= 2, g("pos", np.maximum(rel - 2, 0)),
-                                                 g("pos", np.zeros(len(rel), np.int64)) - 1),
-                                  point))
+            pos = c["pos"]
+            self.restarts.append((unit, np.where(rel >= 2, pos[np.maximum(rel - 2, 0)],
+                                                 pos[0] - 1), point))
         if not barriers.empty:
             self.store.kill(barriers)
         if self.only is not None:

@@ -157,7 +157,7 @@ def merged(rows: Rows, extra: Rows) -> Rows:
     def fill(name):
         return np.insert(rows.columns[name], at, extra.columns[name])
 
-    def pick(name, index):                            # rows of ``rows`` only
+    def pick(name, index):                  # rows of ``rows`` only (document changes)
         return rows.gather(name, index - np.searchsorted(moved, index, side="right"))
 
     return Rows({}, rows.keys, rows.body, rows.xattrs, size=len(rows) + len(extra),
