@@ -99,7 +99,8 @@ class StateBuilder:
             extra.append(losses(batch, self._frames, scanned))
         self._frames += len(batch)
         self.feed(merged(rows, concat(extra)) if extra else rows)
-        found = [(*r, kind, "") for kind, regions in (
+        hint = text("state_skip_hint")
+        found = [(*r, kind, hint) for kind, regions in (
             ("skipped_bytes", scanned), ("damaged_event", event_errors),
             ("malformed_response", response_errors), ("damaged_value", value_errors))
             for r in regions]
@@ -140,7 +141,7 @@ class StateBuilder:
         if self._table is not None:
             return self._table
         self._report([(offset, length, text("state_unplaced_rollback", seqno=seqno),
-                       "unplaced_rollback", "")
+                       "unplaced_rollback", text("state_skip_hint"))
                       for offset, length, seqno in self.placer.unplaced()])
         return self.result(again)
 

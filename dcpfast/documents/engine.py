@@ -113,7 +113,8 @@ class Engine:
         for i in bad[~np.isin(bad, f.at)].tolist():
             self._problem(rows, i, text("state_seqno_backwards", seqno=int(c["seqno"][i]),
                                         vbucket=int(c["unit"][i]) >> 16,
-                                        previous=int(walk.previous[i])), "seqno_backwards")
+                                        previous=int(walk.previous[i])), "seqno_backwards",
+                          text("state_skip_hint"))
 
     def _problem(self, rows: Rows, i: int, reason: str, kind: str, note: str = "") -> None:
         self.problems.append((int(rows.offset[i]), int(rows.length[i]), reason, kind, note))
@@ -164,10 +165,10 @@ class Engine:
             ok &= ~barriers.cleared(t.unit[pre], t.cid[pre], t.rel[pre], t.rel[com])
             ok &= ~barriers.discarded(t.unit[pre], t.seqno[pre], t.rel[pre], t.rel[com])
         for j in com[~ok].tolist():
+            vbucket = int(t.unit[j]) >> 16
             self._problem(rows, t.row(j), text("state_no_prepare",
-                                               prepared=int(t.prepared[j]),
-                                               vbucket=int(t.unit[j]) >> 16),
-                          "commit_without_prepare")
+                                               prepared=int(t.prepared[j]), vbucket=vbucket),
+                          "commit_without_prepare", text("state_skip_hint"))
         last = np.ones(len(order), bool)
         last[:-1] = t.group[order][:-1] != t.group[order][1:]
         waiting = order[last & (t.what[order] == PREPARE)]
