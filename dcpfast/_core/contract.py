@@ -112,9 +112,12 @@ C_FIELDS = 7
 
 #: Rows of the state engine (``documents.rows``): what each one is.
 W_MUTATION, W_DELETION, W_EXPIRATION, W_PREPARE, W_COMMIT, W_ABORT, W_EVENT, W_ADVANCE, \
-    W_MARKER, W_OSO, W_RESTART, W_END, W_LOSS = range(13)
+    W_MARKER, W_OSO, W_RESTART, W_END, W_LOSS, W_REQUEST = range(14)
+W_NONE = 15
 #: ``W_LOSS``: bytes were lost there (a capture gap, skipped damage) that may have held
-#: frames of any stream.
+#: frames of any stream; ``W_REQUEST``: a Stream Request in the stream (its start seqno in
+#: ``seqno``), which the walk passes over; ``W_NONE``: a row both pass over (a Stream
+#: Request whose value does not decode).
 
 #: Columns of a stream's walk state (``walk_state``'s ``carry``).
 K_BITS, K_CHAIN, K_CUT, K_START, K_END, K_CONSISTENT, K_FLOOR = range(7)

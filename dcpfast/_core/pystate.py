@@ -66,6 +66,13 @@ def check_streams(event, slot, info, opaque, seqno, snap_start, snap_end, snap_f
     outside its snapshot, a snapshot short of its end) or the seqno ``low`` to exceed (a
     seqno going backwards); ``given``'s bits say which are there (``GIVEN_FOUND``: a seqno
     was found or reached, ``GIVEN_RANGE``: a range or seqno was expected)."""
+    _lengths(len(event), slot, info, opaque, seqno, snap_start, snap_end, snap_flags,
+             end_status, starts)
+    if state.shape[1] != C.C_FIELDS:
+        raise ValueError("the check state has C_FIELDS columns")
+    for ev, s in zip(event, slot):
+        if ev != C.EV_NONE and not 0 <= s < len(state):
+            raise ValueError(f"slot {s} outside the check state")
     out: list[tuple[int, int, int, int, int, int]] = []
     for i in range(len(event)):
         ev = int(event[i])
@@ -145,6 +152,11 @@ def check_streams(event, slot, info, opaque, seqno, snap_start, snap_end, snap_f
     return _found(out)
 
 
+def _lengths(n: int, *columns) -> None:
+    if any(len(c) != n for c in columns):
+        raise ValueError("every column needs one value per row")
+
+
 def _closed(st, bits, span, i, ev, collections, status, start, end, flags, out) -> None:
     """The checks on a snapshot that row ``i`` (a marker, an OSO start or a Stream End
     with ``status``; ``start``, ``end``, ``flags``: the new marker's) closes."""
@@ -210,6 +222,13 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
     sent nothing: the lowest, over its runs, of the start of the run's first snapshot less
     one (0 for an OSO backfill, which only a stream from seqno 0 gets), or of its first
     item less one where no snapshot marker came first."""
+    _lengths(len(what), slot, seqno, cas, snap_start, snap_end, oso, rolled, limit, lost, bad,
+             previous, applies, point, known)
+    if carry.shape[1] != C.K_FIELDS:
+        raise ValueError("the walk state has K_FIELDS columns")
+    for w, s in zip(what, slot):
+        if w != C.W_LOSS and not 0 <= s < len(carry):
+            raise ValueError(f"slot {s} outside the walk state")
     carried_slots: list[int] = []
     carried_points: list[int] = []
     pending: dict[int, int] = {}              # slot -> row of its restart in this stretch
@@ -323,6 +342,11 @@ def _complete(st, bits: int, limit: int) -> int:
 def newest(ids, order_key, size):
     """Per id in ``0..size-1``, the index of the element with the highest ``order_key``
     (the last such one where several share it); -1 for an id with none."""
+    if len(order_key) != len(ids):
+        raise ValueError("one order key per id")
+    for g in ids:
+        if not 0 <= g < size:
+            raise ValueError(f"id {g} outside 0..{size - 1}")
     best = np.full(size, -1, np.int64)
     for i in range(len(ids)):
         g = int(ids[i])
@@ -349,6 +373,7 @@ class KeyIndex:
         """The id of each document whose key is ``buf[starts[i]:starts[i] + lengths[i]]``,
         of stream ``unit[i]`` and collection ``cid[i]`` (new ones get the next ids)."""
         data = memoryview(buf).cast("B")
+        _lengths(len(starts), lengths, unit, cid)
         out = np.empty(len(starts), np.int64)
         for i in range(len(starts)):
             at = int(starts[i])
@@ -371,8 +396,14 @@ class KeyIndex:
         return np.array([self._firsts.get((int(u), int(c)), -1) for u, c in zip(unit, cid)],
                         np.int64).reshape(len(unit))
 
+    def _check(self, ids) -> None:
+        for d in ids:
+            if not 0 <= d < len(self._keys):
+                raise ValueError(f"document id {d} outside 0..{len(self._keys) - 1}")
+
     def keys(self, ids):
         """The key bytes of ``ids`` as Arrow binary buffers: (offsets int64, data uint8)."""
+        self._check(ids)
         chosen = [self._keys[int(i)] for i in ids]
         offsets = np.zeros(len(chosen) + 1, np.int64)
         np.cumsum([len(k) for k in chosen], out=offsets[1:])
@@ -380,6 +411,7 @@ class KeyIndex:
 
     def streams(self, ids):
         """The stream (``unit``) and collection id of ``ids``."""
+        self._check(ids)
         return (np.array([self._units[int(i)] for i in ids], np.uint32),
                 np.array([self._cids[int(i)] for i in ids], np.uint32))
 
@@ -387,6 +419,8 @@ class KeyIndex:
         """The positions of ``ids`` sorted by vbucket, collection id and key bytes (then
         by position), and per position of that order whether its document has the
         vbucket, collection and key of the one before (``ties``, bool)."""
+        self._check(ids)
+
         def key(p):
             d = int(ids[p])
             return self._units[d] >> 16, self._cids[d], self._keys[d]

@@ -17,8 +17,9 @@ from .._core import contract as C
 from ..batch import FrameBatch
 from ..streams import StreamTracker
 from ..streams import frames as F
+from ..streams.checks import request_info
 from ..streams.matching import Matcher, batch_requests, learn, stream_key
-from .rows import RESTART, Rows, make_rows
+from .rows import REQUEST, RESTART, Rows, make_rows
 
 #: The requests a ``StreamTracker`` remembers (Stream Requests, Get Failover Logs): a
 #: batch without any has none to learn.
@@ -59,6 +60,8 @@ class Placer:
                                   opaque))
         found += self._resolve(rows, first)
         learn(self.tracker, batch_requests(batch, decoded) if asked else {}, opaques)
+        if counts[P.Opcode.STREAM_REQUEST]:
+            _requested(rows, first, decoded, batch.collections)
         if not found:
             return make_rows(0, values)
         names = ("pos", "unit", "rolled", "seqno", "offset", "length", "opaque")
@@ -132,3 +135,19 @@ def _opaques(rows: Rows, first: int) -> dict[int, list[tuple[int, int]]]:
     for pair, row in sorted(zip(unique.tolist(), frames.tolist()), key=lambda x: x[1]):
         out.setdefault(pair >> 32, []).append((row, pair & 0xFFFFFFFF))
     return out
+
+
+def _requested(rows: Rows, first: int, decoded: dict, collections: bool) -> None:
+    """The Stream Requests among ``rows``: their stream (the one they ask for), start
+    seqno and what the stream checks read of them (``streams.checks.request_info``)."""
+    c = rows.columns
+    asked = np.flatnonzero(c["what"] == REQUEST)
+    if not len(asked):
+        return
+    c["what"][asked] = C.W_NONE             # a request whose value does not decode
+    at = np.searchsorted(c["pos"], [(first + i) * 2 for i in decoded])
+    c["what"][at] = REQUEST
+    c["seqno"][at] = [r["start_seqno"] for r in decoded.values()]
+    c["unit"][at] = [stream_key(r["vbucket"], r["stream_id"] or 0) for r in decoded.values()]
+    c["info"][at] = [request_info(r["flags"], r["filter"], collections)
+                     for r in decoded.values()]

@@ -4,8 +4,9 @@ the stream's position, in stream order, as numpy columns (``Rows``), and how a
 
 Each row has a ``what`` (``_core.contract.W_*``): a document change (mutation, deletion,
 expiration, prepare, commit, abort), a system event, a seqno advance, a snapshot marker,
-an OSO marker, a Stream End, a restart (a Stream Request response placed on its stream,
-``restarts``) or a loss (bytes skipped that may have held frames of any stream). ``pos``
+an OSO marker, a Stream End, a Stream Request (its start seqno in ``seqno``), a restart
+(a Stream Request response placed on its stream, ``restarts``) or a loss (bytes skipped
+that may have held frames of any stream). ``pos``
 orders rows across stretches: twice the frame's number in the stream, one less for a
 restart placed just before the message that placed it or a loss just before the frame
 after it. A document change's key is ``keys[key_pos:key_pos + key_len]``; its value, where
@@ -24,9 +25,9 @@ from ..events import system_events
 from ..streams.checks import EVENT_OF_OPCODE, oso_events
 
 MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT, ADVANCE, MARKER, OSO, \
-    RESTART, END, LOSS = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE,
-                          C.W_COMMIT, C.W_ABORT, C.W_EVENT, C.W_ADVANCE, C.W_MARKER, C.W_OSO,
-                          C.W_RESTART, C.W_END, C.W_LOSS)
+    RESTART, END, LOSS, REQUEST = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE,
+                                   C.W_COMMIT, C.W_ABORT, C.W_EVENT, C.W_ADVANCE, C.W_MARKER,
+                                   C.W_OSO, C.W_RESTART, C.W_END, C.W_LOSS, C.W_REQUEST)
 #: ``what`` below this is a document change.
 DOCUMENTS = EVENT
 #: Changes whose frame carries the document's CAS.
@@ -42,11 +43,12 @@ EVENT_OF_WHAT[ADVANCE] = C.EV_ADVANCE
 EVENT_OF_WHAT[MARKER] = C.EV_MARKER
 EVENT_OF_WHAT[END] = C.EV_END
 EVENT_OF_WHAT[RESTART] = C.EV_RESPONSE
+EVENT_OF_WHAT[REQUEST] = C.EV_REQUEST
 
 _WHAT = {"mutation": MUTATION, "deletion_v1": DELETION, "deletion_v2": DELETION,
          "expiration": EXPIRATION, "prepare": PREPARE, "commit": COMMIT, "abort": ABORT,
          "system_event": EVENT, "seqno_advanced": ADVANCE, "oso_snapshot": OSO,
-         "stream_end": END}
+         "stream_end": END, "stream_request": REQUEST}
 #: Per frame kind: its ``what``, or 255 for the kinds the state does not read.
 WHAT_OF_KIND = np.full(len(P.KINDS), 255, np.uint8)
 for _i, _kind in enumerate(P.KINDS):

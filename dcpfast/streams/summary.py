@@ -32,7 +32,6 @@ from .checks import (
     request_info,
 )
 from .matching import (
-    AMBIGUOUS,
     Matcher,
     StreamTracker,
     batch_requests,
@@ -149,7 +148,9 @@ class Summary:
         self._counts = _Tally()                            # frames by stream slot, opcode
         self._markers: list[np.ndarray] = []   # per batch: slot, start, end, flags rows
         self._anomalies: list[dict[str, np.ndarray]] = []
-        self._pending: list[tuple[int, int, int]] = []     # opaque, seqno, offset
+        #: responses nothing placed yet: opaque, rollback seqno (None: success), offset,
+        #: frame number
+        self._pending: list[tuple[int, int | None, int, int]] = []
         self._checks = Checks()                             # each stream's check state
         self._lost: list[tuple[int, int, str]] = []        # skipped regions
 
@@ -175,23 +176,48 @@ class Summary:
         return stream
 
     def _place_responses(self, batch, match) -> dict[int, int]:
-        """Stream keys of the Stream Request responses that open (or refuse) a stream;
-        rollback seqnos go to their stream or wait for an opaque to place them."""
+        """Stream keys of the Stream Request responses that open (or refuse) a stream and
+        that their request or an earlier message places; the others wait for the first
+        stream message with their opaque (``_waiting``). Rollback seqnos go to their
+        stream."""
         rolled = F.rollback_seqnos(batch)
         ok = F.rows(batch, P.Opcode.STREAM_REQUEST, response=True, status=P.Status.SUCCESS)
         placed = {}
         for i in sorted([*ok.tolist(), *rolled]):
             where = match.place(i)
-            if where is not None:
-                placed[i] = stream_key(*where)
+            if where is None:
+                self._pending.append((int(batch["opaque"][i]), rolled.get(i),
+                                      int(batch["offset"][i]), self.frames - len(batch) + i))
+                continue
+            placed[i] = stream_key(*where)
             if i in rolled:
-                if where is None:
-                    self._pending.append((int(batch["opaque"][i]), rolled[i],
-                                          int(batch["offset"][i])))
-                else:
-                    stream = self._stream(placed[i])
-                    stream.rollbacks = (stream.rollbacks or []) + [rolled[i]]
+                stream = self._stream(placed[i])
+                stream.rollbacks = (stream.rollbacks or []) + [rolled[i]]
         return placed
+
+    def _waited(self, batch: FrameBatch, rows: np.ndarray, keys: np.ndarray,
+                message: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """The waiting responses that the first stream message with their opaque after
+        them, among ``rows`` (``message`` says which are messages, ``keys`` their
+        streams), places: (row before which, stream key, opaque, offset) each."""
+        if not self._pending:
+            return []
+        first = self.frames - len(batch)
+        at = np.flatnonzero(message)
+        opaques = batch["opaque"][rows[at]]
+        out, kept = [], []
+        for opaque, seqno, offset, number in self._pending:
+            hits = at[(opaques == opaque) & (rows[at] + first > number)]
+            if not len(hits):
+                kept.append((opaque, seqno, offset, number))
+                continue
+            j = int(hits[0])
+            out.append((j, int(keys[j]), opaque, offset))
+            if seqno is not None:
+                stream = self._stream(int(keys[j]))
+                stream.rollbacks = (stream.rollbacks or []) + [seqno]
+        self._pending = kept
+        return out
 
     def _update(self, batch: FrameBatch, decoded: dict, opaques: dict) -> None:
         op = batch["opcode"]
@@ -211,19 +237,33 @@ class Summary:
         oso = real & (ops == P.Opcode.OSO_SNAPSHOT)
         event[oso] = oso_events(batch["oso_flags"][rows[oso]])
         info = np.full(len(rows), C.INFO_COLLECTIONS if batch.collections else 0, np.uint8)
-        seqno = batch["by_seqno"][rows]
+        cols = {"seqno": batch["by_seqno"][rows], "opaque": batch["opaque"][rows],
+                "snap_start": batch["snap_start"][rows], "snap_end": batch["snap_end"][rows],
+                "snap_flags": batch["snap_flags"][rows],
+                "end_status": batch["end_status"][rows], "offset": batch["offset"][rows]}
         if decoded:
             at = np.searchsorted(rows, list(decoded))
-            seqno = seqno.copy()
+            cols["seqno"] = cols["seqno"].copy()
             event[at] = C.EV_REQUEST
-            seqno[at] = [r["start_seqno"] for r in decoded.values()]
+            cols["seqno"][at] = [r["start_seqno"] for r in decoded.values()]
             info[at] = [request_info(r["flags"], r["filter"], batch.collections)
                         for r in decoded.values()]
+        waited = self._waited(batch, rows, keys, real & F.IS_MESSAGE[ops])
+        if waited:          # each placed just before the message that placed it
+            where = np.array([w[0] for w in waited], np.int64)
+            rows, keys = np.insert(rows, where, rows[where]), np.insert(
+                keys, where, [w[1] for w in waited])
+            real = np.insert(real, where, False)
+            event = np.insert(event, where, C.EV_RESPONSE)
+            info = np.insert(info, where, info[where])
+            extra = {"opaque": [w[2] for w in waited], "offset": [w[3] for w in waited]}
+            cols = {name: np.insert(col, where, extra.get(name, 0))
+                    for name, col in cols.items()}
         slots = self._slots(keys)
         found, starts = self._checks.run(
-            event, slots, info, batch["opaque"][rows], seqno, batch["snap_start"][rows],
-            batch["snap_end"][rows], batch["snap_flags"][rows], batch["end_status"][rows])
-        self._record(found, batch["offset"][rows], keys, batch["end_status"][rows])
+            event, slots, info, cols["opaque"], cols["seqno"], cols["snap_start"],
+            cols["snap_end"], cols["snap_flags"], cols["end_status"])
+        self._record(found, cols["offset"], keys, cols["end_status"])
         self._tally(batch, rows, real, event, slots, starts)
 
     def _slots(self, keys: np.ndarray) -> np.ndarray:
@@ -278,17 +318,10 @@ class Summary:
 
     # -- output --------------------------------------------------------------------------
 
-    def _resolved_pending(self) -> tuple[dict[int, list[int]], list[tuple[int, int, int]]]:
-        """Pending rollbacks placed by the stream opaques learnt since, and the rest."""
-        placed: dict[int, list[int]] = {}
-        rest = []
-        for opaque, seqno, offset in self._pending:
-            key = self.tracker.opaques.get(opaque, AMBIGUOUS)
-            if key == AMBIGUOUS:
-                rest.append((opaque, seqno, offset))
-            else:
-                placed.setdefault(key, []).append(seqno)
-        return placed, rest
+    def _unplaced(self) -> list[tuple[int, int, int]]:
+        """(opaque, seqno, offset) of the Rollback responses nothing placed."""
+        return [(opaque, seqno, offset) for opaque, seqno, offset, _ in self._pending
+                if seqno is not None]
 
     def to_arrow(self) -> pa.Table:
         """One row per vbucket stream, ordered by vbucket and stream id.
@@ -302,7 +335,6 @@ class Summary:
         """
         import pyarrow as pa
 
-        late, _ = self._resolved_pending()
         streams = [self._streams[k] for k in sorted(self._streams)]
         ranges = self._ranges([s.slot for s in streams])
         counts = self._counts.of([s.slot for s in streams])
@@ -318,9 +350,8 @@ class Summary:
             "snapshots": pa.array(np.diff(np.asarray(ranges.offsets)).astype(np.int64)),
             "snapshot_ranges": ranges.cast(pa.list_(range_type)),
             "counts": counts.cast(pa.map_(pa.string(), pa.int64())),
-            "rollbacks": pa.array([(s.rollbacks or [])
-                                   + late.get(stream_key(s.vbucket, s.stream_id), [])
-                                   for s in streams], pa.list_(pa.uint64())),
+            "rollbacks": pa.array([s.rollbacks or [] for s in streams],
+                                  pa.list_(pa.uint64())),
             "end_status": pa.array([None if s.end_status is None else
                                     F.enum_name(P.StreamEndStatus, s.end_status)
                                     or str(s.end_status) for s in streams], pa.string()),
@@ -352,7 +383,7 @@ class Summary:
         by_seqno, details`` (``by_seqno``: the item's, or the seqno a snapshot reached)."""
         import pyarrow as pa
 
-        _, unmatched = self._resolved_pending()
+        unmatched = self._unplaced()
         cols = {name: np.concatenate([a[name] for a in self._anomalies])
                 for name in self._anomalies[0]} if self._anomalies else None
         rows = []
