@@ -429,6 +429,40 @@ def test_commit_without_its_prepare():
     assert docs(table)[b"a"]["by_seqno"] == 1          # the version before stays
 
 
+def test_a_commit_pairs_with_the_prepare_at_its_prepared_seqno():
+    """A commit makes its prepare the document's version only when the prepare pending
+    has the commit's prepared seqno: another is not the one it commits."""
+    prepare = dict(rev_seqno=1, durability_level=1, **HDR)
+    wrong = t.commit(b"a", prepared_seqno=1, commit_seqno=3, **HDR)
+    data = b"".join([marker(1, 5), mutation(b"a", 1),
+                     t.prepare(b"a", b'{"p":2}', by_seqno=2, cas=cas(2), datatype=1, **prepare),
+                     wrong,
+                     t.prepare(b"b", b'{"p":4}', by_seqno=4, cas=cas(4), datatype=1, **prepare),
+                     t.commit(b"b", prepared_seqno=4, commit_seqno=5, **HDR)])
+    with pytest.raises(DcpFormatError) as e:
+        dcpfast.state(data)
+    assert e.value.offset == data.index(wrong) and "seqno 1" in e.value.reason
+    table = dcpfast.state(data, errors="skip")
+    assert [r.offset for r in state_errors(table)] == [data.index(wrong)]
+    live = docs(table)
+    assert live[b"a"]["by_seqno"] == 1 and live[b"a"]["body"] == b'{"v":1}'
+    assert live[b"b"]["by_seqno"] == 5 and live[b"b"]["body"] == b'{"p":4}'
+
+
+def test_a_time_cut_leaves_out_the_change_at_its_own_seqno():
+    """Inside an OSO snapshot the cut is the lowest seqno of a change past the time; a
+    change kept earlier at that very seqno is past the cut too (changes from the cut's
+    seqno on are out)."""
+    data = b"".join([
+        t.oso_snapshot(OsoFlag.START, **HDR), mutation(b"a", 6), mutation(b"b", 4),
+        t.mutation(b"c", b"{}", by_seqno=6, cas=cas(9), **HDR), mutation(b"d", 7),
+        t.oso_snapshot(OsoFlag.END, **HDR)])
+    table = dcpfast.state(data, at_time=cas(8))
+    assert {k: r["by_seqno"] for k, r in docs(table).items()} == {b"b": 4}
+    every = dcpfast.state(data, at_time=cas(8), history=True)
+    assert every.column("by_seqno").to_pylist() == [4]
+
+
 def test_seqno_going_backwards():
     late = mutation(b"a", 2, body=b"late")
     data = b"".join([marker(1, 5), mutation(b"a", 1), mutation(b"b", 3), late,
