@@ -19,7 +19,7 @@ from dcpfast.cli import main
 from dcpfast.documents import StateBuilder, consistency, state_errors
 from dcpfast.documents.output import metadata
 from dcpfast.documents.problems import LISTED
-from dcpfast.protocol import OpenFlag, Opcode, SnapshotFlag, Status
+from dcpfast.protocol import Opcode, OpenFlag, SnapshotFlag, Status
 
 HDR = dict(vbucket=5, opaque=0x1005)
 
