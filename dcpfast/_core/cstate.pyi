@@ -1,5 +1,5 @@
 import numpy as np
-from typing_extensions import Buffer
+from typing_extensions import Buffer, disjoint_base
 
 _Found = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -14,6 +14,7 @@ def walk_state(what: np.ndarray, slot: np.ndarray, seqno: np.ndarray, cas: np.nd
                point: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 def newest(ids: np.ndarray, order_key: np.ndarray, size: int) -> np.ndarray: ...
 
+@disjoint_base
 class KeyIndex:
     def __len__(self) -> int: ...
     def ids(self, buf: Buffer, starts: np.ndarray, lengths: np.ndarray, unit: np.ndarray,

@@ -54,6 +54,7 @@ _ITEM_ROWS = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE, C.W_COMMI
               C.W_ABORT, C.W_EVENT, C.W_ADVANCE)
 
 
+# long: one loop over the rows, each event's rule in its branch, read as one
 def check_streams(event, slot, info, opaque, seqno, snap_start, snap_end, snap_flags,
                   end_status, state, starts):
     """The stream checks over rows in arrival order: ``event`` (``contract.EV_*``) per row,
@@ -204,6 +205,7 @@ def _found(out):
     return at, rule, found, given, low, high
 
 
+# long: one loop over the rows, each kind of row in its branch, read as one
 def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit, lost,
                at_time, carry, bad, previous, applies, point, known):
     """The state engine's walk of a stretch of rows in stream order: ``what``

@@ -198,7 +198,7 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> R
     """The rows of ``batch`` (its ``mode`` decides how damaged values and events are
     reported); ``first`` is the number of its first frame in the stream, ``events`` its
     ``system_events`` when already at hand. Its columns are read from the batch when
-    first asked for."""
+    first asked for (``_Source``)."""
     missing = [name for name in NEEDED if name not in batch]
     if missing:
         raise ValueError(f"state needs the columns {', '.join(missing)}; this batch was "
@@ -210,83 +210,83 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> R
     kinds = kinds_of(batch)
     what_all = WHAT_OF_KIND[kinds]
     at = np.flatnonzero(requests & (what_all != 255))
-    what = what_all[at]
-    if events is None:
-        events = system_events(batch)
-    wiped = np.isin(events.column("event").to_numpy(zero_copy_only=False),
-                    CLEARING_EVENTS) & events.column("collection_id").is_valid().to_numpy(
-                        zero_copy_only=False)
-    clear_rows = np.searchsorted(at, events.column("index").to_numpy()[wiped])
-    clear_cids = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
-    docs = what < DOCUMENTS
+    source = _Source(batch, first, at, what_all[at], kinds,
+                     system_events(batch) if events is None else events)
     body = xattrs = None
-    value_at = None
     if values:
-        value_at = np.full(len(at), -1, np.int64)
-        value_at[docs], body, xattrs = _values(batch, at[docs])
-    info = C.INFO_COLLECTIONS if batch.collections else 0
+        docs = source.what < DOCUMENTS
+        source.value_at = np.full(len(at), -1, np.int64)
+        source.value_at[docs], body, xattrs = _values(batch, at[docs])
+    return Rows({"what": source.what}, view_of(batch), body, xattrs, size=len(at),
+                fill=lambda name: source.column(name, None), pick=source.column)
 
-    last: list = [None, None]                  # the rows last asked for, their frames
 
-    def column(name, rows):
+class _Source:
+    """The columns of a batch's rows (its frames at ``at``), read when asked for."""
+
+    def __init__(self, batch: FrameBatch, first: int, at: np.ndarray, what: np.ndarray,
+                 kinds: np.ndarray, events):
+        self.batch, self.first, self.at, self.what, self.kinds = batch, first, at, what, kinds
+        wiped = np.isin(events.column("event").to_numpy(zero_copy_only=False),
+                        CLEARING_EVENTS) & events.column("collection_id").is_valid().to_numpy(
+                            zero_copy_only=False)
+        #: the rows of the events that clear a collection, and that collection
+        self.clears = np.searchsorted(at, events.column("index").to_numpy()[wiped])
+        self.cleared = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
+        self.value_at: np.ndarray | None = None
+        self.info = C.INFO_COLLECTIONS if batch.collections else 0
+        self._last: tuple = (None, None)           # the rows last asked for, their frames
+
+    def column(self, name: str, rows: np.ndarray | None) -> np.ndarray:
         """Column ``name`` at ``rows`` (indices into ``at``; None: all)."""
+        batch, at = self.batch, self.at
         if rows is None:
             frames = at
-        elif rows is last[0]:
-            frames = last[1]
+        elif rows is self._last[0]:
+            frames = self._last[1]
         else:
             frames = at[rows]
-            last[:] = rows, frames
+            self._last = rows, frames
         if name in _STRAIGHT:
             return batch[_STRAIGHT[name]][frames]
-        if name == "unit":
-            return batch["vbucket"][frames].astype(np.uint32) << np.uint32(16) \
-                | batch["stream_id"][frames]
-        if name == "cid":            # a clearing event's: the collection it clears
-            out = batch["collection_id"][frames] if batch.collections \
-                else np.zeros(len(frames), np.uint32)
-            if len(clear_rows):
-                out = out.copy()
-                if rows is None:
-                    out[clear_rows] = clear_cids
-                else:
-                    k = np.minimum(np.searchsorted(clear_rows, rows), len(clear_rows) - 1)
-                    hit = clear_rows[k] == rows
-                    out[hit] = clear_cids[k[hit]]
-            return out
-        if name == "clear":
-            out = np.zeros(len(at), bool)
-            out[clear_rows] = True
-            return out if rows is None else out[rows]
-        if name == "key_pos":
-            doc = docs if rows is None else docs[rows]
-            out = np.full(len(frames), -1, np.int64)
-            out[doc] = arrow.positions(batch["key_offset"][frames[doc]], batch.base_offset)
-            return out
-        if name == "key_len":
-            return np.where(docs if rows is None else docs[rows],
-                            batch["key_len"][frames], 0).astype(np.int64)
-        if name == "value_at":
-            return (np.full(len(frames), -1, np.int64) if value_at is None
-                    else value_at if rows is None else value_at[rows])
-        if name == "pos":
-            return (first + frames.astype(np.int64)) * 2
-        if name == "what":
-            return what if rows is None else what[rows]
-        if name == "length":
-            return batch["body_len"][frames].astype(np.uint64) + np.uint64(P.HEADER_SIZE)
-        if name == "timed_delete":
-            return _DELETE_TIMES[kinds[frames]]
-        if name == "deleted":
-            return batch["deleted"][frames] != 0
-        if name == "info":
-            return np.full(len(frames), info, np.uint8)
-        if name == "rolled":
-            return np.zeros(len(frames), bool)
-        raise KeyError(name)
+        docs = self.what < DOCUMENTS if rows is None else self.what[rows] < DOCUMENTS
+        derived = {
+            "unit": lambda: batch["vbucket"][frames].astype(np.uint32) << np.uint32(16)
+            | batch["stream_id"][frames],
+            "cid": lambda: self._cids(frames, rows),
+            "clear": lambda: np.isin(np.arange(len(at)) if rows is None else rows,
+                                     self.clears),
+            "key_pos": lambda: np.where(docs, arrow.positions(batch["key_offset"][frames],
+                                                              batch.base_offset), -1),
+            "key_len": lambda: np.where(docs, batch["key_len"][frames], 0).astype(np.int64),
+            "value_at": lambda: np.full(len(frames), -1, np.int64) if self.value_at is None
+            else self.value_at if rows is None else self.value_at[rows],
+            "pos": lambda: (self.first + frames.astype(np.int64)) * 2,
+            "what": lambda: self.what if rows is None else self.what[rows],
+            "length": lambda: batch["body_len"][frames].astype(np.uint64)
+            + np.uint64(P.HEADER_SIZE),
+            "timed_delete": lambda: _DELETE_TIMES[self.kinds[frames]],
+            "deleted": lambda: batch["deleted"][frames] != 0,
+            "info": lambda: np.full(len(frames), self.info, np.uint8),
+            "rolled": lambda: np.zeros(len(frames), bool),
+        }
+        return derived[name]()
 
-    return Rows({"what": what}, view_of(batch), body, xattrs, size=len(at),
-                fill=lambda name: column(name, None), pick=column)
+    def _cids(self, frames: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        """Collection ids; a clearing event's is the collection it clears."""
+        batch = self.batch
+        out = batch["collection_id"][frames] if batch.collections \
+            else np.zeros(len(frames), np.uint32)
+        if not len(self.clears):
+            return out
+        out = out.copy()
+        if rows is None:
+            out[self.clears] = self.cleared
+        else:
+            k = np.minimum(np.searchsorted(self.clears, rows), len(self.clears) - 1)
+            hit = self.clears[k] == rows
+            out[hit] = self.cleared[k[hit]]
+        return out
 
 
 def losses(batch: FrameBatch, first: int, regions) -> Rows:

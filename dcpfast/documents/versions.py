@@ -105,7 +105,7 @@ def from_rows(rows: Rows, index: np.ndarray, doc: np.ndarray) -> Versions:
 
     g = rows.gather
     index = np.asarray(index)
-    out = {name: g(source, index) for name, source in _FROM_ROWS.items()}
+    out: dict = {name: g(source, index) for name, source in _FROM_ROWS.items()}
     out.update(doc=doc, gone=np.full(len(index), ALIVE, np.uint64))
     at = g("value_at", index)
     picks = pa.array(at, pa.int64(), mask=at < 0)
@@ -313,6 +313,7 @@ class History:
     def compact(self) -> None:
         """Let go of the versions that a later, final version of their document
         replaces; each run keeps its part."""
+        assert self.futures is not None
         every = concat(self.runs)
         order = np.lexsort((every["gpos"], every["doc"]))
         final = self.futures.final(every)[order]

@@ -58,11 +58,12 @@ class _Stream:
     def __init__(self, key: int, slot: int):
         self.vbucket, self.stream_id = key >> 16, key & 0xFFFF
         self.slot = slot                # its number in the summary's counts and ranges
-        self.opaque = None
+        self.opaque: int | None = None
         self.streams = 0
-        self.first_seqno = self.last_seqno = None
+        self.first_seqno: int | None = None
+        self.last_seqno: int | None = None
         self.rollbacks: list[int] | None = None
-        self.end_status = None
+        self.end_status: int | None = None
         self.anomalies = 0
 
 
