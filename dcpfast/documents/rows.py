@@ -256,8 +256,8 @@ class _Source:
             "cid": lambda: self._cids(frames, rows),
             "clear": lambda: np.isin(np.arange(len(at)) if rows is None else rows,
                                      self.clears),
-            "key_pos": lambda: np.where(docs, arrow.positions(batch["key_offset"][frames],
-                                                              batch.base_offset), -1),
+            "key_pos": lambda: np.where(docs, arrow.positions(
+                batch["key_offset"][frames], batch.base_offset).astype(np.int64), -1),
             "key_len": lambda: np.where(docs, batch["key_len"][frames], 0).astype(np.int64),
             "value_at": lambda: np.full(len(frames), -1, np.int64) if self.value_at is None
             else self.value_at if rows is None else self.value_at[rows],
