@@ -247,14 +247,20 @@ cdef class KeyIndex:
         cdef uint64_t entry
         cdef Py_ssize_t j
         with nogil:
-            # a pipeline: the table slot of the key AHEAD on, the document of the one
-            # AHEAD / 2 on (its table entry arrived) and the key bytes of the one AHEAD / 4
-            # on (its document arrived) are fetched while this one is found
+            # a pipeline: the bytes of the key 2 * AHEAD on, the table slot of the one
+            # AHEAD on, the document of the one AHEAD / 2 on (its table entry arrived) and
+            # its key bytes of the one AHEAD / 4 on (its document arrived) are fetched
+            # while this one is found
+            for j in range(min(n, 2 * AHEAD)):
+                DCP_PREFETCH(base + starts[j])
             for j in range(min(n, AHEAD)):
                 ring[j] = hash_key(base + starts[j], lengths[j], unit[j], cid[j])
                 near[j] = -1
                 DCP_PREFETCH(&self.table[ring[j] & self.mask])
             for i in range(n):
+                j = i + 2 * AHEAD                  # the key bytes, in a frame far away
+                if j < n:
+                    DCP_PREFETCH(base + starts[j])
                 j = i + AHEAD // 2
                 if j < n:
                     entry = self.table[ring[j % AHEAD] & self.mask]
