@@ -23,7 +23,7 @@ from .options import chosen, flag, limits, nanoseconds, positive, scan_collectio
 from .output import known_names, table, unknown_names
 from .problems import Problems
 from .restarts import Placer
-from .rows import batch_rows, concat, losses, merged, take
+from .rows import NEEDED, batch_rows, concat, losses, merged, take
 from .segments import dense
 from .versions import Lost, Versions, standing
 from .versions import concat as concat_versions
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 #: initial backfill.
 _NO_VALUE = P.OpenFlag.NO_VALUE | P.OpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
 _U64_MAX = 2**64 - 1
+#: The columns the state scans of a path or buffer.
+SCANNED = (*NEEDED, "collection_id")
 
 
 class StateBuilder:
@@ -306,13 +308,14 @@ def _batches(source, errors: str, reading: dict) -> Iterable[FrameBatch]:
         return [source]
     if isinstance(source, (str, os.PathLike)) and _capture(source):
         return read_pcap(source, collections=reading["collections"], errors=errors,
-                         batch_bytes=reading["batch_bytes"])
+                         batch_bytes=reading["batch_bytes"], columns=SCANNED)
     if _is_buffer(source) or isinstance(source, (str, os.PathLike)) \
             or hasattr(source, "read") or not isinstance(source, Iterable):
         if _is_buffer(source) and is_capture(_head(source)):
             raise ValueError(text("state_capture_buffer"))
         return iter_batches(source, reading["batch_bytes"], errors=errors,
-                            collections=reading["collections"], threads=reading["threads"])
+                            collections=reading["collections"], threads=reading["threads"],
+                            columns=SCANNED)
     return source
 
 

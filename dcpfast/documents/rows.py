@@ -249,16 +249,18 @@ class _Source:
             self._last = rows, frames
         if name in _STRAIGHT:
             return batch[_STRAIGHT[name]][frames]
-        docs = self.what < DOCUMENTS if rows is None else self.what[rows] < DOCUMENTS
+
+        def docs():
+            return (self.what if rows is None else self.what[rows]) < DOCUMENTS
         derived = {
             "unit": lambda: batch["vbucket"][frames].astype(np.uint32) << np.uint32(16)
             | batch["stream_id"][frames],
             "cid": lambda: self._cids(frames, rows),
             "clear": lambda: np.isin(np.arange(len(at)) if rows is None else rows,
                                      self.clears),
-            "key_pos": lambda: np.where(docs, arrow.positions(
+            "key_pos": lambda: np.where(docs(), arrow.positions(
                 batch["key_offset"][frames], batch.base_offset).astype(np.int64), -1),
-            "key_len": lambda: np.where(docs, batch["key_len"][frames], 0).astype(np.int64),
+            "key_len": lambda: np.where(docs(), batch["key_len"][frames], 0).astype(np.int64),
             "value_at": lambda: np.full(len(frames), -1, np.int64) if self.value_at is None
             else self.value_at if rows is None else self.value_at[rows],
             "pos": lambda: (self.first + frames.astype(np.int64)) * 2,
