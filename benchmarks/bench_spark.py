@@ -22,6 +22,16 @@ warms Spark's JIT), best and median of ``--repeat``:
   and ``dcpfast convert`` in a process of its own (its own column set and types, one file,
   unpartitioned).
 
+* Delta against Parquet (``--only delta``): ``write_delta`` and ``write_parquet`` on the
+  same files, default columns: the cost of one Delta transaction against the renames;
+* streaming (``--only stream``): the ``dcp`` stream reader with ``Trigger.AvailableNow``
+  over the files into ``noop`` against the batch read of the same bytes, and the trigger
+  latency of a small append (one stream of 200 changes) to a running query;
+* the first job of a session (``--only cold``), each in a fresh process: Spark's own
+  smallest write (``spark.range(1000).write.parquet``, the JVM's start included), the
+  job's ``write_parquet`` on the same corpus, and one process doing the job's work:
+  the target is a cold job within Spark's cold start plus twice the work plus 2 s.
+
 The issue's target, the job at >= 2.5x Spark's own partitioned write, is printed per
 column set, from the medians.
 
@@ -302,6 +312,177 @@ def parquet(spark, label, columns, root, paths, size, repeat) -> dict:
             "job_over_spark": ratio}
 
 
+def delta(spark, root, paths, size, repeat) -> dict:
+    """The Delta job against the Parquet job (default columns)."""
+    frames = single_process(paths, None)
+    out = root / "out"
+    table = Table("Delta against Parquet, default columns", size, frames)
+
+    def job(kind):
+        def go():
+            shutil.rmtree(out / kind, ignore_errors=True)
+            write = dspark.write_delta if kind == "delta" else dspark.write_parquet
+            _check(kind, write(spark, str(root / "files"), str(out / kind))["frames"], frames)
+        return go
+
+    table.add("write_parquet (commit: renames)", job("parquet"))
+    table.add("write_delta (commit: one Delta transaction)", job("delta"))
+    rows = table.run(repeat)
+    print(f"\nDelta's commit costs {rows[1]['median'] - rows[0]['median']:+.2f} s "
+          f"({rows[1]['median'] / rows[0]['median']:.2f}x the Parquet job)")
+    shutil.rmtree(out, ignore_errors=True)
+    return {"rows": rows}
+
+
+def streaming(spark, root, paths, size, repeat) -> dict:
+    """The stream reader against the batch read of the same bytes, and the latency of a
+    trigger after a small append."""
+    frames = single_process(paths, None)
+    table = Table("Streaming against batch, default columns, into noop", size, frames)
+    dspark.register(spark)
+
+    def stream():
+        check = Path(tempfile.mkdtemp(prefix="ckpt-", dir=root))
+        query = spark.readStream.format("dcp").load(str(root / "files")).writeStream \
+            .format("noop").option("checkpointLocation", str(check)) \
+            .trigger(availableNow=True).start()
+        query.awaitTermination()
+        _check("stream", sum(p["numInputRows"] for p in query.recentProgress), frames)
+        shutil.rmtree(check)
+
+    table.add("batch: read_dcp into noop", lambda: dspark.read_dcp(
+        spark, str(root / "files")).write.format("noop").mode("overwrite").save())
+    table.add("stream: readStream.format('dcp'), AvailableNow, into noop", stream)
+    rows = table.run(repeat)
+    return {"rows": rows, "latency": _latency(spark, root, repeat)}
+
+
+def _latency(spark, root, repeat) -> list[float]:
+    """Seconds from a small append to the end of the micro-batch that holds it, on a
+    query that triggers as soon as it can."""
+    grow = root / "grow"
+    shutil.rmtree(grow, ignore_errors=True)
+    grow.mkdir()
+    piece = testing.synthetic_stream(200, seed=11)
+    (grow / "g.dcp").write_bytes(piece)
+    seen: list[float] = []
+
+    def batch(df, batch_id):
+        if df.count():
+            seen.append(time.perf_counter())
+
+    query = spark.readStream.format("dcp").option("columns", "offset").load(str(grow)) \
+        .writeStream.foreachBatch(batch).option("checkpointLocation", str(root / "lck")) \
+        .start()
+    delays = []
+    try:
+        while not seen:
+            time.sleep(0.05)
+        for _ in range(max(repeat, 3)):
+            before = len(seen)
+            at = time.perf_counter()
+            with open(grow / "g.dcp", "ab") as f:
+                f.write(piece)
+            while len(seen) == before:
+                time.sleep(0.01)
+            delays.append(seen[-1] - at)
+    finally:
+        query.stop()
+    print(f"\ntrigger latency of a {len(piece):,}-byte append: median "
+          f"{statistics.median(delays):.2f} s, best {min(delays):.2f} s ({len(delays)} appends)")
+    return delays
+
+
+_COLD = """
+import sys, time
+began = time.perf_counter()
+from dcpfast.spark.job import session
+spark = session("{master}", "cold", log=sys.argv[2])
+started = time.perf_counter()
+if sys.argv[1] == "spark":
+    spark.range(1000).write.parquet(sys.argv[3])
+else:
+    from dcpfast.spark import write_parquet
+    write_parquet(spark, sys.argv[4], sys.argv[3])
+done = time.perf_counter()
+spark.stop()
+print(started - began, done - started)
+"""
+
+
+def worker_imports(repeat: int) -> dict:
+    """CPU seconds of what a job's Python worker imports at its start (pyspark's worker
+    and Arrow serializers, pyarrow, the job's module): with pyspark from the zip Spark
+    puts first on a worker's path, and through ``workers.launcher``, which takes it off
+    there; fresh processes, taking turns, median of ``repeat`` (at least 3)."""
+    import resource
+
+    import pyspark
+
+    from dcpfast.spark.workers import launcher
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    zips = os.pathsep.join(str(p) for p in sorted(lib.glob("*.zip")))
+    env = dict(os.environ, PYTHONPATH=zips)
+    code = "import pyspark.daemon, pyspark.worker, pyspark.sql.pandas.serializers, pyarrow, " \
+           "dcpfast.spark.sink"
+    cpu: dict[str, list] = {"zip": [], "launcher": []}
+    for _ in range(max(repeat, 3)):
+        for kind, python in (("zip", sys.executable), ("launcher", launcher())):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run([python, "-c", code], env=env, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[kind].append(after.ru_utime + after.ru_stime - before.ru_utime -
+                             before.ru_stime)
+    zipped, launched = statistics.median(cpu["zip"]), statistics.median(cpu["launcher"])
+    print(f"\na Python worker's imports: {zipped:.2f} s of CPU with pyspark from its zip, "
+          f"{launched:.2f} s through the launcher ({zipped - launched:.2f} s less for each "
+          f"Python process Spark starts)")
+    return cpu
+
+
+def cold(root, paths, size, repeat, master) -> dict:
+    """The first job of a session, each in a fresh process, against Spark's own first
+    smallest write and one process doing the work."""
+    frames = single_process(paths, None)
+    results: dict[str, list] = {"spark": [], "job": [], "plain": [], "work": []}
+    # the same job with PYSPARK_PYTHON naming another path to this interpreter: its
+    # workers run it as it is (no launcher taking pyspark's zip off their path)
+    plain = dict(os.environ, PYSPARK_PYTHON=os.path.join(os.path.dirname(sys.executable),
+                                                         "python3"))
+    for _ in range(repeat):
+        for kind in ("spark", "job", "plain"):
+            out = root / f"cold-{kind}"
+            shutil.rmtree(out, ignore_errors=True)
+            began = time.perf_counter()
+            done = subprocess.run([sys.executable, "-c", _COLD.format(master=master),
+                                   "spark" if kind == "spark" else "job",
+                                   str(root / "cold.log"), str(out), str(root / "files")],
+                                  capture_output=True, text=True, check=True,
+                                  env=plain if kind == "plain" else None)
+            total = time.perf_counter() - began
+            start, job = (float(x) for x in done.stdout.split())
+            results[kind].append((total, start, job))
+        began = time.perf_counter()
+        _check("TaskWriter", one_process_job(paths, None, root / "one-cold"), frames)
+        results["work"].append(time.perf_counter() - began)
+    spark = min(t for t, _, _ in results["spark"])
+    job = min(t for t, _, _ in results["job"])
+    work = min(results["work"])
+    print(f"\nthe first job of a session, fresh processes, best of {repeat} ({size / 1e6:,.1f} "
+          f"MB, {master}):\n\n| what | whole process s | Spark's start s | the job s |\n"
+          f"|---|---|---|---|")
+    for label, kind in (("Spark's own smallest write", "spark"), ("write_parquet", "job"),
+                        ("write_parquet, workers without the launcher", "plain")):
+        best = min(results[kind])
+        print(f"| {label} | {best[0]:.2f} | {best[1]:.2f} | {best[2]:.2f} |")
+    print(f"| one process doing the job's work | {work:.2f} | | |")
+    bound = spark + 2 * work + 2
+    print(f"\ncold job {job:.2f} s against Spark's cold start + 2x the work + 2 s = "
+          f"{bound:.2f} s: {'MET' if job <= bound else 'NOT MET'}")
+    return {"runs": results, "bound": bound, "worker_imports": worker_imports(repeat)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small corpus, one timed run")
@@ -310,14 +491,15 @@ def main(argv=None) -> int:
     parser.add_argument("--items", type=int, default=88_000, help="document changes per stream")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--only", choices=["reading", "pushdown", "parquet"], action="append",
+    parser.add_argument("--only", choices=["reading", "pushdown", "parquet", "delta", "stream",
+                                           "cold"], action="append",
                         help="run only these tables (default: all)")
     parser.add_argument("--dir", help="write the corpus here (default: a temporary directory)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     if args.quick:
         args.files, args.copies, args.repeat = 2, 1, 1
-    only = set(args.only or ("reading", "pushdown", "parquet"))
+    only = set(args.only or ("reading", "pushdown", "parquet", "delta", "stream", "cold"))
 
     root = Path(args.dir or tempfile.mkdtemp(prefix="dcpfast-bench-spark-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -333,7 +515,11 @@ def main(argv=None) -> int:
     print_machine(info)
     print(f"corpus: {len(paths)} files, {size / 1e6:,.1f} MB in {root} "
           f"({time.perf_counter() - start:.1f} s)")
+    report: dict = {"machine": info, "files": len(paths), "bytes": size,
+                    "master": args.master, "repeat": args.repeat}
 
+    if "cold" in only:                    # fresh processes, before this one starts Spark
+        report["cold"] = cold(root, paths, size, args.repeat, args.master)
     spark = session(args.master, "dcpfast-bench",
                            conf={"spark.sql.shuffle.partitions": "2",
                                  "spark.driver.memory": "3g"}, log=str(root / "spark.log"))
@@ -341,8 +527,6 @@ def main(argv=None) -> int:
     import pyspark
     print(f"pyspark {pyspark.__version__}, master {args.master}, best and median of "
           f"{args.repeat} runs taking turns")
-    report: dict = {"machine": info, "files": len(paths), "bytes": size,
-                    "master": args.master, "repeat": args.repeat}
     try:
         if "reading" in only:
             report["reading"] = reading(spark, root, paths, joined, size, args.repeat)
@@ -351,6 +535,10 @@ def main(argv=None) -> int:
         if "parquet" in only:
             report["parquet"] = [parquet(spark, label, columns, root, paths, size,
                                          args.repeat) for label, columns in COLUMN_SETS]
+        if "delta" in only:
+            report["delta"] = delta(spark, root, paths, size, args.repeat)
+        if "stream" in only:
+            report["stream"] = streaming(spark, root, paths, size, args.repeat)
     finally:
         spark.stop()
     if args.json:

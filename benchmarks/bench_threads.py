@@ -11,8 +11,10 @@ against the C probe of the suite. The threads table times, on the full mixed cor
 1,000,000 frames, ``--thread-items``), the scan of the buffer, the same buffer cut into
 slices that threads scan apart without making one batch (the ceiling: no anchors, no
 stitching), ``read`` and ``iter_batches`` of it as a file (in the page cache) and
-``values()``; the convert table runs ``dcpfast convert`` to Parquet in this process with
-each thread count. Every path is checked against one single-threaded scan before it is
+``values()``; the default table times ``scan`` and ``read`` with the default thread count
+against one thread, as the machine is and with a CPU-bound process on every core (the
+default must never lose); the convert table runs ``dcpfast convert`` to Parquet in this
+process with each thread count. Every path is checked against one single-threaded scan before it is
 timed. ``--wait-quiet SECONDS`` waits for idle CPUs before measuring (a shared machine's
 load shows in thread figures first); ``--readme`` rewrites the section between the threads
 markers of docs/benchmarks.md. Timings are reported, never judged.
@@ -79,6 +81,9 @@ def main(argv=None) -> int:
             path = tmp / "threads.dcp"
             path.write_bytes(data)
             report["threads"] = T.thread_counts(data, path, counts, args.repeat)
+            part = tmp / "default.dcp"             # 75 MB, as the measurements
+            part.write_bytes(memoryview(data)[:75_000_000])
+            report["default"] = T.default_threads(part.read_bytes(), part, args.repeat)
             del data
             report["convert"] = T.convert(path, tmp, counts, max(args.repeat // 3, 1))
     except CheckFailed as failure:

@@ -1,30 +1,22 @@
 """dcpfast: columnar bulk decoding of Couchbase DCP streams.
 
-The entry points are here (``scan``, ``read``, ``iter_batches``, ``state``, the batch,
-the errors and the protocol's enums); the rest has one public home each, by concern:
-``dcpfast.pcap`` (packet captures), ``dcpfast.streams`` (stream setup and health),
-``dcpfast.values`` (document bodies and xattrs), ``dcpfast.events`` (system events and
-collection names), ``dcpfast.documents`` (building a state batch by batch),
-``dcpfast.io`` (compressed dumps), ``dcpfast.spark``, ``dcpfast.testing`` (encoders and
-the bundled samples) and ``dcpfast.cli``.
+The entry points are here (``scan``, ``read``, ``iter_batches``, ``scan_polars``,
+``state``, ``diff``, the batch, the errors and the protocol's enums); the rest has one
+public home each, by concern: ``dcpfast.pcap`` (packet captures), ``dcpfast.streams``
+(stream setup and health), ``dcpfast.values`` (document bodies and xattrs),
+``dcpfast.events`` (system events and collection names), ``dcpfast.documents``
+(building a state batch by batch), ``dcpfast.compare`` (what ``diff`` compares, and its
+summary), ``dcpfast.io`` (compressed dumps), ``dcpfast.spark``, ``dcpfast.testing``
+(encoders and the bundled samples) and ``dcpfast.cli``.
+
+Each name is imported on first use (as are the subpackages), so that ``import dcpfast``
+and the start of the ``dcpfast`` command cost little.
 """
 
-from .batch import IMPLEMENTATION, Frame, FrameBatch
-from .documents.build import state
-from .errors import CaptureFormatError, DcpFormatError, SkippedRegion
-from .io.dumps import iter_batches, read, scan
-from .protocol import (
-    Datatype,
-    DurabilityLevel,
-    Magic,
-    Opcode,
-    SnapshotFlag,
-    Status,
-    StreamEndStatus,
-    SystemEventId,
-    VBucketState,
-)
-from .schema import COLUMNS, arrow_schema
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -32,5 +24,61 @@ __all__ = [
     "COLUMNS", "CaptureFormatError", "Datatype", "DcpFormatError", "DurabilityLevel",
     "Frame", "FrameBatch", "IMPLEMENTATION", "Magic", "Opcode", "SkippedRegion",
     "SnapshotFlag", "Status", "StreamEndStatus", "SystemEventId", "VBucketState",
-    "arrow_schema", "iter_batches", "read", "scan", "state",
+    "arrow_schema", "diff", "iter_batches", "read", "scan", "scan_polars", "state",
 ]
+
+#: The module each name of ``__all__`` comes from (as the imports below say to typing).
+_HOMES = {
+    **dict.fromkeys(("IMPLEMENTATION", "Frame", "FrameBatch"), "batch"),
+    "state": "documents.build",
+    "diff": "compare.build",
+    **dict.fromkeys(("CaptureFormatError", "DcpFormatError", "SkippedRegion"), "errors"),
+    **dict.fromkeys(("iter_batches", "read", "scan"), "io.dumps"),
+    "scan_polars": "io.lazy",
+    **dict.fromkeys(("Datatype", "DurabilityLevel", "Magic", "Opcode", "SnapshotFlag",
+                     "Status", "StreamEndStatus", "SystemEventId", "VBucketState"),
+                    "protocol"),
+    **dict.fromkeys(("COLUMNS", "arrow_schema"), "schema"),
+}
+
+if TYPE_CHECKING:
+    from .batch import IMPLEMENTATION, Frame, FrameBatch
+    from .compare.build import diff
+    from .documents.build import state
+    from .errors import CaptureFormatError, DcpFormatError, SkippedRegion
+    from .io.dumps import iter_batches, read, scan
+    from .io.lazy import scan_polars
+    from .protocol import (
+        Datatype,
+        DurabilityLevel,
+        Magic,
+        Opcode,
+        SnapshotFlag,
+        Status,
+        StreamEndStatus,
+        SystemEventId,
+        VBucketState,
+    )
+    from .schema import COLUMNS, arrow_schema
+
+
+def __getattr__(name: str):
+    """A name of ``__all__``, or a subpackage (``dcpfast.io``), imported on first use."""
+    home = _HOMES.get(name)
+    if home is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    elif not name.startswith("__"):
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,5 +1,17 @@
-"""``python -m dcpfast``: the dcpfast command."""
+"""``python -m dcpfast`` and the ``dcpfast`` command: an interrupt while the command is
+still starting ends it quietly by SIGINT, as one later does (the command's own
+handling of signals takes over once it is loaded)."""
 
-from .cli import main
+import signal
 
-main()
+
+def main():
+    """Run the dcpfast command."""
+    before = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from .cli import main as command
+    signal.signal(signal.SIGINT, before)
+    return command()
+
+
+if __name__ == "__main__":
+    main()

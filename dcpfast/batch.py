@@ -129,8 +129,11 @@ class FrameBatch:
         return len(self._kinds)
 
     def __repr__(self):
-        return (f"<FrameBatch {len(self)} frames, bytes {self.base_offset + self.start}.."
-                f"{self.base_offset + self.consumed}, collections={self.collections}, "
+        lo, hi = self._span() if len(self) else (self.start, self.consumed)
+        if not len(self) or lo >= hi:       # no offsets scanned: the bytes the scan walked
+            lo, hi = self.start, self.consumed
+        return (f"<FrameBatch {len(self)} frames, bytes {self.base_offset + lo}.."
+                f"{self.base_offset + hi}, collections={self.collections}, "
                 f"{len(self.errors)} skipped regions>")
 
     @property

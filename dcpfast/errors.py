@@ -139,6 +139,8 @@ _NAMED = {
     "capture_cut_short": "capture cut short inside its last record ({present} bytes of it "
                          "present)",
     "capture_gap": "capture gap: {length} bytes of the TCP stream are not in the capture",
+    "in_tcp_stream": "(a position in the TCP stream {src} -> {dst}, {direction}, not in the "
+                     "capture file)",
     "frame_cut_by_gap": "frame cut short by a capture gap",
     "frame_cut_by_end": "frame cut short by the end of the capture",
     # compressed dumps (io.compression)
@@ -147,6 +149,8 @@ _NAMED = {
     "buffer_is_path": "expected a buffer of DCP frames, got the path {path!r}: "
                       "dcpfast.read(path) reads a dump file, dcpfast.iter_batches(path) "
                       "streams one",
+    "read_buffer": "read() reads a dump from a path or a file object, not from {kind}: "
+                   "dcpfast.scan(data) decodes a buffer already in memory",
     "capture_not_dump": "a {kind} capture, not a DCP dump: read it with "
                         "dcpfast.pcap.read_pcap(path)",
     "no_column": "column {name!r} was not scanned; scanned: {scanned}",
@@ -189,6 +193,30 @@ _NAMED = {
                      "(mode=\"overwrite\", --overwrite)",
     "output_not_dataset": "{out} holds {name}, which is not part of a Parquet dataset: "
                           "not replacing it",
+    "output_not_ours": "{out} holds {name}, which dcpfast did not write: not replacing it "
+                       "(move it away, or write elsewhere)",
+    "output_in_input": "{out} is inside the input {input}: write elsewhere (a later run "
+                       "would read the output as dumps)",
+    "not_a_file": "{source} is not a regular file or directory (a {kind}): give files or "
+                  "directories of dumps",
+    "dangling_link": "a symbolic link to {target}, which does not exist",
+    "worker_mismatch": "Spark's Python workers run dcpfast {here} (from {where}, {python}) "
+                       "but this process runs {there}: run from a directory that holds no "
+                       "dcpfast/ source tree, or set PYTHONSAFEPATH=1 and PYSPARK_PYTHON to "
+                       "this interpreter",
+    "worker_python": "Spark's Python workers would run {python}, which is not this "
+                     "interpreter ({here}) and lacks its dcpfast: set PYSPARK_PYTHON={here} "
+                     "before the session starts",
+    "stream_capture": "{source}: {reason}; the dcp stream reads raw DCP dumps",
+    "stream_compressed": "{source} is compressed ({codec}): the dcp stream reads raw dumps "
+                         "that grow (decompress it, or read it with read_dcp)",
+    "stream_shrank": "{source} shrank to {size} bytes below the {end} already read: a "
+                     "streamed dump may only grow",
+    "stream_replaced": "{source} was replaced (its first bytes changed): a streamed dump "
+                       "may only grow",
+    "delta_exists": "{out} is already a Delta table: append to it or replace it "
+                    "(mode=\"append\" or \"overwrite\", --append or --overwrite)",
+    "delta_not_table": "{out} holds {name} and is not a Delta table: write elsewhere",
     # the stream checks (streams.checks): an anomaly's details, a loss's expectation
     "check_snapshot": "snapshot [{start}, {end}]",
     "check_oso_snapshot": "an OSO snapshot",
@@ -231,6 +259,10 @@ _NAMED = {
                             "batches of dcpfast.pcap.read_pcap",
     "state_unplaced_rollback": "rollback response (to seqno {seqno}) that no request and no "
                                "stream message places on a vbucket",
+    # comparing two buckets (compare)
+    "diff_side": "{reason} (in the {side})",
+    "diff_side_file": "{reason} (in {file})",
+    "diff_side_in": "{reason} (in the {side}: {file})",
 }
 
 

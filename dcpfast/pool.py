@@ -1,19 +1,27 @@
 """Worker threads that never wait for ever: ``run`` (tasks at once, results in order) and
-``beside`` (calls in turn on one thread kept for the process).
+``beside`` (calls in turn on one thread kept for the process); and how many threads a
+call gets (``threads_of``).
 
-Both keep their threads for the process, so that no thread ends while it runs (one ending
-when memory is exhausted can abort the process: pthread_exit then fails to load
-libgcc_s), and a waiter checks every 0.2 s whether the thread it waits on still lives: a
-thread lost while running a task (out of memory even for an exception) makes that task
-fail with MemoryError instead of a wait for ever. Where no thread can be started, the
-work runs in the calling thread.
+The workers are started once, at most one fewer than the cores, and kept for the
+process, so that no thread ends while it runs; a waiter checks every 0.2 s whether the
+thread it waits on still lives: a thread lost while running a task (out of memory even
+for an exception) makes that task fail with MemoryError instead of a wait for ever.
+Where no thread can be started, the work runs in the calling thread.
+
+A thread that ends (one of dcpfast's, or any other of the process) unwinds its stack
+with libgcc_s, which the C library loads on the first such end; when memory is short
+then, loading it fails and the C library aborts the process ("libgcc_s.so.1 must be
+installed for pthread_exit to work"). It is loaded here, once, while memory is there.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import numbers
 import os
 import queue
+import sys
 import threading
 
 import numpy as np
@@ -25,6 +33,19 @@ _beside: _Pool | None = None            # the thread of beside
 _pool_lock = threading.Lock()
 
 
+def _keep_unwinder() -> None:
+    """Load the C library's unwinder now (see the module's docstring); glibc only."""
+    if sys.platform.startswith("linux"):
+        name = ctypes.util.find_library("gcc_s") or "libgcc_s.so.1"
+        try:
+            ctypes.CDLL(name)
+        except OSError:                 # not glibc's layout: nothing to keep
+            pass
+
+
+_keep_unwinder()
+
+
 def default_threads() -> int:
     """The cores this process may run on (its CPU affinity), at least 1."""
     try:
@@ -33,13 +54,35 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
+def idle_threads() -> int:
+    """The cores of ``default_threads`` that are idle now, this thread's own counted as
+    idle (at least 1): those not taken by the runnable threads of the machine
+    (``/proc/loadavg``'s running count, at this instant) or, where the system has no
+    such count, by its load over the last minute. A machine busy with other work then
+    gets no more threads than it can run at once: extra threads would only wait for a
+    core and hold up the ones that have one."""
+    cores = default_threads()
+    machine = os.cpu_count() or cores
+    try:
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0]) - 1    # but this thread
+    except (OSError, ValueError, IndexError):
+        try:
+            running = int(os.getloadavg()[0])
+        except (AttributeError, OSError):
+            return cores
+    return max(1, min(cores, machine - running))
+
+
 def threads_of(threads) -> int:
-    """``threads`` checked (an integer of at least 1), or ``default_threads()`` for None."""
+    """How many threads a call gets: ``threads`` checked (an integer of at least 1) and no
+    more than the cores (``default_threads``); None: the cores idle now
+    (``idle_threads``)."""
     if threads is None:
-        return default_threads()
+        return idle_threads()
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
         raise ValueError(f"threads must be None or an integer of at least 1, not {threads!r}")
-    return int(threads)
+    return min(int(threads), default_threads())
 
 
 class _Task:
@@ -73,18 +116,24 @@ class _Task:
 
 
 class _Pool:
-    """``size`` daemon worker threads taking ``_Task``s from a queue; they end when the
-    pool is collected (another caller may be handing it tasks until then)."""
+    """Up to ``size`` daemon worker threads taking ``_Task``s from a queue (as many as
+    could be started: ``RuntimeError`` when none could); they end when the pool is
+    collected (another caller may be handing it tasks until then)."""
 
     def __init__(self, size: int):
-        self.size = size
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
         for k in range(size):
             thread = threading.Thread(target=_work, args=(self.queue,), daemon=True,
                                       name=f"dcpfast-{k}")
-            thread.start()                    # RuntimeError when no thread can be made
+            try:
+                thread.start()
+            except (RuntimeError, MemoryError):     # a limit: work with those there are
+                break
             self.threads.append(thread)
+        if not self.threads:
+            raise RuntimeError("no thread could be started")
+        self.size = len(self.threads)
 
     def lost(self, task: _Task) -> bool:
         """Whether ``task`` will not finish: its worker ended, or, before any took it, a
@@ -133,7 +182,7 @@ def beside(call):
             if _beside is None:
                 _beside = _Pool(1)
             pool = _beside
-    except RuntimeError:                      # no thread could be started
+    except (RuntimeError, MemoryError):       # no thread could be started
         task.run()
     else:
         pool.queue.put(task)
@@ -160,22 +209,22 @@ def _drop(pool: _Pool | None) -> None:
 
 def run(tasks, threads: int) -> list:
     """The results of ``tasks`` (functions of no argument), in order: the first in this
-    thread, the others on up to ``threads - 1`` worker threads at the same time. Every
+    thread, the others on the workers (one fewer than the cores, started on first use and
+    kept), or all in this thread for ``threads`` below 2. Callers hand over no more tasks
+    than ``threads``, which ``threads_of`` keeps within the cores. Every
     task ends before anything is raised: then the first failing task's exception, in
     the order of ``tasks``. Where no worker thread can be started (a memory limit), the
     tasks run one after another in this thread; a worker that ends without finishing its
     task (out of memory) makes its task fail with MemoryError, never a wait for ever."""
     global _pool
-    if len(tasks) == 1 or threads < 2:
+    if len(tasks) == 1 or threads < 2 or default_threads() < 2:
         return [task() for task in tasks]
     try:
         with _pool_lock:
-            if _pool is None or _pool.size < threads - 1:
-                # a larger pool replaces the smaller, whose threads end once it is
-                # collected
-                _pool = _Pool(threads - 1)
+            if _pool is None:
+                _pool = _Pool(default_threads() - 1)
             pool = _pool
-    except RuntimeError:                      # no thread could be started
+    except (RuntimeError, MemoryError):       # no thread could be started
         return [task() for task in tasks]
     handed = [_Task(task) for task in tasks[1:]]
     for task in handed:

@@ -306,6 +306,11 @@ COLLECTION_PREFIXED = DOCUMENT_CHANGES
 #: Stream messages with a seqno of their own (by_seqno): the stream's position moves with
 #: each. The document changes, system events and seqno advances.
 SEQNO_ITEMS = DOCUMENT_CHANGES | {Opcode.SYSTEM_EVENT, Opcode.SEQNO_ADVANCED}
+#: Requests of the connection, not of a vbucket (their vbucket field is 0 and means
+#: nothing): they carry no vbucket column, so that vbucket 0 counts only its own frames.
+CONNECTION_REQUESTS = frozenset({Opcode.HELLO, Opcode.SASL_LIST_MECHS, Opcode.SASL_AUTH,
+                                 Opcode.SASL_STEP, Opcode.OPEN, Opcode.NOOP,
+                                 Opcode.BUFFER_ACK, Opcode.CONTROL, Opcode.SELECT_BUCKET})
 #: Opcodes that occur only on collection-enabled streams (evidence for auto-detection).
 COLLECTIONS_ONLY = frozenset({Opcode.SYSTEM_EVENT, Opcode.SEQNO_ADVANCED})
 #: Opcodes a resynchronising scanner accepts as a frame start: DCP plus its handshake.
@@ -409,6 +414,13 @@ KINDS: tuple[Kind, ...] = (
     Kind("set_vbucket_state", Opcode.SET_VBUCKET_STATE, False, 1, _NONE, _NONE,
          (_x("vb_state", 0, 1),)),
     Kind("noop", Opcode.NOOP, False, 0, _NONE, _NONE),
+    # the connection's other requests (no extras), of kinds of their own so that they
+    # carry no vbucket (CONNECTION_REQUESTS)
+    Kind("hello", Opcode.HELLO, False, 0, _ANY, _ANY),
+    Kind("sasl_list_mechs", Opcode.SASL_LIST_MECHS, False, 0, _ANY, _ANY),
+    Kind("sasl_auth", Opcode.SASL_AUTH, False, 0, _ANY, _ANY),
+    Kind("sasl_step", Opcode.SASL_STEP, False, 0, _ANY, _ANY),
+    Kind("select_bucket", Opcode.SELECT_BUCKET, False, 0, _ANY, _ANY),
     Kind("buffer_ack", Opcode.BUFFER_ACK, False, 4, _NONE, _NONE, (_x("ack_bytes", 0, 4),)),
     Kind("control", Opcode.CONTROL, False, 0, _SOME, _SOME),
     Kind("system_event", Opcode.SYSTEM_EVENT, False, 13, _ANY, _ANY,

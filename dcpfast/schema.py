@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -103,7 +104,10 @@ def resolve(columns) -> tuple[str, ...]:
         elif name in INDEX:
             wanted.add(name)
         else:
-            raise ValueError(f"unknown column {name!r}; known: {', '.join(NAMES + tuple(BINARY))}")
+            known = NAMES + tuple(BINARY)
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown column {name!r}{hint}; known: {', '.join(known)}")
     return tuple(n for n in NAMES if n in wanted)
 
 
@@ -112,7 +116,7 @@ def carried(kind: p.Kind, name: str, collections: bool) -> bool:
     if name in _HEADER:
         return True
     if name == "vbucket":
-        return not kind.response
+        return not kind.response and kind.opcode not in p.CONNECTION_REQUESTS
     if name == "status":
         return kind.response
     if name in ("key_offset", "key_len"):
@@ -132,6 +136,31 @@ def validity_table(name: str, collections: bool) -> np.ndarray | None:
     table = np.array([carried(k, name, collections) for k in p.KINDS], dtype=bool)
     table.flags.writeable = False
     return None if table.all() else table
+
+
+#: The column ``convert`` and the Spark outputs add after ``opcode``: its name.
+OPCODE_NAME = "opcode_name"
+
+
+@cache
+def _opcode_dictionary():
+    import pyarrow as pa
+
+    names = []
+    for op in range(256):
+        try:
+            names.append(p.Opcode(op).name.lower())
+        except ValueError:
+            names.append(f"0x{op:02x}")
+    return pa.array(names, pa.string())
+
+
+def opcode_names(opcodes: np.ndarray):
+    """The names of ``opcodes`` (a uint8 column) as an Arrow dictionary column: the
+    ``Opcode`` name in lower case (``mutation``), ``0x..`` for an opcode without one."""
+    import pyarrow as pa
+
+    return pa.DictionaryArray.from_arrays(np.asarray(opcodes, np.int16), _opcode_dictionary())
 
 
 def arrow_type(name: str):

@@ -32,7 +32,8 @@ class Vector:
 VECTORS = [
     Vector("D1", "80500018080000000000002000000001000000000000000000000000000000006275636b"
                  "657473747265616d2076625b3130302d3130355d",
-           dict(kind="open", opcode=0x50, vbucket=0, opaque=1, extras_len=8, key_len=24,
+           # a connection's request: its vbucket field is not a vbucket (carried by none)
+           dict(kind="open", opcode=0x50, vbucket=None, opaque=1, extras_len=8, key_len=24,
                 key=b"bucketstream vb[100-105]", value=b"", body_len=0x20)),
     Vector("D2", "815000000000000000000000000000010000000000000000",
            dict(kind="response", magic=0x81, opcode=0x50, status=0, opaque=1, body_len=0)),
@@ -130,9 +131,9 @@ VECTORS = [
     Vector("C1", "805d0000040000000000000400000005000000000000000000001000",
            dict(kind="buffer_ack", ack_bytes=4096, opaque=5)),
     Vector("C2", "805c00000000000000000000000000050000000000000000",
-           dict(kind="noop", opaque=5, vbucket=0)),
+           dict(kind="noop", opaque=5, vbucket=None)),
     Vector("C3", "805e000b000000050000000f000000010000000000000000656e61626c655f6e6f6f7074727565",
-           dict(kind="control", key=b"enable_noop", value=b"true", vbucket=5, opaque=1)),
+           dict(kind="control", key=b"enable_noop", value=b"true", vbucket=None, opaque=1)),
     Vector("C4", "815e00000000000000000000000000010000000000000000",
            dict(kind="response", opcode=0x5e, opaque=1)),
     Vector("C5", "805600001400000000000014deadbeef0000000000000000000000000000000000000000000000"

@@ -31,6 +31,8 @@ def frames(draw, collections: bool):
     kind = draw(st.sampled_from(sorted(BUILDERS)))
     hdr = dict(vbucket=draw(u16), opaque=draw(u32), cas=draw(u64))
     data, expect = BUILDERS[kind](draw, hdr, collections)
+    if kind in CONNECTION_KINDS:             # their vbucket field is not a vbucket
+        expect.pop("vbucket", None)
     expect.setdefault("opaque", hdr["opaque"])
     expect.setdefault("kind", kind)
     return data, expect
@@ -185,6 +187,20 @@ def _cache_transfer(draw, hdr, collections):
     return data, dict(vbucket=hdr["vbucket"], value=data[24:])
 
 
+def _hello(draw, hdr, collections):
+    agent, features = draw(names), draw(st.lists(u16, max_size=8))
+    data = t.hello(features, agent, **hdr)
+    return data, dict(key=agent, value=data[24 + len(agent):])
+
+
+def _connection(opcode):
+    """A request of the connection laid out as any request (SASL, Select Bucket)."""
+    def build(draw, hdr, collections):
+        key, value = draw(names), draw(values)
+        return t.frame(opcode, key=key, value=value, **hdr), dict(key=key, value=value)
+    return build
+
+
 def _response(draw, hdr, collections):
     opcode = draw(st.sampled_from([0x1F, 0x50, 0x53, 0x54, 0x56, 0x5C, 0x5E, 0x89, 0x00, 0xB5]))
     status, value, datatype = draw(u16), draw(values), draw(datatypes)
@@ -222,8 +238,16 @@ BUILDERS = {
     "open": _open,
     "stream_request": _stream_request,
     "cache_transfer": _cache_transfer,
+    "hello": _hello,
+    "sasl_list_mechs": _connection(P.Opcode.SASL_LIST_MECHS),
+    "sasl_auth": _connection(P.Opcode.SASL_AUTH),
+    "sasl_step": _connection(P.Opcode.SASL_STEP),
+    "select_bucket": _connection(P.Opcode.SELECT_BUCKET),
     "response": _response,
 }
+#: The kinds of the connection's requests, which carry no vbucket.
+CONNECTION_KINDS = frozenset({"noop", "buffer_ack", "control", "open", "hello",
+                              "sasl_list_mechs", "sasl_auth", "sasl_step", "select_bucket"})
 
 
 @st.composite

@@ -179,7 +179,8 @@ def test_a_missing_optional_library_names_its_extra(batch, monkeypatch, method, 
 
 
 def _public_callables():
-    for module in (dcpfast, dcpfast.streams, dcpfast.values, dcpfast.events, dcpfast.pcap):
+    for module in (dcpfast, dcpfast.streams, dcpfast.values, dcpfast.events, dcpfast.pcap,
+                   dcpfast.compare):
         for name in module.__all__:
             obj = getattr(module, name)
             if inspect.isfunction(obj):
@@ -198,3 +199,19 @@ def test_the_public_api_says_what_it_returns():
     assert not missing
     assert inspect.signature(dcpfast.FrameBatch.to_arrow).return_annotation == "pa.Table"
     assert inspect.signature(dcpfast.FrameBatch.to_pandas).return_annotation == "pd.DataFrame"
+
+
+def test_a_newcomers_mistakes_point_the_way():
+    """read() of bytes points to scan; a mistyped column gets a suggestion; the repr of a
+    slice shows its frames' bytes, not the whole buffer's."""
+    data = SAMPLE.read_bytes()
+    with pytest.raises(TypeError, match=r"not from bytes: dcpfast.scan\(data\) decodes"):
+        dcpfast.read(data)
+    with pytest.raises(ValueError, match="did you mean 'by_seqno'"):
+        dcpfast.scan(data, columns=["by_seqo"])
+    batch = dcpfast.read(SAMPLE)
+    part = batch[100:105]
+    first = int(batch["offset"][100])
+    end = int(batch["offset"][104]) + 24 + int(batch["body_len"][104])
+    assert repr(part) == f"<FrameBatch 5 frames, bytes {first}..{end}, collections=True, " \
+        "0 skipped regions>"

@@ -28,6 +28,7 @@ LAYERS = (
     ("io",),
     ("values", "events", "streams", "pcap"),
     ("documents",),
+    ("compare",),
     ("spark",),
     ("cli",),
     ("__init__", "__main__"),
@@ -41,8 +42,8 @@ ALLOWED_UPWARD = {
 #: The public modules: every public name of dcpfast has its home in the ``__all__`` of
 #: exactly one of them ("" is ``dcpfast`` itself); the modules inside them are their
 #: implementation.
-FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "spark", "testing",
-         "cli")
+FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "compare", "spark",
+         "testing", "cli")
 #: The compiled cores: only ``_core`` imports them.
 COMPILED = ("cscan", "cpcap", "cvalues", "cstate")
 MAX_FILE_LINES = 900
@@ -293,7 +294,9 @@ def _origin(path: Path, name: str) -> str:
     """The file that defines ``name`` as seen from ``path``: followed through the
     ``from .module import name`` statements that re-export it."""
     tree = ast.parse(path.read_text())
-    for node in tree.body:
+    body = [n for node in tree.body
+            for n in (node.body if _typing_only(node) else [node])]
+    for node in body:
         if isinstance(node, ast.ImportFrom) and node.level:
             for alias in node.names:
                 if (alias.asname or alias.name) == name:
@@ -320,18 +323,47 @@ def test_each_public_name_has_one_home():
     assert not twice, f"names public in more than one module: {twice}"
 
 
+def _typing_only(node: ast.AST) -> bool:
+    """Whether ``node`` is an ``if TYPE_CHECKING:`` block (imports for the type checker)."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and \
+        node.test.id == "TYPE_CHECKING"
+
+
 @pytest.mark.parametrize("path", [p for p in PY_SOURCES if p.name == "__init__.py"
                                   and p.parent.name != "_core"],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_package_face_only_re_exports(path):
     """A package's ``__init__`` imports and re-exports; its logic lives in its modules
-    (``_core`` is the one exception: it picks the cores). A module ``__getattr__`` that
-    makes a name lazily is allowed."""
+    (``_core`` is the one exception: it picks the cores). A module ``__getattr__`` and
+    ``__dir__`` that import names on first use are allowed."""
     tree = ast.parse(path.read_text())
     logic = [f"line {node.lineno}: {type(node).__name__}" for node in tree.body
              if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.For, ast.While, ast.If))
-             and getattr(node, "name", "") != "__getattr__"]
+             and getattr(node, "name", "") not in ("__getattr__", "__dir__")
+             and not _typing_only(node)]
     assert not logic
+
+
+def test_the_top_level_names_load_from_their_homes():
+    """``import dcpfast`` imports its names on first use: each from the module its typing
+    import names, and ``import dcpfast`` alone loads none of the heavy modules."""
+    import subprocess
+    import sys
+
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    typed = {alias.asname or alias.name: node.module for block in tree.body
+             if _typing_only(block) for node in block.body
+             if isinstance(node, ast.ImportFrom) for alias in node.names}
+    import dcpfast
+    assert sorted(typed) == sorted(dcpfast.__all__)
+    for name, module in typed.items():
+        assert getattr(dcpfast, name) is getattr(
+            __import__(f"dcpfast.{module}", fromlist=[name]), name)
+    loaded = subprocess.run([sys.executable, "-c", "import sys, dcpfast; "
+                             "print(sorted(m for m in sys.modules if m.startswith('numpy') "
+                             "or m.startswith('dcpfast.')))"], capture_output=True, text=True,
+                            check=True).stdout
+    assert loaded.strip() == "[]"
 
 
 def _graph() -> dict[str, set[str]]:

@@ -25,6 +25,7 @@ from dcpfast import streams
 from dcpfast import testing as t
 from dcpfast import values as V
 from dcpfast.cli import main
+from dcpfast.cli.convert import _Writer
 from dcpfast.cli.inventory import LISTED_PER_REASON, Inventory, reason_kind
 from dcpfast.pcap import read_pcap
 
@@ -227,10 +228,14 @@ def test_convert_values_memory_does_not_grow_with_the_bodies(tmp_path):
     small, large = tmp_path / "small.dcp", tmp_path / "large.dcp"
     small.write_bytes(_bombs(10 * MiB // 49_243))
     large.write_bytes(_bombs(40 * MiB // 49_243))
-    args = ("convert", "-q", "--values", "-o", tmp_path / "out.parquet")
+    args = ("convert", "-q", "--values", "--force", "-o", tmp_path / "out.parquet")
     grew = peak("convert", large, *args)["peak"] - peak("convert", small, *args)["peak"]
-    # the batch's bodies whole (650 MiB more), twice
-    assert grew < 200, f"{grew:.0f} MiB more for 4 times the bodies"
+    # Held at once whatever the input: the piece being inflated, its table, the group being
+    # gathered, the group being written and the writer's encoding; how many of these
+    # overlap depends on the threads' timing (180..250 MiB seen). The bodies held whole
+    # would be 650 MiB more, twice.
+    bound = (3 * V.PIECE_BYTES + 2 * _Writer.GROUP_BYTES) / MiB + 30   # + the larger input
+    assert grew < bound, f"{grew:.0f} MiB more for 4 times the bodies"
 
 
 def test_convert_values_in_pieces_reads_back_as_the_whole(tmp_path, monkeypatch):
@@ -271,7 +276,7 @@ def test_convert_gathers_small_connections_into_row_groups(tmp_path):
     written = pq.ParquetFile(out)
     assert written.metadata.num_row_groups <= 3000 // 100       # not one per connection
     expected = pa.concat_tables(b.to_arrow() for b in read_pcap(io.BytesIO(capture)))
-    assert pq.read_table(out).to_pylist() == expected.to_pylist()
+    assert pq.read_table(out).drop_columns(["opcode_name"]).to_pylist() == expected.to_pylist()
     for ext in ("arrow", "csv"):
         other = tmp_path / f"many.{ext}"
         result = CliRunner().invoke(main, ["convert", "-q", str(path), "-o", str(other)])
@@ -284,7 +289,7 @@ def test_convert_memory_does_not_grow_with_the_connections(tmp_path):
     small, large = tmp_path / "small.pcap", tmp_path / "large.pcap"
     small.write_bytes(_connections(2000))
     large.write_bytes(_connections(16000))
-    args = ("convert", "-q", "-o", tmp_path / "out.parquet")
+    args = ("convert", "-q", "--force", "-o", tmp_path / "out.parquet")
     grew = peak("convert", large, *args)["peak"] - peak("convert", small, *args)["peak"]
     # a row group each: 1.2 GiB more
     assert grew < 100, f"{grew:.0f} MiB more for 14,000 more connections"

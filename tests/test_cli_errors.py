@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -82,10 +83,92 @@ def test_convert_refuses_to_write_over_an_input(dump, tmp_path):
     assert result.exit_code == 0, result.output
 
 
+def test_state_refuses_to_write_over_an_input(dump, tmp_path):
+    """``state X -o X`` once destroyed the dump: every command that writes refuses an output
+    that is one of its inputs (by name, through a link, from standard input)."""
+    data = dump.read_bytes()
+    named = tmp_path / "dump.parquet"
+    named.write_bytes(data)
+    link = tmp_path / "link.parquet"
+    link.symlink_to(named)
+    for inputs, output in (([named], named), ([named], link), ([link], named)):
+        result = run("state", *inputs, "-o", output, "--force")
+        assert "the output is also an input" in one_error_line(result.output, result.exit_code)
+        assert named.read_bytes() == data
+    with open(named, "rb") as stdin:
+        done = subprocess.run(command("state", "-", "-o", named, "--force"), stdin=stdin,
+                              capture_output=True, env=ENV, timeout=120)
+    assert "the output is also an input (<stdin>)" in one_error_line(
+        done.stderr.decode(), done.returncode)
+    assert named.read_bytes() == data
+
+
+@pytest.mark.parametrize("command_", [["convert"], ["state"]])
+def test_an_existing_output_is_replaced_only_with_force(dump, tmp_path, command_):
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"a user's file")
+    result = run(*command_, dump, "-o", out)
+    assert one_error_line(result.output, result.exit_code) == \
+        f"Error: {out} already exists: choose another output, or replace it with --force"
+    assert out.read_bytes() == b"a user's file"
+    assert run(*command_, dump, "-o", out, "--force").exit_code == 0
+    assert pq.read_metadata(out).num_rows > 0
+
+
+@pytest.mark.parametrize("command_", [["convert"], ["state"]])
+def test_the_output_extension_names_a_format_it_writes(dump, tmp_path, command_):
+    result = run(*command_, dump, "-o", tmp_path / "out.txt")
+    assert result.exit_code == 2 and "unknown extension" in result.output
+    assert not (tmp_path / "out.txt").exists()
+    if command_ == ["state"]:
+        result = run("state", dump, "-o", tmp_path / "out.csv")
+        assert result.exit_code == 2 and not (tmp_path / "out.csv").exists()
+
+
+def test_convert_writes_to_standard_output_with_a_format(dump):
+    done = subprocess.run(command("convert", dump, "-o", "-", "--format", "csv", "--columns",
+                                  "offset,opcode"), capture_output=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    frames = dcpfast.read(dump)
+    assert lines[0] == '"offset","opcode","opcode_name"'
+    assert len(lines) == len(frames) + 1 and lines[1].endswith(',"hello"')
+    parquet = subprocess.run(command("convert", dump, "-o", "-", "--format", "parquet"),
+                             capture_output=True, env=ENV, timeout=120)
+    assert pq.read_table(pa.BufferReader(parquet.stdout)).num_rows == len(frames)
+    assert run("convert", dump, "-o", "-").exit_code == 2         # which format?
+
+
+def test_damage_says_how_to_keep_going(tmp_path):
+    """A dump cut short (a consumer killed mid-write) fails every reading command in one
+    line that says --errors skip keeps every intact frame; skip mode then reads them."""
+    data = SAMPLE.read_bytes()
+    cut = tmp_path / "cut.dcp"
+    cut.write_bytes(data[:-10])
+    for args in (["info"], ["convert", "-o", tmp_path / "c.parquet"],
+                 ["state", "-o", tmp_path / "s.parquet"]):
+        result = run(*args, cut)
+        line = one_error_line(result.output, result.exit_code)
+        assert line.endswith("(--errors skip keeps every intact frame)"), line
+    kept = run("convert", cut, "-o", tmp_path / "c.parquet", "--errors", "skip")
+    assert kept.exit_code == 0
+    assert pq.read_metadata(tmp_path / "c.parquet").num_rows == len(dcpfast.read(SAMPLE)) - 1
+
+
+def test_an_output_that_cannot_be_written_is_one_line(dump):
+    """Standard output on a full disk: the command names the output, not its input."""
+    for args in (["info", dump], ["head", dump], ["info", dump, "--json"]):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(command(*args), stdout=full, stderr=subprocess.PIPE,
+                                  env=ENV, timeout=120)
+        line = one_error_line(done.stderr.decode(), done.returncode)
+        assert line == f"Error: <stdout>: {os.strerror(errno.ENOSPC)}", line
+
+
 # -- signals ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_during_convert_removes_the_partial_output(tmp_path, signum):
     out = tmp_path / "out.parquet"
     body = b"".join(f.data for f in t.synthetic_frames(400, seed=3)[20:])
@@ -114,8 +197,104 @@ def test_a_signal_during_convert_removes_the_partial_output(tmp_path, signum):
         proc.kill()
         proc.stdin.close()
     assert proc.returncode == -signum
-    assert b"Traceback" not in proc.stderr.read()
+    said = proc.stderr.read()
+    assert b"Traceback" not in said and b"Aborted" not in said
     assert not out.exists()
+
+
+# a writer of convert's, interrupted at random moments while a row group is written beside
+# (SIGALRM raising KeyboardInterrupt, as SIGINT does; SIGTERM and SIGHUP unwind alike)
+_INTERRUPTED_WRITES = """
+import os, random, signal, sys
+import numpy as np, pyarrow as pa
+from dcpfast.cli.convert import _Writer
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+signal.signal(signal.SIGALRM, interrupt)
+path, rounds = sys.argv[1], int(sys.argv[2])
+rng = random.Random(5)
+table = pa.table({"k": pa.array([os.urandom(64) for _ in range(20000)]),
+                  "n": np.arange(20000)})
+interrupted = 0
+for _ in range(rounds):
+    writer = _Writer(path, "parquet", background=True)
+    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0001, 0.03))
+    try:
+        for _ in range(4):
+            writer.write(table)
+            writer.flush()
+        writer.close()
+    except KeyboardInterrupt:
+        interrupted += 1
+        writer.abandon()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    os.unlink(path)
+print(interrupted)
+"""
+
+
+def test_interrupts_at_random_moments_never_crash_a_threaded_write(tmp_path):
+    """Hundreds of interrupts, each at a random moment of writing a file whose row groups
+    are written by a thread beside: the file is never closed under a write still running
+    (that crashed with SIGSEGV or a corrupted heap), so the process ends normally."""
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_WRITES,
+                           str(tmp_path / "out.parquet"), "300"],
+                          capture_output=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert int(done.stdout) > 100            # most rounds were interrupted mid-way
+
+
+# the command started as its entry point starts it, interrupted once it has begun loading
+# (Python's own start is not dcpfast's)
+_INTERRUPTED_START = """
+import os, signal, sys, threading, time
+import dcpfast.__main__ as launcher
+
+delay = float(sys.argv[1])
+
+def interrupt():
+    while "dcpfast.cli" not in sys.modules:
+        time.sleep(0.0005)
+    time.sleep(delay)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt, daemon=True).start()
+sys.argv = ["dcpfast", "info", "--sample"]
+launcher.main()
+"""
+
+
+def test_an_interrupt_while_the_command_starts_ends_it_quietly():
+    """Ctrl-C at any moment of the command's start (its imports included) or run: no
+    traceback, no "Aborted!", the process ends by SIGINT."""
+    for delay in (0, 0.01, 0.03, 0.06, 0.1, 0.2, 0.4):
+        done = subprocess.run([sys.executable, "-c", _INTERRUPTED_START, str(delay)],
+                              capture_output=True, env=ENV, timeout=120)
+        assert done.returncode in (0, -signal.SIGINT), done.stderr
+        assert b"Traceback" not in done.stderr and b"Aborted" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_state_leaves_no_partial_output(tmp_path, signum):
+    """``state`` ended by a signal at any moment (its write included) leaves no output, or
+    (when it finished first) a whole one; and ends by that signal."""
+    dump = tmp_path / "big.dcp"
+    dump.write_bytes(SAMPLE.read_bytes() * 60)
+    out = tmp_path / "state.parquet"
+    for delay in (0.9, 1.2, 1.5, 1.8, 2.1, 2.4):
+        out.unlink(missing_ok=True)
+        proc = subprocess.Popen(command("state", dump, "-o", out),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+        time.sleep(delay)
+        proc.send_signal(signum)
+        _, said = proc.communicate(timeout=120)
+        assert b"Traceback" not in said and b"Aborted" not in said, said
+        assert proc.returncode in (0, -signum), said
+        if out.exists():            # the write was over before the signal: a whole file
+            assert pq.read_metadata(out).num_rows > 0
+        else:
+            assert proc.returncode == -signum
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
@@ -223,6 +402,7 @@ def _limited_convert(tmp_path, threads: str):
     big.write_bytes(SAMPLE.read_bytes() * 200)          # 90 MB
     out = tmp_path / "out.parquet"
     for margin in (60, 80, 100, 120, 150, 200):
+        out.unlink(missing_ok=True)
         done = subprocess.run([sys.executable, "-c", _LIMITED, str(margin), "convert", "-q",
                                big, "-o", out, "--threads", threads],
                               capture_output=True, env=ENV, timeout=120)

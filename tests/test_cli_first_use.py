@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -32,7 +33,8 @@ def sample():
     return dcpfast.read(SAMPLE)
 
 
-@pytest.mark.parametrize("command", [["info"], ["head", "-n", "3"], ["convert", "-o", "OUT"]])
+@pytest.mark.parametrize("command", [["info"], ["head", "-n", "3"],
+                                     ["convert", "-o", "OUT", "--force"]])
 def test_every_reading_command_takes_the_sample(command, tmp_path, sample):
     command = [str(tmp_path / "s.parquet") if a == "OUT" else a for a in command]
     with_sample = run(*command, "--sample")
@@ -64,7 +66,10 @@ def test_convert_says_what_it_wrote(tmp_path, sample):
     assert result.output == (f"wrote {len(sample):,} frames to {out} "
                              f"({out.stat().st_size:,} bytes)\n")
     assert pq.read_table(out).num_rows == len(sample)
-    quiet = run("convert", SAMPLE, "-o", out, "-q")
+    again = run("convert", SAMPLE, "-o", out, "-q")
+    assert again.exit_code == 1 and again.output == (
+        f"Error: {out} already exists: choose another output, or replace it with --force\n")
+    quiet = run("convert", SAMPLE, "-o", out, "-q", "--force")
     assert quiet.exit_code == 0 and quiet.output == ""
 
 
@@ -131,3 +136,41 @@ def test_the_quick_start_decodes_the_sample(tmp_path, sample):
     assert done.returncode == 0, done.stderr
     assert f"{len(sample):,} frames" in done.stdout
     assert pq.read_table(out).num_rows == len(sample)
+
+
+def test_head_filters_and_says_when_nothing_matches(sample):
+    frames = dcpfast.read(SAMPLE)
+    mutations = frames.only("mutation")
+    seqnos = sorted(int(s) for s in mutations["by_seqno"])
+    lo, hi = seqnos[10], seqnos[40]
+    result = run("head", SAMPLE, "--opcode", "mutation", "--seqno", f"{lo}..{hi}", "-n",
+                 "1000")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    expected = [i for i in range(len(frames)) if frames["opcode"][i] == 0x57
+                and lo <= frames["by_seqno"][i] <= hi]
+    assert len(lines) == 1 + len(expected) and "MUTATION" in lines[1]
+    key = frames.key(int(expected[0])).decode()
+    by_key = run("head", SAMPLE, "--key", key, "--json", "-n", "1000")
+    rows = [json.loads(line) for line in by_key.output.splitlines()]
+    assert rows and all(r["key"] == key for r in rows)
+    assert rows[0]["opcode"] in ("mutation", "deletion", "prepare", "commit", "abort",
+                                 "expiration")
+    nothing = CliRunner().invoke(main, ["head", str(SAMPLE), "--vbucket", "7"])
+    assert nothing.exit_code == 0
+    assert nothing.stdout.splitlines()[0].split()[:2] == ["offset", "opcode"]
+    assert "no frame matches the filters" in nothing.stderr
+    typo = run("head", SAMPLE, "--opcode", "mutaton")
+    assert typo.exit_code == 2 and "did you mean 'mutation'" in typo.output
+    two = run("head", SAMPLE, "--sample")
+    assert two.exit_code == 2 and "give one FILE or --sample, not both" in two.output
+
+
+def test_connection_level_frames_carry_no_vbucket(sample):
+    """NOOPs, DCP Open and Controls are the connection's: vbucket 0 counts its own frames
+    only, and head shows them with no vbucket."""
+    client = dcpfast.read(dcpfast.testing.SAMPLE_CLIENT)
+    connection = np.isin(client["opcode"], [0x1F, 0x50, 0x5C, 0x5D, 0x5E])
+    assert connection.any() and not client.validity("vbucket")[connection].any()
+    line = run("head", dcpfast.testing.SAMPLE_CLIENT, "--opcode", "open").output.splitlines()[1]
+    assert line.split()[2] == "-"

@@ -50,8 +50,8 @@ def test_restarts_are_exact_from_files_and_flagged_from_stdin(tmp_path):
     assert result.exit_code == 0, result.output
     assert same(pq.read_table(out), dcpfast.state(data, errors="skip"))
     assert "may lack" not in result.output
-    piped = CliRunner().invoke(main, ["state", "-", "-o", str(out), "--errors", "skip"],
-                               input=data)
+    piped = CliRunner().invoke(main, ["state", "-", "-o", str(out), "--errors", "skip",
+                                      "--force"], input=data)
     assert piped.exit_code == 0, piped.output
     lost = [r["vbucket"] for r in consistency(pq.read_table(out)).to_pylist()
             if not r["restored"]]
@@ -106,6 +106,7 @@ def test_bad_input_and_arguments(tmp_path):
     out = tmp_path / "s.parquet"
     result = run("state", dump, "-o", out)
     assert result.exit_code == 1 and "at byte 44: commit of the prepare" in result.output
+    assert result.output.rstrip().endswith("(--errors skip keeps every intact frame)")
     assert not out.exists()
     result = run("state", dump, "-o", out, "--errors", "skip")
     assert result.exit_code == 0 and "skipped 1" in result.output
@@ -117,7 +118,7 @@ def test_bad_input_and_arguments(tmp_path):
     missing = run("state", tmp_path / "missing.dcp", "-o", out)
     assert missing.exit_code == 1 and "No such file" in missing.output
     assert run("state", "-o", out).exit_code == 2                   # no FILE, no --sample
-    stdin = CliRunner().invoke(main, ["state", "-", "-o", str(out)],
+    stdin = CliRunner().invoke(main, ["state", "-", "-o", str(out), "--force"],
                                input=io.BytesIO(SAMPLE.read_bytes()))
     assert stdin.exit_code == 0, stdin.output
 
@@ -137,7 +138,39 @@ def test_state_on_spark(spark, tmp_path):
     want = sorted(r["key"] + bytes([r["vbucket"]]) for r in dcpfast.state(
         data, errors="skip", at_time=CAS_EPOCH + 4 * 10**11).to_pylist())
     assert got == want
-    report = json.loads((out / "_dcpfast_state.json").read_text())
+    report = json.loads((tmp_path / "state.report.json").read_text())
+    import polars as pl
+
+    assert pl.scan_parquet(out).select(pl.len()).collect().item() == len(got)
     assert report["consistency"] == metadata(dcpfast.state(
         data, errors="skip", at_time=CAS_EPOCH + 4 * 10**11))["consistency"]
     assert "consistent up to seqno" in result.output
+
+
+def test_a_capture_gap_is_worded_as_a_gap_in_its_tcp_stream(tmp_path):
+    """A gap in a capture: strict mode says the offset is a position in a TCP stream and
+    which; skip mode's summary calls it a capture gap, not damage."""
+    client, server = t.synthetic_conversation(300, seed=4)
+    segments = t.tcp_conversation(b"".join(f.data for f in client),
+                                  b"".join(f.data for f in server), sizes=(1448,),
+                                  drop=[(False, 20)], seed=4)
+    capture = tmp_path / "gap.pcap"
+    capture.write_bytes(t.pcap_file(t.tcp_packets(segments)))
+    strict = run("state", capture, "-o", tmp_path / "s.parquet")
+    assert strict.exit_code == 1
+    assert "(a position in the TCP stream 10.0.0.2:11210 -> 10.0.0.1:50123, server->client, " \
+        "not in the capture file)" in strict.output
+    assert "capture gap" in strict.output
+    skipped = run("state", capture, "-o", tmp_path / "k.parquet", "--errors", "skip")
+    assert skipped.exit_code == 0, skipped.output
+    assert "1 capture gap(s): 1,448 bytes of the TCP streams are not in the capture" \
+        in skipped.output
+
+
+@pytest.mark.parametrize("command", ["info", "head", "state", "convert"])
+def test_every_decoding_command_takes_threads_and_shows_examples(command, tmp_path):
+    assert "Examples:" in run(command, "--help").output
+    args = {"state": ["-o", tmp_path / "s.parquet"],
+            "convert": ["-o", tmp_path / "c.parquet"]}.get(command, [])
+    assert run(command, SAMPLE, "--threads", "2", *args).exit_code == 0
+    assert run(command, SAMPLE, "--threads", "0", *args).exit_code == 2

@@ -409,3 +409,95 @@ def test_a_magic_number_alone_is_not_a_compressed_stream(codec):
         batches = list(dcpfast.iter_batches(source, errors="skip", batch_bytes=100))
         assert sum(len(b) for b in batches) == 0
         assert sum(e.length for b in batches for e in b.errors) == len(fake)
+
+
+# -- iter_batches as an Arrow stream; directories and globs; the lazy polars source -------
+
+
+def test_iter_batches_is_an_arrow_stream_with_its_schema_up_front():
+    import duckdb
+    import pyarrow as pa
+
+    data = t.synthetic_stream(2000, seed=41)
+    whole = dcpfast.scan(data, final=True).to_arrow()
+    batches = dcpfast.iter_batches(data, 50_000, columns=["opcode", "vbucket", "key"],
+                                   collections=True)
+    assert batches.schema == dcpfast.arrow_schema(["opcode", "vbucket", "key"])
+    reader = pa.RecordBatchReader.from_stream(batches)
+    assert reader.schema == batches.schema            # known before a batch is read
+    table = reader.read_all()
+    assert table.column(0).num_chunks > 1
+    assert table.equals(whole.select(table.column_names))
+    counted = duckdb.from_arrow(dcpfast.iter_batches(data, 50_000)).aggregate(
+        "count(*), sum(by_seqno)").fetchall()
+    assert counted == [(len(whole), int(dcpfast.scan(data, final=True)["by_seqno"].sum()))]
+
+
+def test_a_directory_or_a_glob_is_one_stream_of_its_files(tmp_path):
+    """Rotated pieces of one dump, cut mid-frame, one of them compressed: read, in name
+    order, as one stream; names starting with "." or "_" are passed over."""
+    import gzip
+
+    data = t.synthetic_stream(3000, seed=42)
+    cuts = [0, len(data) // 3 + 7, 2 * len(data) // 3 - 5, len(data)]   # inside frames
+    pieces = tmp_path / "dumps"
+    (pieces / "sub").mkdir(parents=True)
+    (pieces / "dump.000").write_bytes(data[cuts[0]:cuts[1]])
+    (pieces / "sub" / "dump.001.gz").write_bytes(gzip.compress(data[cuts[1]:cuts[2]]))
+    (pieces / "sub" / "dump.002").write_bytes(data[cuts[2]:])
+    (pieces / "_SUCCESS").write_bytes(b"not a dump")
+    (pieces / ".hidden").write_bytes(b"not a dump")
+    whole = dcpfast.scan(data, final=True)
+    for source in (pieces, str(pieces), f"{pieces}/**/dump.*"):
+        read = dcpfast.read(source)
+        assert read["offset"].tolist() == whole["offset"].tolist() and not read.errors
+        batches = list(dcpfast.iter_batches(source, 20_000, collections=True))
+        assert len(batches) > 2
+        assert [o for b in batches for o in b["offset"].tolist()] == whole["offset"].tolist()
+    with pytest.raises(FileNotFoundError, match="no dump files"):
+        dcpfast.read(tmp_path / "nothing-*.dcp")
+
+
+def test_damage_in_a_file_of_a_directory_names_it(tmp_path):
+    import gzip
+
+    data = t.synthetic_stream(400, seed=43)
+    pieces = tmp_path / "dumps"
+    pieces.mkdir()
+    (pieces / "a.dcp").write_bytes(data)
+    (pieces / "b.dcp.gz").write_bytes(gzip.compress(data)[:-30])        # cut short
+    (pieces / "c.dcp").write_bytes(data)
+    with pytest.raises(dcpfast.DcpFormatError) as failure:
+        dcpfast.read(pieces)
+    assert failure.value.offset >= len(data)
+    assert any("b.dcp.gz" in note for note in failure.value.__notes__)
+    kept = dcpfast.read(pieces, errors="skip")
+    assert len(kept) > 2 * len(dcpfast.scan(data, final=True)) - 5
+    assert any("damaged gzip" in e.reason for e in kept.errors)
+
+
+def test_scan_polars_is_lazy_with_projection_and_predicate_pushdown():
+    import polars as pl
+
+    data = t.synthetic_stream(3000, seed=44, vbuckets=4)
+    chunks_read = []
+
+    def chunks():
+        for at in range(0, len(data), 10_000):
+            chunks_read.append(at)
+            yield data[at:at + 10_000]
+
+    eager = pl.from_arrow(dcpfast.scan(data, final=True).to_arrow())
+    vb = int(eager["vbucket"][100])
+    lazy = dcpfast.scan_polars(data, batch_bytes=20_000)
+    query = lazy.filter((pl.col("opcode") == 0x57) & (pl.col("vbucket") == vb)) \
+        .select("by_seqno", "key")
+    expected = eager.filter((pl.col("opcode") == 0x57) & (pl.col("vbucket") == vb)) \
+        .select("by_seqno", "key")
+    assert query.collect().equals(expected)
+    assert lazy.select(pl.len()).collect().item() == eager.height
+    assert "SELECTION" in query.explain()                 # the filter reaches the source
+    first = dcpfast.scan_polars(chunks(), batch_bytes=20_000, collections=True).head(5) \
+        .collect()
+    assert first.height == 5 and first["offset"].to_list() == eager["offset"][:5].to_list()
+    assert len(chunks_read) < len(data) // 10_000         # stopped early

@@ -242,6 +242,11 @@ def test_record_batches_reinterpret_uint64(tmp_path):
 # -- Spark -----------------------------------------------------------------------------------------
 
 
+#: The name of each opcode, from the protocol's enum (what ``opcode_name`` must hold):
+#: lower case, ``0x..`` for an opcode without one.
+OPCODE_NAMES = {int(op): op.name.lower() for op in dcpfast.Opcode}
+
+
 def _expected(paths, *, errors="strict", values=False):
     """Rows by (source, offset), computed without dcpfast.spark: scan + Arrow + casts."""
     rows = {}
@@ -253,6 +258,7 @@ def _expected(paths, *, errors="strict", values=False):
         by_index = {r["index"]: r for r in body}
         for i, row in enumerate(table.to_pylist()):
             row["key_str"] = _decode(row["key"])
+            row["opcode_name"] = OPCODE_NAMES.get(row["opcode"], f"0x{row['opcode']:02x}")
             row["source"] = "file:" + path
             if values:
                 v = by_index.get(i)
@@ -355,7 +361,8 @@ def test_the_default_columns_are_those_of_document_changes(spark, dumps):
     want = {k: {c: row[c] for c in dspark.DEFAULT} for k, row in _expected(paths).items()}
     assert _as_unsigned(df.toArrow()) == want
     assert output_columns("all") == output_columns(
-        S.NAMES + EXTRA)
+        S.NAMES + EXTRA + ("opcode_name",))
+    assert output_columns("all")[S.NAMES.index("opcode") + 1] == "opcode_name"
     assert output_columns(None, values=True)[-2:] == VALUE_COLUMNS
 
 

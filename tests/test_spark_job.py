@@ -91,7 +91,7 @@ def test_a_task_writes_every_frame_once_by_vbucket(tmp_path, dumps, flush_bytes)
     folders = {f.split("/")[0] for f, _, _ in result["files"]}
     assert folders == set(result["rows"]) and "vbucket=-1" in folders     # the responses
     if flush_bytes < parquet.FLUSH_BYTES:
-        assert len(result["files"]) > 3 * len(folders)
+        assert len(result["files"]) > 2 * len(folders)
     else:
         assert len(result["files"]) == len(folders)
     for relative, rows, size in result["files"]:
@@ -143,12 +143,18 @@ def test_the_output_directory_rules(tmp_path):
     out.mkdir()
     assert output.check(str(out), "error") is True                   # empty: allowed
     (out / "vbucket=3").mkdir()
-    (out / "vbucket=3" / "part-0.snappy.parquet").write_bytes(b"x")
-    (out / "vbucket=3" / ".part-0.snappy.parquet.crc").write_bytes(b"x")
+    (out / "vbucket=3" / "part-00003-0123456789abcdef-0.parquet").write_bytes(b"x")
     (out / "_SUCCESS").write_bytes(b"")
     with pytest.raises(FileExistsError, match="already exists"):
         output.check(str(out), "error")
     assert output.check(str(out), "overwrite") and output.check(str(out), "append")
+    # a Parquet file dcpfast did not write (Spark's, or the user's own) is never replaced
+    for theirs in ("part-00000-1b2c.c000.snappy.parquet", "mine.parquet"):
+        (out / "vbucket=3" / theirs).write_bytes(b"x")
+        with pytest.raises(FileExistsError, match=f"vbucket=3/{theirs}, which dcpfast did "
+                                                  "not write: not replacing it"):
+            output.check(str(out), "overwrite")
+        (out / "vbucket=3" / theirs).unlink()
     (out / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="notes.txt, which is not part of a Parquet"):
         output.check(str(out), "overwrite")
@@ -158,6 +164,12 @@ def test_the_output_directory_rules(tmp_path):
         output.check(str(out), "overwrite")
     with pytest.raises(ValueError, match="mode must be"):
         output.check(str(out), "ignore")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "nowhere")
+    for mode in ("error", "overwrite", "append"):
+        with pytest.raises(FileExistsError, match=f"^{link}: a symbolic link to "
+                                                  f"{tmp_path / 'nowhere'}, which does not"):
+            output.check(str(link), mode)
 
 
 # -- the job on Spark ------------------------------------------------------------------------------
@@ -296,7 +308,7 @@ import pyarrow.fs as pafs
 from dcpfast import spark as dspark
 from dcpfast.io.ranges import Piece
 from dcpfast.spark.parquet import TaskWriter
-from dcpfast.spark.sink import check_inputs
+from dcpfast.spark.source import check_inputs
 
 path, staging = sys.argv[1:]
 try:
@@ -356,60 +368,85 @@ _ATTEMPTS = """
 import os, sys
 import dcpfast
 from dcpfast import spark as dspark
+from dcpfast.spark import sink
 from dcpfast.spark.job import session, spark_error
-from dcpfast.spark.sink import parquet_sink
 
 out, log, dumps = sys.argv[1], sys.argv[2], sys.argv[3:]
 spark = session("local[2,3]", log=log)      # up to 3 attempts per task
+original = sink.run_task
 
 
 def flaky(failing):
-    # the job's sink, but the attempts listed fail once they have staged their files
-    base = parquet_sink()
+    # the job's task, but the attempts listed fail once they have staged their files
+    def task(options, batches):
+        from pyspark import TaskContext
 
-    class Flaky(base):
-        def writer(self, schema, overwrite):
-            inner = super().writer(schema, overwrite)
-
-            class FlakyWriter(type(inner)):
-                def write(self, iterator):
-                    from pyspark import TaskContext
-
-                    written = super().write(iterator)
-                    task = TaskContext.get()
-                    if (task.partitionId(), task.attemptNumber()) in failing:
-                        raise RuntimeError("injected failure")
-                    return written
-
-            flaky = FlakyWriter.__new__(FlakyWriter)
-            flaky.__dict__.update(inner.__dict__)
-            return flaky
-
-    return Flaky
+        written = list(original(options, batches))
+        task = TaskContext.get()
+        if (task.partitionId(), task.attemptNumber()) in failing:
+            raise RuntimeError("injected failure")
+        yield from written
+    return task
 
 
 dspark.register(spark)
 dspark.read_dcp(spark, dumps)
 print("read", dspark.read_dcp(spark, dumps, columns="all").count())
 dspark.write_parquet(spark, dumps[1], out + "/clean")
-spark.dataSource.register(flaky({(0, 0), (2, 0), (2, 1)}))
+sink.run_task = flaky({(0, 0), (2, 0), (2, 1)})
 retried = dspark.write_parquet(spark, dumps, out + "/retried", partition_bytes=100_000)
 print("retried", retried["frames"], spark.read.parquet(out + "/retried").count(),
       retried["tasks"])
-spark.dataSource.register(flaky({(1, 0), (1, 1), (1, 2)}))
+sink.run_task = flaky({(1, 0), (1, 1), (1, 2)})
 try:
     dspark.write_parquet(spark, dumps, out + "/failed", partition_bytes=100_000)
 except Exception as e:
     print("failed", spark_error(e), os.path.exists(out + "/failed"))
 os.makedirs(out + "/kept")
-spark.dataSource.register(parquet_sink())
+sink.run_task = original
 dspark.write_parquet(spark, dumps[0], out + "/kept", mode="append")
 before = sorted(os.listdir(out + "/kept"))
-spark.dataSource.register(flaky({(1, 0), (1, 1), (1, 2)}))
+sink.run_task = flaky({(1, 0), (1, 1), (1, 2)})
 try:
     dspark.write_parquet(spark, dumps, out + "/kept", mode="append", partition_bytes=100_000)
 except Exception as e:
     print("kept", sorted(os.listdir(out + "/kept")) == before)
+
+
+def on_disk(table):
+    return {os.path.relpath(os.path.join(d, f), table) for d, _, names in os.walk(table)
+            for f in names if f.endswith(".parquet")}
+
+
+try:
+    from deltalake import DeltaTable
+except ImportError:
+    DeltaTable = None
+if DeltaTable is not None:
+    table = out + "/delta"
+    sink.run_task = flaky({(0, 0), (2, 0), (2, 1)})
+    done = dspark.write_delta(spark, dumps, table, partition_bytes=100_000)
+    rows = DeltaTable(table).to_pyarrow_table(columns=["source", "offset"]).to_pylist()
+    once = len({(r["source"], r["offset"]) for r in rows}) == len(rows)
+    referenced = {os.path.relpath(u, table) for u in DeltaTable(table).file_uris()}
+    print("delta retried", done["frames"], len(rows), once, on_disk(table) == referenced)
+    sink.run_task = flaky({(1, 0), (1, 1), (1, 2)})
+    try:
+        dspark.write_delta(spark, dumps, table, partition_bytes=100_000)
+    except Exception as e:
+        after = DeltaTable(table)
+        print("delta failed", spark_error(e), after.version(),
+              {os.path.relpath(u, table) for u in after.file_uris()} == referenced,
+              on_disk(table) == referenced)
+    try:
+        dspark.write_delta(spark, dumps, out + "/new-delta", partition_bytes=100_000)
+    except Exception as e:
+        print("delta new", os.path.exists(out + "/new-delta"))
+else:
+    frames = dspark.read_dcp(spark, dumps).count()
+    print("delta retried", frames, frames, True, True)
+    print("delta failed RuntimeError: injected failure 0 True True")
+    print("delta new False")
 spark.stop()
 """
 
@@ -456,8 +493,11 @@ def _child_env():
 def test_failed_attempts_leave_exactly_the_committed_files(can_spark, dumps, tmp_path):
     """A task attempt that fails after staging its files is retried and its files never
     show; a task that fails on every attempt fails the job and leaves nothing (a new
-    output is removed, an existing one keeps what it held). Also: registering the data
-    sources once per session (Spark warns each time one is replaced)."""
+    output is removed, an existing one keeps what it held). The same for the Delta job:
+    retried attempts commit each frame once and leave no file the table does not name; a
+    job that fails keeps the table's version and files, and a new table is not made.
+    Also: the dcp data source registered once per session (Spark warns each time one is
+    replaced)."""
     root, paths = dumps
     log = tmp_path / "spark.log"
     done = subprocess.run([sys.executable, "-c", _ATTEMPTS, str(tmp_path / "out"), str(log),
@@ -467,11 +507,14 @@ def test_failed_attempts_leave_exactly_the_committed_files(can_spark, dumps, tmp
     lines = done.stdout.splitlines()
     frames = len(_reference(paths))
     assert lines == [f"read {frames}", f"retried {frames} {frames} 4",
-                     "failed RuntimeError: injected failure False", "kept True"]
+                     "failed RuntimeError: injected failure False", "kept True",
+                     f"delta retried {frames} {frames} True True",
+                     "delta failed RuntimeError: injected failure 0 True True",
+                     "delta new False"]
     assert done.stderr == ""                         # Spark's output went to the log
     text = log.read_text()
     assert "injected failure" in text
-    assert text.count("replaced a previously registered data source") == 4   # by the test
+    assert "replaced a previously registered data source" not in text   # once per session
     assert not list((tmp_path / "out").rglob("_temporary"))
 
 
@@ -539,3 +582,46 @@ def test_inputs_are_checked_before_spark_starts(tmp_path):
         assert done.returncode == 1 and said in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and "Spark" not in done.stderr
     assert not os.path.exists(fresh)
+
+
+def test_what_a_listing_of_inputs_refuses_and_leaves_out(tmp_path):
+    """A dangling link (named or in a directory) and a FIFO or a device are refused with
+    their reason; Parquet files, hidden and ``_`` directories and a job's output inside
+    the input are left out."""
+    root = tmp_path / "in"
+    root.mkdir()
+    shutil.copy(dcpfast.testing.SAMPLE, root / "a.dcp")
+    (root / "_temporary" / "x").mkdir(parents=True)
+    (root / "_temporary" / "x" / "part.dcp").write_bytes(b"x")
+    (root / "out" / "vbucket=1").mkdir(parents=True)
+    (root / "out" / "vbucket=1" / "part-00000-0123456789abcdef-0.parquet").write_bytes(b"P")
+    (root / "out" / "mine.dcp").write_bytes(b"x")
+    assert [os.path.basename(u) for u, _ in list_files([str(root)])] == ["a.dcp", "mine.dcp"]
+    assert [os.path.basename(u) for u, _ in list_files([str(root)],
+                                                       exclude=[str(root / "out")])] == \
+        ["a.dcp"]
+    (root / "gone.dcp").symlink_to(tmp_path / "nowhere.dcp")
+    for named in (root, root / "gone.dcp"):
+        with pytest.raises(FileNotFoundError) as failure:
+            list_files([str(named)])
+        assert failure.value.filename == str(root / "gone.dcp")
+        assert failure.value.strerror == f"a symbolic link to {tmp_path / 'nowhere.dcp'}, " \
+                                         "which does not exist"
+    (root / "gone.dcp").unlink()
+    os.mkfifo(root / "pipe")
+    for named, kind in ((root, "FIFO"), (root / "pipe", "FIFO"),
+                        (Path("/dev/zero"), "character device")):
+        with pytest.raises(ValueError, match=f"is not a regular file or directory \\(a {kind}\\)"):
+            list_files([str(named)])
+
+
+@pytest.mark.spark
+def test_an_output_inside_the_input_is_never_read_back(spark, tmp_path):
+    root = tmp_path / "in"
+    root.mkdir()
+    shutil.copy(dcpfast.testing.SAMPLE, root / "a.dcp")
+    frames = len(dcpfast.read(dcpfast.testing.SAMPLE))
+    first = dspark.write_parquet(spark, str(root), str(root / "decoded"))
+    again = dspark.write_parquet(spark, str(root), str(root / "decoded"), mode="overwrite")
+    assert first["frames"] == again["frames"] == frames
+    assert dspark.read_dcp(spark, str(root)).count() == frames

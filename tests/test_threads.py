@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -221,9 +222,12 @@ def test_threads_are_checked(threads):
         list(dcpfast.iter_batches(t.noop(), threads=threads))
 
 
-def test_threads_default_to_the_cores_this_process_may_use():
-    assert pool.threads_of(None) == len(os.sched_getaffinity(0))
-    assert pool.threads_of(3) == 3
+def test_threads_are_capped_by_the_cores_and_default_to_the_idle_ones():
+    cores = len(os.sched_getaffinity(0))
+    assert 1 <= pool.threads_of(None) <= cores
+    assert 1 <= pool.idle_threads() <= cores
+    assert pool.threads_of(3) == min(3, cores)
+    assert pool.threads_of(10_000) == cores
     least = threaded.RANGE_BYTES
     assert pool.parts_for(2 * least - 1, 8, least) == 1     # small: one thread
     assert pool.parts_for(5 * least, 8, least) == 5
@@ -559,3 +563,61 @@ def test_convert_takes_threads(tmp_path):
     done = CliRunner().invoke(main, ["convert", str(path), "-o", str(tmp_path / "x.parquet"),
                                      "--threads", "0"])
     assert done.exit_code == 2 and "threads" in done.output
+
+
+def test_a_busy_machine_gets_one_thread_by_default():
+    """With every core taken by another process's work, the default is one thread: more
+    would only wait for a core (a scan with two threads then ran 15-22% slower than one)."""
+    import subprocess
+    import sys
+
+    cores = len(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(cores)]
+    try:
+        import time
+        time.sleep(0.5)                             # running, each on a core
+        seen = [pool.idle_threads() for _ in range(5)]
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert min(seen) == 1, seen
+
+
+def test_many_threads_asked_start_no_more_than_the_cores():
+    """threads=10000 on a large buffer: the batch of one thread, and no thread storm."""
+    import threading
+
+    unit = t.synthetic_stream(3000, seed=8)
+    data = unit * (3 * threaded.RANGE_BYTES // len(unit))
+    before = threading.active_count()
+    assert_same_batch(dcpfast.scan(data, threads=10_000), dcpfast.scan(data, threads=1))
+    assert threading.active_count() - before <= len(os.sched_getaffinity(0))
+
+
+_LIMITED_SCAN = """
+import resource, sys
+import dcpfast
+from dcpfast import testing as t
+data = t.synthetic_stream(3000, seed=8) * 20
+size = [l for l in open('/proc/self/status') if l.startswith('VmSize')][0]
+size = int(size.split()[1]) * 1024 + (200 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (size, resource.RLIM_INFINITY))
+print(len(dcpfast.scan(data, threads=1000)), len(dcpfast.scan(data, threads=1)))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or "libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="address-space limits as Linux has them")
+def test_many_threads_under_a_memory_limit_decode_as_one():
+    """Under an address-space limit, threads=1000 neither fails nor raises MemoryError (a
+    thousand thread stacks would not fit): the threads are the cores', and where not even
+    those can start, the work runs in the calling thread."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _LIMITED_SCAN], capture_output=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    threaded_frames, single = done.stdout.split()
+    assert threaded_frames == single

@@ -51,6 +51,7 @@ _RSS_CHILD = textwrap.dedent("""
     import json, resource, sys
     import numpy as np
     import dcpfast
+    import dcpfast.io.dumps                  # loaded before the baseline is taken
 
     def peak():
         # VmHWM is this process's own high-water mark; ru_maxrss also counts the

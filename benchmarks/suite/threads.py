@@ -160,6 +160,55 @@ def thread_counts(data: bytes, path: Path, counts, repeat: int) -> dict:
     return {"frames": frames, "bytes": size, "counts": list(counts), "rows": out}
 
 
+@contextlib.contextmanager
+def busy(processes: int):
+    """``processes`` CPU-bound processes running beside the measurement (a Spark executor's
+    other tasks, a user's other jobs), stopped after."""
+    import subprocess
+    import sys
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(processes)]
+    try:
+        time.sleep(1.0)                           # each on a core
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def default_threads(data: bytes, path: Path, repeat: int) -> dict:
+    """The default thread count (``threads=None``) against one thread, for ``scan`` and
+    ``read``, on the machine as it is and with every core busy with another process:
+    the default must never lose."""
+    view = memoryview(data)
+    frames = len(dcpfast.scan(view, collections=True, threads=1))
+    out = {}
+    for load, hogs in (("quiet", 0), ("busy", len(os.sched_getaffinity(0)))):
+        timings = {(path_, k): Timing(f"{path_}, {k}", frames, len(data))
+                   for path_ in ("scan", "read") for k in ("default", "1 thread")}
+        runs = []
+        for (path_, k), timing in timings.items():
+            threads = None if k == "default" else 1
+            if path_ == "scan":
+                runs.append((timing, lambda t=threads: dcpfast.scan(view, collections=True,
+                                                                     threads=t)))
+            else:
+                runs.append((timing, lambda t=threads: dcpfast.read(path, collections=True,
+                                                                     threads=t)))
+        with busy(hogs) if hogs else contextlib.nullcontext():
+            chosen = dcpfast.pool.threads_of(None)
+            take_turns(runs, repeat)
+        rows = {f"{p_}, {k}": _row(t) for (p_, k), t in timings.items()}
+        for p_ in ("scan", "read"):
+            default, one = rows[f"{p_}, default"], rows[f"{p_}, 1 thread"]
+            default["of_one"] = one["best"] / default["best"]
+            default["of_one_median"] = one["median"] / default["median"]
+        out[load] = {"hogs": hogs, "chosen": chosen, "rows": rows}
+    return {"frames": frames, "bytes": len(data), "loads": out}
+
+
 def convert(path: Path, directory: Path, counts, repeat: int) -> dict:
     """``dcpfast convert FILE -o OUT.parquet`` (all columns), in this process, with each
     thread count of ``counts``; and the same with ``--values``."""
@@ -206,6 +255,16 @@ def print_report(report: dict) -> None:
         for row in threads["rows"][str(k)].values():
             print(f"  {row['label']:<44} {row['best'] * 1e3:7.1f} ms {row['median'] * 1e3:7.1f}"
                   f" ms {row['speedup']:5.2f}x ({row['speedup_median']:.2f}x)")
+    default = report.get("default")
+    if default:
+        print(f"\nthe default threads against one: {default['bytes'] / 1e6:.1f} MB "
+              "(one thread's time over the default's: best, median in brackets)")
+        for load, found in default["loads"].items():
+            for p_ in ("scan", "read"):
+                row = found["rows"][f"{p_}, default"]
+                print(f"  {p_:<5} {load:<6} ({found['hogs']} other processes, default "
+                      f"{found['chosen']} thread(s)) {row['best'] * 1e3:7.1f} ms "
+                      f"{row['of_one']:5.2f}x ({row['of_one_median']:.2f}x)")
     conv = report["convert"]
     print(f"\ndcpfast convert to Parquet, {conv['bytes'] / 1e6:.1f} MB of dump")
     for row in conv["rows"].values():
@@ -249,6 +308,19 @@ def section(report: dict) -> str:
             cells.append(f"{row['best'] * 1e3:.1f} ms, {row['speedup']:.2f}x "
                          f"({row['speedup_median']:.2f}x)")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    default = report.get("default")
+    if default:
+        lines += ["", f"The default (`threads=None`: the cores idle now) against one thread, "
+                  f"{default['bytes'] / 1e6:.1f} MB; one thread's time over the default's "
+                  "(above 1: the default is faster):", "",
+                  "| | quiet | busy (a CPU-bound process on every core) |", "|---|---|---|"]
+        for p_ in ("scan", "read"):
+            cells = []
+            for found in default["loads"].values():
+                row = found["rows"][f"{p_}, default"]
+                cells.append(f"{row['of_one']:.2f}x ({row['of_one_median']:.2f}x), "
+                             f"{found['chosen']} thread(s)")
+            lines.append(f"| `{p_}` | " + " | ".join(cells) + " |")
     lines += ["", f"`dcpfast convert` to Parquet, {conv['bytes'] / 1e6:.1f} MB of dump, "
               "in one process:", "", "| | seconds | MB/s | speedup |", "|---|---|---|---|"]
     for row in conv["rows"].values():

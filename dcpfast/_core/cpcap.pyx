@@ -10,7 +10,7 @@ same names and signatures, the same steps as separate functions, and the contrac
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
-from .. import packets as P
+from .. import packets as PK
 from .wire cimport be16, be32, le16, le32
 
 cdef int S_END, S_FULL, S_BLOCK, S_BAD, S_SKIP
@@ -32,27 +32,27 @@ def _load():
     global SHB, IDB, PB, SPB, EPB, ET_IPV4, ET_IPV6, AF_INET, TCP, FRAGMENT, AUTH
     global RECORD, MAX_RECORD, KEY
     cdef int i
-    S_END, S_FULL, S_BLOCK, S_BAD, S_SKIP = P.WalkStatus.END, P.WalkStatus.FULL, \
-        P.WalkStatus.BLOCK, P.WalkStatus.BAD, P.WalkStatus.SKIP
-    cp = P.CaptureProblem
+    S_END, S_FULL, S_BLOCK, S_BAD, S_SKIP = PK.WalkStatus.END, PK.WalkStatus.FULL, \
+        PK.WalkStatus.BLOCK, PK.WalkStatus.BAD, PK.WalkStatus.SKIP
+    cp = PK.CaptureProblem
     RECORD_TOO_LARGE, BLOCK_LENGTH = cp.RECORD_TOO_LARGE, cp.BLOCK_LENGTH
     BLOCK_TRAILER, UNKNOWN_INTERFACE = cp.BLOCK_TRAILER, cp.UNKNOWN_INTERFACE
-    lt = P.LinkType
+    lt = PK.LinkType
     L_NULL, L_ETHERNET, L_RAW, L_LOOP = lt.NULL, lt.ETHERNET, lt.RAW, lt.LOOP
     L_SLL, L_IPV4, L_IPV6, L_SLL2 = lt.LINUX_SLL, lt.IPV4, lt.IPV6, lt.LINUX_SLL2
-    SHB, IDB, PB = P.PCAPNG_SECTION, P.PCAPNG_INTERFACE, P.PCAPNG_PACKET
-    SPB, EPB = P.PCAPNG_SIMPLE_PACKET, P.PCAPNG_ENHANCED_PACKET
-    ET_IPV4, ET_IPV6, AF_INET = P.ETHERTYPE_IPV4, P.ETHERTYPE_IPV6, P.AF_INET
-    TCP, FRAGMENT, AUTH = P.IPPROTO_TCP, P.IPV6_FRAGMENT, P.IPV6_AUTH
-    RECORD, MAX_RECORD, KEY = P.PCAP_RECORD_SIZE, P.MAX_CAPTURE_RECORD, P.CONNECTION_KEY_SIZE
+    SHB, IDB, PB = PK.PCAPNG_SECTION, PK.PCAPNG_INTERFACE, PK.PCAPNG_PACKET
+    SPB, EPB = PK.PCAPNG_SIMPLE_PACKET, PK.PCAPNG_ENHANCED_PACKET
+    ET_IPV4, ET_IPV6, AF_INET = PK.ETHERTYPE_IPV4, PK.ETHERTYPE_IPV6, PK.AF_INET
+    TCP, FRAGMENT, AUTH = PK.IPPROTO_TCP, PK.IPV6_FRAGMENT, PK.IPV6_AUTH
+    RECORD, MAX_RECORD, KEY = PK.PCAP_RECORD_SIZE, PK.MAX_CAPTURE_RECORD, PK.CONNECTION_KEY_SIZE
     memset(is_vlan, 0, sizeof(is_vlan))
     memset(is_inet6, 0, sizeof(is_inet6))
     memset(is_ext6, 0, sizeof(is_ext6))
-    for i in P.ETHERTYPE_VLAN:
+    for i in PK.ETHERTYPE_VLAN:
         is_vlan[i] = 1
-    for i in P.AF_INET6:
+    for i in PK.AF_INET6:
         is_inet6[i] = 1
-    for i in P.IPV6_EXTENSIONS:
+    for i in PK.IPV6_EXTENSIONS:
         is_ext6[i] = 1
     POW10[0] = 1
     for i in range(1, 20):

@@ -13,12 +13,12 @@ import struct
 
 import numpy as np
 
-from .. import packets as P
+from .. import packets as PK
 
-_S = P.WalkStatus
-_CP = P.CaptureProblem
+_S = PK.WalkStatus
+_CP = PK.CaptureProblem
 _M64 = (1 << 64) - 1
-_KEY = P.CONNECTION_KEY_SIZE
+_KEY = PK.CONNECTION_KEY_SIZE
 _BE16 = struct.Struct(">H")
 _BE32 = struct.Struct(">I")
 _LE32 = struct.Struct("<I")
@@ -55,9 +55,9 @@ def _packet(buf, p, caplen, link):
         return got
     ethertype, p = got
     key = bytearray(_KEY)
-    if ethertype == P.ETHERTYPE_IPV4:
+    if ethertype == PK.ETHERTYPE_IPV4:
         got = _ipv4(buf, p, end, key)
-    elif ethertype == P.ETHERTYPE_IPV6:
+    elif ethertype == PK.ETHERTYPE_IPV6:
         got = _ipv6(buf, p, end, key)
     else:
         return 2
@@ -71,39 +71,39 @@ def _link_layer(buf, p, end, link):
     """(ethertype, where the IP header starts) of the packet ``buf[p:end]``, past its link
     header and VLAN tags; or the counter index."""
     caplen = end - p
-    if link == P.LinkType.ETHERNET:
+    if link == PK.LinkType.ETHERNET:
         if caplen < 14:
             return 4
         ethertype, p = _BE16.unpack_from(buf, p + 12)[0], p + 14
-    elif link == P.LinkType.LINUX_SLL:
+    elif link == PK.LinkType.LINUX_SLL:
         if caplen < 16:
             return 4
         ethertype, p = _BE16.unpack_from(buf, p + 14)[0], p + 16
-    elif link == P.LinkType.LINUX_SLL2:
+    elif link == PK.LinkType.LINUX_SLL2:
         if caplen < 20:
             return 4
         ethertype, p = _BE16.unpack_from(buf, p)[0], p + 20
-    elif link in (P.LinkType.NULL, P.LinkType.LOOP):
+    elif link in (PK.LinkType.NULL, PK.LinkType.LOOP):
         if caplen < 4:
             return 4
-        family = _BE32.unpack_from(buf, p)[0] if link == P.LinkType.LOOP else \
+        family = _BE32.unpack_from(buf, p)[0] if link == PK.LinkType.LOOP else \
             min(_BE32.unpack_from(buf, p)[0], _LE32.unpack_from(buf, p)[0])
         p += 4
-        if family == P.AF_INET:
-            ethertype = P.ETHERTYPE_IPV4
-        elif family in P.AF_INET6:
-            ethertype = P.ETHERTYPE_IPV6
+        if family == PK.AF_INET:
+            ethertype = PK.ETHERTYPE_IPV4
+        elif family in PK.AF_INET6:
+            ethertype = PK.ETHERTYPE_IPV6
         else:
             return 2
-    elif link in (P.LinkType.RAW, P.LinkType.IPV4, P.LinkType.IPV6):
+    elif link in (PK.LinkType.RAW, PK.LinkType.IPV4, PK.LinkType.IPV6):
         if caplen < 1:
             return 4
         version = buf[p] >> 4
-        ethertype = P.ETHERTYPE_IPV4 if version == 4 else \
-            P.ETHERTYPE_IPV6 if version == 6 else 0
+        ethertype = PK.ETHERTYPE_IPV4 if version == 4 else \
+            PK.ETHERTYPE_IPV6 if version == 6 else 0
     else:
         return 2
-    while ethertype in P.ETHERTYPE_VLAN:
+    while ethertype in PK.ETHERTYPE_VLAN:
         if end - p < 4:
             return 4
         ethertype, p = _BE16.unpack_from(buf, p + 2)[0], p + 4
@@ -123,7 +123,7 @@ def _ipv4(buf, p, end, key):
         return 2
     if _BE16.unpack_from(buf, p + 6)[0] & 0x3FFF:
         return 3
-    if buf[p + 9] != P.IPPROTO_TCP:
+    if buf[p + 9] != PK.IPPROTO_TCP:
         return 2
     key[0:4] = buf[p + 12:p + 16]
     key[16:20] = buf[p + 16:p + 20]
@@ -144,14 +144,14 @@ def _ipv6(buf, p, end, key):
     key[36] = 6
     ip_end = p + 40 + payload
     p += 40
-    while nxt != P.IPPROTO_TCP:
-        if nxt == P.IPV6_FRAGMENT:
+    while nxt != PK.IPPROTO_TCP:
+        if nxt == PK.IPV6_FRAGMENT:
             return 3
-        if nxt not in P.IPV6_EXTENSIONS and nxt != P.IPV6_AUTH:
+        if nxt not in PK.IPV6_EXTENSIONS and nxt != PK.IPV6_AUTH:
             return 2
         if end - p < 8:
             return 4
-        size = (buf[p + 1] + 2) * 4 if nxt == P.IPV6_AUTH else (buf[p + 1] + 1) * 8
+        size = (buf[p + 1] + 2) * 4 if nxt == PK.IPV6_AUTH else (buf[p + 1] + 1) * 8
         nxt = buf[p]
         p += size
         if p > ip_end:
@@ -178,16 +178,16 @@ def _tcp(buf, p, end, ip_end, key):
 def _pcap_record(buf, pos, u32, if_link, if_tsres):
     """The pcap record at ``pos``: (data, caplen, link, stamp, next record) of its packet,
     or (status, detail) where the walk stops."""
-    if len(buf) - pos < P.PCAP_RECORD_SIZE:
+    if len(buf) - pos < PK.PCAP_RECORD_SIZE:
         return int(_S.END), 0
     sec, sub, caplen = u32.unpack_from(buf, pos)[0], u32.unpack_from(buf, pos + 4)[0], \
         u32.unpack_from(buf, pos + 8)[0]
-    if caplen > P.MAX_CAPTURE_RECORD:
+    if caplen > PK.MAX_CAPTURE_RECORD:
         return int(_S.BAD), int(_CP.RECORD_TOO_LARGE)
-    if len(buf) - pos - P.PCAP_RECORD_SIZE < caplen:
+    if len(buf) - pos - PK.PCAP_RECORD_SIZE < caplen:
         return int(_S.END), 0
     stamp = sec * 1_000_000_000 + sub * (1000 if if_tsres[0] == 6 else 1)
-    data = pos + P.PCAP_RECORD_SIZE
+    data = pos + PK.PCAP_RECORD_SIZE
     return data, caplen, int(if_link[0]), stamp, data + caplen
 
 
@@ -197,20 +197,20 @@ def _pcapng_block(buf, pos, u32, u16, if_link, if_tsres, if_tsoff):
     if len(buf) - pos < 12:
         return int(_S.END), 0
     btype, blen = u32.unpack_from(buf, pos)[0], u32.unpack_from(buf, pos + 4)[0]
-    if btype in (P.PCAPNG_SECTION, P.PCAPNG_INTERFACE):
+    if btype in (PK.PCAPNG_SECTION, PK.PCAPNG_INTERFACE):
         return int(_S.BLOCK), 0
     if blen < 12 or blen % 4:
         return int(_S.BAD), int(_CP.BLOCK_LENGTH)
-    if blen > P.MAX_CAPTURE_RECORD:
+    if blen > PK.MAX_CAPTURE_RECORD:
         return int(_S.BAD), int(_CP.RECORD_TOO_LARGE)
     if len(buf) - pos < blen:
         return int(_S.END), 0
     if u32.unpack_from(buf, pos + blen - 4)[0] != blen:
         return int(_S.BAD), int(_CP.BLOCK_TRAILER)
-    if btype in (P.PCAPNG_ENHANCED_PACKET, P.PCAPNG_PACKET):
+    if btype in (PK.PCAPNG_ENHANCED_PACKET, PK.PCAPNG_PACKET):
         if blen < 32:
             return int(_S.SKIP), int(_CP.BLOCK_LENGTH)
-        if btype == P.PCAPNG_ENHANCED_PACKET:
+        if btype == PK.PCAPNG_ENHANCED_PACKET:
             iface = u32.unpack_from(buf, pos + 8)[0]
         else:
             iface = u16.unpack_from(buf, pos + 8)[0]
@@ -222,7 +222,7 @@ def _pcapng_block(buf, pos, u32, u16, if_link, if_tsres, if_tsoff):
             return int(_S.SKIP), int(_CP.BLOCK_LENGTH)
         stamp = _ns(units, int(if_tsres[iface]), int(if_tsoff[iface]))
         return pos + 28, caplen, int(if_link[iface]), stamp, pos + blen
-    if btype == P.PCAPNG_SIMPLE_PACKET:
+    if btype == PK.PCAPNG_SIMPLE_PACKET:
         if blen < 16 or not len(if_link):
             return int(_S.SKIP), int(_CP.UNKNOWN_INTERFACE if blen >= 16 else _CP.BLOCK_LENGTH)
         caplen = min(u32.unpack_from(buf, pos + 8)[0], blen - 16)

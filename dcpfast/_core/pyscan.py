@@ -21,6 +21,8 @@ _LOAD = {1: struct.Struct(">B"), 2: _U16, 4: _U32, 8: struct.Struct(">Q")}
 
 _REQUEST_RULES = {op: P.request_kinds(op) for op in range(256)}
 _PR = P.Problem
+#: Per kind: whether it carries the vbucket (a request of a vbucket, not the connection's).
+_VBUCKET = tuple(S.carried(kind, "vbucket", False) for kind in P.KINDS)
 
 
 class _Frame:
@@ -420,7 +422,10 @@ def _row(buf, pos, f, base):
     row = dict(offset=base + pos, magic=magic, opcode=opcode, datatype=datatype,
                opaque=opaque, cas=cas, body_len=body, framing_len=f.fel,
                extras_len=f.extlen)
-    row["status" if kind.response else "vbucket"] = vbs
+    if kind.response:
+        row["status"] = vbs
+    elif _VBUCKET[f.kind]:
+        row["vbucket"] = vbs
     extras = pos + P.HEADER_SIZE + f.fel
     value = extras + f.extlen + f.keylen
     if kind.key[1]:

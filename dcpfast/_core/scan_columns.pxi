@@ -112,7 +112,7 @@ cdef void fields(const Plan* plan, const uint8_t* buf, const Frame* rows, size_t
 # header values that depend on the frame's kind (0 where it does not carry them)
 
 cdef inline uint16_t vbucket(const uint8_t* buf, const Frame* f) noexcept nogil:
-    return be16(buf + f.pos + 6) & ~response_mask[f.kind]
+    return be16(buf + f.pos + 6) & vbucket_mask[f.kind]
 
 
 cdef inline uint16_t status(const uint8_t* buf, const Frame* f) noexcept nogil:

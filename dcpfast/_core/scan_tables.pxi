@@ -36,6 +36,7 @@ cdef uint8_t kind_prefixed[MAX_KINDS]
 # all ones where the kind is a response / carries a key / a value: header columns are
 # masked instead of branched on
 cdef uint64_t response_mask[MAX_KINDS]
+cdef uint64_t vbucket_mask[MAX_KINDS]      # a request of a vbucket, not of the connection
 cdef uint64_t key_mask[MAX_KINDS]
 cdef uint64_t value_mask[MAX_KINDS]
 cdef int kind_first[MAX_KINDS + 1]
@@ -116,6 +117,7 @@ cdef void load_kinds() except *:
         kind_val_span[k] = kind_val_max[k] - kind_val_min[k]
         kind_prefixed[k] = kind.prefixed
         response_mask[k] = 0 - <uint64_t>kind.response
+        vbucket_mask[k] = 0 - <uint64_t>S.carried(kind, "vbucket", False)
         key_mask[k] = 0 - <uint64_t>(kind_key_max[k] != 0)
         value_mask[k] = 0 - <uint64_t>(kind_val_max[k] != 0)
         kind_first[k] = j

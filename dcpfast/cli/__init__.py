@@ -1,7 +1,15 @@
 """The ``dcpfast`` command: one module per command, the group and shared input handling in
 ``app``."""
 
-from . import bench, convert, head, info, spark_decode, state  # noqa: F401  (they add the commands)
+from . import (  # noqa: F401  (they add the commands)
+    bench,
+    convert,
+    diff,
+    head,
+    info,
+    spark_decode,
+    state,
+)
 from .app import main
 
 __all__ = ["main"]

@@ -15,7 +15,20 @@ _CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__f
 BENCH_SCRIPT = os.path.join(_CHECKOUT, "benchmarks", "bench_scan.py")
 
 
-@main.command()
+class _InCheckout(click.Command):
+    """A command listed in ``dcpfast --help`` only where it can run: in a source checkout
+    (an installed dcpfast has no benchmark suite)."""
+
+    @property
+    def hidden(self) -> bool:
+        return not os.path.isfile(BENCH_SCRIPT)
+
+    @hidden.setter
+    def hidden(self, value: bool) -> None:
+        pass
+
+
+@main.command(cls=_InCheckout)
 @click.option("--quick", is_flag=True, help="A smoke run (about 100,000 mixed frames, no "
               "memory probe).")
 @click.option("--items", type=click.IntRange(min=1), help="Document changes of the mixed "

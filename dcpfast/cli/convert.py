@@ -6,10 +6,7 @@ import contextlib
 import json
 import os
 import re
-import signal
-import stat
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,10 +18,22 @@ from .. import schema as S
 from ..io.dumps import scan
 from ..pool import beside, threads_of
 from ..values import iter_values
-from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
-
-_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
-            ".ipc": "ipc", ".csv": "csv"}
+from .app import (
+    INPUT,
+    TABLE_FORMATS,
+    check_output,
+    inputs,
+    main,
+    opened,
+    output_format,
+    reported,
+    sample_option,
+    say,
+    scan_options,
+    shown,
+    threads_option,
+    writing,
+)
 
 
 def _column_list(ctx, param, values) -> list[str] | None:
@@ -56,7 +65,11 @@ class _Writer:
         import pyarrow as pa
 
         self.path, self.format = path, fmt
-        self._sink = pa.OSFile(os.fsencode(path), "wb")
+        if path == "-":                       # a copy of standard output: closed at the end
+            sys.stdout.flush()                # without closing standard output itself
+            self._sink = pa.PythonFile(os.fdopen(os.dup(sys.stdout.fileno()), "wb"), mode="w")
+        else:
+            self._sink = pa.OSFile(os.fsencode(path), "wb")
         self._writer: Any = None
         self.schema: Any = None
         self._pending: list = []
@@ -66,8 +79,9 @@ class _Writer:
 
     def write(self, table) -> None:
         if self.schema is not None and table.column_names != self.schema.names:
-            raise click.ClickException(f"{_name(self.path)}: cannot write these inputs "
-                                       f"together (columns {', '.join(table.column_names)} "
+            raise click.ClickException(f"{click.format_filename(self.path)}: cannot write these "
+                                       f"inputs together (columns "
+                                       f"{', '.join(table.column_names)} "
                                        f"after {', '.join(self.schema.names)})")
         if self.schema is None:
             self.schema = table.schema
@@ -110,10 +124,19 @@ class _Writer:
             self._writer.write_table(table)
 
     def _wait(self) -> None:
-        """Wait for the group being written, raising its error here."""
-        written, self._written = self._written, None
-        if written is not None:
-            written()
+        """Wait for the group being written, raising its error here. The handle on the
+        write is dropped only once the write is over: an interrupt while waiting leaves it
+        for ``abandon``, which must not close the file under a write still running."""
+        if self._written is None:
+            return
+        try:
+            self._written()
+        except KeyboardInterrupt:           # or SIGTERM, SIGHUP (app.ended_by_signals)
+            raise                           # still running: abandon() waits for it
+        except BaseException:
+            self._written = None            # the write's own error: it is over
+            raise
+        self._written = None
 
     def close(self) -> None:
         """Write what is gathered and finish the file (errors included: a full disk may
@@ -133,7 +156,7 @@ class _Writer:
             try:
                 written()
                 break
-            except (KeyboardInterrupt, _Ended):   # an interrupt while waiting: wait on
+            except KeyboardInterrupt:           # a signal while waiting: wait on
                 continue
             except BaseException:               # the write's own error
                 break
@@ -146,12 +169,14 @@ class _Writer:
 def _csv_ready(table):
     """CSV holds text: binary values (keys, values, bodies) are written as text where they
     are UTF-8 without control characters, else as ``0x`` and hex; maps become JSON
-    objects."""
+    objects; dictionaries their values."""
     import pyarrow as pa
 
     columns = []
     for column in table.columns:
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+        if pa.types.is_dictionary(column.type):
+            column = column.cast(column.type.value_type)
         if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
             column = _text(column)
         elif pa.types.is_map(column.type):
@@ -245,162 +270,87 @@ def _progress(name, source, quiet):
     return tqdm(total=total, desc=shown(name), unit="B", unit_scale=True, unit_divisor=1000)
 
 
-@main.command()
+@main.command(epilog="Examples: dcpfast convert dump.dcp -o frames.parquet; dcpfast convert "
+               "capture.pcap --values -o docs.parquet; dcpfast convert dump.dcp -o - "
+               "--format csv --columns opcode,vbucket,by_seqno,key | head. More: "
+               "docs/usage.md, the command line.")
 @click.argument("files", nargs=-1, type=INPUT)
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True),
-              help="OUT.parquet, OUT.arrow / .feather (Arrow IPC) or OUT.csv.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="OUT.parquet, OUT.arrow / .feather (Arrow IPC) or OUT.csv; - for standard "
+              "output (with --format).")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "ipc", "csv"]), default=None,
+              help="The output's format (default: from its extension).")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--columns", "columns", multiple=True, callback=_column_list,
               metavar="NAME[,NAME...]", help="Only these columns (key and value stand for "
               "their offset/length pairs and add the bytes).")
 @click.option("--values", "with_values", is_flag=True,
               help="Add the decoded document bodies, xattrs and is_json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
-@click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="Threads that read and decode each batch, and with more than one, "
-                   "write the output beside the decoding (default: the cores this process "
-                   "may use).")
+@threads_option
 @sample_option
 @scan_options
-def convert(files, output, columns, with_values, quiet, threads, sample, collections, errors):
+def convert(files, output, fmt, force, columns, with_values, quiet, threads, sample, collections,
+            errors):
     """Write the frames of every FILE to one Parquet, Arrow IPC or CSV file.
 
-    The format follows the extension of OUTPUT. Offsets are positions in each FILE
-    (decompressed). CSV holds keys, values and bodies as text where they are UTF-8 (else
-    0x and hex) and xattrs as JSON text. Ends with a line saying what it wrote.
+    The format follows the extension of OUTPUT (or --format). An ``opcode_name`` column
+    follows ``opcode``. Offsets are positions in each FILE (decompressed). CSV holds keys,
+    values and bodies as text where they are UTF-8 (else 0x and hex) and xattrs as JSON
+    text. Ends with a line saying what it wrote. An existing OUTPUT is replaced only with
+    --force, and never when it is one of the inputs.
     """
-    fmt = _FORMATS.get(os.path.splitext(output)[1].lower())
-    if fmt is None:
-        raise click.BadParameter(f"unknown extension; use one of {', '.join(_FORMATS)}",
-                                 param_hint="'-o' / '--output'")
+    fmt = output_format(output, TABLE_FORMATS, fmt)
     files = inputs(files, sample)                # each one there before OUTPUT is touched
-    _refuse_overwriting_an_input(output, files)
+    check_output(output, files, force=force)
+    threads = threads_of(threads)
 
-    keep = scan(b"", columns=columns).to_arrow().column_names
-    frame_columns = set(scan(b"").to_arrow().column_names)
+    keep = _named_opcodes(scan(b"", columns=columns).to_arrow()).column_names
+    frame_columns = set(_named_opcodes(scan(b"").to_arrow()).column_names)
     scanned = None if with_values else columns
-    with _signals_end_cleanly():
-        try:
-            writer = _Writer(output, fmt, background=threads_of(threads) > 1)
-        except OSError as e:
-            raise click.ClickException(f"{_name(output)}: {_reason(e)}") from None
-        done, written = False, 0
+    written = 0
+    with writing(output):
+        writer = _Writer(output, fmt, background=threads > 1)
         try:
             for name in files:
-                with reported(name), opened(name, errors) as source, \
+                with reported(name, errors), opened(name, errors) as source, \
                         _progress(name, source, quiet) as bar:
                     frames, started = 0, time.perf_counter()
                     for batch in source.batches(collections=collections, columns=scanned,
                                                 errors=errors, threads=threads):
-                        table = batch.to_arrow()          # captures add their own columns
+                        table = _named_opcodes(batch.to_arrow())  # captures add columns too
                         names = keep + [n for n in table.column_names
                                         if n not in frame_columns]
                         parts = _with_values(batch, table, names, threads) if with_values \
                             else [table.select(names)]
                         for part in parts:
-                            with _writing(output):
+                            with writing(output, remove=False):
                                 writer.write(part)
                         frames += len(batch)
                         written += len(batch)
                         bar.update(batch.consumed - batch.start)
                         rate = frames / max(time.perf_counter() - started, 1e-9)
                         bar.set_postfix_str(f"{frames:,} frames, {rate:,.0f} frames/s")
-            with _writing(output):
-                if writer.schema is None:             # no frames at all: an empty table
-                    empty = scan(b"", columns=scanned)
-                    table = empty.to_arrow()
-                    for part in (_with_values(empty, table, keep) if with_values
-                                 else [table.select(keep)]):
-                        writer.write(part)
-                writer.close()
-            done = True
-        finally:
-            if not done:
-                writer.abandon()
-                _remove(output)
-    if not quiet:
-        click.echo(f"wrote {written:,} frames to {_name(output)} "
-                   f"({os.path.getsize(output):,} bytes)")
+            if writer.schema is None:             # no frames at all: an empty table
+                empty = scan(b"", columns=scanned)
+                table = _named_opcodes(empty.to_arrow())
+                for part in (_with_values(empty, table, keep) if with_values
+                             else [table.select(keep)]):
+                    writer.write(part)
+            writer.close()
+        except BaseException:
+            writer.abandon()
+            raise
+    if not quiet and output != "-":
+        say(f"wrote {written:,} frames to {click.format_filename(output)} "
+            f"({os.path.getsize(output):,} bytes)")
 
 
-def _name(path: str) -> str:
-    """A path as messages show it (bytes that are not UTF-8 replaced)."""
-    return click.format_filename(path)
-
-
-def _reason(error: OSError) -> str:
-    """The system's words for an I/O error (pyarrow wraps them in its own)."""
-    return os.strerror(error.errno) if error.errno else (error.strerror or str(error))
-
-
-@contextlib.contextmanager
-def _writing(output: str):
-    """Errors while writing name the output, not the input being read."""
-    try:
-        yield
-    except OSError as e:
-        raise click.ClickException(f"{_name(output)}: {_reason(e)}") from None
-
-
-def _refuse_overwriting_an_input(output: str, files) -> None:
-    """Stop before opening ``output`` when it is one of the inputs (the same file, by
-    device and inode: through a symbolic or hard link too, or as standard input)."""
-    try:
-        out = os.stat(output)
-    except OSError:
-        return                                    # not there yet: no input is it
-    for name in files:
-        try:
-            got = os.fstat(sys.stdin.fileno()) if name == "-" else os.stat(name)
-        except (OSError, AttributeError, ValueError):
-            continue
-        if (got.st_dev, got.st_ino) == (out.st_dev, out.st_ino):
-            raise click.ClickException(
-                f"{_name(output)}: the output is also an input ({shown(name)}); writing it "
-                f"would destroy it: choose another output")
-
-
-def _remove(output: str) -> None:
-    """Remove a partial output (a regular file; a device or a pipe is left alone)."""
-    with contextlib.suppress(OSError):
-        if stat.S_ISREG(os.stat(output).st_mode):
-            os.unlink(output)
-
-
-class _Ended(BaseException):
-    """The process was asked to end (SIGTERM, SIGHUP) while converting."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _signals_end_cleanly():
-    """While converting, SIGTERM and SIGHUP (unless ignored, as under nohup) unwind the
-    conversion (removing the partial output, as an interrupt does); the process then ends
-    by that signal, as it would have. The handlers before are back afterwards; outside the
-    main thread nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-
-    def end(signum, frame):
-        if not caught:                            # a second signal waits for the cleanup
-            caught.append(signum)
-            raise _Ended(signum)
-
-    ours = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    # a signal ignored (SIGHUP under nohup) stays ignored
-    before = {s: signal.signal(s, end) for s in ours if signal.getsignal(s) != signal.SIG_IGN}
-    try:
-        yield
-    except _Ended as e:
-        for s, handler in before.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
-        before = {}
-        signal.raise_signal(e.signum)
-        raise SystemExit(128 + e.signum) from None     # the signal was handled: exit so
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+def _named_opcodes(table):
+    """``table`` with ``opcode_name`` (the opcode's name, a dictionary column) after
+    ``opcode``, where it has one."""
+    if "opcode" not in table.column_names:
+        return table
+    at = table.column_names.index("opcode") + 1
+    return table.add_column(at, S.OPCODE_NAME,
+                            S.opcode_names(table.column("opcode").to_numpy()))

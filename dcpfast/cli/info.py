@@ -9,7 +9,18 @@ import click
 import numpy as np
 
 from ..protocol import DOCUMENT_CHANGES, Opcode
-from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
+from .app import (
+    INPUT,
+    inputs,
+    main,
+    opened,
+    reported,
+    sample_option,
+    say,
+    scan_options,
+    shown,
+    threads_option,
+)
 from .inventory import LISTED_PER_REASON, Inventory
 
 #: Bytes per batch: a batch lists every region it skipped, so that dense damage costs
@@ -17,12 +28,14 @@ from .inventory import LISTED_PER_REASON, Inventory
 _BATCH_BYTES = 8 << 20
 
 
-@main.command()
+@main.command(epilog="Examples: dcpfast info --sample; dcpfast info dumps/*.dcp --json. "
+              "More: docs/usage.md, the command line.")
 @click.argument("files", nargs=-1, type=INPUT)
 @sample_option
 @scan_options
+@threads_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
-def info(files, sample, collections, errors, as_json):
+def info(files, sample, collections, errors, threads, as_json):
     """Frames, bytes, opcodes, vbuckets, collections, seqno ranges and damage of each FILE.
 
     FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input.
@@ -31,8 +44,8 @@ def info(files, sample, collections, errors, as_json):
     failed, summaries = False, []
     for path in paths:
         try:
-            with reported(path):
-                summary = _summarise(path, collections, errors)
+            with reported(path, errors):
+                summary = _summarise(path, collections, errors, threads)
         except click.ClickException as e:
             e.show()
             failed = True
@@ -40,19 +53,19 @@ def info(files, sample, collections, errors, as_json):
         if as_json:
             summaries.append(_as_json(path, summary))
         else:
-            click.echo(_report(path, summary))
+            say(_report(path, summary))
     if as_json:
-        click.echo(json.dumps(summaries, indent=2))
+        say(json.dumps(summaries, indent=2))
     if failed:
         sys.exit(1)
 
 
-def _summarise(path, collections, errors) -> dict:
+def _summarise(path, collections, errors, threads) -> dict:
     """Counts and seqno ranges over every batch of one input, in bounded memory."""
     found = Inventory()
     with opened(path, errors) as source:
         batches = source.batches(collections=collections, columns=list(Inventory.COLUMNS),
-                                 errors=errors, batch_bytes=_BATCH_BYTES)
+                                 errors=errors, batch_bytes=_BATCH_BYTES, threads=threads)
         for batch in batches:
             found.update(batch)
     # a capture's own damage (file offsets): the first of it listed, all of it counted

@@ -1,9 +1,14 @@
-"""``dcpfast spark-decode``: dumps to a Parquet dataset with Spark, decoded and written in
-Spark's tasks (``dcpfast.spark.write_parquet``)."""
+"""``dcpfast spark-decode``: dumps to a Parquet dataset or a Delta table with Spark,
+decoded and written in Spark's tasks (``dcpfast.spark.write_parquet``, ``write_delta``).
+
+SIGINT, SIGTERM and SIGHUP end it cleanly: the Spark job cancelled, nothing of it left at
+``--out``, one line on standard error, and the process ends by the signal (status 130, 143
+or 129 in a shell)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 
 import click
@@ -15,7 +20,13 @@ from .app import main, scan_options
 @main.command("spark-decode")
 @click.argument("inputs", nargs=-1)
 @click.option("--sample", is_flag=True, help="Decode the dump bundled with dcpfast.")
-@click.option("--out", required=True, help="Directory (or URI) of the Parquet dataset to write.")
+@click.option("--out", required=True,
+              help="Directory (or URI) of the Parquet dataset or Delta table to write.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "delta"]), default="parquet",
+              show_default=True, help="A Parquet dataset, or a Delta table committed in "
+              "one transaction (dcpfast[delta]).")
+@click.option("--app-id", help="With --format delta: a name for this load; a table that "
+              "has committed it already gets nothing new (a re-run commits once).")
 @click.option("--master", help="Spark master URL (default: an embedded local[*] Spark).")
 @click.option("--partition-by", default="vbucket", show_default=True,
               help="Comma-separated columns to partition the dataset by ('' for none).")
@@ -27,14 +38,14 @@ from .app import main, scan_options
 @click.option("--append", is_flag=True, help="Add to an existing dataset at --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @scan_options
-def spark_decode(inputs, sample, out, master, partition_by, columns, with_values, overwrite,
-                 append, quiet, collections, errors):
-    """Decode DCP dumps (files, directories, URIs) into Parquet with Spark."""
+def spark_decode(inputs, sample, out, fmt, app_id, master, partition_by, columns, with_values,
+                 overwrite, append, quiet, collections, errors):
+    """Decode DCP dumps (files, directories, URIs) into Parquet or Delta with Spark."""
     try:
         import pyspark  # noqa: F401
 
         from ..spark import decode_to_parquet
-        from ..spark.job import spark_error
+        from ..spark.job import Ended, spark_error
     except ImportError:
         raise click.ClickException("spark-decode needs PySpark: pip install 'dcpfast[spark]'")
     paths = list(inputs) + ([str(SAMPLE)] if sample else [])
@@ -42,6 +53,9 @@ def spark_decode(inputs, sample, out, master, partition_by, columns, with_values
         raise click.UsageError("give one or more INPUTS, or --sample")
     if overwrite and append:
         raise click.UsageError("--overwrite and --append exclude each other")
+    if app_id is not None and fmt != "delta":
+        raise click.UsageError("--app-id goes with --format delta")
+    delta = {"app_id": app_id} if fmt == "delta" else {}
     fd, log = tempfile.mkstemp(prefix="dcpfast-spark-", suffix=".log")
     os.close(fd)
     try:
@@ -49,7 +63,14 @@ def spark_decode(inputs, sample, out, master, partition_by, columns, with_values
             paths, out, master=master, log=log, progress=not quiet,
             partition_by=[c.strip() for c in partition_by.split(",") if c.strip()],
             columns=columns, values=with_values, errors=errors, collections=collections,
-            mode="overwrite" if overwrite else "append" if append else "error")
+            mode="overwrite" if overwrite else "append" if append else "error",
+            format=fmt, signals=True, **delta)
+    except Ended as e:
+        os.unlink(log)
+        _ended(e.signum, out)
+    except ImportError as e:
+        os.unlink(log)
+        raise click.ClickException(str(e)) from None
     except (ValueError, OSError) as e:                # found before Spark ran
         os.unlink(log)
         named = isinstance(e, OSError) and e.filename and e.strerror
@@ -62,13 +83,26 @@ def spark_decode(inputs, sample, out, master, partition_by, columns, with_values
         click.echo(line)
 
 
+def _ended(signum: int, out: str) -> None:
+    """One line, then the end by the signal that asked for it."""
+    name = signal.Signals(signum).name
+    click.echo(f"Error: ended by {name}: nothing written to {out}", err=True)
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
+    raise SystemExit(128 + signum)                      # where the signal did not end it
+
+
 def report(summary: dict, out: str) -> list[str]:
     """What the job did, in the terms a user acts on: frames and files, partitions with
     their frame counts, damage skipped, and where the time went."""
     files = "file" if summary["files"] == 1 else "files"
+    if summary.get("committed") is False:
+        return [f"{out}: this load was committed already (version {summary['version']}): "
+                "nothing new"]
+    table = f", Delta table version {summary['version']}" if "version" in summary else ""
     lines = [f"{summary['frames']:,} frames from {summary['input_bytes'] / 1e6:,.1f} MB of "
              f"dumps -> {out}: {summary['files']:,} Parquet {files}, "
-             f"{summary['output_bytes'] / 1e6:,.1f} MB"]
+             f"{summary['output_bytes'] / 1e6:,.1f} MB{table}"]
     rows = summary["rows"]
     if rows and list(rows) != [""]:
         counts = sorted(rows.values())
@@ -78,6 +112,9 @@ def report(summary: dict, out: str) -> list[str]:
         lines.append(f"  frames per partition: {shown}{more}")
         if any(k.endswith("=-1") or "=-1/" in k for k in rows):
             lines.append("  (=-1: frames that carry no value there; responses have no vbucket)")
+        if any(k.endswith("=null") or "=null/" in k for k in rows):
+            lines.append("  (=null: frames that carry no value there; responses have no "
+                         "vbucket)")
     skipped = summary["skipped"]
     if skipped:
         lines.append(f"  skipped {sum(s['regions'] for s in skipped):,} damaged region(s), "

@@ -3,19 +3,41 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import tempfile
 import time
 
 import click
 
 from ..documents import StateBuilder, consistency
+from ..errors import DcpFormatError, text
 from ..pcap import CLIENT_TO_SERVER
-from .app import INPUT, inputs, main, opened, reported, sample_option, scan_options, shown
+from .app import (
+    INPUT,
+    check_output,
+    inputs,
+    main,
+    opened,
+    output_format,
+    reported,
+    sample_option,
+    say,
+    scan_options,
+    shown,
+    threads_option,
+    writing,
+)
 
-#: With --spark: the file in the output directory that holds ``state_report``'s JSON
-#: (Parquet readers pass over names that start with "_").
-REPORT_FILE = "_dcpfast_state.json"
+#: The formats ``state`` writes (without --spark), by the output's extension.
+_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
+            ".ipc": "ipc"}
+
+#: With --spark: the file beside the output directory (``OUT`` + this) that holds
+#: ``state_report``'s JSON; inside, it would stop polars, which reads every non-empty file
+#: of a directory as Parquet.
+REPORT_SUFFIX = ".report.json"
 
 
 def _at_seqno(ctx, param, value):
@@ -31,21 +53,24 @@ def _at_seqno(ctx, param, value):
         raise click.BadParameter("expected N or VB:N[,VB:N...]") from None
 
 
-def _write(table, output: str) -> None:
+def _write(table, output: str, fmt: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if output.lower().endswith((".arrow", ".feather", ".ipc")):
+    if fmt == "ipc":
         with pa.OSFile(output, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
     else:
         pq.write_table(table, output)
 
 
-@main.command("state")
+@main.command("state", epilog="Examples: dcpfast state dump.dcp -o docs.parquet; dcpfast "
+              "state capture.pcap --at-time 2026-11-27T10:00:00 -o then.parquet. More: "
+              "docs/state.md.")
 @click.argument("files", nargs=-1, type=INPUT)
 @click.option("-o", "--output", required=True,
               help="OUT.parquet (or .arrow); with --spark a Parquet directory.")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--at-seqno", callback=_at_seqno, metavar="N|VB:N,...",
               help="Leave out every change above this seqno (per vbucket: VB:N,...; the "
               "vbuckets not named are left out).")
@@ -59,10 +84,11 @@ def _write(table, output: str) -> None:
               help="Only this collection (name, scope.name or id); repeatable.")
 @click.option("--spark", is_flag=True, help="Run on Spark (dcpfast[spark]).")
 @click.option("--master", help="With --spark: the Spark master (default: local[*]).")
+@threads_option
 @sample_option
 @scan_options
-def state(files, output, at_seqno, at_time, include_deleted, history, no_values, only, spark,
-          master, sample, collections, errors):
+def state(files, output, force, at_seqno, at_time, include_deleted, history, no_values, only,
+          spark, master, threads, sample, collections, errors):
     """Rebuild the documents of the DCP dumps FILES (read in order, as one stream): one row
     per document as it stood at the end, at --at-seqno or at --at-time.
 
@@ -72,7 +98,7 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
     """
     if at_seqno is not None and at_time is not None:
         raise click.UsageError("give --at-seqno or --at-time, not both")
-    files = inputs(files, sample)                # each one there before OUTPUT is touched
+    fmt = None if spark else output_format(output, _FORMATS)
     chosen = [int(c) if c.isdigit() else c for c in only] or None
     options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
                    values=not no_values, only_collections=chosen, errors=errors,
@@ -81,6 +107,8 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
         builder = StateBuilder(**options)
     except (TypeError, ValueError) as e:
         raise click.BadParameter(str(e)) from None
+    files = inputs(files, sample)                # each one there before OUTPUT is touched
+    check_output(output, files, force=force and not spark, replaceable=not spark)
     if spark:
         _on_spark(files, output, master, options, collections)
         return
@@ -88,27 +116,38 @@ def state(files, output, at_seqno, at_time, include_deleted, history, no_values,
 
     def feed(builder: StateBuilder) -> None:
         for name in files:
-            with reported(name), opened(name, errors) as source:
+            with reported(name, errors), opened(name, errors) as source:
                 for batch in source.batches(collections=collections, columns=None,
-                                            errors=errors):
+                                            errors=errors, threads=threads):
                     if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
                         builder.client(batch)
+                    elif source.capture:
+                        with _in_stream(batch.connection):
+                            builder.update(batch)
                     else:
                         builder.update(batch)
 
     feed(builder)
-    with reported(shown(files[-1])):
+    with reported(shown(files[-1]), errors):
         try:
             table = builder.table(None if "-" in files else feed)   # standard input: once
         except ValueError as e:                  # collection names the stream never gave
             raise click.BadParameter(str(e), param_hint="--collection") from None
-    try:
-        _write(table, output)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(output)
-        raise click.ClickException(f"{output}: {e.strerror or e}") from None
+    with writing(output):
+        _write(table, output, fmt)
     _summary(table, output, time.perf_counter() - began)
+
+
+@contextlib.contextmanager
+def _in_stream(connection):
+    """A capture's error says that its offset is a position in a TCP stream, and which."""
+    try:
+        yield
+    except DcpFormatError as e:
+        where = text("in_tcp_stream", src=f"{connection.src}:{connection.src_port}",
+                     dst=f"{connection.dst}:{connection.dst_port}",
+                     direction=connection.direction)
+        raise DcpFormatError(e.offset, f"{where}: {e.reason}") from None
 
 
 def _summary(table, output: str, seconds: float) -> None:
@@ -119,18 +158,18 @@ def _summary(table, output: str, seconds: float) -> None:
     points = consistency(table)
     meta = metadata(table)
     what = "versions" if "valid_to_seqno" in table.column_names else "documents"
-    click.echo(f"{table.num_rows:,} {what} from {points.num_rows} vbuckets in "
-               f"{seconds:.1f} s -> {output}")
+    say(f"{table.num_rows:,} {what} from {points.num_rows} vbuckets in "
+        f"{seconds:.1f} s -> {output}")
     if points.num_rows:
         seqnos = points.column("consistent_seqno").to_pylist()
-        click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
-                   "(see the schema metadata)")
+        say(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
+            "(see the schema metadata)")
     lost = points.filter(pc.invert(points.column("restored"))).column("vbucket").to_pylist()
     if lost:
-        click.echo(f"{len(lost)} vbucket(s) ({_few(lost)}) may lack versions a restart made "
-                   "current again: give the input as files, not standard input")
+        say(f"{len(lost)} vbucket(s) ({_few(lost)}) may lack versions a restart made "
+            "current again: give the input as files, not standard input")
     for line in _warnings(meta):
-        click.echo(line)
+        say(line)
 
 
 def _few(vbuckets: list[int]) -> str:
@@ -139,14 +178,14 @@ def _few(vbuckets: list[int]) -> str:
 
 def _warnings(meta: dict) -> list[str]:
     """The lines that say what the state's metadata ``meta`` cannot claim: frames lost,
-    what the streams did not send, and what skip mode passed over."""
+    what the streams did not send, capture gaps and what else skip mode passed over."""
     out = []
     if meta.get("lost"):
         out.append(f"warning: frames were lost on {len(meta['lost'])} vbucket(s) "
                    f"({_few(meta['lost'])}): their consistent seqno stops before the loss")
     lacks = meta.get("lacks", {})
     began = [vb for vb, _ in lacks.get("history", ())]
-    missing = [text for flag, text in (("values", "values (opened with NO_VALUE)"),
+    missing = [what for flag, what in (("values", "values (opened with NO_VALUE)"),
                                        ("backfill_tombstones", "the tombstones of the "
                                         "initial backfill (SkipDeletesInInitialBackfill)"))
                if lacks.get(flag)]
@@ -155,13 +194,29 @@ def _warnings(meta: dict) -> list[str]:
                        f"({_few(began)}; see starts_after in the consistency)")
     if missing:
         out.append("note: the table lacks " + "; ".join(missing))
-    errors = meta.get("errors", ())
-    if errors:
-        total = meta.get("errors_total", len(errors))
-        counts = ", ".join(f"{n:,} {kind.replace('_', ' ')}"
-                           for kind, n in meta.get("error_counts", {}).items())
-        offset, _, reason = errors[0][-3:]
-        out.append(f"skipped {total:,} damaged or inconsistent frame(s) ({counts}), the "
+    return out + _skipped(meta)
+
+
+def _skipped(meta: dict) -> list[str]:
+    """The lines for what skip mode passed over: capture gaps (among the problems
+    listed), then how many other problems, by kind, and the first."""
+    listed = [e[-3:] for e in meta.get("errors", ())]          # (offset, length, reason)
+    prefix = text("capture_gap", length=0).split(":")[0]
+    gaps = [e for e in listed if e[2].startswith(prefix)]
+    damage = [e for e in listed if not e[2].startswith(prefix)]
+    out = []
+    if gaps:
+        out.append(f"{len(gaps)} capture gap(s): {sum(g[1] for g in gaps):,} bytes of the "
+                   "TCP streams are not in the capture; the documents they held are missing")
+    counts = dict(meta.get("error_counts", {}))
+    if gaps and counts.get("skipped_bytes"):
+        counts["skipped_bytes"] -= len(gaps)
+    total = meta.get("errors_total", len(listed)) - len(gaps)
+    if total > 0 and damage:
+        kinds = ", ".join(f"{n:,} {kind.replace('_', ' ')}" for kind, n in counts.items()
+                          if n)
+        offset, _, reason = damage[0]
+        out.append(f"skipped {total:,} damaged or inconsistent frame(s) ({kinds}), the "
                    f"first at byte {offset}: {reason}")
     return out
 
@@ -181,7 +236,9 @@ def _on_spark(files, output, master, options, collections) -> None:
 
     began = time.perf_counter()
     running = running_session()                        # reused, and left running
-    spark = running or session(master, "dcpfast state")
+    fd, log = tempfile.mkstemp(prefix="dcpfast-spark-", suffix=".log")
+    os.close(fd)
+    spark = running or session(master, "dcpfast state", log=log)
     try:
         frames = read_dcp(spark, list(files), columns="all", values=options["values"],
                           errors=options["errors"], collections=collections)
@@ -192,17 +249,22 @@ def _on_spark(files, output, master, options, collections) -> None:
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from None
     except Exception as e:
-        raise click.ClickException(spark_error(e)) from None
+        raise click.ClickException(f"{spark_error(e)} (Spark's log: {log})") from None
     finally:
         if running is None:
             spark.stop()
+    os.unlink(log)
     click.echo(f"{rows:,} rows in {time.perf_counter() - began:.1f} s -> {output} (Spark)")
-    if os.path.isdir(output):                  # a local directory: the report beside the rows
-        with open(os.path.join(output, REPORT_FILE), "w") as f:
+    where = output.rstrip("/") + REPORT_SUFFIX
+    if os.path.isdir(output):                  # a local directory: the report beside it
+        for crc in glob.glob(os.path.join(glob.escape(output), "**", ".*.crc"),
+                             recursive=True):
+            os.unlink(crc)                     # Spark's checksums: polars reads them too
+        with open(where, "w") as f:
             json.dump(report, f)
     seqnos = [seqno for _, seqno in report["consistency"]]
     if seqnos:
         click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
-                   f"(see {REPORT_FILE})")
+                   f"(see {where})")
     for line in _warnings(report):
         click.echo(line)

@@ -59,7 +59,11 @@ def open_stream(source, *, errors: str = "strict") -> DecodedStream:
             raw.close()
             raise
     if not (hasattr(source, "readinto") or hasattr(source, "read")):
-        raise TypeError(f"cannot read DCP frames from {type(source).__name__}")
+        try:
+            memoryview(source)
+        except TypeError:
+            raise TypeError(f"cannot read DCP frames from {type(source).__name__}") from None
+        raise TypeError(text("read_buffer", kind=type(source).__name__))
     return DecodedStream(source, errors)
 
 

@@ -22,7 +22,9 @@ from ..batch import FrameBatch, scan_view
 from ..buffers import byte_view, recycled
 from ..errors import DcpFormatError, text
 from ..options import SNIFF_BYTES, ScanOptions
+from ..schema import arrow_schema
 from .compression import HEAD_BYTES, ChunkFile, DecodedStream, codec_of, open_stream
+from .files import FileChain, expand
 from .resume import Resume
 from .sources import (
     checked_size,
@@ -81,7 +83,8 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
          max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, binary_views: bool = False,
          threads: int | None = None, memory_map: bool = False,
          max_bytes: int | None = DEFAULT_MAX_BYTES) -> FrameBatch:
-    """Scan a whole dump file, read into memory.
+    """Scan a whole dump file (or the files of a directory or a glob, in name order, read
+    as one stream: ``io.files``), read into memory.
 
     The file is the complete stream: a frame cut short at its end is an error
     (``DcpFormatError``, or an entry in ``batch.errors`` with ``errors="skip"``).
@@ -104,7 +107,9 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
     options = ScanOptions.of(collections=collections, columns=columns, errors=errors,
                              max_frame_size=max_frame_size, binary_views=binary_views,
                              threads=threads)
-    with open_stream(path, errors=errors) as stream:
+    files = expand(path)
+    source = path if files is None else FileChain(files, errors)
+    with open_stream(source, errors=errors) as stream:
         kind = capture_kind(stream.head)
         if kind is not None:
             raise DcpFormatError(0, text("capture_not_dump", kind=kind))
@@ -115,11 +120,10 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
             data = _read_file(*found, threads=options.threads)
         else:
             data = _read_stream(stream, max_bytes)  # compressed, a pipe or a device
-        damage = stream.damage
+        damage = _damages(stream, source)
     batch, _ = scan_view(data, byte_view(data), options, final=True,
                          scanner=scanner(options.threads))
-    if damage:
-        batch.errors.append(damage)
+    batch.errors.extend(damage)
     return batch
 
 
@@ -183,10 +187,12 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
                  collections: bool | None = None, columns=None, errors: str = "strict",
                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE,
                  binary_views: bool = False, threads: int | None = None,
-                 memory_map: bool = False) -> Iterator[FrameBatch]:
-    """Yield batches over a whole stream, about ``batch_bytes`` of input each.
+                 memory_map: bool = False) -> Batches:
+    """Yield batches over a whole stream, about ``batch_bytes`` of input each; the
+    iterator is also an Arrow stream of their tables (``Batches``).
 
-    ``source`` is a path, a binary file object, an iterable of byte chunks, or one buffer.
+    ``source`` is a path, a directory or a glob (its files in name order, read as one
+    stream: ``io.files``), a binary file object, an iterable of byte chunks, or one buffer.
     Frames that straddle chunks are carried into the next batch. Each batch owns its input
     bytes (a view of the buffer when ``source`` is one) and about 175 bytes of columns per
     frame (32 more with ``binary_views``); while a batch is held the next one is read, so
@@ -208,7 +214,13 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
     options = ScanOptions.of(collections=collections, columns=columns, errors=errors,
                              max_frame_size=max_frame_size, binary_views=binary_views,
                              threads=threads)
-    threads = options.threads
+    return Batches(_walk(source, expand(source), batch_bytes, options, memory_map), options)
+
+
+def _walk(source, files, batch_bytes: int, options: ScanOptions,
+          memory_map: bool) -> Iterator[FrameBatch]:
+    """``iter_batches``' batches (``files``: those of a directory or glob ``source``)."""
+    threads, errors = options.threads, options.errors
     try:
         view = byte_view(source)
     except TypeError:
@@ -218,7 +230,12 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
             yield from _batches(view_filler(view), batch_bytes, options)
             return
         source = io.BytesIO(view)
-    if isinstance(source, DecodedStream):         # already sniffed (and maybe decompressing)
+    if files is not None:                         # a directory or a glob: one stream
+        source = FileChain(files, errors)
+        with open_stream(source, errors=errors) as stream:
+            yield from _batches(read_filler(stream), batch_bytes, options, stream=stream,
+                                chain=source)
+    elif isinstance(source, DecodedStream):       # already sniffed (and maybe decompressing)
         yield from _batches(stream_filler(source, batch_bytes, mapped=memory_map,
                                           threads=threads), batch_bytes, options, stream=source)
     elif isinstance(source, (str, os.PathLike)) or hasattr(source, "readinto") \
@@ -244,15 +261,73 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
         raise TypeError(f"cannot read DCP frames from {type(source).__name__}")
 
 
-def _batches(fill, batch_bytes: int, options: ScanOptions, stream=None):
+class Batches(Iterator[FrameBatch]):
+    """The batches ``iter_batches`` yields, in stream order; also an Arrow C stream of their
+    ``to_arrow()`` tables (``pa.RecordBatchReader.from_stream(batches)``, DuckDB, polars),
+    with the projection's ``schema`` known before the first batch is read: a dump larger
+    than memory streams into them in bounded memory. Either way the batches are read once.
+    """
+
+    def __init__(self, batches: Iterator[FrameBatch], options: ScanOptions):
+        self._batches = batches
+        self._columns = options.columns
+
+    @property
+    def schema(self):
+        """The Arrow schema of the stream: ``dcpfast.arrow_schema`` of the columns scanned
+        (pyarrow is imported only when asked for)."""
+        return arrow_schema(self._columns)
+
+    def __iter__(self) -> Batches:
+        return self
+
+    def __next__(self) -> FrameBatch:
+        return next(self._batches)
+
+    def close(self) -> None:
+        """Stop reading (the source is closed)."""
+        self._batches.close()              # type: ignore[attr-defined]
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        import pyarrow as pa
+
+        reader = pa.RecordBatchReader.from_batches(self.schema, _record_batches(self))
+        return reader.__arrow_c_stream__(requested_schema)
+
+
+def _record_batches(batches: Batches):
+    """The Arrow record batches of ``batches`` in their stream's schema (a batch whose
+    keys or values pass 2 GiB, which ``to_arrow`` makes ``large_binary``, is cut)."""
+    schema = batches.schema
+    for batch in batches:
+        yield from _fitting(batch, schema)
+
+
+def _fitting(batch: FrameBatch, schema):
+    if len(batch) > 1 and not batch.schema.equals(schema):
+        half = len(batch) // 2
+        yield from _fitting(batch[:half], schema)
+        yield from _fitting(batch[half:], schema)
+        return
+    yield from batch.to_arrow().to_batches()
+
+
+def _damages(stream: DecodedStream, source) -> list:
+    """Where the decompressed data of ``stream`` (and of each file of a ``FileChain``
+    ``source``) broke off in skip mode."""
+    found = list(source.damages) if isinstance(source, FileChain) else []
+    return found + ([stream.damage] if stream.damage else [])
+
+
+def _batches(fill, batch_bytes: int, options: ScanOptions, stream=None, chain=None):
     resume = Resume(options, scanner=scanner(options.threads))
     # an undecided collections setting is judged on the first MiB at least
     want = batch_bytes if options.collections is not None else max(batch_bytes, SNIFF_BYTES)
     while True:
         buf, eof = fill(resume.take_tail(), want)
         batch = resume.scan(buf, final=eof)
-        if eof and stream is not None and stream.damage:
-            batch.errors.append(stream.damage)
+        if eof and stream is not None:
+            batch.errors.extend(_damages(stream, chain))
         if len(batch) or batch.errors:
             yield batch
         if eof:

@@ -52,7 +52,10 @@ def read_pcap(source, ports: int | Iterable[int] = (PK.DCP_PORT,), *,
     a gap in ``batch.errors`` and decoding resumes at the next plausible frame after it, as
     it does on a connection whose start was not captured. ``collections``, ``columns``,
     ``errors`` and ``max_frame_size`` are as for ``dcpfast.scan``; ``collections=None`` is
-    decided per direction on its first MiB. ``errors="strict"`` raises for malformed DCP
+    decided per direction on its first MiB. ``errors`` defaults to ``"skip"``, unlike the
+    dump readers': a capture is lossy by nature (packets dropped or cut by the snap length,
+    a capture stopped mid-packet), and skip mode keeps every frame the capture holds
+    whole, listing what it lost. ``errors="strict"`` raises for malformed DCP
     frames and for a damaged capture file, but gaps and mid-stream starts are always
     reported, never raised: they are capture loss. The capture is read ``batch_bytes`` at a
     time; memory stays near that plus, per open direction, its last incomplete frame and at

@@ -22,24 +22,30 @@ reinterpreting their 64 bits, so values of 2**63 and above read as negative numb
   ``spark_schema(columns, values)``); files must be under 2 GiB.
 * ``write_parquet(spark, inputs, out)``: the Parquet job, decoded and written in the
   tasks; ``decode_to_parquet`` runs it on a session of its own (``dcpfast spark-decode``).
+* ``write_delta(spark, inputs, table)``: the same tasks, committed to a Delta table in one
+  transaction (``dcpfast[delta]``), exactly once per ``app_id``.
+* ``spark.readStream.format("dcp")``: dumps read as they grow (Structured Streaming).
 * ``state(frames_df, ...)``: the documents of the decoded frames as of the end, a seqno or
   a time (``dcpfast.state`` on Spark); ``state_report`` its consistent seqnos and what
   skip mode passed over.
+* ``diff(spark, source, target, out)``: two buckets' dumps compared (``dcpfast.diff`` on
+  Spark), the differences written as Parquet.
 
 pyspark is imported only by the functions that need it; the decoding itself runs on the
 executors, which need dcpfast installed.
 """
 
+from .compare import diff
 from .convert import decode_arrow, decode_pandas
+from .datasource import read_dcp, register
 from .documents import state, state_report
 from .job import decode_to_parquet
 from .schema import DEFAULT, spark_arrow_schema, spark_schema, unsigned
-from .sink import write_parquet
-from .source import read_dcp, register
+from .sink import write_delta, write_parquet
 
-__all__ = ["DEFAULT", "SCHEMA", "decode_arrow", "decode_pandas", "decode_to_parquet",
+__all__ = ["DEFAULT", "SCHEMA", "decode_arrow", "decode_pandas", "decode_to_parquet", "diff",
            "read_dcp", "register", "spark_arrow_schema", "spark_schema", "state",
-           "state_report", "unsigned", "write_parquet"]
+           "state_report", "unsigned", "write_delta", "write_parquet"]
 
 
 def __getattr__(name):

@@ -29,7 +29,10 @@ log = logging.getLogger("dcpfast.spark")
 
 
 def scanner_columns(names) -> list[str]:
+    """The scanner columns that the output columns ``names`` are made from."""
     wanted = [n for n in names if n in S.INDEX]
+    if "opcode_name" in names and "opcode" not in wanted:
+        wanted.append("opcode")
     wanted += [b for b in ("key", "value") if b in names]
     if "key_str" in names and "key" not in wanted:
         wanted.append("key")
@@ -63,6 +66,10 @@ def to_record_batch(batch: FrameBatch, source: str | None, schema, *,
             arrays.append(keys if name == "key" else text_or_null(keys))
         elif name == "source":
             arrays.append(_repeated(source, n))
+        elif name == "opcode_name":
+            named = S.opcode_names(batch["opcode"])
+            arrays.append(named if pa.types.is_dictionary(field.type) else
+                          named.dictionary_decode())
         else:
             if body is None:
                 body = _values(batch, errors)

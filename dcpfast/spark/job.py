@@ -7,13 +7,16 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import sys
 import threading
 import time
 from collections.abc import Sequence
 
-from . import output
-from .sink import check_inputs, checked, write_parquet
+from . import deltatable, output
+from .schema import file_schema
+from .sink import cancel_running, checked, write_delta, write_parquet
+from .source import check_inputs
 
 
 def session(master: str | None = None, app_name: str = "dcpfast", *,
@@ -100,32 +103,111 @@ def task_progress(spark, desc: str, *, enabled: bool = True):
         bar.close()
 
 
+class Ended(BaseException):
+    """The process was asked to end (SIGINT, SIGTERM, SIGHUP) while a job ran."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Signals:
+    """What ``signals_end_the_job`` caught, and the function that takes SIGINT back."""
+
+    def __init__(self, handler=None):
+        self.caught: list[int] = []
+        self.handler = handler
+
+    def again(self) -> None:
+        """Take SIGINT back (a SparkContext installs its own handler as it starts)."""
+        if self.handler is not None and signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
+            signal.signal(signal.SIGINT, self.handler)
+
+    def ended(self) -> Ended | None:
+        return Ended(self.caught[0]) if self.caught else None
+
+
+@contextlib.contextmanager
+def signals_end_the_job():
+    """While the block runs, SIGINT, SIGTERM and SIGHUP (unless ignored, as SIGHUP under
+    nohup) end the job: a Spark job under way is cancelled from the handler (it then fails
+    as Spark's own way, its partial output removed, and ``ended()`` says why), else
+    ``Ended`` is raised at once. The handlers before are back afterwards; outside the main
+    thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield _Signals()
+        return
+
+    def end(signum, frame):
+        if signals.caught:                        # a second signal waits for the cleanup
+            return
+        signals.caught.append(signum)
+        if not cancel_running():                  # no Spark job to cancel: unwind now
+            raise Ended(signum)
+
+    signals = _Signals(end)
+    ours = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    before = {s: signal.signal(s, end) for s in ours if signal.getsignal(s) != signal.SIG_IGN}
+    try:
+        yield signals
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+
+
+# long: the checks of both formats before Spark starts, the session's life and the signals
 def decode_to_parquet(inputs: Sequence[str], out: str, *, master: str | None = None,
                       spark=None, log: str | None = None, progress: bool = True,
-                      **options) -> dict:
-    """``write_parquet`` on ``spark``, or on a session of its own (``session(master,
-    log=log)``, stopped at the end); the inputs and the output are checked before Spark
-    starts. ``options`` go to ``write_parquet``; the summary it returns gains
-    ``startup_seconds``, the time it took Spark to start (about 0 where a session was
-    running: it is used, and left running)."""
+                      format: str = "parquet", signals: bool = False, **options) -> dict:
+    """``write_parquet`` (``format="delta"``: ``write_delta``) on ``spark``, or on a session
+    of its own (``session(master, log=log)``, stopped at the end); the inputs and the
+    output are checked before Spark starts. ``options`` go to ``write_parquet`` or
+    ``write_delta``; the summary it returns gains ``startup_seconds``, the time it took
+    Spark to start (about 0 where a session was running: it is used, and left running).
 
-    checked(options.get("columns"), options.get("values", False),
-            options.get("partition_by", ("vbucket",)), options.get("errors", "strict"))
-    check_inputs(inputs)
-    output.check(out, options.get("mode", "error"))
-    began = time.perf_counter()
-    own = spark is None and running_session() is None
-    if spark is None:
-        spark = session(master, "dcpfast spark-decode", log=log)
-    started = time.perf_counter() - began
-    try:
-        with task_progress(spark, "decoding", enabled=progress):
-            summary = write_parquet(spark, inputs, out, **options)
-    finally:
+    ``signals``: SIGINT, SIGTERM and SIGHUP end the job cleanly (``signals_end_the_job``)
+    and raise ``Ended``, as ``dcpfast spark-decode`` wants.
+    """
+    if format not in ("parquet", "delta"):
+        raise ValueError(f"format must be parquet or delta, not {format!r}")
+    schema, partition_by = checked(options.get("columns"), options.get("values", False),
+                                   options.get("partition_by", ("vbucket",)),
+                                   options.get("errors", "strict"))
+    absolute = os.path.abspath(out) if "://" not in out else out
+    check_inputs(inputs, exclude=[absolute])
+    if format == "delta":
+        deltatable.check(out, options.get("mode", "append"), file_schema(schema),
+                         partition_by, options.get("app_id"), options.get("app_version", 0))
+    else:
+        output.check(out, options.get("mode", "error"))
+    with signals_end_the_job() if signals else contextlib.nullcontext(_Signals()) as caught:
+        began = time.perf_counter()
+        own = spark is None and running_session() is None
+        try:
+            if spark is None:
+                spark = session(master, "dcpfast spark-decode", log=log)
+            caught.again()
+            started = time.perf_counter() - began
+            with task_progress(spark, "decoding", enabled=progress):
+                job = write_delta if format == "delta" else write_parquet
+                summary = job(spark, inputs, out, **options)
+        except BaseException as e:
+            if own and spark is not None:
+                with contextlib.suppress(Exception):
+                    spark.stop()
+            ended = caught.ended()
+            if ended is not None and ended is not e:
+                raise ended from None
+            raise
         if own:
             spark.stop()
     summary["startup_seconds"] = started
     return summary
+
+
+#: The errors whose message is the whole story (dcpfast words them; a stream reader's
+#: refusals are ValueErrors); others keep their kind in front.
+_OURS = ("DcpFormatError", "OSError", "FileNotFoundError", "ValueError")
 
 
 def spark_error(exc: BaseException) -> str:
@@ -136,14 +218,14 @@ def spark_error(exc: BaseException) -> str:
         return "Spark could not start: it needs Java 17 or later (on PATH, or JAVA_HOME)"
     lines = message.splitlines()
     starts = [i for i, line in enumerate(lines)
-              if line.startswith("Traceback (most recent call last):")]
+              if line.endswith("Traceback (most recent call last):")]
     if starts:                          # the last traceback: the exception the task raised
         rest = [x for x in lines[starts[-1] + 1:] if x.strip()]
         raised = next((k for k, x in enumerate(rest) if not x[:1].isspace()), None)
         if raised is not None:
             kind, _, said = rest[raised].partition(": ")
             kind = kind.rsplit(".", 1)[-1]
-            said = said if kind in ("DcpFormatError", "OSError") else f"{kind}: {said}"
+            said = said if kind in _OURS else f"{kind}: {said}"
             note = re.match(r"while decoding (.*)", rest[raised + 1]) \
                 if raised + 1 < len(rest) else None
             return f"{note.group(1)}: {said}" if note else said

@@ -1,19 +1,20 @@
 """The output directory of the Parquet job: what may be there before, where tasks stage
 their files, and how a job's files are committed or given up.
 
-Task attempts write under ``OUT/_temporary/<job>/<attempt>/``. The commit (on the driver,
-once every task has succeeded, with one message per partition from the attempt Spark let
-commit) moves those files into place, writes an empty ``_SUCCESS`` (empty, so that readers
-that take every file of a directory, polars among them, pass over it) and leaves the
-job's summary in the staging directory for ``finish``; an abort deletes the staging
-directory. Until the commit nothing of the job is outside ``_temporary``, which every
+Task attempts write under ``OUT/_temporary/<job>/<attempt>/``. The commit (in the
+driver's process, once every task has succeeded, with one result per partition: that of
+the attempt whose result Spark returned) moves those files into place and writes an empty
+``_SUCCESS`` (empty, so that readers that take every file of a directory, polars among
+them, pass over it); ``finish`` deletes the staging directory, with the files of every
+other attempt. Until the commit nothing of the job is outside ``_temporary``, which every
 reader skips.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import posixpath
+import re
 import uuid
 
 from ..errors import text
@@ -22,7 +23,6 @@ from .source import filesystem
 STAGING = "_temporary"
 SUCCESS = "_SUCCESS"
 MODES = ("error", "errorifexists", "overwrite", "append")
-_SUMMARY = "summary.json"
 
 
 def _entries(store, where: str, recursive: bool = False):
@@ -31,25 +31,29 @@ def _entries(store, where: str, recursive: bool = False):
     return store.get_file_info(fs.FileSelector(where, recursive=recursive))
 
 
-def _dataset_file(name: str) -> bool:
-    """A file a Parquet dataset written by Spark, pyarrow or this job may hold."""
-    return (name.endswith(".parquet") or name in (SUCCESS, "_metadata", "_common_metadata")
-            or (name.startswith(".") and name.endswith(".crc")))
+#: The name of a file the job writes: ``part-<partition>-<job>-<n>.parquet``.
+OURS = re.compile(r"part-\d{5}-[0-9a-f]{16}-\d+\.parquet")
+
+
+def _ours(name: str) -> bool:
+    """A file the job writes: its Parquet files and ``_SUCCESS``."""
+    return name == SUCCESS or OURS.fullmatch(name) is not None
 
 
 def check(out: str, mode: str) -> bool:
     """Whether ``out`` exists; raises when ``mode`` does not allow what is there.
 
     ``error``: ``out`` must not exist or be an empty directory. ``overwrite``: what is
-    there must be a Parquet dataset (Parquet files in ``column=value`` directories,
-    ``_SUCCESS``, checksums, staging directories), never anything else. ``append``:
-    anything.
+    there must be what a job of dcpfast wrote (its Parquet files, named as it names them,
+    in ``column=value`` directories, ``_SUCCESS``, staging directories), never anything
+    else: a Parquet file of another writer is refused too. ``append``: anything.
     """
     from pyarrow import fs
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
     store, root = filesystem(out)
+    refuse_dangling(store, root, out)
     info = store.get_file_info(root)
     if info.type == fs.FileType.NotFound:
         return False
@@ -66,11 +70,19 @@ def check(out: str, mode: str) -> bool:
             if entry.type == fs.FileType.Directory:
                 ok = "=" in entry.base_name
             else:
-                ok = all("=" in part for part in inside[:-1]) and _dataset_file(inside[-1])
+                ok = all("=" in part for part in inside[:-1]) and _ours(inside[-1])
             if not ok:
-                raise FileExistsError(text("output_not_dataset", out=out,
-                                           name="/".join(inside)))
+                said = "output_not_ours" if inside[-1].endswith(".parquet") else \
+                    "output_not_dataset"
+                raise FileExistsError(text(said, out=out, name="/".join(inside)))
     return True
+
+
+def refuse_dangling(store, root: str, out: str) -> None:
+    """An output that is a dangling symbolic link: refused, with the link's target (a
+    directory made there would fail with the operating system's bare "File exists")."""
+    if store.type_name == "local" and os.path.islink(root) and not os.path.exists(root):
+        raise FileExistsError(f"{out}: " + text("dangling_link", target=os.readlink(root)))
 
 
 def prepare(out: str, mode: str) -> bool:
@@ -83,9 +95,14 @@ def prepare(out: str, mode: str) -> bool:
     return True
 
 
+def new_job() -> str:
+    """A new job's name (16 hex digits), part of every file name it writes."""
+    return uuid.uuid4().hex[:16]
+
+
 def start(out: str) -> str:
     """A new job's name, its staging directory made (task attempts make theirs in it)."""
-    job = uuid.uuid4().hex[:16]
+    job = new_job()
     store, _ = filesystem(out)
     store.create_dir(staging(out, job), recursive=True)
     return job
@@ -119,14 +136,12 @@ def commit(out: str, job: str, mode: str, results) -> None:
             store.move(f"{stage}/{attempt}/{relative}", f"{root}/{relative}")
     with store.open_output_stream(f"{root}/{SUCCESS}"):
         pass
-    with store.open_output_stream(f"{stage}/{_SUMMARY}") as f:
-        f.write(json.dumps(summary([r for _, r in results])).encode())
 
 
 def summary(results) -> dict:
     """The job's account, from its tasks' results: frames, input bytes, files, rows per
-    partition folder, the damage skip mode stepped over (per piece), the tasks and the
-    seconds they spent decoding and writing."""
+    partition folder, the damage skip mode stepped over (per piece), the tasks, the
+    seconds they spent decoding and writing, and the dcpfast they ran (``workers``)."""
     rows: dict[str, int] = {}
     for r in results:
         for folder, n in r["rows"].items():
@@ -138,41 +153,38 @@ def summary(results) -> dict:
             "rows": dict(sorted(rows.items(), key=lambda kv: _folder_key(kv[0]))),
             "skipped": sorted((s for r in results for s in r["skipped"]),
                               key=lambda s: (s["uri"], s["lo"])),
-            "tasks": len(results), "task_seconds": sum(r["seconds"] for r in results)}
+            "tasks": len(results), "task_seconds": sum(r["seconds"] for r in results),
+            "dcpfast": sorted({r["dcpfast"] for r in results if "dcpfast" in r})}
 
 
 def _folder_key(folder: str):
     """Partition folders in numeric order (``vbucket=-1``, ``vbucket=2``, ``vbucket=10``)."""
-    return [int(part.split("=", 1)[1]) for part in folder.split("/") if "=" in part]
+    values = [part.split("=", 1)[1] for part in folder.split("/") if "=" in part]
+    return [int(v) if v.lstrip("-").isdigit() else -1 for v in values]
 
 
 def abort(out: str, job: str) -> None:
-    """Delete what the job's task attempts staged."""
+    """Delete what the job's task attempts staged, and ``_temporary`` when it is empty."""
     from pyarrow import fs
 
     store, root = filesystem(out)
     stage = staging(out, job)
     if store.get_file_info(stage).type != fs.FileType.NotFound:
         store.delete_dir(stage)
-    _drop_if_empty(store, f"{root}/{STAGING}")
+    drop_if_empty(store, f"{root}/{STAGING}")
 
 
-def finish(out: str, job: str, created: bool, committed: bool) -> dict | None:
-    """After the job (in the process that started it): the summary the commit left when
-    ``committed``; the staging directory deleted either way, and ``out`` too when the job
-    created it and failed."""
+def finish(out: str, job: str, created: bool, committed: bool) -> None:
+    """After the job: the staging directory deleted (what attempts that failed or lost
+    staged goes with it), and ``out`` too when the job created it and failed."""
     store, root = filesystem(out)
-    result = None
-    if committed:
-        with store.open_input_stream(f"{staging(out, job)}/{_SUMMARY}") as f:
-            result = json.loads(f.read())
     abort(out, job)
     if created and not committed:
-        _drop_if_empty(store, root)
-    return result
+        drop_if_empty(store, root)
 
 
-def _drop_if_empty(store, where: str) -> None:
+def drop_if_empty(store, where: str) -> None:
+    """Delete the directory ``where`` if it is empty."""
     from pyarrow import fs
 
     info = store.get_file_info(where)

@@ -91,14 +91,16 @@ class TaskWriter:
     to the job's commit.
 
     File names start with ``prefix`` (unique to the task in its job) so that committed
-    files of different tasks and jobs never collide.
+    files of different tasks and jobs never collide. ``null_folder``: the folder value of
+    frames without a partition value (None: ``NULL_PARTITION``).
     """
 
     def __init__(self, store, directory: str, prefix: str, schema: pa.Schema,
                  partition_by: Sequence[str], *, collections: bool | None, errors: str,
                  batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE,
-                 flush_bytes: int = FLUSH_BYTES, compression: str = "snappy"):
+                 flush_bytes: int = FLUSH_BYTES, compression: str = "snappy",
+                 null_folder: str | None = None):
         self.store, self.directory, self.prefix, self.schema = store, directory, prefix, schema
         self.columns = partition_columns(partition_by, schema.names)
         self.errors = errors
@@ -106,6 +108,7 @@ class TaskWriter:
                                       max_frame_size=max_frame_size)
         self.batch_bytes, self.lead_in = batch_bytes, lead_in
         self.flush_bytes, self.compression = flush_bytes, compression
+        self.null_folder = null_folder
         self.partitions = _Partitions(self.columns)
         self.files: list[tuple[str, int, int]] = []
         self.rows: dict[str, int] = {}
@@ -152,7 +155,7 @@ class TaskWriter:
         held, self.partitions.held, self.partitions.bytes = self.partitions.held, {}, 0
         for value in sorted(held):
             table = pa.Table.from_batches(held.pop(value))
-            folder = "/".join(f"{c}={v}" for c, v in zip(self.columns, value))
+            folder = "/".join(f"{c}={self._value(v)}" for c, v in zip(self.columns, value))
             name = f"{self.prefix}-{self._flushes}.parquet"
             relative = f"{folder}/{name}" if folder else name
             where = self._folder(folder)
@@ -163,6 +166,11 @@ class TaskWriter:
             self.files.append((relative, table.num_rows, size))
             self.rows[folder] = self.rows.get(folder, 0) + table.num_rows
         self._flushes += 1
+
+    def _value(self, value: int) -> str | int:
+        if value == NULL_PARTITION and self.null_folder is not None:
+            return self.null_folder
+        return value
 
     def _folder(self, folder: str) -> str:
         """The task's directory for a partition folder, made one level at a time, never

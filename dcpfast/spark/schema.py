@@ -15,14 +15,17 @@ import pyarrow as pa
 from .. import schema as S
 
 _SPARK_INT = {"uint8": "int16", "uint16": "int32", "uint32": "int64", "uint64": "int64"}
-#: Columns that are not scanner columns, in output order.
+#: Columns that are not scanner columns, in output order (``opcode_name`` follows
+#: ``opcode``).
 EXTRA = ("key", "key_str", "value", "source")
+#: The name of each frame's opcode (``dcpfast.Opcode``), beside the number.
+OPCODE_NAME = "opcode_name"
 VALUE_COLUMNS = ("content", "xattrs")
 #: The columns given when none are named: what an analysis of document changes reads
 #: (the frame's place, kind, vbucket and collection, seqnos, the document's metadata,
 #: snapshot ranges, key and value). ``columns="all"`` gives every column.
-DEFAULT = ("offset", "opcode", "datatype", "vbucket", "cas", "collection_id", "by_seqno",
-           "rev_seqno", "prepared_seqno", "flags", "expiration", "delete_time",
+DEFAULT = ("offset", "opcode", "opcode_name", "datatype", "vbucket", "cas", "collection_id",
+           "by_seqno", "rev_seqno", "prepared_seqno", "flags", "expiration", "delete_time",
            "durability_level", "snap_start", "snap_end", "key", "key_str", "value", "source")
 #: Scanner columns that every frame carries, whatever the kind and the collections mode.
 _ALWAYS = frozenset(n for n in S.NAMES if n != "stream_id" and all(
@@ -38,7 +41,7 @@ def output_columns(columns: Sequence[str] | str | None = None, values: bool = Fa
     ``content``/``xattrs`` with ``values``); ``"all"``: every column.
     """
     extra = VALUE_COLUMNS if values else ()
-    everything = S.NAMES + EXTRA + extra
+    everything = _everything(extra)
     if isinstance(columns, str):
         columns = [c.strip() for c in columns.split(",") if c.strip()]
     if columns is None:
@@ -53,12 +56,17 @@ def output_columns(columns: Sequence[str] | str | None = None, values: bool = Fa
     return tuple(c for c in everything if c in columns)
 
 
+def _everything(extra) -> tuple[str, ...]:
+    at = S.NAMES.index("opcode") + 1
+    return S.NAMES[:at] + (OPCODE_NAME,) + S.NAMES[at:] + EXTRA + tuple(extra)
+
+
 def spark_arrow_schema(columns: Sequence[str] | str | None = None, values: bool = False):
     """The Arrow schema of the batches handed to Spark (signed types). The header columns
     every frame carries are not nullable, which spares Spark a null check per value."""
 
-    kinds = {"key": pa.binary(), "key_str": pa.string(), "value": pa.binary(),
-             "source": pa.string(), "content": pa.binary(),
+    kinds = {"key": pa.binary(), "key_str": pa.string(), OPCODE_NAME: pa.string(),
+             "value": pa.binary(), "source": pa.string(), "content": pa.binary(),
              "xattrs": pa.map_(pa.string(), pa.string())}
     fields = []
     for name in output_columns(columns, values):
@@ -68,6 +76,16 @@ def spark_arrow_schema(columns: Sequence[str] | str | None = None, values: bool 
         else:
             fields.append(pa.field(name, kinds[name]))
     return pa.schema(fields)
+
+
+def file_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of the job's Parquet files: ``schema`` (``spark_arrow_schema``'s) with
+    ``opcode_name`` as the dictionary ``dcpfast.schema.opcode_names`` makes (Spark and
+    Delta read it as string)."""
+    if OPCODE_NAME not in schema.names:
+        return schema
+    i = schema.get_field_index(OPCODE_NAME)
+    return schema.set(i, pa.field(OPCODE_NAME, pa.dictionary(pa.int16(), pa.string())))
 
 
 def spark_schema(columns: Sequence[str] | str | None = None, values: bool = False):

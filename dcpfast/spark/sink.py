@@ -1,103 +1,99 @@
-"""The Parquet job: ``write_parquet`` decodes DCP dumps into a Parquet dataset in Spark's
-tasks, through Spark's own protocol for Python data source writes.
+"""The Parquet and Delta jobs: ``write_parquet`` and ``write_delta`` decode DCP dumps into
+Parquet files in Spark's tasks and commit them in the driver's process.
 
-The driver plans the pieces of the input (``io.ranges.plan``) and writes a small
-DataFrame of them, one Spark partition per planned partition, to the ``dcp_parquet``
-data source. Its writer (a ``DataSourceArrowWriter``) decodes a partition's pieces and
-writes Parquet with pyarrow in the task (``parquet.TaskWriter``), into a directory of the
-task attempt's own, and returns only what it wrote. Spark's commit coordinator lets one
-attempt per partition commit; when every task has, the writer's ``commit`` moves their
-files into place (``output``); when one fails for good, ``abort`` deletes them. No row of
-frames passes through Spark.
+The driver plans the pieces of the input (``io.ranges.plan``) and runs one Spark task per
+planned partition: ``spark.range(n)`` in ``n`` partitions, each task's id mapped
+(``mapInArrow``) to ``run_task``, which decodes the partition's pieces and writes Parquet
+with pyarrow (``parquet.TaskWriter``) and returns only what it wrote, as one row. The
+driver collects one result per partition, that of the attempt Spark took (an attempt
+that failed, or lost to a speculative twin, is never among them), and commits: the
+Parquet job moves the files out of the attempts' staging directories (``output``), the
+Delta job, whose tasks write in the table's folders, adds them to the table in one
+transaction (``deltatable``); a failed job deletes them. No row of frames passes through
+Spark, and no Python process starts but the tasks' workers: a data source write would
+start one for its planning and one for its commit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import logging
 import os
 import time
 from collections.abc import Sequence
 
 from .. import protocol as P
-from ..errors import checked_mode, text
-from ..io.dumps import is_capture
+from ..errors import checked_mode
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan
-from . import output
+from . import deltatable, output
 from .parquet import TaskWriter, partition_columns
-from .schema import spark_arrow_schema
-from .source import compressed, filesystem, list_files, parallelism, registered
+from .schema import file_schema, spark_arrow_schema
+from .source import check_inputs, filesystem, parallelism, splittable
+from .workers import identity, same_dcpfast, worker_python
 
 log = logging.getLogger("dcpfast.spark")
 
-_PIECES = "part long, uri string, lo long, hi long, size long"
+#: The one column of a task's result row: its ``TaskWriter.result`` as JSON.
+RESULT = "result string"
 
 
-def _sink_classes():
-    """The ``dcp_parquet`` data source classes (built on demand: they subclass pyspark's)."""
-    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+def run_task(options: dict, batches):
+    """``mapInArrow`` function of a job: for each partition id in ``batches`` (one, as the
+    job plans), decode that partition's pieces and write their Parquet files; yields one
+    row per id, what was written."""
+    import pyarrow as pa
+    from pyspark import TaskContext
 
-    class Written(WriterCommitMessage):
-        """What one task attempt wrote: its staging directory and ``TaskWriter.result``."""
-
-        def __init__(self, attempt: str, result: dict):
-            self.attempt, self.result = attempt, result
-
-    class DcpParquetSink(DataSource):
-        """The sink of ``write_parquet``: rows of planned pieces in, Parquet files out."""
-
-        @classmethod
-        def name(cls):
-            return "dcp_parquet"
-
-        def writer(self, schema, overwrite):
-            return DcpParquetWriter(dict(self.options))
-
-    class DcpParquetWriter(DataSourceArrowWriter):
-        def __init__(self, options):
-            self.out, self.job, self.mode = options["out"], options["job"], options["mode"]
-            self.columns = options["columns"].split(",")
-            self.values = options["values"] == "true"
-            self.partition_by = [c for c in options["partition_by"].split(",") if c]
-            self.collections = None if options["collections"] == "auto" else \
-                options["collections"] == "true"
-            self.errors = options["errors"]
-            self.sizes = {k: int(options[k]) for k in ("batch_bytes", "lead_in",
-                                                       "max_frame_size")}
-
-        def write(self, iterator):
-            from pyspark import TaskContext
-
-            task = TaskContext.get()
-            pieces = sorted((Piece(r["uri"], r["lo"], r["hi"], r["size"])
-                             for rb in iterator for r in rb.to_pylist()),
-                            key=lambda p: (p.uri, p.lo))
-            attempt = f"{task.partitionId():05d}-{task.attemptNumber()}-" \
-                      f"{task.taskAttemptId()}"
-            store, _ = filesystem(self.out)
-            writer = TaskWriter(store, f"{output.staging(self.out, self.job)}/{attempt}",
-                                f"part-{task.partitionId():05d}-{self.job}",
-                                spark_arrow_schema(self.columns, self.values), self.partition_by,
-                                collections=self.collections, errors=self.errors,
-                                **self.sizes)
-            for piece in pieces:
-                writer.write(piece)
-            return Written(attempt, writer.result())
-
-        def commit(self, messages):
-            output.commit(self.out, self.job, self.mode,
-                          [(m.attempt, m.result) for m in messages])
-
-        def abort(self, messages):
-            output.abort(self.out, self.job)
-
-    return DcpParquetSink
+    same_dcpfast(options.get("dcpfast"))
+    task = TaskContext.get()
+    assert task is not None                      # in a Spark task
+    parts = json.loads(options["parts"])
+    out, job = options["out"], options["job"]
+    store, root = filesystem(out)
+    for rb in batches:
+        for k in rb.column(0).to_pylist():
+            attempt = f"{k:05d}-{task.attemptNumber()}-{task.taskAttemptId()}"
+            if options["layout"] == "delta":     # straight into the table: the log decides
+                where = root
+                prefix = f"part-{k:05d}-{job}-{task.attemptNumber()}-{task.taskAttemptId()}"
+            else:
+                where = f"{output.staging(out, job)}/{attempt}"
+                prefix = f"part-{k:05d}-{job}"
+            writer = TaskWriter(store, where, prefix, file_schema(spark_arrow_schema(
+                options["columns"].split(","), options["values"])),
+                [c for c in options["partition_by"].split(",") if c],
+                collections=options["collections"], errors=options["errors"],
+                null_folder=deltatable.NULL_FOLDER if options["layout"] == "delta" else None,
+                batch_bytes=options["batch_bytes"], lead_in=options["lead_in"],
+                max_frame_size=options["max_frame_size"])
+            for uri, lo, hi, size in parts[k]:
+                writer.write(Piece(uri, lo, hi, size))
+            result = dict(writer.result(), attempt=attempt, dcpfast=identity())
+            yield pa.RecordBatch.from_pylist([{"result": json.dumps(result)}])
 
 
-@functools.cache
-def parquet_sink():
-    """The ``dcp_parquet`` data source class (for ``spark.dataSource.register``)."""
-    return _sink_classes()
+def _job(spark, inputs, out: str, *, columns, values: bool, partition_by,
+         errors: str, partition_bytes: int):
+    """What a job starts from: its schema, partition columns, output location, the
+    inputs' files (the output never among them) and their planned partitions."""
+    schema, partition_by = checked(columns, values, partition_by, errors)
+    paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else \
+        [os.fspath(p) for p in inputs]
+    out = os.path.abspath(out) if "://" not in out else out
+    files = check_inputs(paths, exclude=[out])
+    parts = plan(files, partition_bytes, parallelism(spark), splittable=splittable)
+    return schema, partition_by, out, parts
+
+
+def _options(schema, partition_by, *, values, collections, errors, batch_bytes, lead_in,
+             max_frame_size) -> dict:
+    """The options of ``run_task`` that every job passes."""
+    return dict(columns=",".join(schema.names), values=bool(values),
+                partition_by=",".join(partition_by), collections=collections, errors=errors,
+                batch_bytes=batch_bytes, lead_in=lead_in, max_frame_size=max_frame_size,
+                dcpfast=identity())
 
 
 def write_parquet(spark, inputs, out: str, *, partition_by: Sequence[str] = ("vbucket",),
@@ -125,53 +121,98 @@ def write_parquet(spark, inputs, out: str, *, partition_by: Sequence[str] = ("vb
     warning, logger ``dcpfast.spark``).
     """
     began = time.perf_counter()
-    schema, partition_by = checked(columns, values, partition_by, errors)
-    paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else \
-        [os.fspath(p) for p in inputs]
-    files = check_inputs(paths)
-    out = os.path.abspath(out) if "://" not in out else out
-    parts = plan(files, partition_bytes, parallelism(spark),
-                 splittable=lambda uri: not compressed(uri))
+    schema, partition_by, out, parts = _job(spark, inputs, out, columns=columns,
+                                            values=values, partition_by=partition_by,
+                                            errors=errors, partition_bytes=partition_bytes)
     created = output.prepare(out, mode)
     job = output.start(out)
     committed = False
     try:
-        if parts:
-            _run(spark, parts, out=out, job=job, mode=mode, columns=",".join(schema.names),
-                 values=str(bool(values)).lower(), partition_by=",".join(partition_by),
-                 collections="auto" if collections is None else str(collections).lower(),
-                 errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
-                 max_frame_size=max_frame_size)
-        else:
-            output.commit(out, job, mode, [])
+        results = _run(spark, parts, out=out, job=job, layout="parquet",
+                       **_options(schema, partition_by, values=values, collections=collections,
+                                  errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
+                                  max_frame_size=max_frame_size))
+        output.commit(out, job, mode, [(r["attempt"], r) for r in results])
         committed = True
     finally:
-        result = output.finish(out, job, created, committed)
-    assert result is not None
-    for s in result["skipped"]:
-        log.warning("%s: skipped %d damaged region(s), %d bytes, the first at byte %d",
-                    s["where"], s["regions"], s["bytes"], s["first"])
+        output.finish(out, job, created, committed)
+    result = output.summary(results)
+    _logged(result)
     result["seconds"] = time.perf_counter() - began
     return result
 
 
-def check_inputs(inputs: Sequence[str]) -> list[tuple[str, int]]:
-    """The files under ``inputs`` (``list_files``), each local one opened and looked at
-    first, so that a missing or unreadable file or a packet capture fails at once, with
-    its reason, before any Spark job (remote files are checked by the tasks)."""
-    files = list_files(inputs)
-    for uri, _ in files:
-        store, where = filesystem(uri)
-        if store.type_name != "local":
-            continue
-        try:
-            with open(where, "rb") as f:
-                head = f.read(4)
-        except OSError as e:
-            raise OSError(text("unreadable", source=uri, reason=e.strerror or e)) from None
-        if is_capture(head):
-            raise ValueError(f"{uri}: {text('capture_on_spark')}")
-    return files
+def _logged(result: dict) -> None:
+    for s in result["skipped"]:
+        log.warning("%s: skipped %d damaged region(s), %d bytes, the first at byte %d",
+                    s["where"], s["regions"], s["bytes"], s["first"])
+
+
+def write_delta(spark, inputs, table: str, *, partition_by: Sequence[str] = ("vbucket",),
+                columns=None, values: bool = False, collections: bool | None = None,
+                errors: str = "strict", mode: str = "append", app_id: str | None = None,
+                app_version: int = 0, partition_bytes: int = PARTITION_BYTES,
+                batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
+                max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> dict:
+    """Decode DCP dumps into the Delta table at ``table`` (a local path or a URI that
+    every executor and ``deltalake`` reach), partitioned by ``partition_by``, in Spark's
+    tasks, and commit every task's files in one Delta transaction (``deltalake``:
+    ``pip install 'dcpfast[delta]'``); returns the summary of what was committed.
+
+    ``columns``, ``values``, ``collections`` and ``errors`` as for ``read_dcp``, the rows
+    those of ``write_parquet`` (frames without a partition value: null). ``mode``:
+    ``"append"`` (the default; the table is created where there is none),
+    ``"overwrite"`` (the table's contents replaced in the same one commit) or ``"error"``
+    (no table there yet). A directory that is not a Delta table and not empty is never
+    written to.
+
+    A failed job commits nothing: the table keeps its version and references no file of
+    the job, whose files are deleted. ``app_id``: a name for this load; when the table
+    already holds a commit of ``app_id`` at ``app_version`` or later (Delta's application
+    transaction), nothing runs and nothing is committed: a re-run of the same load
+    commits once (give a higher ``app_version`` for the next load of the same
+    ``app_id``).
+
+    The summary: that of ``write_parquet`` (``rows`` per partition folder, ``null`` for
+    frames without a value), plus ``version`` (the table's version after the job) and
+    ``committed`` (False when ``app_id`` had committed already).
+    """
+    began = time.perf_counter()
+    schema, partition_by, out, parts = _job(spark, inputs, table, columns=columns,
+                                            values=values, partition_by=partition_by,
+                                            errors=errors, partition_bytes=partition_bytes)
+    schema = file_schema(schema)
+    existed, done = deltatable.check(out, mode, schema, partition_by, app_id, app_version)
+    if done is not None:
+        return _nothing(done, began)
+    store, root = filesystem(out)
+    if not existed:
+        store.create_dir(root, recursive=True)
+    job = output.new_job()
+    options = _options(schema, partition_by, values=values, collections=collections,
+                       errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
+                       max_frame_size=max_frame_size)
+    try:
+        results = _run(spark, parts, out=out, job=job, layout="delta", **options)
+        result = deltatable.commit(out, job, mode, schema, partition_by, results,
+                                   app_id=app_id, app_version=app_version)
+    except BaseException:
+        deltatable.sweep(out, job, keep=())
+        if not existed:
+            output.drop_if_empty(store, root)
+        raise
+    if result is None:                        # a concurrent run of app_id committed first
+        return _nothing(deltatable.version(out), began)
+    _logged(result)
+    result.update(committed=True, seconds=time.perf_counter() - began)
+    return result
+
+
+def _nothing(version: int, began: float) -> dict:
+    """The summary of a Delta job that had nothing to commit (its ``app_id`` had)."""
+    return {"committed": False, "version": version, "frames": 0, "input_bytes": 0,
+            "files": 0, "output_bytes": 0, "rows": {}, "skipped": [], "tasks": 0,
+            "task_seconds": 0.0, "seconds": time.perf_counter() - began}
 
 
 def checked(columns, values: bool, partition_by: Sequence[str], errors: str):
@@ -181,18 +222,37 @@ def checked(columns, values: bool, partition_by: Sequence[str], errors: str):
     return schema, partition_columns(partition_by, schema.names)
 
 
-def _run(spark, parts: list[list[Piece]], **options) -> None:
-    """Write the planned partitions of pieces through the ``dcp_parquet`` sink."""
-    from pyspark.sql import functions as F
+def _run(spark, parts: list[list[Piece]], **options) -> list[dict]:
+    """Run one task per planned partition (``run_task``) and return their results, one
+    per partition, in partition order. The job is tagged, so that a signal cancels it
+    (``cancel_running``)."""
+    if not parts:
+        return []
+    options["parts"] = json.dumps([[[p.uri, p.lo, p.hi, p.size] for p in part]
+                                   for part in parts])
+    ids = spark.range(0, len(parts), 1, len(parts))
+    with worker_python(spark):          # the tasks run this dcpfast: see workers
+        tasks = ids.mapInArrow(functools.partial(run_task, options), RESULT)
+    tag = f"dcpfast-{options['job']}"
+    spark.addTag(tag)
+    RUNNING.append((spark, tag))
+    try:
+        rows = tasks.collect()
+    finally:
+        RUNNING.remove((spark, tag))
+        with contextlib.suppress(Exception):
+            spark.removeTag(tag)
+    return [json.loads(row[0]) for row in rows]
 
-    registered(spark, parquet_sink())
-    pieces = spark.createDataFrame(
-        [(k, p.uri, p.lo, p.hi, p.size) for k, part in enumerate(parts) for p in part],
-        _PIECES)
-    # one row per Spark partition, joined with its pieces: the partitions stay as planned
-    planned = spark.range(0, len(parts), 1, len(parts)).withColumnRenamed("id", "part") \
-        .join(F.broadcast(pieces), "part").select("uri", "lo", "hi", "size")
-    writer = planned.write.format("dcp_parquet").mode("append")
-    for key, value in options.items():
-        writer = writer.option(key, str(value))
-    writer.save()
+
+#: The Spark jobs of ``_run`` under way, as ``(session, tag)``: what a signal cancels
+#: (``spark.interruptTag``) before the job unwinds.
+RUNNING: list = []
+
+
+def cancel_running() -> bool:
+    """Cancel the Spark jobs under way (``RUNNING``); whether there were any."""
+    for spark, tag in list(RUNNING):
+        with contextlib.suppress(Exception):
+            spark.interruptTag(tag)
+    return bool(RUNNING)

@@ -1,23 +1,15 @@
-"""The ``dcp`` Python data source and ``read_dcp``: DCP dumps as a Spark DataFrame.
-
-* ``read_dcp(spark, path, method="datasource")``: the ``dcp`` Python data source reads
-  the files itself (local paths or any pyarrow filesystem URI), packs small files into
-  partitions and splits large ones into byte ranges (``io.ranges``).
-* ``method="arrow"`` / ``"pandas"``: Spark's ``binaryFile`` source and ``mapInArrow``
-  (``decode_arrow``) or ``mapInPandas`` (``decode_pandas``); files must be under 2 GiB.
-
-pyspark is imported only by the functions that need it; the decoding itself runs on the
-executors, which need dcpfast installed.
+"""Reading dumps on Spark: the files under the inputs, their pieces (whole files and byte
+ranges), a piece's frames as the record batches Spark takes, and the batch reader of the
+``dcp`` data source (``datasource`` assembles the source). Needs pyspark only in the
+reader classes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import json
 import os
-import weakref
 from collections.abc import Iterator, Sequence
 
 from .. import protocol as P
@@ -27,9 +19,9 @@ from ..io.compression import codec_of
 from ..io.dumps import is_capture, iter_batches, scan
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan, range_batches
 from ..options import SNIFF_BYTES, ScanOptions
-from .convert import decode_arrow, decode_pandas, noted, reported, scanner_columns, to_record_batch
+from .convert import noted, reported, scanner_columns, to_record_batch
 from .filters import condition, keep, wanted
-from .schema import output_columns, spark_schema
+from .workers import same_dcpfast
 
 
 def filesystem(uri: str):
@@ -52,23 +44,50 @@ def source_name(uri: str) -> str:
     return "file:" + os.path.abspath(uri)
 
 
-def list_files(paths: Sequence[str]) -> list[tuple[str, int]]:
+#: Files a listing of dumps passes over: the Parquet files of a job's output (an output
+#: directory inside an input directory must never be read as dumps).
+SKIPPED_SUFFIXES = (".parquet",)
+
+
+def list_files(paths: Sequence[str], *, exclude: Sequence[str] = ()
+               ) -> list[tuple[str, int]]:
     """``(uri, size)`` of every file under ``paths`` (directories are walked; names
-    starting with ``.`` or ``_`` are skipped, as Spark's file sources do)."""
+    starting with ``.`` or ``_`` and Parquet files are skipped, and so is everything
+    under ``exclude``, a job's own output).
+
+    A path that is not there raises ``FileNotFoundError``; a dangling symbolic link (one
+    named or one inside a directory) and what is neither a file nor a directory (a FIFO,
+    a device) raise with their reason, never skipped without a word.
+    """
     from pyarrow import fs
 
     out = []
+    fenced = [filesystem(x)[1].rstrip("/") + "/" for x in exclude]
     for path in paths:
         store, where = filesystem(path)
         info = store.get_file_info(where)
         if info.type == fs.FileType.NotFound:
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+            _missing(store, where, path)
         if info.type == fs.FileType.File:
             found = [info]
+        elif info.type == fs.FileType.Directory:
+            if store.type_name == "local":
+                _dangling(where)
+            found = []
+            for i in store.get_file_info(fs.FileSelector(where, recursive=True)):
+                inside = i.path[len(where):].lstrip("/").split("/")
+                if any(part.startswith((".", "_")) for part in inside) or \
+                        i.path.endswith(SKIPPED_SUFFIXES) or \
+                        any((i.path + "/").startswith(f) for f in fenced):
+                    continue
+                if i.type == fs.FileType.File:
+                    found.append(i)
+                elif i.type == fs.FileType.NotFound:
+                    _missing(store, i.path, i.path)
+                elif i.type != fs.FileType.Directory:
+                    _not_a_file(store, i.path)
         else:
-            found = [i for i in store.get_file_info(fs.FileSelector(where, recursive=True))
-                     if i.type == fs.FileType.File
-                     and not i.base_name.startswith((".", "_"))]
+            _not_a_file(store, where)
         prefix = path[:path.index("://") + 3] if "://" in path else ""
         for i in sorted(found, key=lambda i: i.path):
             uri = prefix + i.path if prefix and not i.path.startswith(prefix) else i.path
@@ -76,11 +95,72 @@ def list_files(paths: Sequence[str]) -> list[tuple[str, int]]:
     return out
 
 
-def compressed(uri: str) -> bool:
-    """Whether a file starts with a compression magic number (then it is read whole)."""
+def _dangling(where: str) -> None:
+    """Raise for the first dangling symbolic link under a local directory (a listing
+    through pyarrow passes over them without a word), hidden names left out."""
+    for folder, dirs, files in os.walk(where):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in sorted(dirs + files):
+            path = os.path.join(folder, name)
+            if not name.startswith((".", "_")) and os.path.islink(path) and \
+                    not os.path.exists(path):
+                raise FileNotFoundError(errno.ENOENT, text("dangling_link",
+                                                           target=os.readlink(path)), path)
+
+
+def _missing(store, where: str, path: str):
+    if store.type_name == "local" and os.path.islink(where):
+        raise FileNotFoundError(errno.ENOENT, text("dangling_link",
+                                                   target=os.readlink(where)), where)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+def _not_a_file(store, where: str):
+    import stat
+
+    kind = "special file"
+    if store.type_name == "local":
+        mode = os.stat(where).st_mode
+        kind = next((k for test, k in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+                                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"))
+                     if test(mode)), kind)
+    raise ValueError(text("not_a_file", source=where, kind=kind))
+
+
+def check_inputs(inputs: Sequence[str], *, exclude: Sequence[str] = ()
+                 ) -> list[tuple[str, int]]:
+    """The files under ``inputs`` (``list_files``), each local one opened and looked at
+    first, so that a missing or unreadable file or a packet capture fails at once, with
+    its reason, before any Spark job (remote files are checked by the tasks)."""
+    files = list_files(inputs, exclude=exclude)
+    for uri, _ in files:
+        store, where = filesystem(uri)
+        if store.type_name != "local":
+            continue
+        try:
+            with open(where, "rb") as f:
+                head = f.read(4)
+        except OSError as e:
+            raise OSError(text("unreadable", source=uri, reason=e.strerror or e)) from None
+        if is_capture(head):
+            raise ValueError(f"{uri}: {text('capture_on_spark')}")
+    return files
+
+
+def head_of(uri: str) -> bytes:
+    """The first 64 bytes of a file (its compression or capture magic number)."""
     store, where = filesystem(uri)
     with store.open_input_file(where) as f:
-        return codec_of(bytes(f.read_at(64, 0))) is not None
+        return bytes(f.read_at(64, 0))
+
+
+def splittable(uri: str) -> bool:
+    """Whether a file may be cut into byte ranges: not compressed (those are read whole).
+    A packet capture raises ``ValueError`` here, on the driver, before any task runs."""
+    head = head_of(uri)
+    if is_capture(head[:4]):
+        raise ValueError(f"{uri}: {text('capture_on_spark')}")
+    return codec_of(head) is None
 
 
 def _sniff(f, size: int) -> bool:
@@ -145,28 +225,30 @@ def read_piece(piece: Piece, schema, *, collections: bool | None, errors: str,
                 yield to_record_batch(fb, source, schema, errors=errors)
 
 
-def _option(options, name, default, kind=str):
+def option(options, name, default, kind=str):
+    """A data source option (names are case-insensitive), or ``default``."""
     value = options.get(name.lower(), options.get(name))
     if value is None:
         return default
     if kind is bool:
-        text = str(value).strip().lower()
-        if text in ("auto", "none", ""):
+        said = str(value).strip().lower()
+        if said in ("auto", "none", ""):
             return None
-        if text not in ("true", "false", "1", "0", "yes", "no"):
+        if said not in ("true", "false", "1", "0", "yes", "no"):
             raise ValueError(f"option {name}: expected true/false, not {value!r}")
-        return text in ("true", "1", "yes")
+        return said in ("true", "1", "yes")
     return kind(value)
 
 
-def _byte_size(value) -> int:
+def byte_size(value) -> int:
     """An int, or a size such as ``256m``/``1g``/``64k``."""
-    text = str(value).strip().lower().rstrip("b")
-    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
-    return int(float(text[:-1] if scale > 1 else text) * scale)
+    said = str(value).strip().lower().rstrip("b")
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(said[-1:], 1)
+    return int(float(said[:-1] if scale > 1 else said) * scale)
 
 
-def _paths(options) -> list[str]:
+def paths_of(options) -> list[str]:
+    """The paths a data source was loaded with."""
     paths = options.get("paths")
     if paths:
         return list(json.loads(paths)) if paths.lstrip().startswith("[") else [paths]
@@ -175,67 +257,51 @@ def _paths(options) -> list[str]:
     raise ValueError("the dcp data source needs a path: spark.read.format('dcp').load(path)")
 
 
-def _datasource_classes():
-    """The ``dcp`` data source classes (built on demand: they subclass pyspark's)."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+class ReadOptions:
+    """The reading options of the ``dcp`` source, batch and streaming alike."""
 
-    class DcpDataSource(DataSource):
-        """``spark.read.format("dcp").options(...).load(path)``: DCP dumps as frame rows.
+    def __init__(self, options, schema):
+        from pyspark.sql.pandas.types import to_arrow_schema
 
-        Options: ``columns`` (comma-separated projection, reaching the scanner;
-        ``all``; default ``schema.DEFAULT``), ``values`` (add ``content``/``xattrs``),
-        ``errors`` (strict/skip), ``filterPushdown`` (true: take Spark's filters on
-        frame columns; only while ``spark.sql.python.filterPushdown.enabled`` is true,
-        which ``read_dcp`` reads),
-        ``collections`` (true/false/auto), ``partitionBytes`` (default 128m; files above
-        it are split into byte ranges), ``parallelism`` (the partition count is made a
-        multiple of it; ``read_dcp`` passes the session's), ``leadInBytes``,
-        ``batchBytes``, ``maxFrameSize``. ``load`` takes a file, a directory or a list of
-        them, local or any URI pyarrow's filesystems open (s3://, gs://, hdfs://...).
-        """
+        self.paths = paths_of(options)
+        self.schema = to_arrow_schema(schema, timezone="UTC")
+        self.errors = option(options, "errors", "strict")
+        checked_mode(self.errors, name="option errors")
+        self.collections = option(options, "collections", None, bool)
+        self.partition_bytes = byte_size(option(options, "partitionBytes", PARTITION_BYTES))
+        self.parallelism = option(options, "parallelism", 1, int)
+        self.lead_in = byte_size(option(options, "leadInBytes", LEAD_IN_BYTES))
+        self.batch_bytes = byte_size(option(options, "batchBytes", BATCH_BYTES))
+        self.max_frame_size = byte_size(option(options, "maxFrameSize",
+                                               P.DEFAULT_MAX_FRAME_SIZE))
+        #: The driver's dcpfast (``workers.identity``), which every task must run.
+        self.dcpfast = options.get("dcpfast")
 
-        @classmethod
-        def name(cls):
-            return "dcp"
 
-        def schema(self):
-            return spark_schema(self.options.get("columns"),
-                                bool(_option(self.options, "values", False, bool)))
-
-        def reader(self, schema):
-            pushdown = _option(self.options, "filterPushdown", False, bool)
-            return (FilteringReader if pushdown else DcpReader)(self.options, schema)
+def reader_classes():
+    """The batch reader classes of the ``dcp`` data source (built on demand: they
+    subclass pyspark's): one that reads, and one that also takes Spark's filters."""
+    from pyspark.sql.datasource import DataSourceReader, InputPartition
 
     class DcpReader(DataSourceReader):
         def __init__(self, options, schema):
-            from pyspark.sql.pandas.types import to_arrow_schema
-
-            self.paths = _paths(options)
-            self.schema = to_arrow_schema(schema, timezone="UTC")
-            self.errors = _option(options, "errors", "strict")
-            checked_mode(self.errors, name="option errors")
-            self.collections = _option(options, "collections", None, bool)
-            self.partition_bytes = _byte_size(_option(options, "partitionBytes",
-                                                      PARTITION_BYTES))
-            self.parallelism = _option(options, "parallelism", 1, int)
-            self.lead_in = _byte_size(_option(options, "leadInBytes", LEAD_IN_BYTES))
-            self.batch_bytes = _byte_size(_option(options, "batchBytes", BATCH_BYTES))
-            self.max_frame_size = _byte_size(_option(options, "maxFrameSize",
-                                                     P.DEFAULT_MAX_FRAME_SIZE))
+            self.options = ReadOptions(options, schema)
             self.conditions: list = []
 
         def partitions(self):
-            files = list_files(self.paths)
-            parts = plan(files, self.partition_bytes, self.parallelism,
-                         splittable=lambda u: not compressed(u))
+            same_dcpfast(self.options.dcpfast)
+            files = list_files(self.options.paths)
+            parts = plan(files, self.options.partition_bytes, self.options.parallelism,
+                         splittable=splittable)
             return [InputPartition(tuple(p)) for p in parts] or [InputPartition(())]
 
         def read(self, partition):
+            same_dcpfast(self.options.dcpfast)
+            o = self.options
             for piece in partition.value:
-                yield from read_piece(piece, self.schema, collections=self.collections,
-                                      errors=self.errors, batch_bytes=self.batch_bytes,
-                                      lead_in=self.lead_in,
-                                      max_frame_size=self.max_frame_size,
+                yield from read_piece(piece, o.schema, collections=o.collections,
+                                      errors=o.errors, batch_bytes=o.batch_bytes,
+                                      lead_in=o.lead_in, max_frame_size=o.max_frame_size,
                                       conditions=self.conditions)
 
     class FilteringReader(DcpReader):
@@ -252,30 +318,7 @@ def _datasource_classes():
                 else:
                     self.conditions.append(taken)
 
-    return DcpDataSource
-
-
-@functools.cache
-def data_source():
-    """The ``dcp`` data source class, for ``spark.dataSource.register``."""
-    return _datasource_classes()
-
-
-#: The data sources registered in each session, by name (registering again logs a warning).
-_REGISTERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def registered(spark, source) -> None:
-    """Register the data source class ``source`` in ``spark`` unless it is already."""
-    names = _REGISTERED.setdefault(spark, set())
-    if source.name() not in names:
-        spark.dataSource.register(source)
-        names.add(source.name())
-
-
-def register(spark) -> None:
-    """Make ``spark.read.format("dcp")`` available in this session."""
-    registered(spark, data_source())
+    return DcpReader, FilteringReader
 
 
 def parallelism(spark) -> int:
@@ -284,67 +327,3 @@ def parallelism(spark) -> int:
         return max(int(spark.sparkContext.defaultParallelism), 1)
     except Exception:
         return 1
-
-
-def _pushdown(spark) -> bool:
-    """Whether the session lets Python data sources take filters (Spark 4.1 and later)."""
-    try:
-        return spark.conf.get(_PUSHDOWN, "false").strip().lower() == "true"
-    except Exception:
-        return False
-
-
-_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
-
-
-# -- one entry point ------------------------------------------------------------------------------
-
-_METHODS = ("datasource", "arrow", "pandas")
-
-
-def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: bool = False,
-             errors: str = "strict", collections: bool | None = None,
-             partition_bytes: int | None = None, **options):
-    """A DataFrame of the frames in ``path`` (a file, a directory, or a list of them).
-
-    ``method``: ``"datasource"`` (the ``dcp`` source: fastest, splits large files, any
-    size), ``"arrow"`` (``binaryFile`` + ``mapInArrow``) or ``"pandas"`` (``binaryFile``
-    + ``mapInPandas``); the binaryFile paths read what Spark's JVM can reach, files under
-    2 GiB, as many files a batch as Spark's ``spark.sql.execution.arrow.maxBytesPerBatch``
-    holds. ``columns``: a list or a comma-separated string of output columns, None for
-    ``schema.DEFAULT``, ``"all"`` for every column. Further ``options`` go to the ``dcp``
-    source.
-    """
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
-    checked_mode(errors)
-    paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else \
-        [os.fspath(p) for p in path]
-    if isinstance(columns, str):
-        columns = [c.strip() for c in columns.split(",")]
-    if method == "datasource":
-        register(spark)
-        reader = spark.read.format("dcp").option("errors", errors).option("values", values)
-        if columns is not None:
-            reader = reader.option("columns", ",".join(output_columns(columns, values)))
-        if collections is not None:
-            reader = reader.option("collections", collections)
-        if partition_bytes is not None:
-            reader = reader.option("partitionBytes", partition_bytes)
-        if "parallelism" not in options:
-            reader = reader.option("parallelism", parallelism(spark))
-        if "filterPushdown" not in options:
-            reader = reader.option("filterPushdown", _pushdown(spark))
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return reader.option("paths", json.dumps(paths)).load()
-    if options:
-        raise TypeError(f"options {sorted(options)} apply to method='datasource' only")
-    files = spark.read.format("binaryFile").load(paths).select("path", "content")
-    decode = decode_arrow if method == "arrow" else decode_pandas
-    func = functools.partial(decode, columns=columns, values=values, errors=errors,
-                             collections=collections)
-    schema = spark_schema(columns, values)
-    if method == "arrow":
-        return files.mapInArrow(func, schema)
-    return files.mapInPandas(func, schema)

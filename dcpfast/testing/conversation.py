@@ -559,7 +559,7 @@ def synthetic_frames(items: int, *, seed: int = 0, vbuckets: int = 4, collection
         if rng.random() < _NOOP_RATIO:
             noop_opaque += 1
             out.append(SyntheticFrame(noop(opaque=noop_opaque), {
-                "opcode": int(Opcode.NOOP), "magic": int(Magic.CLIENT_REQUEST), "vbucket": 0,
+                "opcode": int(Opcode.NOOP), "magic": int(Magic.CLIENT_REQUEST),
                 "opaque": noop_opaque, "cas": 0, "datatype": 0}))
     return out
 
@@ -639,7 +639,6 @@ def _client_side(server: list[SyntheticFrame], options: dict) -> list[SyntheticF
                 "opcode": int(Opcode.NOOP), "magic": int(Magic.CLIENT_RESPONSE), "status": 0,
                 "opaque": opaque, "cas": 0, "datatype": 0}))
         if unacknowledged >= _BUFFER_SIZE // 2:
-            out.append(request(buffer_ack(unacknowledged, opaque=0), Opcode.BUFFER_ACK, 0,
-                               vbucket=0))
+            out.append(request(buffer_ack(unacknowledged, opaque=0), Opcode.BUFFER_ACK, 0))
             unacknowledged = 0
     return out

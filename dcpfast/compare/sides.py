@@ -1,0 +1,148 @@
+"""The two sides of a diff: each one's state (built from its source, or a state table
+given), read through the state's public metadata into what the comparison needs: its
+collections, and which of its documents it cannot vouch for.
+
+A side vouches for a document only up to its vbucket's consistent seqno (the end of the
+last complete snapshot, as ``consistency`` reports it): a version above it comes from a
+snapshot that did not arrive whole. A vbucket whose versions a restart made current again
+and the state could not restore (``restored`` false) vouches for nothing, and neither
+does a document whose value did not decode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..documents import consistency, state_errors
+from ..documents.build import state
+from ..errors import DcpFormatError, SkippedRegion, text
+from ..pool import beside
+from .rules import label
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: The sides, in the order ``diff`` takes them.
+SIDES = ("source", "target")
+
+
+class Side:
+    """One side's state table and what its metadata says, with the columns the comparison
+    reads as single arrays."""
+
+    def __init__(self, name: str, table: pa.Table):
+        self.name, self.table = name, table
+        points = consistency(table)
+        #: vbucket -> consistent seqno
+        self.points = dict(zip(points["vbucket"].to_pylist(),
+                               points["consistent_seqno"].to_pylist()))
+        restored = points["restored"].to_pylist()
+        #: the vbuckets whose documents may lack a version a restart made current again
+        self.unrestored = sorted(vb for vb, ok in zip(self.points, restored) if not ok)
+        self.errors: list[SkippedRegion] = state_errors(table)
+        self.rows = table.num_rows
+        self._columns: dict[str, object] = {}
+        self._numbers: dict[str, np.ndarray] = {}
+
+    def column(self, name: str):
+        """Column ``name`` as one Arrow array (made once)."""
+        if name not in self._columns:
+            column = self.table.column(name)
+            self._columns[name] = column.chunk(0) if column.num_chunks == 1 else \
+                column.combine_chunks()
+        return self._columns[name]
+
+    def numbers(self, name: str, dtype=None) -> np.ndarray:
+        """Column ``name`` as numpy, nulls as 0 (made once)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if name not in self._numbers:
+            column = self.column(name)
+            zero = False if pa.types.is_boolean(column.type) else 0
+            self._numbers[name] = pc.fill_null(column, zero).to_numpy(zero_copy_only=False)
+        out = self._numbers[name]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def labels(self) -> tuple[list[tuple], np.ndarray]:
+        """The collections of the rows (``rules.label``) and each row's index into them."""
+        import pyarrow as pa
+
+        cid = self.numbers("collection_id", np.uint32)
+        unique, first, inverse = np.unique(cid, return_index=True, return_inverse=True)
+        at = pa.array(first)
+        scopes = self.column("scope").take(at).to_pylist()
+        names = self.column("collection").take(at).to_pylist()
+        return ([label(c, s, n) for c, s, n in zip(unique.tolist(), scopes, names)],
+                inverse.reshape(-1))
+
+    def uncertain(self, other: Side, *, values: bool) -> np.ndarray:
+        """The rows this side cannot vouch for: above their vbucket's consistent seqno, in
+        a vbucket it could not restore, with a value that did not decode (``values``), or
+        in a vbucket of the same number that the ``other`` side could not restore (where
+        the two clusters place keys alike, the other side may lack them there)."""
+        vbucket = self.numbers("vbucket", np.int64)
+        limit = np.zeros(1 << 16, np.uint64)
+        for vb, seqno in self.points.items():
+            limit[vb] = seqno
+        out = self.numbers("by_seqno", np.uint64) > limit[vbucket]
+        lost = sorted({*self.unrestored, *other.unrestored})
+        if lost:
+            out |= np.isin(vbucket, lost)
+        if values:
+            out |= self.column("body").is_null().to_numpy(zero_copy_only=False)
+        return out
+
+
+def state_of(source, side: str, options: dict) -> pa.Table:
+    """The state of one side, tombstones included; a damaged side in strict mode raises
+    ``DcpFormatError`` naming the side and the offset."""
+    import pyarrow as pa
+
+    if isinstance(source, pa.Table):
+        return given(source, side, options)
+    try:
+        return state(source, include_deleted=True, **options)
+    except DcpFormatError as e:
+        raise type(e)(e.offset, text("diff_side", side=side, reason=e.reason)) from None
+
+
+def given(table: pa.Table, side: str, options: dict) -> pa.Table:
+    """A state table given as a side, checked: one version per document, its values when
+    they are compared, and no cut asked of it (it carries its own)."""
+    consistency(table)                           # a state table: it has the metadata
+    if "valid_to_seqno" in table.column_names:
+        raise ValueError(f"the {side} is a history table: give the state of one version "
+                         "per document")
+    if options["values"] and "body" not in table.column_names:
+        raise ValueError(f"the {side} state has no values: build it with values=True, or "
+                         "compare fields without body and xattrs")
+    if options["at_seqno"] is not None or options["at_time"] is not None:
+        raise ValueError(f"the {side} is a state table, cut when it was built: at_seqno "
+                         "and at_time apply to sources read by diff")
+    return table
+
+
+def sides(source, target, options: dict, *, together: bool) -> tuple[Side, Side]:
+    """Both sides' states, built at the same time when ``together``."""
+    return both(lambda: state_of(source, "source", options),
+                lambda: state_of(target, "target", options), together=together)
+
+
+def both(make_source, make_target, *, together: bool) -> tuple[Side, Side]:
+    """The sides whose state tables ``make_source()`` and ``make_target()`` build: at the
+    same time (the target's on the thread ``pool.beside`` keeps, which waits on no worker
+    of the pool the states' scans use) when ``together``, else one after the other."""
+    if not together:
+        return Side("source", make_source()), Side("target", make_target())
+    other = beside(make_target)
+    try:
+        first = make_source()
+    except Exception:
+        with contextlib.suppress(Exception):       # the target's end is waited for
+            other()
+        raise
+    return Side("source", first), Side("target", other())

@@ -1,0 +1,146 @@
+"""The ``dcp`` Python data source and ``read_dcp``: DCP dumps as a Spark DataFrame, read
+once (``spark.read``) or as they grow (``spark.readStream``).
+
+* ``read_dcp(spark, path, method="datasource")``: the ``dcp`` Python data source reads
+  the files itself (local paths or any pyarrow filesystem URI), packs small files into
+  partitions and splits large ones into byte ranges (``io.ranges``).
+* ``method="arrow"`` / ``"pandas"``: Spark's ``binaryFile`` source and ``mapInArrow``
+  (``decode_arrow``) or ``mapInPandas`` (``decode_pandas``); files must be under 2 GiB.
+* ``spark.readStream.format("dcp")``: the stream reader of ``stream``.
+
+pyspark is imported only by the functions that need it; the decoding itself runs on the
+executors, which need dcpfast installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+from ..errors import checked_mode
+from .convert import decode_arrow, decode_pandas
+from .schema import output_columns, spark_schema
+from .source import check_inputs, option, parallelism, reader_classes
+from .stream import stream_reader_class
+from .workers import check_interpreter, identity, registered
+
+
+def _datasource_class():
+    """The ``dcp`` data source class (built on demand: it subclasses pyspark's)."""
+    from pyspark.sql.datasource import DataSource
+
+    reader, filtering = reader_classes()
+    streamer = stream_reader_class()
+
+    class DcpDataSource(DataSource):
+        """``spark.read.format("dcp").options(...).load(path)``: DCP dumps as frame rows;
+        ``spark.readStream.format("dcp")``: the same, as the dumps grow.
+
+        Options: ``columns`` (comma-separated projection, reaching the scanner;
+        ``all``; default ``schema.DEFAULT``), ``values`` (add ``content``/``xattrs``),
+        ``errors`` (strict/skip), ``filterPushdown`` (true: take Spark's filters on
+        frame columns; only while ``spark.sql.python.filterPushdown.enabled`` is true,
+        which ``read_dcp`` reads), ``collections`` (true/false/auto), ``partitionBytes``
+        (default 128m; files above it are split into byte ranges), ``parallelism`` (the
+        partition count is made a multiple of it; ``read_dcp`` passes the session's),
+        ``leadInBytes``, ``batchBytes``, ``maxFrameSize``; streaming:
+        ``maxBytesPerTrigger``, ``maxFilesPerTrigger``. ``load`` takes a file, a
+        directory or a list of them, local or any URI pyarrow's filesystems open (s3://,
+        gs://, hdfs://...).
+        """
+
+        @classmethod
+        def name(cls):
+            return "dcp"
+
+        def schema(self):
+            return spark_schema(self.options.get("columns"),
+                                bool(option(self.options, "values", False, bool)))
+
+        def reader(self, schema):
+            pushdown = option(self.options, "filterPushdown", False, bool)
+            return (filtering if pushdown else reader)(self.options, schema)
+
+        def streamReader(self, schema):
+            return streamer(self.options, schema)
+
+    return DcpDataSource
+
+
+@functools.cache
+def data_source():
+    """The ``dcp`` data source class, for ``spark.dataSource.register``."""
+    return _datasource_class()
+
+
+def register(spark) -> None:
+    """Make ``spark.read.format("dcp")`` and ``spark.readStream.format("dcp")`` available
+    in this session (their Python workers run this dcpfast: ``workers``)."""
+    registered(spark, data_source())
+
+
+def _pushdown(spark) -> bool:
+    """Whether the session lets Python data sources take filters (Spark 4.1 and later)."""
+    try:
+        return spark.conf.get(_PUSHDOWN, "false").strip().lower() == "true"
+    except Exception:
+        return False
+
+
+_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+_METHODS = ("datasource", "arrow", "pandas")
+
+
+def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: bool = False,
+             errors: str = "strict", collections: bool | None = None,
+             partition_bytes: int | None = None, **options):
+    """A DataFrame of the frames in ``path`` (a file, a directory, or a list of them).
+
+    ``method``: ``"datasource"`` (the ``dcp`` source: fastest, splits large files, any
+    size), ``"arrow"`` (``binaryFile`` + ``mapInArrow``) or ``"pandas"`` (``binaryFile``
+    + ``mapInPandas``); the binaryFile paths read what Spark's JVM can reach, files under
+    2 GiB, as many files a batch as Spark's ``spark.sql.execution.arrow.maxBytesPerBatch``
+    holds. ``columns``: a list or a comma-separated string of output columns, None for
+    ``schema.DEFAULT``, ``"all"`` for every column. Further ``options`` go to the ``dcp``
+    source.
+
+    Local inputs are looked at here, as Spark's own readers do: a path that is not there,
+    an unreadable file or a packet capture raises at once (``FileNotFoundError``,
+    ``OSError``, ``ValueError``), not when an action runs.
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, not {method!r}")
+    checked_mode(errors)
+    paths = [os.fspath(path)] if isinstance(path, (str, os.PathLike)) else \
+        [os.fspath(p) for p in path]
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",")]
+    check_inputs(paths)
+    if method == "datasource":
+        register(spark)
+        reader = spark.read.format("dcp").option("errors", errors).option("values", values)
+        if columns is not None:
+            reader = reader.option("columns", ",".join(output_columns(columns, values)))
+        if collections is not None:
+            reader = reader.option("collections", collections)
+        if partition_bytes is not None:
+            reader = reader.option("partitionBytes", partition_bytes)
+        if "parallelism" not in options:
+            reader = reader.option("parallelism", parallelism(spark))
+        if "filterPushdown" not in options:
+            reader = reader.option("filterPushdown", _pushdown(spark))
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.option("dcpfast", identity()).option("paths", json.dumps(paths)).load()
+    if options:
+        raise TypeError(f"options {sorted(options)} apply to method='datasource' only")
+    check_interpreter(spark)
+    files = spark.read.format("binaryFile").load(paths).select("path", "content")
+    decode = decode_arrow if method == "arrow" else decode_pandas
+    func = functools.partial(decode, columns=columns, values=values, errors=errors,
+                             collections=collections)
+    schema = spark_schema(columns, values)
+    if method == "arrow":
+        return files.mapInArrow(func, schema)
+    return files.mapInPandas(func, schema)

@@ -1,0 +1,182 @@
+"""The Delta table of ``write_delta``: what may be at the table's place before a job, the
+one transaction that commits every task's files, and what a failed job leaves.
+
+Tasks write their Parquet files straight into the table's partition folders
+(``TABLE/vbucket=12/part-<partition>-<job>-<attempt>-<n>.parquet``; the frames without a
+partition value in ``vbucket=__HIVE_DEFAULT_PARTITION__``, null in the table). A file
+no commit names is not part of the table: readers go by the log (``_delta_log``), never
+by listing. The commit, in the driver's process once every task has succeeded, adds the
+files of the attempts whose results Spark returned in one transaction (``deltalake``,
+delta-rs: no JVM, no catalog), with the job's summary in the commit's metadata and,
+with an ``app_id``, Delta's application transaction version, so that a re-run commits
+nothing new. Files of attempts that failed or lost, and of a job that failed, are
+deleted (``sweep``); what an attempt that Spark abandoned writes later is left to Delta's
+``VACUUM``.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+
+from ..errors import text
+from .output import refuse_dangling, summary
+from .source import filesystem
+
+#: The folder value of frames without a partition value (null in the table), as Spark
+#: and Hive name it.
+NULL_FOLDER = "__HIVE_DEFAULT_PARTITION__"
+LOG = "_delta_log"
+MODES = ("error", "errorifexists", "append", "overwrite")
+#: The key of the commit metadata that holds the job's summary.
+SUMMARY_KEY = "dcpfast"
+
+
+def _deltalake():
+    try:
+        import deltalake
+    except ImportError:
+        raise ImportError(text("needs_extra", what="write_delta", module="deltalake",
+                               extra="delta")) from None
+    return deltalake
+
+
+def table_uri(out: str) -> str:
+    """The table's location as ``deltalake`` takes it (a local path made absolute)."""
+    return out if "://" in out else filesystem(out)[1]
+
+
+def check(out: str, mode: str, schema, partition_by, app_id: str | None,
+          app_version: int) -> tuple[bool, int | None]:
+    """Before a job: whether the table exists, and its version when ``app_id`` has
+    already committed ``app_version`` (or a later one) there, else None. Raises where
+    ``mode`` does not allow what is at ``out``: a Delta table for ``"error"``, anything
+    but a Delta table or an empty directory for every mode, a table of other columns or
+    partitions for ``"append"``."""
+    from pyarrow import fs
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    store, root = filesystem(out)
+    refuse_dangling(store, root, out)
+    info = store.get_file_info(root)
+    if info.type == fs.FileType.NotFound:
+        return False, None
+    if info.type != fs.FileType.Directory:
+        raise FileExistsError(text("delta_not_table", out=out, name=info.base_name))
+    if store.get_file_info(f"{root}/{LOG}").type != fs.FileType.Directory:
+        entries = store.get_file_info(fs.FileSelector(root))
+        if entries:
+            raise FileExistsError(text("delta_not_table", out=out, name=entries[0].base_name))
+        return False, None
+    if mode.startswith("error"):
+        raise FileExistsError(text("delta_exists", out=out))
+    table = _deltalake().DeltaTable(table_uri(out))
+    if app_id is not None:
+        done = table.transaction_version(app_id)
+        if done is not None and done >= app_version:
+            return True, table.version()
+    if mode == "append":
+        have = [(f.name, str(f.type)) for f in table.schema().to_arrow()]
+        want = [(f.name, str(f.type)) for f in table_schema(schema)]
+        if {n for n, _ in have} != {n for n, _ in want} or \
+                list(table.metadata().partition_columns) != list(partition_by):
+            raise ValueError(f"{out}: the table has the columns {[n for n, _ in have]} "
+                             f"partitioned by {list(table.metadata().partition_columns)}, "
+                             f"not {[n for n, _ in want]} by {list(partition_by)}: write "
+                             f"elsewhere, or replace it (mode=\"overwrite\")")
+    return True, None
+
+
+def table_schema(schema):
+    """The table's schema: the rows' Arrow schema with every dictionary as its values."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(f.name, f.type.value_type, f.nullable)
+                      if pa.types.is_dictionary(f.type) else f for f in schema])
+
+
+def _partition_values(folder: str) -> dict[str, str | None]:
+    values = {}
+    for part in folder.split("/"):
+        column, _, value = part.partition("=")
+        values[column] = None if value == NULL_FOLDER else value
+    return values
+
+
+def commit(out: str, job: str, mode: str, schema, partition_by, results, *,
+           app_id: str | None, app_version: int) -> dict | None:
+    """One Delta transaction adding every committed attempt's files (``results``: the
+    ``TaskWriter.result`` of each), with the job's summary in the commit's metadata; the
+    summary with the table's new ``version``, or None (nothing committed) when ``app_id``
+    has already committed ``app_version``. The files of other attempts of the job are
+    deleted."""
+    deltalake = _deltalake()
+    from deltalake.transaction import (
+        AddAction,
+        CommitProperties,
+        Transaction,
+        create_table_with_add_actions,
+    )
+
+    now = int(time.time() * 1000)
+    results = list(results)
+    actions = [AddAction(relative, size, _partition_values(posixpath.dirname(relative))
+                         if partition_by else {}, now, True, json.dumps({"numRecords": rows}))
+               for r in results for relative, rows, size in r["files"]]
+    account = summary(results)
+    account["rows"] = {k.replace(NULL_FOLDER, "null"): n for k, n in account["rows"].items()}
+    properties = CommitProperties(
+        custom_metadata={SUMMARY_KEY: json.dumps(dict(account, job=job))},
+        app_transactions=[Transaction(app_id, app_version)] if app_id is not None else None)
+    uri = table_uri(out)
+    kept = {relative for r in results for relative, _, _ in r["files"]}
+    try:
+        table = deltalake.DeltaTable(uri)
+    except deltalake.exceptions.TableNotFoundError:
+        table = None
+    if table is not None and app_id is not None:
+        done = table.transaction_version(app_id)
+        if done is not None and done >= app_version:      # a concurrent run committed it
+            sweep(out, job, keep=())
+            return None
+    if table is None:
+        create_table_with_add_actions(uri, deltalake.Schema.from_arrow(table_schema(schema)),
+                                      actions, mode="append", partition_by=list(partition_by),
+                                      commit_properties=properties)
+    else:
+        table.create_write_transaction(actions, "overwrite" if mode == "overwrite" else
+                                       "append", table_schema(schema), list(partition_by),
+                                       commit_properties=properties)
+    sweep(out, job, keep=kept)
+    account["version"] = version(out)
+    return account
+
+
+def sweep(out: str, job: str, keep) -> None:
+    """Delete the job's files that the table does not name (``keep``: those it does),
+    and the partition folders left empty."""
+    from pyarrow import fs
+
+    store, root = filesystem(out)
+    if store.get_file_info(root).type != fs.FileType.Directory:
+        return
+    marker = f"-{job}-"
+    folders = set()
+    for entry in store.get_file_info(fs.FileSelector(root, recursive=True)):
+        relative = posixpath.relpath(entry.path, root)
+        if relative.split("/")[0] == LOG or entry.type != fs.FileType.File:
+            continue
+        if marker in entry.base_name and relative not in keep:
+            store.delete_file(entry.path)
+            folders.add(posixpath.dirname(entry.path))
+    for folder in sorted(folders, key=len, reverse=True):
+        while folder != root and not store.get_file_info(fs.FileSelector(folder)):
+            store.delete_dir(folder)
+            folder = posixpath.dirname(folder)
+
+
+def version(out: str) -> int:
+    """The table's version."""
+    return _deltalake().DeltaTable(table_uri(out)).version()
