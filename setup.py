@@ -1,4 +1,5 @@
-"""Build the Cython cores of ``dcpfast._core`` (DCP frame scan, packet-capture walk, values).
+"""Build the Cython cores of ``dcpfast._core`` (DCP frame scan, packet-capture walk, values,
+stream checks and document state).
 
 DCPFAST_DEBUG=1 builds with bounds checks, assertions and no optimisation;
 DCPFAST_SANITIZE=1 adds AddressSanitizer and UndefinedBehaviorSanitizer;
@@ -39,6 +40,7 @@ depends = {
     "cscan": [*sorted(glob(core + "scan_*.pxi")), core + "spans.h", core + "bitmaps.h", *wire],
     "cpcap": wire,
     "cvalues": [core + "xattr_keys.h", *wire],
+    "cstate": [*sorted(glob(core + "state_*.pxi")), *wire],
 }
 extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=files,
                         include_dirs=["dcpfast/_core"],

@@ -222,11 +222,46 @@ _NAMED = {
                      "a capture's times are arrival times, a dump's are its documents' CAS "
                      "clock; report them apart",
     "report_empty": "no input to report on",
+    # the stream checks (streams.checks): an anomaly's details, a loss's expectation
+    "check_snapshot": "snapshot [{start}, {end}]",
+    "check_oso_snapshot": "an OSO snapshot",
+    "check_reached": "seqno {seqno}",
+    "check_no_item": "no item",
+    "check_backwards": "by_seqno {seqno} does not exceed the previous {previous}",
+    "check_outside": "by_seqno {seqno} outside {where}",
+    "check_before_marker": "by_seqno {seqno} before any snapshot marker of the stream",
+    "check_ended_early": "{where} ended at {at}",
+    "check_stream_end_inside": "stream end ({status}) inside {where}",
+    "check_reached_suffix": ", reached {at}",
+    "check_oso_not_ended": "an OSO snapshot ended without its end marker",
+    "check_oso_not_started": "an OSO snapshot end without its start",
+    "check_bytes_lost": "{length} bytes skipped: {reason}",
+    "check_unmatched_rollback": "rollback to seqno {seqno} for opaque 0x{opaque:x}: no "
+                                "request or stream uses that opaque",
+    "expect_above": "a seqno above {seqno}",
+    "expect_range": "a seqno in [{start}, {end}]",
+    "expect_marker": "a snapshot marker",
+    "expect_end": "its end, seqno {seqno}",
+    "expect_oso_end": "the OSO snapshot's end",
+    "expect_oso_start": "an OSO snapshot's start",
+    "found_item": "an item at seqno {seqno}",
+    "found_marker": "a new snapshot",
+    "found_oso_end": "an OSO end",
     # document state (documents)
     "state_no_prepare": "commit of the prepare at seqno {prepared} (vbucket {vbucket}): no "
                         "such prepare is pending in the stream (captured mid-stream?)",
     "state_seqno_backwards": "seqno {seqno} of vbucket {vbucket} is not above the stream's "
                              "previous seqno {previous}",
+    "state_lost": "frames of vbucket {vbucket} were lost before this one: {details} "
+                  "(expected {expected}, found {found})",
+    "state_keep_going": "; errors=\"skip\" keeps going, the consistent seqno of vbucket "
+                        "{vbucket} stopped before the loss",
+    "state_skip_hint": "; errors=\"skip\" keeps going",
+    "state_unknown_collections": "only_collections names {names}, which the stream never "
+                                 "names (its system events name: {known}); give collection "
+                                 "ids for collections created before the dump began",
+    "state_capture_buffer": "a packet capture, not a DCP dump: give state its path, or the "
+                            "batches of dcpfast.pcap.read_pcap",
     "state_unplaced_rollback": "rollback response (to seqno {seqno}) that no request and no "
                                "stream message places on a vbucket",
     # comparing two buckets (compare)

@@ -342,6 +342,7 @@ class Kind:
     value: tuple[int, int]        # allowed value length range (inclusive)
     fields: tuple[Field, ...] = ()
     marker_version: int | None = None
+    marker_disk: bool = False     # a V2.x marker kind for markers with the Disk flag
 
     @property
     def prefixed(self) -> bool:
@@ -368,8 +369,23 @@ def _v(column, offset, width):
 _SEQNOS = (_x("by_seqno", 0, 8), _x("rev_seqno", 8, 8))
 _DOC_META = _SEQNOS + (_x("flags", 16, 4), _x("expiration", 20, 4), _x("lock_time", 24, 4))
 _MARKER_V2 = (_x("marker_version", 0, 1), _v("snap_start", 0, 8), _v("snap_end", 8, 8),
-              _v("snap_flags", 16, 4), _v("max_visible_seqno", 20, 8),
-              _v("high_completed_seqno", 28, 8))
+              _v("snap_flags", 16, 4), _v("max_visible_seqno", 20, 8))
+#: Offset in a V2.x marker's value of the byte that holds the Disk flag (the last byte of
+#: the big-endian snap_flags).
+MARKER_V2_FLAGS_BYTE = 19
+
+
+def _marker_kinds(name: str, length: int, fields: tuple, version: int,
+                  disk_fields: tuple = ()) -> tuple[Kind, Kind]:
+    """The two kinds of a V2.x snapshot marker: ``name`` with the Disk flag set, and
+    ``name_memory`` without it, whose high completed and high prepared seqnos mean nothing
+    (kv_engine reads them only from Disk markers, MB-65564) and so are not its fields."""
+    disk = (_v("high_completed_seqno", 28, 8), *fields, *disk_fields)
+    return (Kind(name, Opcode.SNAPSHOT_MARKER, False, 1, _NONE, (length, length),
+                 _MARKER_V2 + disk, marker_version=version, marker_disk=True),
+            Kind(f"{name}_memory", Opcode.SNAPSHOT_MARKER, False, 1, _NONE, (length, length),
+                 _MARKER_V2 + fields, marker_version=version))
+
 _RESOLUTION = (_x("prepared_seqno", 0, 8), _x("by_seqno", 8, 8))
 
 KINDS: tuple[Kind, ...] = (
@@ -383,15 +399,11 @@ KINDS: tuple[Kind, ...] = (
     Kind("stream_end", Opcode.STREAM_END, False, 4, _NONE, _NONE, (_x("end_status", 0, 4),)),
     Kind("snapshot_marker_v1", Opcode.SNAPSHOT_MARKER, False, 20, _NONE, _NONE,
          (_x("snap_start", 0, 8), _x("snap_end", 8, 8), _x("snap_flags", 16, 4))),
-    Kind("snapshot_marker_v2_0", Opcode.SNAPSHOT_MARKER, False, 1, _NONE, (36, 36),
-         _MARKER_V2, marker_version=0),
-    Kind("snapshot_marker_v2_1", Opcode.SNAPSHOT_MARKER, False, 1, _NONE, (44, 44),
-         _MARKER_V2, marker_version=1),
-    Kind("snapshot_marker_v2_2", Opcode.SNAPSHOT_MARKER, False, 1, _NONE, (52, 52),
-         _MARKER_V2 + (_v("purge_seqno", 36, 8), _v("high_prepared_seqno", 44, 8)),
-         marker_version=2),
-    Kind("snapshot_marker_v2_2_purge", Opcode.SNAPSHOT_MARKER, False, 1, _NONE, (44, 44),
-         _MARKER_V2 + (_v("purge_seqno", 36, 8),), marker_version=2),
+    *_marker_kinds("snapshot_marker_v2_0", 36, (), 0),
+    *_marker_kinds("snapshot_marker_v2_1", 44, (), 1),
+    *_marker_kinds("snapshot_marker_v2_2", 52, (_v("purge_seqno", 36, 8),), 2,
+                   (_v("high_prepared_seqno", 44, 8),)),
+    *_marker_kinds("snapshot_marker_v2_2_purge", 44, (_v("purge_seqno", 36, 8),), 2),
     Kind("mutation", Opcode.MUTATION, False, 31, _SOME, _ANY, _DOC_META),
     Kind("deletion_v1", Opcode.DELETION, False, 18, _SOME, _ANY, _SEQNOS),
     Kind("deletion_v2", Opcode.DELETION, False, 21, _SOME, _ANY,
@@ -429,9 +441,9 @@ KINDS: tuple[Kind, ...] = (
 KIND_INDEX = {k.name: i for i, k in enumerate(KINDS)}
 REQUEST_KIND = KIND_INDEX["request"]
 RESPONSE_KIND = KIND_INDEX["response"]
-#: Snapshot marker V2.x kinds by (version byte, value length).
-MARKER_V2_KINDS = {(k.marker_version, k.value[0]): i for i, k in enumerate(KINDS)
-                   if k.marker_version is not None}
+#: Snapshot marker V2.x kinds by (version byte, value length, Disk flag set).
+MARKER_V2_KINDS = {(k.marker_version, k.value[0], k.marker_disk): i
+                   for i, k in enumerate(KINDS) if k.marker_version is not None}
 #: Extras length of a V2.x snapshot marker (its one extras byte is the version).
 MARKER_V2_EXTRAS_LEN = 1
 

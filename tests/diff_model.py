@@ -52,7 +52,7 @@ def side(docs: dict, points: dict, names: dict, unrestored: set, values: bool) -
 
 
 def diff(source: tuple, target: tuple, *, fields=DEFAULT_FIELDS, include_deleted=False,
-         collections=None, unrestored=(set(), set())) -> tuple[list, list]:
+         only_collections=None, unrestored=(set(), set())) -> tuple[list, list]:
     """(rows, summary) of ``dcpfast.diff``: ``source`` and ``target`` are (documents,
     consistency, names) of ``diff_scenarios.documents`` and the names of the side."""
     values = bool(VALUE_FIELDS & set(fields))
@@ -62,8 +62,8 @@ def diff(source: tuple, target: tuple, *, fields=DEFAULT_FIELDS, include_deleted
     rows, counts = [], {}
     for ident in set(a) | set(b):
         label = ident[:3]
-        if collections is not None and label[1] not in collections \
-                and f"{label[0]}.{label[1]}" not in collections:
+        if only_collections is not None and label[1] not in only_collections \
+                and f"{label[0]}.{label[1]}" not in only_collections:
             continue
         x, y = a.get(ident), b.get(ident)
         has_x = x is not None and (include_deleted or not x[0]["deleted"])

@@ -34,7 +34,7 @@ def frames(draw, collections: bool):
     if kind in CONNECTION_KINDS:             # their vbucket field is not a vbucket
         expect.pop("vbucket", None)
     expect.setdefault("opaque", hdr["opaque"])
-    expect["kind"] = kind
+    expect.setdefault("kind", kind)
     return data, expect
 
 
@@ -114,17 +114,24 @@ def _marker(version, short=False):
         start, end, flags = draw(u64), draw(u64), draw(u32)
         expect.update(snap_start=start, snap_end=end, snap_flags=flags)
         kwargs = {}
+        # the high completed and prepared seqnos are columns only with the Disk flag
+        disk = bool(flags & P.SnapshotFlag.DISK)
         if version is not None:
             kwargs = dict(max_visible_seqno=draw(u64), high_completed_seqno=draw(u64))
-            expect.update(kwargs, marker_version=version)
+            expect.update(kwargs if disk else {"max_visible_seqno": kwargs["max_visible_seqno"]},
+                          marker_version=version)
         if version == 1:
             kwargs["timestamp"] = draw(u64)
         if version == 2:
             kwargs["purge_seqno"] = expect["purge_seqno"] = draw(u64)
             kwargs["high_prepared_seqno"] = None if short else draw(u64)
-            if not short:
+            if not short and disk:
                 expect["high_prepared_seqno"] = kwargs["high_prepared_seqno"]
         data = t.snapshot_marker(start, end, flags, version=version, **kwargs, **hdr)
+        if version is not None and not disk:
+            expect["kind"] = {0: "snapshot_marker_v2_0", 1: "snapshot_marker_v2_1",
+                              2: "snapshot_marker_v2_2"}[version] + \
+                ("_purge" if short else "") + "_memory"
         if version is not None:
             expect["value"] = data[-{0: 36, 1: 44, 2: 44 if short else 52}[version]:]
         return data, expect

@@ -46,7 +46,7 @@ FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "compare"
          "reporting", "spark",
          "testing", "cli")
 #: The compiled cores: only ``_core`` imports them.
-COMPILED = ("cscan", "cpcap", "cvalues")
+COMPILED = ("cscan", "cpcap", "cvalues", "cstate")
 MAX_FILE_LINES = 900
 MAX_FUNCTION_LINES = 80
 #: A function longer than MAX_FUNCTION_LINES says why in a comment next to its ``def``

@@ -25,6 +25,7 @@ from dcpfast import streams
 from dcpfast import testing as t
 from dcpfast import values as V
 from dcpfast.cli import main
+from dcpfast.cli.convert import _Writer
 from dcpfast.cli.inventory import LISTED_PER_REASON, Inventory, reason_kind
 from dcpfast.pcap import read_pcap
 
@@ -229,8 +230,12 @@ def test_convert_values_memory_does_not_grow_with_the_bodies(tmp_path):
     large.write_bytes(_bombs(40 * MiB // 49_243))
     args = ("convert", "-q", "--values", "--force", "-o", tmp_path / "out.parquet")
     grew = peak("convert", large, *args)["peak"] - peak("convert", small, *args)["peak"]
-    # the batch's bodies whole (650 MiB more), twice
-    assert grew < 200, f"{grew:.0f} MiB more for 4 times the bodies"
+    # Held at once whatever the input: the piece being inflated, its table, the group being
+    # gathered, the group being written and the writer's encoding; how many of these
+    # overlap depends on the threads' timing (180..250 MiB seen). The bodies held whole
+    # would be 650 MiB more, twice.
+    bound = (3 * V.PIECE_BYTES + 2 * _Writer.GROUP_BYTES) / MiB + 30   # + the larger input
+    assert grew < bound, f"{grew:.0f} MiB more for 4 times the bodies"
 
 
 def test_convert_values_in_pieces_reads_back_as_the_whole(tmp_path, monkeypatch):

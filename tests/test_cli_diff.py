@@ -60,7 +60,7 @@ def test_differing_dumps_exit_1_and_write_the_rows(dumps, tmp_path):
     assert run("diff", paths["source"], paths["capture"], "-o", arrow, "--fields",
                "body,flags", "--collection", "route", "--threads", "1").exit_code == 1
     assert feather.read_table(arrow).equals(dcpfast.diff(data, target, fields=["body", "flags"],
-                                                         collections=["route"]))
+                                                         only_collections=["route"]))
     shown = run("diff", paths["target"], paths["source"], "--include-deleted")
     assert shown.exit_code == 1 and "more (-o FILE writes them all)" in shown.output
     piped = CliRunner().invoke(main, ["diff", "-", str(paths["target"])], input=data)

@@ -68,7 +68,7 @@ def test_options_reach_state(tmp_path):
                  "--errors", "skip", "--collection", "0")
     assert result.exit_code == 0, result.output
     want = dcpfast.state(data, at_time=at, history=True, include_deleted=True,
-                         errors="skip", collections=[0])
+                         errors="skip", only_collections=[0])
     assert same(pq.read_table(out), want)
     arrow = tmp_path / "s.arrow"
     assert run("state", dump, "-o", arrow, "--at-seqno", "3:10,45:20", "--no-values",

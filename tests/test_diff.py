@@ -54,7 +54,7 @@ def check(table, want):
 OPTIONS = [{}, {"include_deleted": True}, {"fields": FIELDS},
            {"fields": ("cas", "rev_seqno"), "include_deleted": True},
            {"fields": ("flags", "deleted")},
-           {"collections": ["inventory.hotel", "route"]}]
+           {"only_collections": ["inventory.hotel", "route"]}]
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "defaults")
@@ -324,9 +324,9 @@ def test_collections_match_by_name_never_by_id():
     assert [(r["collection"], r["kind"]) for r in named_one_side] == [
         ("orders", "missing_from_target"), ("0x8", "missing_from_source")]
     assert dcpfast.diff(dump(8, True), dump(8, True, b"other"),
-                        collections=["_default.orders"]).num_rows == 2
+                        only_collections=["_default.orders"]).num_rows == 2
     assert dcpfast.diff(dump(8, True), dump(8, True, b"other"),
-                        collections=["hotel"]).num_rows == 0
+                        only_collections=["hotel"]).num_rows == 0
 
 
 def test_a_key_held_in_two_vbuckets_stands_by_its_highest_seqno():
@@ -391,7 +391,7 @@ def test_options_are_checked():
     with pytest.raises(ValueError):
         dcpfast.diff(b"", b"", fields=[])
     with pytest.raises(TypeError, match="ids differ"):
-        dcpfast.diff(b"", b"", collections=[8])
+        dcpfast.diff(b"", b"", only_collections=[8])
     with pytest.raises(ValueError):
         dcpfast.diff(b"", b"", errors="ignore")
     with pytest.raises(ValueError):

@@ -31,7 +31,7 @@ def same(spark_df, table, **options):
 
 OPTIONS = {"restarts": [{}, {"history": True, "include_deleted": True}],
            "placed_later": [{"at_seqno": 25, "values": False}],
-           "sids": [{"at_time": CAS_EPOCH + 4 * 10**11, "collections": [0]}],
+           "sids": [{"at_time": CAS_EPOCH + 4 * 10**11, "only_collections": [0]}],
            "synthetic": [{"include_deleted": True}, {"history": True}]}
 
 

@@ -494,10 +494,17 @@ def test_legitimate_sequences_are_not_anomalies():
 def test_oso_without_end_and_items_after_it():
     frames = [t.oso_snapshot(1, **VB), mut(5), mut(2), marker(6, 8), mut(6), mut(4), mut(8)]
     assert anomalies(*frames, cuts=CUTS) == [
-        ("snapshot_ended_early", at(frames, 3), 5),
+        ("oso_not_ended", at(frames, 3), None),
         ("seqno_not_increasing", at(frames, 5), 4), ("outside_snapshot", at(frames, 5), 4)]
+    # after an OSO snapshot the next snapshot has a marker
     frames = [t.oso_snapshot(1, **VB), mut(5), mut(9), t.oso_snapshot(2, **VB), mut(7)]
-    assert anomalies(*frames, cuts=CUTS) == [("seqno_not_increasing", at(frames, 4), 7)]
+    assert anomalies(*frames, cuts=CUTS) == [("seqno_not_increasing", at(frames, 4), 7),
+                                             ("outside_snapshot", at(frames, 4), 7)]
+    # an OSO end without its start, once the stream is known to be in a snapshot
+    frames = [marker(1, 2), mut(1), mut(2), t.oso_snapshot(2, **VB), t.oso_snapshot(2, **VB)]
+    assert anomalies(*frames, cuts=CUTS) == [("oso_not_started", at(frames, 3), None),
+                                             ("oso_not_started", at(frames, 4), None)]
+    assert anomalies(t.oso_snapshot(2, **VB), marker(1, 1), mut(1)) == []
 
 
 def test_stream_request_start_and_missing_marker():
@@ -560,11 +567,13 @@ def _reference(entries):
         s = state.setdefault(vb, {"last": None, "kind": None, "snap": None, "reached": None})
         hdr = {"vbucket": vb, "opaque": 0x77}
         if what in ("marker", "oso_start", "end"):
+            # memory snapshots (these markers) are sent whole; an OSO snapshot ends with
+            # its end marker (a Stream End may cut it short)
             kind = "ended_in_snapshot" if what == "end" else "snapshot_ended_early"
             if s["kind"] == "marker" and (s["reached"] is None or s["reached"] < s["snap"][1]):
                 expect.append((kind, offset, s["reached"]))
-            elif s["kind"] == "oso":
-                expect.append((kind, offset, s["reached"]))
+            elif s["kind"] == "oso" and what != "end":
+                expect.append(("oso_not_ended", offset, None))
         if what == "marker":
             frames.append(t.snapshot_marker(*args, **hdr))
             s.update(kind="marker", snap=args, reached=None)
@@ -577,6 +586,8 @@ def _reference(entries):
                 if s["reached"] is not None:
                     s["last"] = s["reached"]
                 s.update(kind="oso_closed", reached=None)
+            elif s["kind"] is not None:
+                expect.append(("oso_not_started", offset, None))
         elif what == "end":
             frames.append(t.stream_end(0, **hdr))
             state.pop(vb)
@@ -588,6 +599,8 @@ def _reference(entries):
                 if s["last"] is not None and seqno <= s["last"]:
                     expect.append(("seqno_not_increasing", offset, seqno))
                 if s["kind"] == "marker" and not s["snap"][0] <= seqno <= s["snap"][1]:
+                    expect.append(("outside_snapshot", offset, seqno))
+                elif s["kind"] == "oso_closed":
                     expect.append(("outside_snapshot", offset, seqno))
                 s["last"] = seqno
     return frames, expect

@@ -1,12 +1,13 @@
 """The compiled cores and their pure-Python twins: the one place that picks between them.
 
-Three cores do the per-frame and per-value work: ``scan`` (DCP frames into columns),
-``pcap`` (capture records into TCP segments) and ``values`` (Snappy and xattr loops).
-Each is a Cython module (``cscan``, ``cpcap``, ``cvalues``) with a pure-Python twin of the
-same names and signatures (``pyscan``, ``pypcap``, ``pyvalues``). ``DCPFAST_PUREPYTHON=1``
-selects the twins; without it the compiled modules are used, and where none was built
-(an interpreter without a wheel, a build that failed) the twins stand in. A build that
-has some compiled cores but not all is refused rather than mixed.
+Four cores do the per-frame, per-value and per-row work: ``scan`` (DCP frames into
+columns), ``pcap`` (capture records into TCP segments), ``values`` (Snappy and xattr
+loops) and ``state`` (the stream checks, the document state's walk, document ids). Each
+is a Cython module (``cscan``, ``cpcap``, ``cvalues``, ``cstate``) with a pure-Python twin
+of the same names and signatures (``pyscan``, ``pypcap``, ``pyvalues``, ``pystate``).
+``DCPFAST_PUREPYTHON=1`` selects the twins; without it the compiled modules are used,
+and where none was built (an interpreter without a wheel, a build that failed) the twins
+stand in. A build that has some compiled cores but not all is refused rather than mixed.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from types import ModuleType
 from .contract import FIRST_ROWS, MIN_MEAN, ScanRequest, ScanResult
 
 __all__ = ["FIRST_ROWS", "IMPLEMENTATION", "MIN_MEAN", "ScanRequest", "ScanResult", "compiled",
-           "pcap", "scan", "twins", "values"]
+           "pcap", "scan", "state", "twins", "values"]
 
 #: The cores by role, as (compiled module, twin module).
 CORES = {"scan": ("cscan", "pyscan"), "pcap": ("cpcap", "pypcap"),
-         "values": ("cvalues", "pyvalues")}
+         "values": ("cvalues", "pyvalues"), "state": ("cstate", "pystate")}
 
 
 def _load(names: dict[str, str]) -> dict[str, ModuleType]:
@@ -72,3 +73,4 @@ _cores, IMPLEMENTATION = _select()
 scan: ModuleType = _cores["scan"]
 pcap: ModuleType = _cores["pcap"]
 values: ModuleType = _cores["values"]
+state: ModuleType = _cores["state"]

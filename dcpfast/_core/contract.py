@@ -69,3 +69,62 @@ class ScanResult(NamedTuple):
     #: The first problem of a strict scan as ``(position, code, a, b)``, else None; the
     #: other fields then describe no frames.
     failure: tuple[int, int, int, int] | None = None
+
+
+# -- the state core (``cstate``, ``pystate``) ------------------------------------------
+# The stream checks (``check_streams``) read one event per row of a vbucket stream, in
+# arrival order, and keep each stream's check state in a row of a uint64 array; the
+# state walk (``walk_state``) reads the state engine's rows likewise. The codes below are
+# what both cores and their callers agree on.
+
+#: Stream events the checks read.
+EV_ITEM = 0            # a document change or system event: a seqno item
+EV_ADVANCE = 1         # a seqno advance
+EV_MARKER = 2          # a snapshot marker
+EV_OSO_START = 3       # an OSO snapshot marker that starts one
+EV_OSO_END = 4         # an OSO snapshot marker that ends one
+EV_END = 5             # a Stream End
+EV_REQUEST = 6         # a Stream Request (its start seqno in ``seqno``)
+EV_RESPONSE = 7        # a Stream Request response placed on the stream
+EV_NONE = 255          # a row the checks pass over
+
+#: Bits of a row's ``info``.
+INFO_COLLECTIONS = 1   # the connection is collection-enabled
+INFO_UNFILTERED = 2    # a request known to ask for no collection filter
+INFO_SEED = 4          # a request whose start seqno the next item must exceed
+
+#: What a check found (the anomaly kinds of ``streams.checks.ANOMALIES``, in this order).
+R_BACKWARDS = 0        # a seqno not above the previous one (outside OSO)
+R_OUTSIDE = 1          # an item outside its marker's range, or before any marker
+R_EARLY = 2            # a snapshot closed by a marker or OSO start before its end
+R_ENDED_INSIDE = 3     # a Stream End inside a snapshot before its end
+R_OSO_NOT_ENDED = 4    # a marker or OSO start inside an OSO snapshot
+R_OSO_NOT_STARTED = 5  # an OSO end without its start
+
+#: Bits of a finding's ``given``: a seqno was found (or a snapshot reached one); a range
+#: (or a seqno to exceed) was expected.
+GIVEN_FOUND = 1
+GIVEN_RANGE = 2
+
+#: Columns of a stream's check state (``check_streams``'s ``state``).
+C_BITS, C_OPAQUE, C_CHAIN, C_START, C_END, C_FLAGS, C_REACH = range(7)
+C_FIELDS = 7
+
+#: Rows of the state engine (``documents.rows``): what each one is.
+W_MUTATION, W_DELETION, W_EXPIRATION, W_PREPARE, W_COMMIT, W_ABORT, W_EVENT, W_ADVANCE, \
+    W_MARKER, W_OSO, W_RESTART, W_END, W_LOSS, W_REQUEST = range(14)
+W_NONE = 15
+#: ``W_LOSS``: bytes were lost there (a capture gap, skipped damage) that may have held
+#: frames of any stream; ``W_REQUEST``: a Stream Request in the stream (its start seqno in
+#: ``seqno``), which the walk passes over; ``W_NONE``: a row both pass over (a Stream
+#: Request whose value does not decode).
+
+#: Columns of a stream's walk state (``walk_state``'s ``carry``).
+K_BITS, K_CHAIN, K_CUT, K_START, K_END, K_CONSISTENT, K_FLOOR = range(7)
+K_FIELDS = 7
+#: Bits of ``K_BITS``: frames of the stream were lost (its consistent seqno no longer
+#: rises); a run of the stream began and has not yet shown where (``K_FLOOR``); the
+#: stream has sent items.
+K_LOST = 16
+K_FRESH = 32
+K_ITEMS = 64

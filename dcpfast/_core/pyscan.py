@@ -87,7 +87,10 @@ def _parse(buf, pos, end, collections, max_frame):
         return P.INCOMPLETE, f
     if kind < 0:
         version = buf[pos + P.HEADER_SIZE + f.fel]
-        kind = P.MARKER_V2_KINDS.get((version, f.value_len))
+        flags_at = pos + P.HEADER_SIZE + f.fel + extlen + f.keylen + P.MARKER_V2_FLAGS_BYTE
+        disk = f.value_len > P.MARKER_V2_FLAGS_BYTE and \
+            bool(buf[flags_at] & P.SnapshotFlag.DISK)
+        kind = P.MARKER_V2_KINDS.get((version, f.value_len, disk))
         if kind is None:
             f.a, f.b = version, f.value_len
             return _PR.MARKER_VERSION, f

@@ -72,11 +72,16 @@ cdef struct Walk:
 
 
 cdef int marker(const uint8_t* h, const Frame* f, Problem* e) noexcept nogil:
-    """The snapshot marker V2.x kind for its version byte and value length, or a problem."""
+    """The snapshot marker V2.x kind for its version byte, value length and Disk flag, or
+    a problem. The whole frame is in the buffer."""
     cdef uint8_t version = h[24 + f.fel]
+    cdef uint8_t disk = 0
     cdef int j
+    if f.value_len > MARKER_FLAGS_BYTE:
+        disk = (h[24 + f.fel + f.extlen + f.keylen + MARKER_FLAGS_BYTE] & SNAP_DISK) != 0
     for j in range(n_marker):
-        if marker_version[j] == version and marker_len[j] == f.value_len:
+        if marker_version[j] == version and marker_len[j] == f.value_len \
+                and marker_disk[j] == disk:
             return marker_kind[j]
     return -problem(e, MARKER_VERSION, version, f.value_len)
 

@@ -19,9 +19,12 @@ cdef enum:
     MARKER_PENDING = -1
     BAD_EXTRAS = -2
 cdef int n_marker
-cdef uint8_t marker_version[8]
-cdef uint32_t marker_len[8]
-cdef int marker_kind[8]
+cdef uint8_t marker_version[16]
+cdef uint32_t marker_len[16]
+cdef uint8_t marker_disk[16]
+cdef int marker_kind[16]
+cdef uint32_t MARKER_FLAGS_BYTE
+cdef uint8_t SNAP_DISK
 # per kind
 cdef uint32_t kind_key_min[MAX_KINDS]
 cdef uint32_t kind_key_max[MAX_KINDS]
@@ -72,7 +75,8 @@ cdef void load_frame_rules() except *:
     """What a frame header may say: the magics, the known opcodes, the kind of each
     (response, opcode, extras length), the snapshot marker versions, and the opcodes and
     flags that show collections."""
-    global n_marker, OP_HELLO, OP_OPEN, OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED
+    global n_marker, MARKER_FLAGS_BYTE, SNAP_DISK
+    global OP_HELLO, OP_OPEN, OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED
     global FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS
     cdef int i, op, j
     for i in range(256):
@@ -92,8 +96,12 @@ cdef void load_frame_rules() except *:
     OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED = P.Opcode.SYSTEM_EVENT, P.Opcode.SEQNO_ADVANCED
     FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS = P.FEATURE_COLLECTIONS, P.OPEN_FLAG_COLLECTIONS
     n_marker = len(P.MARKER_V2_KINDS)
-    for j, ((version, length), kind) in enumerate(sorted(P.MARKER_V2_KINDS.items())):
-        marker_version[j], marker_len[j], marker_kind[j] = version, length, kind
+    if n_marker > 16:
+        raise ValueError("more than 16 snapshot marker V2.x kinds")
+    for j, ((version, length, disk), kind) in enumerate(sorted(P.MARKER_V2_KINDS.items())):
+        marker_version[j], marker_len[j], marker_disk[j], marker_kind[j] = \
+            version, length, disk, kind
+    MARKER_FLAGS_BYTE, SNAP_DISK = P.MARKER_V2_FLAGS_BYTE, P.SnapshotFlag.DISK
 
 
 cdef void load_kinds() except *:

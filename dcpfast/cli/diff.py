@@ -102,7 +102,7 @@ def diff(source, target, output, force, at_seqno, at_time, fields, include_delet
     try:
         status = _run(source, target, output, force, dict(
             at_seqno=at_seqno, at_time=at_time, fields=fields, include_deleted=include_deleted,
-            collections=list(only) or None, threads=threads, errors=errors,
+            only_collections=list(only) or None, threads=threads, errors=errors,
             scan=collections))
     except click.UsageError:
         raise
@@ -135,7 +135,7 @@ def _run(source: str, target: str, output: str | None, force: bool, options: dic
                 lambda: _state(target, "target", build, options["scan"]),
                 together=threads_of(options["threads"]) > 1)
     table = compare(a.table, b.table, fields=fields, include_deleted=options["include_deleted"],
-                    collections=options["collections"])
+                    only_collections=options["only_collections"])
     if output is not None and fmt is not None:
         with writing(output):
             _write(table, output, fmt)

@@ -11,7 +11,7 @@ import time
 
 import click
 
-from ..documents import StateBuilder, consistency, state_errors
+from ..documents import StateBuilder, consistency
 from ..errors import DcpFormatError, text
 from ..pcap import CLIENT_TO_SERVER
 from .app import (
@@ -101,7 +101,8 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
     fmt = None if spark else output_format(output, _FORMATS)
     chosen = [int(c) if c.isdigit() else c for c in only] or None
     options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
-                   values=not no_values, collections=chosen, errors=errors, history=history)
+                   values=not no_values, only_collections=chosen, errors=errors,
+                   history=history)
     try:
         builder = StateBuilder(**options)
     except (TypeError, ValueError) as e:
@@ -119,7 +120,7 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
                 for batch in source.batches(collections=collections, columns=None,
                                             errors=errors, threads=threads):
                     if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
-                        builder.placer.tracker.update(batch)
+                        builder.client(batch)
                     elif source.capture:
                         with _in_stream(batch.connection):
                             builder.update(batch)
@@ -128,7 +129,10 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
 
     feed(builder)
     with reported(shown(files[-1]), errors):
-        table = builder.table(None if "-" in files else feed)   # standard input: once
+        try:
+            table = builder.table(None if "-" in files else feed)   # standard input: once
+        except ValueError as e:                  # collection names the stream never gave
+            raise click.BadParameter(str(e), param_hint="--collection") from None
     with writing(output):
         _write(table, output, fmt)
     _summary(table, output, time.perf_counter() - began)
@@ -149,8 +153,10 @@ def _in_stream(connection):
 def _summary(table, output: str, seconds: float) -> None:
     import pyarrow.compute as pc
 
+    from ..documents.output import metadata
+
     points = consistency(table)
-    skipped = state_errors(table)
+    meta = metadata(table)
     what = "versions" if "valid_to_seqno" in table.column_names else "documents"
     say(f"{table.num_rows:,} {what} from {points.num_rows} vbuckets in "
         f"{seconds:.1f} s -> {output}")
@@ -160,18 +166,59 @@ def _summary(table, output: str, seconds: float) -> None:
             "(see the schema metadata)")
     lost = points.filter(pc.invert(points.column("restored"))).column("vbucket").to_pylist()
     if lost:
-        say(f"{len(lost)} vbucket(s) ({', '.join(map(str, lost[:8]))}"
-            f"{', ...' if len(lost) > 8 else ''}) may lack versions a restart made "
+        say(f"{len(lost)} vbucket(s) ({_few(lost)}) may lack versions a restart made "
             "current again: give the input as files, not standard input")
-    gap = text("capture_gap", length=0).split(":")[0]
-    gaps = [region for region in skipped if region.reason.startswith(gap)]
-    damage = [region for region in skipped if not region.reason.startswith(gap)]
+    for line in _warnings(meta):
+        say(line)
+
+
+def _few(vbuckets: list[int]) -> str:
+    return ", ".join(map(str, vbuckets[:8])) + (", ..." if len(vbuckets) > 8 else "")
+
+
+def _warnings(meta: dict) -> list[str]:
+    """The lines that say what the state's metadata ``meta`` cannot claim: frames lost,
+    what the streams did not send, capture gaps and what else skip mode passed over."""
+    out = []
+    if meta.get("lost"):
+        out.append(f"warning: frames were lost on {len(meta['lost'])} vbucket(s) "
+                   f"({_few(meta['lost'])}): their consistent seqno stops before the loss")
+    lacks = meta.get("lacks", {})
+    began = [vb for vb, _ in lacks.get("history", ())]
+    missing = [what for flag, what in (("values", "values (opened with NO_VALUE)"),
+                                       ("backfill_tombstones", "the tombstones of the "
+                                        "initial backfill (SkipDeletesInInitialBackfill)"))
+               if lacks.get(flag)]
+    if began:
+        missing.append(f"changes before the stream began on {len(began)} vbucket(s) "
+                       f"({_few(began)}; see starts_after in the consistency)")
+    if missing:
+        out.append("note: the table lacks " + "; ".join(missing))
+    return out + _skipped(meta)
+
+
+def _skipped(meta: dict) -> list[str]:
+    """The lines for what skip mode passed over: capture gaps (among the problems
+    listed), then how many other problems, by kind, and the first."""
+    listed = [e[-3:] for e in meta.get("errors", ())]          # (offset, length, reason)
+    prefix = text("capture_gap", length=0).split(":")[0]
+    gaps = [e for e in listed if e[2].startswith(prefix)]
+    damage = [e for e in listed if not e[2].startswith(prefix)]
+    out = []
     if gaps:
-        say(f"{len(gaps)} capture gap(s): {sum(g.length for g in gaps):,} bytes of the TCP "
-            "streams are not in the capture; the documents they held are missing")
-    if damage:
-        say(f"skipped {len(damage)} damaged or inconsistent frame(s), the first at "
-            f"byte {damage[0].offset}: {damage[0].reason}")
+        out.append(f"{len(gaps)} capture gap(s): {sum(g[1] for g in gaps):,} bytes of the "
+                   "TCP streams are not in the capture; the documents they held are missing")
+    counts = dict(meta.get("error_counts", {}))
+    if gaps and counts.get("skipped_bytes"):
+        counts["skipped_bytes"] -= len(gaps)
+    total = meta.get("errors_total", len(listed)) - len(gaps)
+    if total > 0 and damage:
+        kinds = ", ".join(f"{n:,} {kind.replace('_', ' ')}" for kind, n in counts.items()
+                          if n)
+        offset, _, reason = damage[0]
+        out.append(f"skipped {total:,} damaged or inconsistent frame(s) ({kinds}), the "
+                   f"first at byte {offset}: {reason}")
+    return out
 
 
 def _on_spark(files, output, master, options, collections) -> None:
@@ -219,7 +266,5 @@ def _on_spark(files, output, master, options, collections) -> None:
     if seqnos:
         click.echo(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
                    f"(see {where})")
-    if report["errors"]:
-        file, offset, _, reason = report["errors"][0]
-        click.echo(f"skipped {len(report['errors'])} damaged or inconsistent frame(s), the "
-                   f"first at byte {offset}{f' of {file}' if file else ''}: {reason}")
+    for line in _warnings(report):
+        click.echo(line)

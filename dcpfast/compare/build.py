@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def diff(source, target, *, at_seqno=None, at_time=None, fields=None,
-         include_deleted: bool = False, collections=None, errors: str = "strict",
+         include_deleted: bool = False, only_collections=None, errors: str = "strict",
          threads: int | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES) -> pa.Table:
     """What differs between two buckets: one row per document missing from the source,
     missing from the target, or present on both with fields that differ (``kind``,
@@ -31,7 +31,7 @@ def diff(source, target, *, at_seqno=None, at_time=None, fields=None,
     compared (``dcpfast.compare.FIELDS``; by default ``DEFAULT_FIELDS``: body and user
     xattrs after Snappy decompression, flags, expiration, deleted, datatype without its
     Snappy bit; ``cas`` and ``rev_seqno`` only when named). A tombstone counts as no
-    document unless ``include_deleted``. ``collections``: only these (names or
+    document unless ``include_deleted``. ``only_collections``: only these (names or
     ``scope.name``). ``threads``: with 2 or more (by default: the cores idle now), the
     two states are built at the same time.
 
@@ -42,10 +42,10 @@ def diff(source, target, *, at_seqno=None, at_time=None, fields=None,
     """
     fields = checked_fields(fields)
     checked_mode(errors)
-    wanted((), collections)                               # checks its type
+    wanted((), only_collections)                            # checks its type
     options = dict(at_seqno=at_seqno, at_time=at_time, errors=errors,
                    batch_bytes=batch_bytes, values=any(f in VALUE_FIELDS for f in fields))
     a, b = sides(source, target, options, together=threads_of(threads) > 1)
     judged = judge(a, b, fields=fields, include_deleted=include_deleted,
-                   collections=collections)
+                   collections=only_collections)
     return table(judged, a, b, include_deleted=include_deleted)

@@ -71,9 +71,9 @@ def wanted(labels: Iterable[tuple], collections: Iterable[str] | None) -> set[tu
     if collections is None:
         return labels
     if isinstance(collections, str):
-        raise TypeError("collections is a list of collection names, not a string")
+        raise TypeError("only_collections is a list of collection names, not a string")
     names = set(collections)
     if not all(isinstance(n, str) for n in names):
-        raise TypeError("collections holds names (collection or scope.collection): ids "
+        raise TypeError("only_collections holds names (collection or scope.collection): ids "
                         "differ between clusters")
     return {lb for lb in labels if lb[1] in names or f"{lb[0]}.{lb[1]}" in names}

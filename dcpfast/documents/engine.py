@@ -6,8 +6,10 @@ Per stream, in stream order: a mutation, deletion or expiration is a new version
 document; a prepare waits until its commit makes it a version (at the commit's seqno) or
 its abort drops it; a restart discards the versions above its point, a collection clear
 the versions of its collection before it. What changes above ``at_seqno`` or past
-``at_time`` is left out. Problems (a commit without its prepare, a seqno that goes
-backwards) are collected as ``(offset, length, reason)``.
+``at_time`` is left out. The stream checks find where frames were lost (the stream's
+consistent seqno then stops). Problems (frames lost, a commit without its prepare, a
+seqno that goes backwards) are collected as ``(offset, length, reason, kind, note)``: the
+kind of ``problems.KINDS``, and what a strict error adds to the reason.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import _core
 from ..errors import text
-from .rows import ABORT, COMMIT, DELETION, DOCUMENTS, EXPIRATION, MUTATION, PREPARE, Rows
+from ..streams.checks import details, expectation
+from .rows import ABORT, COMMIT, DOCUMENTS, PREPARE, Rows
 from .segments import U64_MAX, Barriers
-from .versions import History, Latest, Lost, Versions, concat, from_rows, group_ids
-from .walk import Carry, walk
+from .versions import Futures, History, Latest, Lost, Versions, concat, from_rows
+from .walk import Streams, Walk
 
 
 class Engine:
@@ -28,101 +32,153 @@ class Engine:
 
     ``limit`` maps an array of vbucket ids to their at_seqno limits (uint64), ``at_time``
     is nanoseconds since the epoch or None; ``history`` keeps every version, else
-    ``include_deleted`` keeps the tombstones. ``only``
-    (a ``Lost``) restricts the documents to those it names, every stream still walked.
+    ``include_deleted`` keeps the tombstones. ``only`` (a ``Lost``) restricts the
+    documents to those it names, every stream still walked. ``index`` (a
+    ``KeyIndex``) gives each document its id; engines that read the same documents share
+    one.
     """
 
     def __init__(self, *, limit: Callable, at_time: int | None, history: bool,
-                 include_deleted: bool = False, only: Lost | None = None):
+                 include_deleted: bool = False, only: Lost | None = None, index=None,
+                 futures: Futures | None = None):
         self.limit, self.at_time, self.history, self.only = limit, at_time, history, only
-        self.store: Latest | History = History() if history else Latest(include_deleted)
-        self.carries: dict[int, Carry] = {}
+        self.index = _core.state.KeyIndex() if index is None else index
+        self.store: Latest | History = History(futures) if history \
+            else Latest(include_deleted)
+        #: every restart whose point is known: (unit, position, point) arrays per stretch
+        self.restarts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.streams = Streams()
         self.pending: Versions | None = None      # prepares awaiting their commit or abort
-        self.problems: list[tuple[int, int, str]] = []
+        self.problems: list[tuple[int, int, str, str, str]] = []
 
     def update(self, rows: Rows) -> None:
         """Take the next stretch of the stream (rows in stream order)."""
-        import pyarrow as pa
-
         if not len(rows):
             return
-        found = walk(rows, self.carries, self.limit, self.at_time)
-        for i in np.flatnonzero(found.bad).tolist():
-            self._problem(rows, i, text("state_seqno_backwards", seqno=int(rows.seqno[i]),
-                                        vbucket=int(rows.unit[i]) >> 16,
-                                        previous=int(found.previous[i])))
-        clears = np.flatnonzero(rows.clear & found.applies)
-        barriers = Barriers(found.restarts, (rows.unit[clears], rows.cid[clears],
-                                             clears + 2, rows.seqno[clears]), len(rows))
+        found = self.streams.walk(rows, self.limit, self.at_time)
+        self._report(rows, found)
+        c = rows.columns
+        docs = np.flatnonzero((c["what"] < DOCUMENTS) & found.applies)
+        known = len(self.index)
+        g = rows.gather
+        ids = self.index.ids(rows.keys if rows.keys is not None else b"", g("key_pos", docs),
+                             g("key_len", docs), g("unit", docs), g("cid", docs))
+        clears = self._clears(rows, np.flatnonzero(c["clear"] & found.applies), docs, ids,
+                              known)
+        barriers = Barriers(found.restarts, (g("unit", clears), g("cid", clears),
+                                             clears + 2, g("seqno", clears)), len(rows))
+        unit, rel, point = found.restarts
+        if len(unit):                # a restart carried from before stands just before
+            pos = c["pos"]
+            self.restarts.append((unit, np.where(rel >= 2, pos[np.maximum(rel - 2, 0)],
+                                                 pos[0] - 1), point))
         if not barriers.empty:
             self.store.kill(barriers)
-        docs = np.flatnonzero((rows.what < DOCUMENTS) & found.applies)
         if self.only is not None:
-            keys = rows.key.take(pa.array(rows.documents(docs), pa.int64()))
-            docs = docs[self.only.matches(rows.unit[docs], rows.cid[docs], keys)]
-        versions, rel = self._changes(rows, docs, barriers)
+            keep = self.only.matches(g("unit", docs), g("cid", docs), ids)
+            docs, ids = docs[keep], ids[keep]
+        versions, rel = self._changes(rows, docs, ids, barriers)
         self.store.add(versions, rel, barriers)
 
-    def _problem(self, rows: Rows, i: int, reason: str) -> None:
-        self.problems.append((int(rows.offset[i]), int(rows.length[i]), reason))
+    def _clears(self, rows: Rows, clears: np.ndarray, docs: np.ndarray, ids: np.ndarray,
+                known: int) -> np.ndarray:
+        """Of the collection clears at ``clears``, those of a collection that had a
+        document on its stream before them (one the index knew before this stretch, its
+        first ``known``, or one of ``docs``, of ids ``ids``, before the clear): the
+        others clear nothing (a collection's creation, say)."""
+        if not len(clears):
+            return clears
+        first = self.index.firsts(rows.gather("unit", clears), rows.gather("cid", clears))
+        effective = (first >= 0) & (first < known)
+        later = np.flatnonzero((first >= known))
+        if len(later):          # the first row of a document new in this stretch
+            top = np.maximum.accumulate(ids)
+            effective[later] = docs[np.searchsorted(top, first[later])] < clears[later]
+        return clears[effective]
 
-    def _changes(self, rows: Rows, docs: np.ndarray, barriers: Barriers):
+    def _report(self, rows: Rows, walk: Walk) -> None:
+        """The problems of a stretch: where frames were lost (what the stream checks
+        found), and items whose seqno goes backwards that they did not name."""
+        c = rows.columns
+        f = walk.found
+        for i, rule, seqno, given, low, high in zip(*(col.tolist() for col in f)):
+            expected, got = expectation(rule, seqno, given, low, high)
+            what = details(rule, seqno, given, low, high,
+                           int(rows.gather("end_status", np.array([i]))[0]))
+            vbucket = int(c["unit"][i]) >> 16
+            self._problem(rows, i, text("state_lost", vbucket=vbucket, details=what,
+                                        expected=expected, found=got), "lost_frames",
+                          text("state_keep_going", vbucket=vbucket))
+        bad = np.flatnonzero(walk.bad)
+        for i in bad[~np.isin(bad, f.at)].tolist():
+            self._problem(rows, i, text("state_seqno_backwards", seqno=int(c["seqno"][i]),
+                                        vbucket=int(c["unit"][i]) >> 16,
+                                        previous=int(walk.previous[i])), "seqno_backwards",
+                          text("state_skip_hint"))
+
+    def _problem(self, rows: Rows, i: int, reason: str, kind: str, note: str = "") -> None:
+        self.problems.append((int(rows.offset[i]), int(rows.length[i]), reason, kind, note))
+
+    def _changes(self, rows: Rows, docs: np.ndarray, ids: np.ndarray, barriers: Barriers):
         """The versions of the stretch's changes (mutations, deletions, expirations and
         commits) that the store keeps, with their ``rel``; the pending prepares move on.
 
-        Works on indices into the held prepares followed by the stretch's changes; only
-        the versions and prepares kept are built (``_build``)."""
-        import pyarrow as pa
-
-        held = self.pending if self.pending is not None else from_rows(rows, docs[:0])
-        h = len(held)
+        The plain changes are versions as they are; the durable writes (prepares,
+        commits, aborts, with the prepares held from earlier stretches) are paired
+        (``_paired``). Only the versions the store keeps are built."""
+        what = rows.columns["what"][docs]
+        tracked = (what == PREPARE) | (what == COMMIT) | (what == ABORT)
+        plain = np.flatnonzero(~tracked)
+        held = self.pending
+        if held is None and len(plain) == len(docs):
+            keep = self.store.select(ids, docs)
+            return from_rows(rows, docs[keep], ids[keep]), docs[keep] + 2
+        t = _Tracked(rows, docs, ids, np.flatnonzero(tracked), held)
+        c_ok, p_ok, waiting = self._paired(rows, t, barriers)
+        self.pending = t.build(np.sort(waiting)).combined() if len(waiting) else None
         cat = np.concatenate
-        what = cat([held["what"], rows.what[docs]])
-        unit, cid = cat([held["unit"], rows.unit[docs]]), cat([held["cid"], rows.cid[docs]])
-        seqno = cat([held["seqno"], rows.seqno[docs]])
-        rel = cat([np.zeros(h, np.int64), docs.astype(np.int64) + 2])
-        prepared = cat([np.zeros(h, np.uint64), rows.prepared[docs]])
-        keys = pa.concat_arrays([held["key"], rows.key.take(pa.array(rows.documents(docs)))])
-        group = group_ids(unit, cid, keys)
-        track = np.flatnonzero((what == PREPARE) | (what == COMMIT) | (what == ABORT))
-        order = track[np.lexsort((rel[track], group[track]))]
-        commits = np.flatnonzero(what[order] == COMMIT)
-        before = np.maximum(commits - 1, 0)
-        c, p = order[commits], order[before]            # a commit, what came before it
-        ok = (commits > 0) & (group[order[before]] == group[c]) & (what[p] == PREPARE)
-        ok &= prepared[c] == seqno[p]
-        ok &= ~barriers.cleared(unit[p], cid[p], rel[p], rel[c])
-        ok &= ~barriers.discarded(unit[p], seqno[p], rel[p], rel[c])
-        for j in c[~ok].tolist():
-            i = docs[j - h]
-            self._problem(rows, i, text("state_no_prepare", prepared=int(prepared[j]),
-                                        vbucket=int(rows.unit[i]) >> 16))
-        last = np.ones(len(order), bool)
-        last[:-1] = group[order][:-1] != group[order][1:]
-        waiting = order[last & (what[order] == PREPARE)]
-        waiting = waiting[~barriers.discarded(unit[waiting], seqno[waiting], rel[waiting])
-                          & ~barriers.cleared(unit[waiting], cid[waiting], rel[waiting],
-                                              np.full(len(waiting), barriers.span - 1))]
-        self.pending = self._build(rows, docs, held, np.sort(waiting)).combined()
-        plain = np.flatnonzero((what == MUTATION) | (what == DELETION) | (what == EXPIRATION))
-        at = cat([plain, c[ok]])                          # where each version is
-        source = cat([plain, p[ok]])                      # where its document comes from
-        keep = self.store.select(group[at], rel[at])
-        at, source = at[keep], source[keep]
-        by_source = np.argsort(source, kind="stable")
-        at, source = at[by_source], source[by_source]
-        versions = self._build(rows, docs, held, source)
-        for name, column in (("gpos", cat([held["gpos"], rows.pos[docs]])), ("seqno", seqno),
-                             ("what", what)):
-            versions[name] = column[at]
-        return versions, rel[at]
+        keep = self.store.select(cat([ids[plain], t.group[c_ok]]),
+                                 cat([docs[plain] + 2, t.rel[c_ok]]))
+        mine = plain[keep[keep < len(plain)]]
+        kept = keep[keep >= len(plain)] - len(plain)
+        by_source = np.argsort(p_ok[kept], kind="stable")
+        c_ok, p_ok = c_ok[kept[by_source]], p_ok[kept[by_source]]
+        committed = t.build(p_ok)               # each commit's prepare, at the commit
+        committed["gpos"] = t.pos(c_ok)
+        committed["seqno"] = t.seqno[c_ok]
+        committed["what"] = t.what[c_ok]
+        versions = concat([from_rows(rows, docs[mine], ids[mine]), committed])
+        return versions, cat([docs[mine] + 2, t.rel[c_ok]])
 
-    @staticmethod
-    def _build(rows: Rows, docs: np.ndarray, held: Versions, index: np.ndarray) -> Versions:
-        """The versions at ``index`` (ascending) among the held prepares then the rows
-        ``docs``."""
-        h = len(held)
-        return concat([held.take(index[index < h]), from_rows(rows, docs[index[index >= h] - h])])
+    def _paired(self, rows: Rows, t: _Tracked, barriers: Barriers):
+        """Each commit of ``t`` paired with the change of its document before it (the
+        commits whose pair is their prepare, at its seqno and with no clear or restart
+        between that drops it, and those prepares: indices into ``t``), and the prepares
+        still waiting at the stretch's end; a commit without its prepare is a problem."""
+        order = np.lexsort((t.rel, t.group))
+        commits = np.flatnonzero(t.what[order] == COMMIT)
+        before = np.maximum(commits - 1, 0)
+        com, pre = order[commits], order[before]      # a commit, what came before it
+        ok = (commits > 0) & (t.group[pre] == t.group[com]) & (t.what[pre] == PREPARE)
+        ok &= t.prepared[com] == t.seqno[pre]
+        if not barriers.empty:
+            ok &= ~barriers.cleared(t.unit[pre], t.cid[pre], t.rel[pre], t.rel[com])
+            ok &= ~barriers.discarded(t.unit[pre], t.seqno[pre], t.rel[pre], t.rel[com])
+        for j in com[~ok].tolist():
+            vbucket = int(t.unit[j]) >> 16
+            self._problem(rows, t.row(j), text("state_no_prepare",
+                                               prepared=int(t.prepared[j]), vbucket=vbucket),
+                          "commit_without_prepare", text("state_skip_hint"))
+        last = np.ones(len(order), bool)
+        last[:-1] = t.group[order][:-1] != t.group[order][1:]
+        waiting = order[last & (t.what[order] == PREPARE)]
+        if not barriers.empty:
+            waiting = waiting[~barriers.discarded(t.unit[waiting], t.seqno[waiting],
+                                                  t.rel[waiting])
+                              & ~barriers.cleared(t.unit[waiting], t.cid[waiting],
+                                                  t.rel[waiting],
+                                                  np.full(len(waiting), barriers.span - 1))]
+        return com[ok], pre[ok], waiting
 
     @property
     def lost(self) -> Lost:
@@ -130,14 +186,24 @@ class Engine:
         store (always empty for ``History``)."""
         return self.store.lost if isinstance(self.store, Latest) else Lost()
 
+    def futures(self) -> Futures:
+        """What this pass learnt of the whole stream, for a second pass over it."""
+        parts = list(zip(*self.restarts)) or [[np.zeros(0, np.uint32)],
+                                                [np.zeros(0, np.int64)],
+                                                [np.zeros(0, np.uint64)]]
+        restarts = tuple(np.concatenate(p) for p in parts)
+        cuts = self.streams.cuts() if self.at_time is not None else {}
+        return Futures(restarts, cuts)
+
     def finish(self) -> tuple[Versions | None, dict[int, int]]:
         """The versions that stand (past ``at_time`` cut where the stream's clock passed it),
         and each stream's consistent seqno. A version the cut removes from a ``Latest``
         store may have hidden an earlier one: its document joins ``lost``."""
         versions = self.store.result()
+        consistent = self.streams.consistent()
         if self.at_time is None:
-            return versions, {u: c.consistent for u, c in self.carries.items()}
-        cuts = {u: c.cut for u, c in self.carries.items()}
+            return versions, consistent
+        cuts = self.streams.cuts()
         latest = self.store if isinstance(self.store, Latest) else None
         if latest is not None:
             latest.lost.add_streams(latest.dropped_above(lambda units, _: np.array(
@@ -149,4 +215,47 @@ class Engine:
             if latest is not None:
                 latest.lost.add(versions, ~before)
             versions = versions.take(np.flatnonzero(before))
-        return versions, {u: c.consistent for u, c in self.carries.items()}
+        return versions, consistent
+
+
+class _Tracked:
+    """The durable-write changes of a stretch (prepares, commits, aborts, at ``tracked``
+    among the stretch's changes ``docs`` of documents ``ids``) after the prepares
+    ``held`` from earlier stretches: their columns, held ones first."""
+
+    def __init__(self, rows: Rows, docs: np.ndarray, ids: np.ndarray, tracked: np.ndarray,
+                 held: Versions | None):
+        self.rows, self.held = rows, held
+        self.h = h = 0 if held is None else len(held)
+        self.at = docs[tracked]                 # their rows
+        self.ids = ids[tracked]
+        cat = np.concatenate
+
+        def joined(name, column, dtype):
+            mine = rows.gather(column, self.at)
+            if not h:
+                return mine
+            return cat([held[name] if name else np.zeros(h, dtype), mine])
+        self.what = joined("what", "what", np.uint8)
+        self.group = cat([held["doc"], self.ids]) if held is not None else self.ids
+        self.rel = cat([np.zeros(h, np.int64), self.at + 2])
+        self.seqno = joined("seqno", "seqno", np.uint64)
+        self.unit = joined("unit", "unit", np.uint32)
+        self.cid = joined("cid", "cid", np.uint32)
+        self.prepared = joined(None, "prepared", np.uint64)
+
+    def row(self, j: int) -> int:
+        """The row of change ``j`` (not a held one)."""
+        return int(self.at[j - self.h])
+
+    def pos(self, index: np.ndarray) -> np.ndarray:
+        """The stream position of the changes at ``index`` (none held)."""
+        return self.rows.gather("pos", self.at[index - self.h])
+
+    def build(self, index: np.ndarray) -> Versions:
+        """The changes at ``index`` (ascending) as versions."""
+        mine = index[index >= self.h] - self.h
+        made = from_rows(self.rows, self.at[mine], self.ids[mine])
+        if self.held is None:
+            return made
+        return concat([self.held.take(index[index < self.h]), made])

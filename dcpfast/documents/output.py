@@ -37,37 +37,38 @@ def state_schema(*, values: bool = True, history: bool = False):
     return pa.schema(fields)
 
 
-def ordered(versions: Versions, *, history: bool) -> tuple[np.ndarray, np.ndarray]:
+def ordered(versions: Versions, index, *, history: bool) -> tuple[np.ndarray, np.ndarray]:
     """The rows to return, in order (vbucket, collection, key bytes, seqno): per document
     its version with the highest seqno (several streams of a vbucket can each hold one),
     or with ``history`` each seqno once, as last sent; and whether each row's document is
-    the next row's."""
-    vbucket, cid, seqno = versions["unit"] >> np.uint32(16), versions["cid"], versions["seqno"]
-    rank = _key_ranks(versions["key"])
-    order = np.lexsort((versions["gpos"], seqno, rank, cid, vbucket))
-    same = np.zeros(len(order), bool)
-    same[:-1] = (vbucket[order][1:] == vbucket[order][:-1]) & \
-        (cid[order][1:] == cid[order][:-1]) & (rank[order][1:] == rank[order][:-1])
-    drop = same & np.append(seqno[order][1:] == seqno[order][:-1], False) if history \
-        else same
+    the next row's. ``index`` is the engine's ``KeyIndex``."""
+    doc = versions["doc"]
+    if not history and not (versions["unit"] & np.uint32(0xFFFF)).any():
+        order, _ = index.order(doc)               # one version per document
+        return order, np.zeros(len(order), bool)
+    first = np.lexsort((versions["gpos"], versions["seqno"]))
+    order, ties = index.order(doc[first])
+    order = first[order]
+    same = np.append(ties[1:], False)             # the next row is the same document
+    seqno = versions["seqno"][order]
+    drop = same & np.append(seqno[1:] == seqno[:-1], False) if history else same
     order, same = order[~drop], same[~drop]
     if not history:
         same[:] = False
     return order, same
 
 
-def _key_ranks(key) -> np.ndarray:
-    """Each key's rank among the distinct keys in byte order."""
+def _keys(index, doc: np.ndarray):
+    """The keys of documents ``doc`` (ids in ``index``) as a ``binary`` column."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if isinstance(key, pa.ChunkedArray):
-        key = key.combine_chunks()
-    encoded = pc.dictionary_encode(key)
-    by_bytes = pc.sort_indices(encoded.dictionary).to_numpy()
-    rank = np.empty(len(by_bytes), np.int64)
-    rank[by_bytes] = np.arange(len(by_bytes))
-    return rank[encoded.indices.to_numpy()]
+    offsets, data = index.keys(np.ascontiguousarray(doc, np.int64))
+    if offsets[-1] < 2**31:
+        return pa.Array.from_buffers(pa.binary(), len(doc),
+                                     [None, pa.py_buffer(offsets.astype(np.int32)),
+                                      pa.py_buffer(data)])
+    return pa.Array.from_buffers(pa.large_binary(), len(doc),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _taken(versions: Versions, name: str, index: np.ndarray):
@@ -81,27 +82,27 @@ def _taken(versions: Versions, name: str, index: np.ndarray):
     return column.take(pa.array(index, pa.int64()))
 
 
-def table(versions: Versions | None, manifest: Manifest, *, values: bool, history: bool,
-          include_deleted: bool, collections, metadata: dict):
-    """The rows of ``state``: ``versions`` as the schema says, named by ``manifest``,
-    filtered by ``collections``, with ``metadata`` in the schema. Each Arrow column is
-    taken once, in the final order."""
+def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
+          history: bool, include_deleted: bool, collections, metadata: dict):
+    """The rows of ``state``: ``versions`` (of documents of ``index``) as the schema says,
+    named by ``manifest``, filtered by ``collections``, with ``metadata`` in the schema.
+    Each Arrow column is taken once, in the final order."""
     import pyarrow as pa
 
     schema = state_schema(values=values, history=history)
     if versions is None or not len(versions):
         out = schema.empty_table()
     else:
-        order, same = ordered(versions, history=history)
+        order, same = ordered(versions, index, history=history)
         rows = versions.take(order, arrow=())
         keep = np.ones(len(order), bool)
         if not include_deleted:
             keep &= ~tombstones(rows)
         if collections is not None:
-            keep &= _wanted(rows["cid"], manifest, collections)
+            keep &= wanted(rows["cid"], manifest, collections)
         validity = _validity(rows, same) if history else {}
         rows = rows.take(np.flatnonzero(keep), arrow=())
-        rows["key"] = _taken(versions, "key", order[keep])
+        rows["key"] = _keys(index, rows["doc"])
         columns = _columns(rows, manifest)
         columns.update({name: column.filter(pa.array(keep)) for name, column in
                         validity.items()})
@@ -160,7 +161,25 @@ def _validity(versions: Versions, same: np.ndarray) -> dict:
             "valid_to_time": pa.array(next_clock, time, mask=ended | ~same)}
 
 
-def _wanted(cid: np.ndarray, manifest: Manifest, collections) -> np.ndarray:
+def _names(manifest: Manifest) -> dict[int, tuple[str | None, str | None]]:
+    """Collection id -> (its name, its scope's name), as the manifest knows them."""
+    return {c: (name, manifest.scopes.get(manifest.collection_scopes.get(c, -1)))
+            for c, name in manifest.collections.items()}
+
+
+def unknown_names(manifest: Manifest, collections) -> list[str]:
+    """The names among ``collections`` (names, ``scope.name`` and ids) that no collection
+    the manifest knows goes by."""
+    known = {n for name, scope in _names(manifest).values() for n in (name, f"{scope}.{name}")}
+    return [c for c in collections or () if isinstance(c, str) and c not in known]
+
+
+def known_names(manifest: Manifest) -> list[str]:
+    """``scope.name`` of every collection the manifest knows."""
+    return sorted(f"{scope}.{name}" for name, scope in _names(manifest).values())
+
+
+def wanted(cid: np.ndarray, manifest: Manifest, collections) -> np.ndarray:
     """Rows whose collection is one of ``collections`` (ids, ``name`` or
     ``scope.collection``)."""
     wanted = set()
@@ -181,20 +200,31 @@ def metadata(table) -> dict:
 
 
 def consistency(table):
-    """Per vbucket, up to which seqno ``table`` (a ``state`` result) is consistent: the end
-    of the last complete snapshot it covers; and whether every document is as the stream
-    left it (``restored`` false: a restart made current again a version that a
-    one-pass ``state`` had let go, see docs/state.md). A ``pyarrow.Table`` of
-    ``vbucket``, ``consistent_seqno``, ``restored``."""
+    """Per vbucket, what ``table`` (a ``state`` result) can claim: ``consistent_seqno``,
+    up to which seqno it is consistent (the end of the last complete snapshot it covers,
+    stopped before frames the stream lost); ``restored``, whether every document is as
+    the stream left it (false: a restart made current again a version that a one-pass
+    ``state`` had let go, see docs/state.md); ``frames_lost``, whether the stream checks
+    (or a capture gap, or skipped damage) showed frames lost; ``starts_after``, the seqno
+    at or below which the stream sent nothing (0: it began at the beginning), so that a
+    document last changed there is not in the table. A ``pyarrow.Table``."""
     import pyarrow as pa
 
     meta = metadata(table)
     rows, unrestored = meta["consistency"], set(meta.get("unrestored", ()))
-    return pa.table({"vbucket": pa.array([r[0] for r in rows], pa.uint16()),
+    lost = set(meta.get("lost", ()))
+    began = dict(map(tuple, meta.get("lacks", {}).get("history", ())))
+    vbuckets = [r[0] for r in rows]
+    return pa.table({"vbucket": pa.array(vbuckets, pa.uint16()),
                      "consistent_seqno": pa.array([r[1] for r in rows], pa.uint64()),
-                     "restored": pa.array([r[0] not in unrestored for r in rows], pa.bool_())})
+                     "restored": pa.array([v not in unrestored for v in vbuckets], pa.bool_()),
+                     "frames_lost": pa.array([v in lost for v in vbuckets], pa.bool_()),
+                     "starts_after": pa.array([began.get(v, 0) for v in vbuckets],
+                                              pa.uint64())})
 
 
 def state_errors(table) -> list[SkippedRegion]:
-    """What ``errors="skip"`` passed over while building ``table``, in stream order."""
+    """What ``errors="skip"`` passed over while building ``table``, in stream order: the
+    first ``documents.problems.LISTED`` (the metadata's ``error_counts`` and
+    ``errors_total`` count them all)."""
     return [SkippedRegion(*e) for e in metadata(table)["errors"]]

@@ -13,11 +13,18 @@ from __future__ import annotations
 import numpy as np
 
 from .. import protocol as P
+from .._core import contract as C
 from ..batch import FrameBatch
 from ..streams import StreamTracker
 from ..streams import frames as F
-from ..streams.matching import Matcher, stream_key
-from .rows import RESTART, Rows, make_rows
+from ..streams.checks import request_info
+from ..streams.matching import Matcher, batch_requests, learn, stream_key
+from .rows import REQUEST, RESTART, Rows, make_rows
+
+#: The requests a ``StreamTracker`` remembers (Stream Requests, Get Failover Logs): a
+#: batch without any has none to learn.
+_ASKING = [int(P.Opcode.STREAM_REQUEST), int(P.Opcode.GET_FAILOVER_LOG),
+           int(P.Opcode.GET_FAILOVER_LOG_NON_DCP)]
 
 
 class Placer:
@@ -29,56 +36,79 @@ class Placer:
         #: rollback seqno, offset, length)
         self.waiting: list[tuple[int, int, bool, int, int, int]] = []
 
-    def place(self, batch: FrameBatch, first: int, *, values: bool) -> Rows:
-        """The ``RESTART`` rows of ``batch`` (whose first frame is number ``first``)."""
-        rolled = F.rollback_seqnos(batch)
-        ok = F.rows(batch, P.Opcode.STREAM_REQUEST, response=True, status=P.Status.SUCCESS)
-        match = Matcher(batch, self.tracker, prefix=True)
-        found: list[tuple[int, int, bool, int, int, int]] = []
-        for i in sorted([*ok.tolist(), *rolled]):
-            pos = (first + i) * 2
-            offset = int(batch["offset"][i])
-            length = P.HEADER_SIZE + int(batch["body_len"][i])
-            where = match.place(i)
-            if where is None:
-                self.waiting.append((int(batch["opaque"][i]), pos, i in rolled,
-                                     rolled.get(i, 0), offset, length))
-            else:
-                found.append((pos, stream_key(*where), i in rolled, rolled.get(i, 0), offset,
-                              length))
-        found += self._resolve(batch, first)
-        self.tracker.update(batch)
+    def place(self, batch: FrameBatch, first: int, rows: Rows, *, values: bool) -> Rows:
+        """The ``RESTART`` rows of ``batch`` (whose first frame is number ``first``, and
+        whose ``batch_rows`` are ``rows``: its stream messages)."""
+        counts = np.bincount(batch["opcode"], minlength=256)
+        asked = counts[_ASKING].any()
+        decoded = F.decoded_requests(batch) if asked else {}
+        opaques = _opaques(rows, first)
+        found: list[tuple[int, int, bool, int, int, int, int]] = []
+        answers = self._answers(batch) if counts[P.Opcode.STREAM_REQUEST] else {}
+        if answers:
+            match = Matcher(batch, self.tracker, decoded, prefix=True, opaques=opaques)
+            for i, (rolled, seqno) in answers.items():
+                pos = (first + i) * 2
+                offset = int(batch["offset"][i])
+                length = P.HEADER_SIZE + int(batch["body_len"][i])
+                opaque = int(batch["opaque"][i])
+                where = match.place(i)
+                if where is None:
+                    self.waiting.append((opaque, pos, rolled, seqno, offset, length))
+                else:
+                    found.append((pos, stream_key(*where), rolled, seqno, offset, length,
+                                  opaque))
+        found += self._resolve(rows, first)
+        learn(self.tracker, batch_requests(batch, decoded) if asked else {}, opaques)
+        if counts[P.Opcode.STREAM_REQUEST]:
+            _requested(rows, first, decoded, batch.collections)
         if not found:
             return make_rows(0, values)
-        names = ("pos", "unit", "rolled", "seqno", "offset", "length")
+        names = ("pos", "unit", "rolled", "seqno", "offset", "length", "opaque")
         columns = {name: np.array(c) for name, c in zip(names, zip(*found))}
-        return make_rows(len(found), values, what=np.full(len(found), RESTART), **columns)
+        info = np.full(len(found), C.INFO_COLLECTIONS if batch.collections else 0)
+        return make_rows(len(found), values, what=np.full(len(found), RESTART), info=info,
+                         **columns)
 
-    def _resolve(self, batch: FrameBatch, first: int) -> list:
-        """Place the waiting responses that a message of ``batch`` places."""
-        if not self.waiting or not len(batch):
+    @staticmethod
+    def _answers(batch: FrameBatch) -> dict[int, tuple[bool, int]]:
+        """Row -> (a Rollback, its seqno) of each successful or Rollback Stream Request
+        response (a Rollback whose value is malformed follows the batch's mode)."""
+        at = np.flatnonzero((batch["opcode"] == P.Opcode.STREAM_REQUEST)
+                            & F.responses(batch))
+        out = {}
+        for i in at.tolist():
+            status = int(batch["status"][i])
+            if status == P.Status.SUCCESS:
+                out[i] = (False, 0)
+            elif status == P.Status.ROLLBACK:
+                try:
+                    out[i] = (True, F.rollback_seqno(F.value(batch, i)))
+                except ValueError as e:
+                    F.malformed(batch, i, str(e))
+        return out
+
+    def _resolve(self, rows: Rows, first: int) -> list:
+        """Place the waiting responses that a stream message of ``rows`` places."""
+        if not self.waiting or not len(rows):
             return []
-        messages = np.flatnonzero(F.requests(batch) & F.IS_MESSAGE[batch["opcode"]])
+        c = rows.columns
+        messages = np.flatnonzero(c["what"] < RESTART)
         if not len(messages):
             return []
-        opaques = batch["opaque"][messages].astype(np.int64)
-        order = np.argsort(opaques, kind="stable")
-        span = len(batch) + 1
-        keys = opaques[order] * span + messages[order]
-        waiting = np.array([(o, p) for o, p, *_ in self.waiting], np.int64).reshape(-1, 2)
-        after = np.clip(waiting[:, 1] // 2 - first, -1, span - 1)   # the response's row
-        at = np.searchsorted(keys, waiting[:, 0] * span + after, "right")
-        placed = at < len(keys)
-        placed[placed] = keys[at[placed]] // span == waiting[placed, 0]
+        opaques = c["opaque"][messages].astype(np.int64)
+        frames = rows.gather("pos", messages) // 2 - first
         found, kept = [], []
-        for (opaque, pos, rolled, seqno, offset, length), hit, j in zip(
-                self.waiting, placed.tolist(), at.tolist()):
-            if not hit:
+        for opaque, pos, rolled, seqno, offset, length in self.waiting:
+            after = pos // 2 - first                  # the response's frame, or before
+            hits = np.flatnonzero(opaques == opaque)
+            hits = hits[frames[hits] > after]
+            if not len(hits):
                 kept.append((opaque, pos, rolled, seqno, offset, length))
                 continue
-            row = int(messages[order[j]])
-            unit = stream_key(int(batch["vbucket"][row]), int(batch["stream_id"][row]))
-            found.append(((first + row) * 2 - 1, unit, rolled, seqno, offset, length))
+            row = messages[hits[0]]
+            found.append((int(frames[hits[0]] + first) * 2 - 1, int(c["unit"][row]), rolled,
+                          seqno, offset, length, opaque))
         self.waiting = kept
         return found
 
@@ -86,3 +116,38 @@ class Placer:
         """(offset, length, rollback seqno) of the Rollback responses nothing placed."""
         return [(offset, length, seqno) for _, _, rolled, seqno, offset, length
                 in self.waiting if rolled]
+
+
+def _opaques(rows: Rows, first: int) -> dict[int, list[tuple[int, int]]]:
+    """opaque -> [(first frame row, stream key)] of the stream messages of ``rows``
+    (``streams.matching.message_opaques``, from the rows at hand)."""
+    c = rows.columns
+    at = np.flatnonzero(c["what"] < RESTART)
+    if not len(at):
+        return {}
+    pairs = c["opaque"][at].astype(np.uint64) << np.uint64(32) | c["unit"][at]
+    if len(pairs) > 1:              # runs first: streams arrive in long stretches
+        heads = np.concatenate(([True], pairs[1:] != pairs[:-1]))
+        at, pairs = at[heads], pairs[heads]
+    unique, index = np.unique(pairs, return_index=True)
+    frames = rows.gather("pos", at[index]) // 2 - first
+    out: dict[int, list[tuple[int, int]]] = {}
+    for pair, row in sorted(zip(unique.tolist(), frames.tolist()), key=lambda x: x[1]):
+        out.setdefault(pair >> 32, []).append((row, pair & 0xFFFFFFFF))
+    return out
+
+
+def _requested(rows: Rows, first: int, decoded: dict, collections: bool) -> None:
+    """The Stream Requests among ``rows``: their stream (the one they ask for), start
+    seqno and what the stream checks read of them (``streams.checks.request_info``)."""
+    c = rows.columns
+    asked = np.flatnonzero(c["what"] == REQUEST)
+    if not len(asked):
+        return
+    c["what"][asked] = C.W_NONE             # a request whose value does not decode
+    at = np.searchsorted(c["pos"], [(first + i) * 2 for i in decoded])
+    c["what"][at] = REQUEST
+    c["seqno"][at] = [r["start_seqno"] for r in decoded.values()]
+    c["unit"][at] = [stream_key(r["vbucket"], r["stream_id"] or 0) for r in decoded.values()]
+    c["info"][at] = [request_info(r["flags"], r["filter"], collections)
+                     for r in decoded.values()]

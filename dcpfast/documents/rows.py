@@ -2,42 +2,53 @@
 the stream's position, in stream order, as numpy columns (``Rows``), and how a
 ``FrameBatch`` becomes one (``batch_rows``).
 
-Each row has a ``what``: a document change (mutation, deletion, expiration, prepare,
-commit, abort), a system event, a seqno advance, a snapshot marker, an OSO marker or a
-restart (a Stream Request response placed on its stream, ``restarts``). ``pos`` orders
-rows across stretches: twice the frame's number in the stream, and one less for a restart
-placed just before the message that placed it.
+Each row has a ``what`` (``_core.contract.W_*``): a document change (mutation, deletion,
+expiration, prepare, commit, abort), a system event, a seqno advance, a snapshot marker,
+an OSO marker, a Stream End, a Stream Request (its start seqno in ``seqno``), a restart
+(a Stream Request response placed on its stream, ``restarts``) or a loss (bytes skipped
+that may have held frames of any stream). ``pos``
+orders rows across stretches: twice the frame's number in the stream, one less for a
+restart placed just before the message that placed it or a loss just before the frame
+after it. A document change's key is ``keys[key_pos:key_pos + key_len]``; its value, where
+values are wanted, is entry ``value_at`` of ``body``/``xattrs``.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from .. import arrow
 from .. import protocol as P
+from .._core import contract as C
 from ..batch import FrameBatch, kinds_of, view_of
 from ..events import system_events
+from ..streams.checks import EVENT_OF_OPCODE, oso_events
 
 MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT, ADVANCE, MARKER, OSO, \
-    RESTART = range(11)
+    RESTART, END, LOSS, REQUEST = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE,
+                                   C.W_COMMIT, C.W_ABORT, C.W_EVENT, C.W_ADVANCE, C.W_MARKER,
+                                   C.W_OSO, C.W_RESTART, C.W_END, C.W_LOSS, C.W_REQUEST)
 #: ``what`` below this is a document change.
 DOCUMENTS = EVENT
-#: Rows with a seqno of their own (the stream's items).
-ITEMS = np.zeros(16, bool)
-ITEMS[[MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT, ADVANCE]] = True
 #: Changes whose frame carries the document's CAS.
 TIMED = np.zeros(16, bool)
 TIMED[[MUTATION, DELETION, EXPIRATION, PREPARE]] = True
 #: System events that empty a collection on their stream: its creation (and, since 8.0,
 #: a flush, which re-sends it), the never-sent flush event, and its drop.
 CLEARING_EVENTS = ("create_collection", "flush_collection", "drop_collection")
+#: Per ``what``: the stream checks' event (OSO markers are told apart by their flags).
+EVENT_OF_WHAT = np.full(16, C.EV_NONE, np.uint8)
+EVENT_OF_WHAT[[MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT]] = C.EV_ITEM
+EVENT_OF_WHAT[ADVANCE] = C.EV_ADVANCE
+EVENT_OF_WHAT[MARKER] = C.EV_MARKER
+EVENT_OF_WHAT[END] = C.EV_END
+EVENT_OF_WHAT[RESTART] = C.EV_RESPONSE
+EVENT_OF_WHAT[REQUEST] = C.EV_REQUEST
 
 _WHAT = {"mutation": MUTATION, "deletion_v1": DELETION, "deletion_v2": DELETION,
          "expiration": EXPIRATION, "prepare": PREPARE, "commit": COMMIT, "abort": ABORT,
-         "system_event": EVENT, "seqno_advanced": ADVANCE, "oso_snapshot": OSO}
+         "system_event": EVENT, "seqno_advanced": ADVANCE, "oso_snapshot": OSO,
+         "stream_end": END, "stream_request": REQUEST}
 #: Per frame kind: its ``what``, or 255 for the kinds the state does not read.
 WHAT_OF_KIND = np.full(len(P.KINDS), 255, np.uint8)
 for _i, _kind in enumerate(P.KINDS):
@@ -50,48 +61,59 @@ _DELETE_TIMES = P.kinds_where(lambda k: "delete_time" in k.columns)
 NEEDED = ("offset", "magic", "opcode", "datatype", "vbucket", "status", "opaque", "cas",
           "body_len", "framing_len", "extras_len", "key_offset", "key_len", "value_offset",
           "value_len", "stream_id", "by_seqno", "rev_seqno", "prepared_seqno", "flags",
-          "expiration", "delete_time", "deleted", "snap_start", "snap_end", "event_id",
-          "event_version", "oso_flags")
+          "expiration", "delete_time", "deleted", "snap_start", "snap_end", "snap_flags",
+          "event_id", "event_version", "oso_flags", "end_status")
+assert (EVENT_OF_OPCODE[[P.Opcode.MUTATION, P.Opcode.SEQNO_ADVANCED]] ==
+        EVENT_OF_WHAT[[MUTATION, ADVANCE]]).all()
 
 
-@dataclass
+class _Columns(dict):
+    """Columns by name, each made when first asked for (``fill``)."""
+
+    def __init__(self, columns: dict, fill):
+        super().__init__(columns)
+        self.fill = fill
+
+    def __missing__(self, name):
+        if self.fill is None:
+            raise KeyError(name)
+        column = self[name] = self.fill(name)
+        return column
+
+
 class Rows:
-    """Rows of a stretch in stream order. ``key`` holds one entry per document change, in
-    row order; ``body``/``xattrs`` (None when values are not wanted) hold the values, and
-    ``value_at`` gives each document change's entry in them (-1: none)."""
+    """Rows of a stretch in stream order: the numpy columns of ``NUMERIC`` (``columns``,
+    made when first asked for), the buffer ``keys`` the document keys are in, and the
+    values ``body``/``xattrs`` (None when values are not wanted). ``gather(name, index)``
+    gives a column at a few rows without making the whole column."""
 
-    pos: np.ndarray          # int64: stream order
-    what: np.ndarray         # uint8
-    unit: np.ndarray         # uint32: vbucket << 16 | stream id
-    seqno: np.ndarray        # uint64: by_seqno; commit/abort seqno; a rollback's seqno
-    prepared: np.ndarray     # uint64: commit/abort: the prepare's seqno
-    rev: np.ndarray          # uint64
-    cas: np.ndarray          # uint64
-    flags: np.ndarray        # uint32
-    expiration: np.ndarray   # uint32
-    datatype: np.ndarray     # uint8
-    delete_time: np.ndarray  # uint32
-    timed_delete: np.ndarray  # bool: carries a delete time (deletion V2, expiration)
-    deleted: np.ndarray      # bool: a prepared deletion
-    cid: np.ndarray          # uint32: collection id (0 without collections)
-    clear: np.ndarray        # bool: an event that empties collection ``cid``
-    snap_start: np.ndarray   # uint64
-    snap_end: np.ndarray     # uint64
-    oso: np.ndarray          # uint32: OSO flags
-    rolled: np.ndarray       # bool: a restart whose point is known (a rollback's seqno)
-    offset: np.ndarray       # uint64: the frame's stream offset (for errors)
-    length: np.ndarray       # uint64: the frame's length
-    key: Any = None          # pa.Array (large_binary), one per document change
-    value_at: Any = None     # int64 array, one per document change
-    body: Any = None         # pa.Array (large_binary) or None
-    xattrs: Any = None       # pa.Array (map<large_string, large_string>) or None
+    def __init__(self, columns: dict, keys=None, body=None, xattrs=None, *, size=None,
+                 fill=None, pick=None):
+        self.columns = _Columns(columns, fill)
+        self.keys, self.body, self.xattrs = keys, body, xattrs
+        self.size = len(columns["pos"]) if size is None else size
+        self._pick = pick
 
     def __len__(self):
-        return len(self.pos)
+        return self.size
 
-    def documents(self, index: np.ndarray) -> np.ndarray:
-        """The document-change number of each row at ``index`` (all document changes)."""
-        return (np.cumsum(self.what < DOCUMENTS) - 1)[index]
+    def __getattr__(self, name):
+        if name in NUMERIC:
+            return self.columns[name]
+        raise AttributeError(name)
+
+    def gather(self, name: str, index: np.ndarray) -> np.ndarray:
+        """Column ``name`` at the rows ``index``."""
+        if self._pick is None or name in self.columns:
+            return self.columns[name][index]
+        return self._pick(name, index)
+
+    def events(self) -> np.ndarray:
+        """The stream checks' event of each row."""
+        event = EVENT_OF_WHAT[self.columns["what"]]
+        oso = self.columns["what"] == OSO
+        event[oso] = oso_events(self.columns["oso"][oso])
+        return event
 
 
 #: The numpy columns of ``Rows`` and their dtypes.
@@ -99,8 +121,10 @@ NUMERIC = {"pos": np.int64, "what": np.uint8, "unit": np.uint32, "seqno": np.uin
            "prepared": np.uint64, "rev": np.uint64, "cas": np.uint64, "flags": np.uint32,
            "expiration": np.uint32, "datatype": np.uint8, "delete_time": np.uint32,
            "timed_delete": bool, "deleted": bool, "cid": np.uint32, "clear": bool,
-           "snap_start": np.uint64, "snap_end": np.uint64, "oso": np.uint32, "rolled": bool,
-           "offset": np.uint64, "length": np.uint64}
+           "snap_start": np.uint64, "snap_end": np.uint64, "snap_flags": np.uint32,
+           "oso": np.uint32, "end_status": np.uint32, "opaque": np.uint32, "info": np.uint8,
+           "rolled": bool, "offset": np.uint64, "length": np.uint64, "key_pos": np.int64,
+           "key_len": np.int64, "value_at": np.int64}
 
 
 def xattr_type():
@@ -110,118 +134,176 @@ def xattr_type():
     return pa.map_(pa.large_string(), pa.large_string())
 
 
-def make_rows(n: int, values: bool, **columns) -> Rows:
-    """``n`` rows of ``columns`` (numpy arrays, or Arrow for ``key``/``body``/``xattrs``);
-    the columns not given are zeros, and no document changes."""
+def make_rows(n: int, values: bool, keys=None, body=None, xattrs=None, **columns) -> Rows:
+    """``n`` rows of ``columns`` (numpy arrays); the columns not given are zeros (-1 for
+    ``value_at``: no value)."""
     import pyarrow as pa
 
     out: dict = {name: np.zeros(n, dtype) for name, dtype in NUMERIC.items()}
-    out.update(key=pa.array([], pa.large_binary()), value_at=np.zeros(0, np.int64),
-               body=pa.array([], pa.large_binary()) if values else None,
-               xattrs=pa.array([], xattr_type()) if values else None)
+    out["value_at"] = np.full(n, -1, np.int64)
     for name, column in columns.items():
-        out[name] = np.asarray(column, NUMERIC[name]) if name in NUMERIC else column
-    return Rows(**out)
+        out[name] = np.asarray(column, NUMERIC[name])
+    if values:
+        body = pa.array([], pa.large_binary()) if body is None else body
+        xattrs = pa.array([], xattr_type()) if xattrs is None else xattrs
+    return Rows(out, keys, body, xattrs)
+
+
+def merged(rows: Rows, extra: Rows) -> Rows:
+    """``rows`` (in ``pos`` order) with the few rows ``extra`` (restarts, losses: no
+    document changes) put in their places by ``pos``."""
+    extra = sort(extra)
+    at = np.searchsorted(rows.columns["pos"], extra.columns["pos"], side="right")
+    moved = at + np.arange(len(at))                   # where each extra row lands
+
+    def fill(name):
+        return np.insert(rows.columns[name], at, extra.columns[name])
+
+    def pick(name, index):                  # rows of ``rows`` only (document changes)
+        return rows.gather(name, index - np.searchsorted(moved, index, side="right"))
+
+    return Rows({}, rows.keys, rows.body, rows.xattrs, size=len(rows) + len(extra),
+                fill=fill, pick=pick)
 
 
 def concat(parts: list[Rows]) -> Rows:
-    """Rows of several stretches, in the order given."""
-    import pyarrow as pa
-
-    out: dict = {name: np.concatenate([getattr(p, name) for p in parts]) for name in NUMERIC}
-    out["key"] = pa.concat_arrays([p.key for p in parts])
-    shift, value_at = 0, []
-    for p in parts:
-        value_at.append(np.where(p.value_at < 0, -1, p.value_at + shift))
-        shift += 0 if p.body is None else len(p.body)
-    out["value_at"] = np.concatenate(value_at)
-    for name in ("body", "xattrs"):
-        columns = [getattr(p, name) for p in parts]
-        out[name] = None if columns[0] is None else pa.concat_arrays(columns)
-    return Rows(**out)
+    """Rows without document changes, in the order given."""
+    return Rows({name: np.concatenate([p.columns[name] for p in parts]) for name in NUMERIC})
 
 
 def take(rows: Rows, index: np.ndarray) -> Rows:
-    """The rows at ``index`` (ascending); their values stay where they are."""
-    import pyarrow as pa
-
-    out = {name: getattr(rows, name)[index] for name in NUMERIC}
-    docs = rows.documents(index[rows.what[index] < DOCUMENTS])
-    return Rows(**out, key=rows.key.take(pa.array(docs, pa.int64())),
-                value_at=rows.value_at[docs], body=rows.body, xattrs=rows.xattrs)
+    """The rows at ``index`` (ascending); their keys and values stay where they are."""
+    return Rows({name: rows.gather(name, index) for name in NUMERIC}, rows.keys, rows.body,
+                rows.xattrs)
 
 
 def sort(rows: Rows) -> Rows:
-    """The rows in ``pos`` order; the document changes must be in order already."""
+    """The rows in ``pos`` order."""
     order = np.argsort(rows.pos, kind="stable")
     if (order == np.arange(len(order))).all():
         return rows
-    docs = order[rows.what[order] < DOCUMENTS]
-    assert (np.diff(docs) > 0).all(), "document changes out of order"
-    out = {name: getattr(rows, name)[order] for name in NUMERIC}
-    return Rows(**out, key=rows.key, value_at=rows.value_at, body=rows.body,
-                xattrs=rows.xattrs)
+    return take(rows, order)
+
+
+#: Columns of ``Rows`` read straight from a batch's column of that name.
+_STRAIGHT = {"seqno": "by_seqno", "prepared": "prepared_seqno", "rev": "rev_seqno",
+             "cas": "cas", "flags": "flags", "expiration": "expiration",
+             "datatype": "datatype", "delete_time": "delete_time",
+             "snap_start": "snap_start", "snap_end": "snap_end", "snap_flags": "snap_flags",
+             "oso": "oso_flags", "end_status": "end_status", "opaque": "opaque",
+             "offset": "offset"}
 
 
 def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> Rows:
     """The rows of ``batch`` (its ``mode`` decides how damaged values and events are
     reported); ``first`` is the number of its first frame in the stream, ``events`` its
-    ``system_events`` when already at hand."""
-    import pyarrow as pa
-
+    ``system_events`` when already at hand. Its columns are read from the batch when
+    first asked for (``_Source``)."""
     missing = [name for name in NEEDED if name not in batch]
     if missing:
         raise ValueError(f"state needs the columns {', '.join(missing)}; this batch was "
                          "scanned without them")
-    magic = batch["magic"]
-    requests = (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
-    what_all = WHAT_OF_KIND[kinds_of(batch)]
-    at = np.flatnonzero(requests & (what_all != 255))
-    what = what_all[at]
-
-    def col(name, dtype=None):
-        column = batch[name][at]
-        return column if dtype is None else column.astype(dtype)
-
-    cid = col("collection_id") if batch.collections and "collection_id" in batch \
-        else np.zeros(len(at), np.uint32)
     if batch.collections and "collection_id" not in batch:
         raise ValueError("state needs the collection_id column on a collection stream")
-    if events is None:
-        events = system_events(batch)
-    clear = np.zeros(len(at), bool)
-    wiped = np.isin(events.column("event").to_numpy(zero_copy_only=False),
-                    CLEARING_EVENTS) & events.column("collection_id").is_valid().to_numpy(
-                        zero_copy_only=False)
-    if wiped.any():
-        rows = np.searchsorted(at, events.column("index").to_numpy()[wiped])
-        clear[rows] = True
-        cid[rows] = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
-    docs = what < DOCUMENTS
-    doc_rows = at[docs]
-    key = arrow.binary(view_of(batch), arrow.positions(batch["key_offset"][doc_rows],
-                                                        batch.base_offset),
-                       batch["key_len"][doc_rows], [None]).cast(pa.large_binary())
+    magic = batch["magic"]
+    requests = (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
+    kinds = kinds_of(batch)
+    what_all = WHAT_OF_KIND[kinds]
+    at = np.flatnonzero(requests & (what_all != 255))
+    source = _Source(batch, first, at, what_all[at], kinds,
+                     system_events(batch) if events is None else events)
     body = xattrs = None
-    value_at = np.full(len(doc_rows), -1, np.int64)
     if values:
-        value_at, body, xattrs = _values(batch, doc_rows)
-    return Rows(
-        pos=(first + at.astype(np.int64)) * 2, what=what,
-        unit=col("vbucket", np.uint32) << np.uint32(16) | col("stream_id", np.uint32),
-        seqno=col("by_seqno"), prepared=col("prepared_seqno"), rev=col("rev_seqno"),
-        cas=col("cas"), flags=col("flags"), expiration=col("expiration"),
-        datatype=col("datatype"), delete_time=col("delete_time"),
-        timed_delete=_DELETE_TIMES[kinds_of(batch)[at]], deleted=col("deleted") != 0, cid=cid,
-        clear=clear, snap_start=col("snap_start"), snap_end=col("snap_end"),
-        oso=col("oso_flags"), rolled=np.zeros(len(at), bool), offset=col("offset"),
-        length=col("body_len", np.uint64) + np.uint64(P.HEADER_SIZE),
-        key=key, value_at=value_at, body=body, xattrs=xattrs)
+        docs = source.what < DOCUMENTS
+        source.value_at = np.full(len(at), -1, np.int64)
+        source.value_at[docs], body, xattrs = _values(batch, at[docs])
+    return Rows({"what": source.what}, view_of(batch), body, xattrs, size=len(at),
+                fill=lambda name: source.column(name, None), pick=source.column)
+
+
+class _Source:
+    """The columns of a batch's rows (its frames at ``at``), read when asked for."""
+
+    def __init__(self, batch: FrameBatch, first: int, at: np.ndarray, what: np.ndarray,
+                 kinds: np.ndarray, events):
+        self.batch, self.first, self.at, self.what, self.kinds = batch, first, at, what, kinds
+        wiped = np.isin(events.column("event").to_numpy(zero_copy_only=False),
+                        CLEARING_EVENTS) & events.column("collection_id").is_valid().to_numpy(
+                            zero_copy_only=False)
+        #: the rows of the events that clear a collection, and that collection
+        self.clears = np.searchsorted(at, events.column("index").to_numpy()[wiped])
+        self.cleared = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
+        self.value_at: np.ndarray | None = None
+        self.info = C.INFO_COLLECTIONS if batch.collections else 0
+        self._last: tuple = (None, None)           # the rows last asked for, their frames
+
+    def column(self, name: str, rows: np.ndarray | None) -> np.ndarray:
+        """Column ``name`` at ``rows`` (indices into ``at``; None: all)."""
+        batch, at = self.batch, self.at
+        if rows is None:
+            frames = at
+        elif rows is self._last[0]:
+            frames = self._last[1]
+        else:
+            frames = at[rows]
+            self._last = rows, frames
+        if name in _STRAIGHT:
+            return batch[_STRAIGHT[name]][frames]
+
+        def docs():
+            return (self.what if rows is None else self.what[rows]) < DOCUMENTS
+        derived = {
+            "unit": lambda: batch["vbucket"][frames].astype(np.uint32) << np.uint32(16)
+            | batch["stream_id"][frames],
+            "cid": lambda: self._cids(frames, rows),
+            "clear": lambda: np.isin(np.arange(len(at)) if rows is None else rows,
+                                     self.clears),
+            "key_pos": lambda: np.where(docs(), arrow.positions(
+                batch["key_offset"][frames], batch.base_offset).astype(np.int64), -1),
+            "key_len": lambda: np.where(docs(), batch["key_len"][frames], 0).astype(np.int64),
+            "value_at": lambda: np.full(len(frames), -1, np.int64) if self.value_at is None
+            else self.value_at if rows is None else self.value_at[rows],
+            "pos": lambda: (self.first + frames.astype(np.int64)) * 2,
+            "what": lambda: self.what if rows is None else self.what[rows],
+            "length": lambda: batch["body_len"][frames].astype(np.uint64)
+            + np.uint64(P.HEADER_SIZE),
+            "timed_delete": lambda: _DELETE_TIMES[self.kinds[frames]],
+            "deleted": lambda: batch["deleted"][frames] != 0,
+            "info": lambda: np.full(len(frames), self.info, np.uint8),
+            "rolled": lambda: np.zeros(len(frames), bool),
+        }
+        return derived[name]()
+
+    def _cids(self, frames: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        """Collection ids; a clearing event's is the collection it clears."""
+        batch = self.batch
+        out = batch["collection_id"][frames] if batch.collections \
+            else np.zeros(len(frames), np.uint32)
+        if not len(self.clears):
+            return out
+        out = out.copy()
+        if rows is None:
+            out[self.clears] = self.cleared
+        else:
+            k = np.minimum(np.searchsorted(self.clears, rows), len(self.clears) - 1)
+            hit = self.clears[k] == rows
+            out[hit] = self.cleared[k[hit]]
+        return out
+
+
+def losses(batch: FrameBatch, first: int, regions) -> Rows:
+    """A ``LOSS`` row for each of ``regions`` (what the scan skipped in ``batch``), just
+    before the frame after it."""
+    offsets = np.array([r.offset for r in regions], np.uint64)
+    after = np.searchsorted(batch["offset"], offsets).astype(np.int64)
+    return make_rows(len(regions), False, pos=(first + after) * 2 - 1,
+                     what=np.full(len(regions), LOSS), offset=offsets,
+                     length=np.array([r.length for r in regions], np.uint64))
 
 
 def _values(batch: FrameBatch, doc_rows: np.ndarray):
-    """The values of the batch (bodies, xattrs; null where they do not decode) and the
-    entry of each document row in them (-1 for commits and aborts)."""
+    """The entry of each document row in the values of the batch (-1 for commits and
+    aborts), and those values (bodies, xattrs; null where they do not decode)."""
     import pyarrow as pa
 
     table = batch.values()

@@ -1,6 +1,6 @@
-"""Whole-array helpers of the state engine: scans that restart at segment boundaries, and
-the questions a document asks of the restarts and collection clears of a stretch of stream
-(``Barriers``).
+"""Whole-array helpers of the state engine: running minima that restart at segment
+boundaries, and the questions a document asks of the restarts and collection clears of a
+stretch of stream (``Barriers``).
 
 Positions here are small ints local to one stretch (``rel``): 0 for what the state already
 holds, 1 for the carried state of each stream, 2 and up for the stretch's rows in order.
@@ -18,15 +18,6 @@ def segment_ids(starts: np.ndarray) -> np.ndarray:
     return np.cumsum(starts, dtype=np.int64) - 1
 
 
-def cummax(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Running maximum of ``values`` (uint64) that restarts at each segment start."""
-    if not len(values):
-        return values.copy()
-    unique, rank = np.unique(values, return_inverse=True)
-    base = segment_ids(starts) * len(unique)
-    return unique[np.maximum.accumulate(base + rank) - base]
-
-
 def cummin(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Running minimum of ``values`` (uint64) that restarts at each segment start."""
     if not len(values):
@@ -35,22 +26,6 @@ def cummin(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     top = len(unique) - 1
     base = segment_ids(starts) * len(unique)
     return unique[top - (np.maximum.accumulate(base + top - rank) - base)]
-
-
-def last_flagged(flags: np.ndarray) -> np.ndarray:
-    """For each element, the index of the last flagged element at or before it (-1: none)."""
-    return np.maximum.accumulate(np.where(flags, np.arange(len(flags)), -1))
-
-
-def next_flagged(flags: np.ndarray) -> np.ndarray:
-    """For each element, the index of the first flagged element after it (len: none)."""
-    n = len(flags)
-    at = np.where(flags, np.arange(n), n)
-    out = np.empty(n, np.int64)
-    if n:
-        out[:-1] = np.minimum.accumulate(at[::-1])[::-1][1:]
-        out[-1] = n
-    return out
 
 
 def dense(keys: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

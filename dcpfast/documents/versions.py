@@ -2,6 +2,7 @@
 ``Latest`` (one version per document, for the state) and ``History`` (every version).
 ``Lost`` names the documents whose earlier version ``Latest`` let go where a restart
 needed it back; ``standing`` picks the current version of each document from a history.
+A document is its id in the engine's ``KeyIndex`` (``doc``), which keeps its key.
 
 A version's ``gone`` says whether it still stands: ``ALIVE``, ``DISCARDED`` (a restart
 threw it away, or, in ``Latest``, a collection clear removed it), or the seqno of the
@@ -14,17 +15,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _core
 from .rows import DELETION, EXPIRATION, Rows
 from .segments import U64_MAX, Barriers, dense
 
 ALIVE = U64_MAX
 DISCARDED = np.uint64(0)
 #: The numpy columns of ``Versions`` and their dtypes.
-NUMERIC = {"gpos": np.int64, "unit": np.uint32, "cid": np.uint32, "seqno": np.uint64,
+NUMERIC = {"gpos": np.int64, "doc": np.int64, "unit": np.uint32, "cid": np.uint32,
+           "seqno": np.uint64,
            "rev": np.uint64, "cas": np.uint64, "flags": np.uint32, "expiration": np.uint32,
            "datatype": np.uint8, "delete_time": np.uint32, "timed_delete": bool,
            "deleted": bool, "what": np.uint8, "gone": np.uint64}
-ARROW = ("key", "body", "xattrs")
+ARROW = ("body", "xattrs")
 #: ``Latest`` merges its runs when they hold more than twice the versions (or the bytes)
 #: of its last merge, or of these floors.
 MERGE_FLOOR = 1 << 12
@@ -33,8 +36,8 @@ MERGE_FLOOR_BYTES = 16 << 20
 
 @dataclass
 class Versions:
-    """Versions of documents: the numpy columns of ``NUMERIC`` and the Arrow ``key``,
-    ``body`` and ``xattrs`` (``body``/``xattrs`` None without values)."""
+    """Versions of documents: the numpy columns of ``NUMERIC`` and the Arrow ``body`` and
+    ``xattrs`` (None without values)."""
 
     columns: dict
 
@@ -89,19 +92,22 @@ def concat(parts: list[Versions]) -> Versions:
     return Versions(out)
 
 
-def from_rows(rows: Rows, index: np.ndarray) -> Versions:
-    """The document-change rows at ``index`` as versions (alive)."""
+#: The columns of ``Versions`` taken from rows, and the rows' columns they come from.
+_FROM_ROWS = {"gpos": "pos", "unit": "unit", "cid": "cid", "seqno": "seqno", "rev": "rev",
+              "cas": "cas", "flags": "flags", "expiration": "expiration",
+              "datatype": "datatype", "delete_time": "delete_time",
+              "timed_delete": "timed_delete", "deleted": "deleted", "what": "what"}
+
+
+def from_rows(rows: Rows, index: np.ndarray, doc: np.ndarray) -> Versions:
+    """The document-change rows at ``index`` (of documents ``doc``) as versions (alive)."""
     import pyarrow as pa
 
-    out = {"gpos": rows.pos[index], "unit": rows.unit[index], "cid": rows.cid[index],
-           "seqno": rows.seqno[index], "rev": rows.rev[index], "cas": rows.cas[index],
-           "flags": rows.flags[index], "expiration": rows.expiration[index],
-           "datatype": rows.datatype[index], "delete_time": rows.delete_time[index],
-           "timed_delete": rows.timed_delete[index], "deleted": rows.deleted[index],
-           "what": rows.what[index], "gone": np.full(len(index), ALIVE, np.uint64)}
-    docs = rows.documents(index)
-    out["key"] = rows.key.take(pa.array(docs, pa.int64()))
-    at = rows.value_at[docs]
+    g = rows.gather
+    index = np.asarray(index)
+    out: dict = {name: g(source, index) for name, source in _FROM_ROWS.items()}
+    out.update(doc=doc, gone=np.full(len(index), ALIVE, np.uint64))
+    at = g("value_at", index)
     picks = pa.array(at, pa.int64(), mask=at < 0)
     for name in ("body", "xattrs"):
         column = getattr(rows, name)
@@ -109,34 +115,16 @@ def from_rows(rows: Rows, index: np.ndarray) -> Versions:
     return Versions(out)
 
 
-def group_ids(unit: np.ndarray, cid: np.ndarray, key) -> np.ndarray:
-    """A dense id per distinct (stream, collection, key), by hashing (no sort)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not len(unit):
-        return np.zeros(0, np.int64)
-    if isinstance(key, pa.ChunkedArray):
-        key = key.combine_chunks()
-    keys = pc.dictionary_encode(key).indices.to_numpy().astype(np.int64)
-    pairs = unit.astype(np.uint64) << np.uint64(32) | cid.astype(np.uint64)
-    streams = pc.dictionary_encode(pa.array(pairs)).indices.to_numpy().astype(np.int64)
-    combined = pa.array(streams * (int(keys.max()) + 1) + keys)
-    return pc.dictionary_encode(combined).indices.to_numpy().astype(np.int64)
-
-
 def newest(group: np.ndarray, order_key: np.ndarray) -> np.ndarray:
     """Index of the element with the highest ``order_key`` in each group (of dense ids;
     the last such element where several share it), ascending."""
     if not len(group):
         return np.zeros(0, np.int64)
-    best = np.zeros(int(group.max()) + 1, order_key.dtype)
-    np.maximum.at(best, group, order_key)
-    top = np.flatnonzero(order_key == best[group])
-    if len(top) == int(group.max()) + 1:
-        return top
-    last = np.unique(group[top][::-1], return_index=True)[1]
-    return np.sort(top[len(top) - 1 - last])
+    best = _core.state.newest(np.ascontiguousarray(group, np.int64),
+                              np.ascontiguousarray(order_key, np.int64), int(group.max()) + 1)
+    keep = np.zeros(len(group), bool)
+    keep[best[best >= 0]] = True
+    return np.flatnonzero(keep)
 
 
 class Latest:
@@ -150,7 +138,8 @@ class Latest:
     def __init__(self, include_deleted: bool):
         self.include_deleted = include_deleted
         self.runs: list[Versions] = []
-        self.merged = self.merged_bytes = 0
+        self.merged = self.merged_bytes = 0       # versions and bytes after the last merge
+        self.held = self.held_bytes = 0           # versions and bytes in the runs
         self.lost = Lost()
         #: per stream, the highest seqno of a tombstone a merge dropped
         self.dropped: dict[int, int] = {}
@@ -203,9 +192,14 @@ class Latest:
             out |= barriers.cleared(versions["unit"], versions["cid"], rel,
                                     np.full(len(rel), barriers.span - 1))
             versions["gone"][out] = DISCARDED
+        if not self.runs and barriers.empty:
+            # one stretch's versions: one per document, all standing, as a merge leaves
+            self.merged, self.merged_bytes = len(versions), versions.nbytes
         self.runs.append(versions)
-        if sum(map(len, self.runs)) > 2 * max(self.merged, MERGE_FLOOR) or \
-                sum(r.nbytes for r in self.runs) > 2 * max(self.merged_bytes, MERGE_FLOOR_BYTES):
+        self.held += len(versions)
+        self.held_bytes += versions.nbytes
+        if self.held > 2 * max(self.merged, MERGE_FLOOR) or \
+                self.held_bytes > 2 * max(self.merged_bytes, MERGE_FLOOR_BYTES):
             self.merge()
 
     def merge(self) -> None:
@@ -228,19 +222,64 @@ class Latest:
                  for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
         self.runs = [part for part in parts if len(part)]
         self.merged, self.merged_bytes = len(keep), sum(p.nbytes for p in self.runs)
+        self.held, self.held_bytes = self.merged, self.merged_bytes
 
     def result(self) -> Versions | None:
         """The versions held, handed over: the store is empty after."""
         self.merge()
         runs, self.runs = self.runs, []
+        self.held = self.held_bytes = 0
         return concat(runs) if runs else None
 
 
-class History:
-    """Every version of every document that a restart has not discarded."""
+class Futures:
+    """What the whole stream will do, known from a first pass over it: each stream's
+    restarts (their positions and points) and its time cut (the seqno from which its
+    changes are past ``at_time``). From it, a version that will stand at the end (no
+    later restart discards it, the cut keeps it) is known when it comes."""
 
-    def __init__(self):
+    def __init__(self, restarts: tuple, cuts: dict[int, int]):
+        unit, pos, point = restarts
+        self.cuts = cuts
+        self.by_unit: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        order = np.lexsort((pos, unit))
+        unit, pos, point = unit[order], pos[order], point[order]
+        for u in np.unique(unit).tolist():
+            mine = unit == u
+            points = point[mine]
+            # the lowest point of the restarts from each one on
+            suffix = np.minimum.accumulate(points[::-1])[::-1]
+            self.by_unit[u] = (pos[mine], np.append(suffix, U64_MAX).astype(np.uint64))
+
+    def final(self, versions: Versions) -> np.ndarray:
+        """Which versions will stand at the end of the stream (unless a later version of
+        their document replaces them): below their stream's time cut, and above no
+        later restart's point."""
+        out = np.ones(len(versions), bool)
+        unit, gpos, seqno = versions["unit"], versions["gpos"], versions["seqno"]
+        for u in np.unique(unit).tolist():
+            mine = np.flatnonzero(unit == u)
+            cut = self.cuts.get(u, int(U64_MAX))
+            ok = seqno[mine] < np.uint64(cut)
+            if u in self.by_unit:
+                pos, suffix = self.by_unit[u]
+                lowest = suffix[np.searchsorted(pos, gpos[mine], side="right")]
+                ok &= lowest >= seqno[mine]
+            out[mine] = ok
+        return out
+
+
+class History:
+    """Every version of every document that a restart has not discarded; with
+    ``futures``, only those that may still stand at the end: a version that a later
+    version of its document replaces for good (``Futures.final``) is let go as the store
+    grows, so that it holds about twice what may stand (the second pass of a one-version
+    state, ``build``)."""
+
+    def __init__(self, futures: Futures | None = None):
         self.runs: list[Versions] = []
+        self.futures = futures
+        self.held = self.compacted = 0
 
     def kill(self, barriers: Barriers) -> None:
         for i, run in enumerate(self.runs):
@@ -267,11 +306,50 @@ class History:
             versions["gone"] = barriers.gone_after(versions["unit"], versions["cid"], rel)
             versions = versions.take(np.flatnonzero(~out))
         self.runs.append(versions)
+        self.held += len(versions)
+        if self.futures is not None and self.held > 2 * max(self.compacted, MERGE_FLOOR):
+            self.compact()
+
+    def compact(self) -> None:
+        """Let go of the versions that a later, final version of their document
+        replaces; each run keeps its part."""
+        assert self.futures is not None
+        every = concat(self.runs)
+        order = np.lexsort((every["gpos"], every["doc"]))
+        final = self.futures.final(every)[order]
+        doc = every["doc"][order]
+        # per document, whether a final version comes after each one
+        last = np.ones(len(order), bool)
+        last[:-1] = doc[1:] != doc[:-1]
+        later = np.zeros(len(order), bool)
+        later[:-1] = final[1:] & ~last[:-1]
+        groups = np.cumsum(last[::-1])[::-1]            # a group id, counted from the end
+        later = _any_after(later, groups)
+        keep = np.sort(order[~later])
+        bounds = np.cumsum([0, *map(len, self.runs)])
+        parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
+                 for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
+        self.runs = [part for part in parts if len(part)]
+        self.held = self.compacted = len(keep)
 
     def result(self) -> Versions | None:
         """The versions held, handed over: the store is empty after."""
         runs, self.runs = self.runs, []
+        self.held = 0
         return concat(runs) if runs else None
+
+
+def _any_after(flags: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per element, whether it or an element after it in its group (consecutive equal
+    ``groups``) is flagged."""
+    if not len(flags):
+        return flags
+    reverse = flags[::-1].astype(np.int64)
+    starts = np.ones(len(flags), bool)
+    starts[1:] = groups[::-1][1:] != groups[::-1][:-1]
+    total = np.cumsum(reverse)
+    base = np.maximum.accumulate(np.where(starts, total - reverse, 0))
+    return (total - base > 0)[::-1]
 
 
 def tombstones(versions: Versions) -> np.ndarray:
@@ -284,29 +362,11 @@ def standing(versions: Versions, *, include_deleted: bool) -> np.ndarray:
     """Index (ascending) of each document's current version among ``versions``: its
     newest in stream order, where that one still stands (and is not a tombstone, unless
     ``include_deleted``)."""
-    keep = newest(group_ids(versions["unit"], versions["cid"], versions["key"]),
-                  versions["gpos"])
+    keep = newest(versions["doc"], versions["gpos"])
     keep = keep[versions["gone"][keep] == ALIVE]
     if not include_deleted:
         keep = keep[~tombstones(versions)[keep]]
     return keep
-
-
-def identities(unit: np.ndarray, cid: np.ndarray, key):
-    """One binary value per document: its stream and collection (8 bytes) then its key."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = len(unit)
-    prefix = np.empty((n, 2), ">u4")
-    prefix[:, 0], prefix[:, 1] = unit, cid
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), n,
-                                                 [None, pa.py_buffer(prefix.tobytes())])
-    if isinstance(key, pa.ChunkedArray):
-        key = key.combine_chunks()
-    return pc.binary_join_element_wise(fixed.cast(pa.large_binary()),
-                                       key.cast(pa.large_binary()),
-                                       pa.scalar(b"", pa.large_binary()))
 
 
 class Lost:
@@ -316,27 +376,23 @@ class Lost:
     second, exact pass must work out again."""
 
     def __init__(self):
-        self.parts: list = []                     # identities of documents
+        self.docs: list[np.ndarray] = []          # ids of documents
         self.units = np.zeros(0, np.uint32)       # their streams
         self.collections: set[tuple[int, int]] = set()   # (unit, cid)
         self.streams: set[int] = set()            # every document of these streams
 
     def __bool__(self) -> bool:
-        return bool(self.parts or self.collections or self.streams)
+        return bool(self.docs or self.collections or self.streams)
 
     def add(self, versions: Versions, mask: np.ndarray) -> None:
         """The documents of ``versions`` where ``mask``."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         at = np.flatnonzero(mask)
         if not len(at):
             return
-        key = versions["key"].take(pa.array(at, pa.int64()))
-        self.parts.append(identities(versions["unit"][at], versions["cid"][at], key))
+        self.docs.append(versions["doc"][at])
         self.units = np.unique(np.concatenate([self.units, versions["unit"][at]]))
-        if len(self.parts) > 64:                  # each document once
-            self.parts = [pc.unique(pa.chunked_array(self.parts).combine_chunks())]
+        if len(self.docs) > 64:                   # each document once
+            self.docs = [np.unique(np.concatenate(self.docs))]
 
     def add_collections(self, unit: np.ndarray, cid: np.ndarray) -> None:
         self.collections.update(zip(unit.tolist(), cid.tolist()))
@@ -351,18 +407,15 @@ class Lost:
                                 np.array(list(self.streams), np.uint32)])
         return np.unique(units >> np.uint32(16)).tolist()
 
-    def matches(self, unit: np.ndarray, cid: np.ndarray, key) -> np.ndarray:
-        """Which documents (``unit``, ``cid``, ``key``) are named."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
+    def matches(self, unit: np.ndarray, cid: np.ndarray, doc: np.ndarray) -> np.ndarray:
+        """Which documents (``unit``, ``cid``, ``doc``) are named."""
         out = np.zeros(len(unit), bool)
         if not len(unit):
             return out
-        if self.parts:
-            known = pa.chunked_array(self.parts, pa.large_binary()).combine_chunks()
-            out |= pc.is_in(identities(unit, cid, key), value_set=known).to_numpy(
-                zero_copy_only=False)
+        if self.docs:
+            if len(self.docs) > 1:
+                self.docs = [np.unique(np.concatenate(self.docs))]
+            out |= np.isin(doc, self.docs[0])
         if self.collections:
             pairs = unit.astype(np.uint64) << np.uint64(32) | cid.astype(np.uint64)
             named = np.array(sorted(u << 32 | c for u, c in self.collections), np.uint64)

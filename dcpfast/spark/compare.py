@@ -40,7 +40,7 @@ _KEPT = ("vbucket", "collection_id", "by_seqno", "cas", "deleted", "key_str", "r
 
 
 def diff(spark, source, target, out: str, *, at_seqno=None, at_time=None, fields=None,
-         include_deleted: bool = False, collections=None, errors: str = "strict",
+         include_deleted: bool = False, only_collections=None, errors: str = "strict",
          mode: str = "errorifexists") -> pa.Table:
     """Compare the buckets whose dumps are ``source`` and ``target`` (paths ``read_dcp``
     reads: a file, a directory or a list of them, read as one stream in path order) and
@@ -52,7 +52,7 @@ def diff(spark, source, target, out: str, *, at_seqno=None, at_time=None, fields
 
     fields = checked_fields(fields)
     checked_mode(errors)
-    wanted((), collections)
+    wanted((), only_collections)
     values = any(f in VALUE_FIELDS for f in fields)
     options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=True, values=values,
                    errors=errors)
@@ -63,7 +63,7 @@ def diff(spark, source, target, out: str, *, at_seqno=None, at_time=None, fields
             sides[name] = _Side(spark, name, path, options)
             kept.append(sides[name].docs)
         labels = order(sides["source"].labels + sides["target"].labels)
-        labels = [lb for lb in labels if lb in wanted(labels, collections)]
+        labels = [lb for lb in labels if lb in wanted(labels, only_collections)]
         lost = sorted({*sides["source"].unrestored, *sides["target"].unrestored})
         joined = _joined(spark, sides, labels, lost, values)
         judged = _judged(joined, fields, include_deleted).persist(StorageLevel.MEMORY_AND_DISK)

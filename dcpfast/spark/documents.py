@@ -24,10 +24,13 @@ import numpy as np
 import pyarrow as pa
 
 from .. import protocol as P
+from .._core import contract as C
 from ..documents import StateBuilder, state_schema
 from ..documents.output import metadata
+from ..documents.problems import LISTED, Problems
 from ..documents.rows import (
     ADVANCE,
+    END,
     EVENT,
     MARKER,
     OSO,
@@ -47,17 +50,19 @@ _RESPONSES = (int(P.Magic.CLIENT_RESPONSE), int(P.Magic.ALT_CLIENT_RESPONSE))
 _WHAT = {P.Opcode.MUTATION: 0, P.Opcode.DELETION: 1, P.Opcode.EXPIRATION: 2,
          P.Opcode.PREPARE: 3, P.Opcode.COMMIT: 4, P.Opcode.ABORT: 5,
          P.Opcode.SYSTEM_EVENT: EVENT, P.Opcode.SEQNO_ADVANCED: ADVANCE,
-         P.Opcode.SNAPSHOT_MARKER: MARKER, P.Opcode.OSO_SNAPSHOT: OSO}
+         P.Opcode.SNAPSHOT_MARKER: MARKER, P.Opcode.OSO_SNAPSHOT: OSO,
+         P.Opcode.STREAM_END: END}
 _SOURCE_BITS = 46                 # pos = (file rank << 46 | offset) * 2
 _OFFSET_MASK = (1 << _SOURCE_BITS) - 1
 _REPORT = "_report"               # the column of each partition's report
 _LONG = ("pos", "unit", "seqno", "prepared", "rev", "cas", "flags", "expiration",
-         "delete_time", "cid", "event_id", "snap_start", "snap_end", "oso", "offset",
-         "length")
+         "delete_time", "cid", "event_id", "snap_start", "snap_end", "snap_flags", "oso",
+         "end_status", "opaque", "offset", "length")
 _NEEDED = ("magic", "opcode", "vbucket", "status", "opaque", "offset", "body_len", "cas",
            "datatype", "stream_id", "by_seqno", "rev_seqno", "prepared_seqno", "flags",
            "expiration", "delete_time", "deleted", "collection_id", "event_id",
-           "event_version", "snap_start", "snap_end", "oso_flags", "key", "value")
+           "event_version", "snap_start", "snap_end", "snap_flags", "oso_flags",
+           "end_status", "key", "value")
 _SPARK_INT = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
               pa.uint64(): pa.int64()}
 
@@ -66,8 +71,9 @@ def _input_schema(values: bool) -> pa.Schema:
     """The rows each partition's engine reads (Spark's signed types)."""
     fields = [(name, pa.int64()) for name in _LONG]
     fields += [("what", pa.int16()), ("datatype", pa.int16()), ("event_version", pa.int16()),
-               ("timed_delete", pa.bool_()), ("deleted", pa.bool_()), ("rolled", pa.bool_()),
-               ("vb", pa.int32()), ("key", pa.binary()), ("value", pa.binary())]
+               ("info", pa.int16()), ("timed_delete", pa.bool_()), ("deleted", pa.bool_()),
+               ("rolled", pa.bool_()), ("vb", pa.int32()), ("key", pa.binary()),
+               ("value", pa.binary())]
     if values:
         fields += [("body", pa.binary()), ("xattrs", pa.map_(pa.string(), pa.string()))]
     return pa.schema(fields)
@@ -86,7 +92,7 @@ def output_schema(*, values: bool = True, history: bool = False) -> pa.Schema:
 
 
 def state(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = False,
-          values: bool = True, collections=None, errors: str = "strict",
+          values: bool = True, only_collections=None, errors: str = "strict",
           history: bool = False):
     """The documents of ``frames_df`` (the frames ``read_dcp(..., columns="all")``
     decodes: every column; with ``values`` also ``content`` and ``xattrs``:
@@ -98,7 +104,7 @@ def state(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = Fal
 
     found, _ = _combined(frames_df, at_seqno=at_seqno, at_time=at_time,
                          include_deleted=include_deleted, values=values,
-                         collections=collections, errors=errors, history=history)
+                         only_collections=only_collections, errors=errors, history=history)
     return found.where(F.col(_REPORT).isNull()).drop(_REPORT)
 
 
@@ -118,20 +124,35 @@ def state_report(frames_df, **options) -> dict:
 
 
 def _merged(reports: list[dict], problems: list) -> dict:
-    """The partitions' reports (and the driver's ``problems``) as one."""
+    """The partitions' reports (and the driver's ``problems``) as one: the first problems
+    in stream order, and how many of each kind there were."""
     points: dict[int, int] = {}
+    began: dict[int, int] = {}
     for report in reports:
         for vbucket, seqno in report["consistency"]:
             points[vbucket] = min(seqno, points.get(vbucket, seqno))
-    found = sorted([tuple(e) for r in reports for e in r["errors"]] + list(problems),
-                   key=lambda e: (e[0] or "", e[1]))
+        for vbucket, seqno in report["lacks"]["history"]:
+            began[vbucket] = max(seqno, began.get(vbucket, seqno))
+    found = sorted([tuple(e) for r in reports for e in r["errors"]]
+                   + [tuple(p[:4]) for p in problems], key=lambda e: (e[0] or "", e[1]))
+    counts: dict[str, int] = {}
+    for report in reports:
+        for kind, n in report["error_counts"].items():
+            counts[kind] = counts.get(kind, 0) + n
+    for *_, kind in problems:
+        counts[kind] = counts.get(kind, 0) + 1
     return {"consistency": sorted([list(p) for p in points.items()]),
-            "errors": [list(e) for e in found],
-            "unrestored": sorted({v for r in reports for v in r["unrestored"]})}
+            "errors": [list(e) for e in found[:LISTED]],
+            "error_counts": dict(sorted(counts.items())),
+            "errors_total": sum(counts.values()),
+            "unrestored": sorted({v for r in reports for v in r["unrestored"]}),
+            "lost": sorted({v for r in reports for v in r["lost"]}),
+            "lacks": {"history": sorted([list(p) for p in began.items()]), "values": False,
+                      "backfill_tombstones": False}}
 
 
 def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool = False,
-              values: bool = True, collections=None, errors: str = "strict",
+              values: bool = True, only_collections=None, errors: str = "strict",
               history: bool = False):
     """The rows of ``state`` and, in column ``_REPORT``, one more row per partition with its
     report (JSON); and the problems the driver skipped (file, offset, length, reason)."""
@@ -144,13 +165,13 @@ def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool =
                          "with read_dcp(..., columns=\"all\""
                          + (", values=True)" if "content" in missing else ")"))
     probe = StateBuilder(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
-                         values=values, collections=collections, errors=errors,
+                         values=values, only_collections=only_collections, errors=errors,
                          history=history)         # checks the options
     facts = _Facts(frames_df)
     frames = facts.ordered(frames_df)
     files = facts.files()
     restarts, problems = _restarts(facts, frames, errors, values, files)
-    rows = _rows(frames, values).unionByName(
+    rows = _rows(frames, values, facts.collection_ranks).unionByName(
         frames.sparkSession.createDataFrame(restarts, from_arrow_schema(_input_schema(values))))
     # a stream that restarts (or, cut at a time, has an OSO snapshot) keeps every version
     # of its documents in its partition, so that what a restart or the cut makes current
@@ -159,9 +180,10 @@ def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool =
     if at_time is not None:
         exact |= {r.vbucket << 16 | (r.stream_id or 0) for _, r in
                   facts.rows(int(P.Opcode.OSO_SNAPSHOT), _REQUESTS)}
-    options = dict(at_seqno=at_seqno, at_time=probe.at_time, include_deleted=include_deleted,
-                   values=values, collections=collections, errors=errors, history=history,
-                   exact_units=sorted(exact))
+    options = dict(at_seqno=probe.at_seqno, at_time=probe.at_time,
+                   include_deleted=probe.include_deleted, values=probe.values,
+                   only_collections=probe.only_collections, errors=errors,
+                   history=probe.history, exact_units=sorted(exact))
     manifest = facts.manifest()
     schema = output_schema(values=values, history=history).append(pa.field(_REPORT,
                                                                             pa.string()))
@@ -169,7 +191,8 @@ def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool =
     def run(batches):
         yield from _partition(batches, manifest, options, files, schema)
 
-    located = [(*_where(files, at), length, reason) for at, length, reason in problems]
+    located = [(*_where(files, at), length, reason, kind)
+               for at, length, reason, kind in problems]
     return (rows.repartition("vb").sortWithinPartitions("pos")
             .mapInArrow(run, from_arrow_schema(schema)), located)
 
@@ -197,11 +220,16 @@ class _Facts:
             "event_id", "event_version", "key", "value", "body_len").collect()
         self.message = request & F.col("opcode").isin(*(int(o) for o in MESSAGE_OPCODES))
         self.unit = F.col("vbucket") * 65536 + F.coalesce(F.col("stream_id"), F.lit(0))
+        collection = F.col("collection_id").isNotNull() | F.col("opcode").isin(
+            int(P.Opcode.SYSTEM_EVENT), int(P.Opcode.SEQNO_ADVANCED))
         firsts = (frames_df.where(self.message)
                   .groupBy("opaque", self.unit.alias("unit"), "file")
-                  .agg(F.min("offset").alias("first")).collect())
+                  .agg(F.min("offset").alias("first"),
+                       F.max(collection.cast("int")).alias("collections")).collect())
         files = {r.file for r in self.control} | {r.file for r in firsts}
         self.ranks = {name: i for i, name in enumerate(sorted(files, key=lambda f: f or ""))}
+        #: the ranks of the files whose streams carry collections
+        self.collection_ranks = sorted({self.ranks[r.file] for r in firsts if r.collections})
         self.firsts: dict[tuple[int, int], int] = {}
         for r in firsts:
             at = self.pos(r.file, r.first)
@@ -266,7 +294,7 @@ def _restarts(facts: _Facts, frames, errors: str, values: bool,
                if r.status in (P.Status.SUCCESS, P.Status.ROLLBACK)]
     if not answers:
         return [], []
-    problems: list[tuple[str | None, int, int, str]] = []
+    problems: list[tuple[str | None, int, int, str, str]] = []
     asked = _requests(facts.rows(int(P.Opcode.STREAM_REQUEST), _REQUESTS), problems)
     placed, waiting = _place(answers, asked, facts.firsts)
     if waiting:
@@ -286,22 +314,26 @@ def _restarts(facts: _Facts, frames, errors: str, values: bool,
         try:
             seqno = rollback_seqno(bytes(row.value or b"")) if rolled else 0
         except ValueError as e:
-            problems.append((*where, str(e)))
+            problems.append((*where, str(e), "malformed_response"))
             continue
         if i not in placed:
             if rolled:
-                problems.append((*where, text("state_unplaced_rollback", seqno=seqno)))
+                problems.append((*where, text("state_unplaced_rollback", seqno=seqno),
+                                 "unplaced_rollback"))
             continue
         restart = {f.name: None if f.name in ("key", "value", "body", "xattrs") else 0
                    for f in _input_schema(values)}
         unit, pos = placed[i]
+        info = C.INFO_COLLECTIONS if facts.ranks.get(row.file, 0) in facts.collection_ranks \
+            else 0
         restart.update(pos=pos, what=RESTART, unit=unit, vb=unit >> 16, rolled=rolled,
                        seqno=_signed(seqno), offset=row.offset, timed_delete=False,
-                       deleted=False, length=P.HEADER_SIZE + row.body_len)
+                       deleted=False, length=P.HEADER_SIZE + row.body_len,
+                       opaque=row.opaque, info=info)
         out.append(restart)
-    located = [(facts.pos(file, offset) // 2, length, reason)
-               for file, offset, length, reason in problems]
-    _report(located, errors, files)
+    located = [(facts.pos(file, offset) // 2, length, reason, kind)
+               for file, offset, length, reason, kind in problems]
+    _report([p[:3] for p in located], errors, files)
     return out, located
 
 
@@ -313,7 +345,8 @@ def _requests(asked, problems) -> list[tuple[int, int, int]]:
         try:
             sid = request_stream_id(row.stream_id or 0, bytes(row.value or b""))
         except ValueError as e:
-            problems.append((row.file, row.offset, P.HEADER_SIZE + row.body_len, str(e)))
+            problems.append((row.file, row.offset, P.HEADER_SIZE + row.body_len, str(e),
+                             "malformed_response"))
             continue
         out.append((pos, row.opaque, stream_key(row.vbucket, sid)))
     return out
@@ -336,8 +369,9 @@ def _place(answers, requests, firsts):
     return placed_at, waiting
 
 
-def _rows(frames, values: bool):
-    """The rows that change documents or mark the streams, in the engine's columns."""
+def _rows(frames, values: bool, collection_ranks: list[int]):
+    """The rows that change documents or mark the streams, in the engine's columns
+    (``collection_ranks``: the files whose streams carry collections)."""
     from pyspark.sql import functions as F
 
     what = F.lit(None).cast("short")
@@ -354,6 +388,10 @@ def _rows(frames, values: bool):
         "delete_time": F.coalesce("delete_time", zero),
         "cid": F.coalesce("collection_id", zero), "event_id": F.coalesce("event_id", zero),
         "snap_start": F.coalesce("snap_start", zero), "snap_end": F.coalesce("snap_end", zero),
+        "snap_flags": F.coalesce("snap_flags", zero), "end_status": F.coalesce("end_status", zero),
+        "opaque": F.col("opaque"),
+        "info": F.when(F.coalesce(F.col("rank"), zero).isin(*collection_ranks),
+                       F.lit(C.INFO_COLLECTIONS)).otherwise(zero),
         "oso": F.coalesce("oso_flags", zero), "offset": F.shiftright("pos", 1),
         "length": F.col("body_len") + P.HEADER_SIZE, "what": F.col("what"),
         "datatype": F.col("datatype"), "event_version": F.coalesce("event_version", zero),
@@ -387,14 +425,15 @@ def _where(files: list, at: int) -> tuple:
 
 
 def _report(problems, errors: str, files: list) -> None:
-    """Raise the first of ``problems`` ((file rank << 46 | offset, length, reason)) in
-    strict mode, naming its file; log them in skip mode."""
+    """Raise the first of ``problems`` ((file rank << 46 | offset, length, reason[, kind,
+    strict note])) in strict mode, naming its file; log them in skip mode."""
     if not problems:
         return
-    at, _, reason = min(problems)
+    first = min(problems)
+    at, reason = first[0], first[2]
     file, offset = _where(files, at)
     if errors == "strict":
-        error = DcpFormatError(offset, reason)
+        error = DcpFormatError(offset, reason + (first[4] if len(first) > 4 else ""))
         if file is not None:
             error.add_note(f"while decoding {file}")
         raise error
@@ -407,19 +446,21 @@ def _partition(batches, manifest: Manifest, options: dict, files: list, schema: 
     row with its report (``_REPORT``)."""
     builder = StateBuilder(**options)
     builder.manifest = manifest
-    skipped = []
+    skipped = Problems()
     for rb in batches:
         if rb.num_rows:
             rows = _engine_rows(rb, options["values"], builder.engine.problems)
             builder.feed(rows)
-            _report(builder.engine.problems, options["errors"], files)
-            skipped += builder.engine.problems
+            found = sorted(builder.engine.problems)
+            _report(found, options["errors"], files)
+            skipped.add(((*_where(files, at), length, reason), kind)
+                        for at, length, reason, kind, _ in found)
             builder.engine.problems.clear()
     table = builder.result()
     meta = metadata(table)
     report = {"consistency": meta["consistency"], "unrestored": meta["unrestored"],
-              "errors": [[*_where(files, at), length, reason]
-                         for at, length, reason in sorted(skipped)]}
+              "lost": meta["lost"], "lacks": meta["lacks"],
+              "errors": [list(e) for e in skipped.first], "error_counts": skipped.counts}
     table = table.cast(schema.remove(schema.get_field_index(_REPORT)), safe=False)
     yield from table.append_column(_REPORT, pa.nulls(table.num_rows, pa.string())).to_batches()
     yield pa.RecordBatch.from_pylist([{_REPORT: json.dumps(report)}], schema=schema)
@@ -446,25 +487,34 @@ def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
                                   column["key"][i].as_py() or b"",
                                   column["value"][i].as_py() or b"")
         except MalformedEvent as e:
-            problems.append((int(u64("offset")[i]), int(u64("length")[i]), str(e)))
+            problems.append((int(u64("offset")[i]), int(u64("length")[i]), str(e),
+                             "damaged_event", ""))
             continue
         if fields["event"] in ("create_collection", "flush_collection", "drop_collection") \
                 and fields.get("collection_id") is not None:
             clear[i], cid[i] = True, fields["collection_id"]
     docs = np.flatnonzero(what < EVENT)
-    index = pa.array(docs)
-    extra = {"key": column["key"].take(index).cast(pa.large_binary()),
-             "value_at": np.arange(len(docs), dtype=np.int64)}
+    keys = column["key"].take(pa.array(docs)).cast(pa.large_binary())
+    offsets = np.frombuffer(keys.buffers()[1], np.int64)[keys.offset:keys.offset + len(docs) + 1]
+    key_pos = np.full(rb.num_rows, -1, np.int64)
+    key_len = np.zeros(rb.num_rows, np.int64)
+    key_pos[docs], key_len[docs] = offsets[:-1], np.diff(offsets)
+    value_at = np.full(rb.num_rows, -1, np.int64)
+    value_at[docs] = np.arange(len(docs))
+    body = xattrs = None
     if values:
-        extra["body"] = column["body"].take(index).cast(pa.large_binary())
-        extra["xattrs"] = column["xattrs"].take(index).cast(xattr_type())
+        body = column["body"].take(pa.array(docs)).cast(pa.large_binary())
+        xattrs = column["xattrs"].take(pa.array(docs)).cast(xattr_type())
+    data = keys.buffers()[2]
     return make_rows(
-        rb.num_rows, values, pos=num("pos", np.int64), what=what,
-        unit=num("unit", np.uint32), seqno=u64("seqno"), prepared=u64("prepared"),
-        rev=u64("rev"), cas=u64("cas"), flags=num("flags", np.uint32),
-        expiration=num("expiration", np.uint32), datatype=num("datatype", np.uint8),
-        delete_time=num("delete_time", np.uint32),
+        rb.num_rows, values, keys=b"" if data is None else data, body=body, xattrs=xattrs,
+        pos=num("pos", np.int64), what=what, unit=num("unit", np.uint32), seqno=u64("seqno"),
+        prepared=u64("prepared"), rev=u64("rev"), cas=u64("cas"),
+        flags=num("flags", np.uint32), expiration=num("expiration", np.uint32),
+        datatype=num("datatype", np.uint8), delete_time=num("delete_time", np.uint32),
         timed_delete=num("timed_delete", bool), deleted=num("deleted", bool), cid=cid,
         clear=clear, snap_start=u64("snap_start"), snap_end=u64("snap_end"),
-        oso=num("oso", np.uint32), rolled=num("rolled", bool), offset=u64("offset"),
-        length=u64("length"), **extra)
+        snap_flags=num("snap_flags", np.uint32), oso=num("oso", np.uint32),
+        end_status=num("end_status", np.uint32), opaque=num("opaque", np.uint32),
+        info=num("info", np.uint8), rolled=num("rolled", bool), offset=u64("offset"),
+        length=u64("length"), key_pos=key_pos, key_len=key_len, value_at=value_at)

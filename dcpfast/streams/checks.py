@@ -1,208 +1,156 @@
-"""The stream checks proper, on numpy arrays: the runs of each stream, the snapshot spans
-in them, and the anomalies they hold.
+"""The stream checks: what DCP allows a vbucket stream to send, and the evidence that frames
+were lost, one implementation for ``summarize`` and ``dcpfast.state`` (on one process, in
+batches, on Spark). docs/streams.md says what each check means and why, from kv_engine's
+own rules.
 
-They read one batch's stream rows as columns (a dict of arrays, ``Summary`` builds it)
-sorted by stream key, each stream's rows in arrival order, with a pseudo row holding the
-carried state of a continuing stream first in its group. Each step is a few whole-array
-operations; Python loops only over the few spans that hold an anomaly or an OSO snapshot.
+A caller turns its rows into one stream event each (``EV_*`` of ``_core.contract``: a
+seqno item, a seqno advance, a snapshot marker, an OSO start or end, a Stream End, a
+Stream Request or its placed response), in arrival order, with its stream's slot (a dense
+number per vbucket stream), and ``Checks.run`` steps through them in the compiled core,
+each stream's check state carried from call to call. What it finds (``Found``) is worded
+by ``details`` (summarize) and ``expectation`` (the state's errors).
 """
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
 
 import numpy as np
 
-from .frames import NO_ROWS
+from .. import _core
+from .. import protocol as P
+from .._core import contract as C
+from ..errors import text
 
-#: Anomaly kinds, in code order.
+#: Anomaly kinds, in code order: the checks' ``R_*`` codes, then the two the summary adds.
 ANOMALIES = ("seqno_not_increasing", "outside_snapshot", "snapshot_ended_early",
-             "ended_in_snapshot", "unmatched_rollback")
-BACKWARDS, OUTSIDE, EARLY, ENDED_INSIDE, UNMATCHED = range(len(ANOMALIES))
-#: What opened the snapshot a frame belongs to.
-NO_SNAPSHOT, MARKER, OSO_OPEN, OSO_CLOSED = range(4)
-U64 = np.uint64
+             "ended_in_snapshot", "oso_not_ended", "oso_not_started", "unmatched_rollback",
+             "bytes_lost")
+UNMATCHED, BYTES_LOST = len(ANOMALIES) - 2, len(ANOMALIES) - 1
+
+#: By opcode: the stream event of a request with that opcode (OSO markers and Stream
+#: Requests are told apart by the caller).
+EVENT_OF_OPCODE = np.full(256, C.EV_NONE, np.uint8)
+EVENT_OF_OPCODE[[int(op) for op in P.SEQNO_ITEMS]] = C.EV_ITEM
+EVENT_OF_OPCODE[P.Opcode.SEQNO_ADVANCED] = C.EV_ADVANCE
+EVENT_OF_OPCODE[P.Opcode.SNAPSHOT_MARKER] = C.EV_MARKER
+EVENT_OF_OPCODE[P.Opcode.STREAM_END] = C.EV_END
 
 
-class Runs(NamedTuple):
-    """The runs of each stream: a run starts at the stream's first row, after a Stream
-    End, at a request or placed response (unless it answers the request just before it)
-    and where the opaque of its messages changes."""
-
-    start: np.ndarray       # per row: a run starts here
-    id: np.ndarray          # per row: its run's number
-    first: np.ndarray       # per run: its first row
-    started: np.ndarray     # per run: its request (or response) was seen
-    messages: np.ndarray    # rows of the messages (those carrying the stream's opaque)
+def oso_events(flags: np.ndarray) -> np.ndarray:
+    """The event of each OSO snapshot marker with ``flags``: an end where the END flag is
+    set, else a start where START is."""
+    return np.where(flags & P.OsoFlag.END != 0, C.EV_OSO_END,
+                    np.where(flags & P.OsoFlag.START != 0, C.EV_OSO_START,
+                             C.EV_NONE)).astype(np.uint8)
 
 
-class Spans(NamedTuple):
-    """Intervals between run starts, snapshot starts (markers, OSO starts), OSO ends and
-    Stream Ends, and the seqnos the items in each reach."""
+class Found(NamedTuple):
+    """What the checks found: per finding, the row (index into the rows given), its
+    anomaly code (an index into ``ANOMALIES``), the seqno found, which of the found and
+    expected values are there (``GIVEN_*`` bits), and the range expected."""
 
-    at: np.ndarray          # first row of each span
-    ends: np.ndarray        # row after each span
-    kind: np.ndarray        # what opened it: NO_SNAPSHOT, MARKER, OSO_OPEN or OSO_CLOSED
-    run: np.ndarray         # the run each span is in
-    opens: np.ndarray       # per row: it opens a snapshot (marker or OSO start)
-    oso_ends: np.ndarray    # rows of the OSO ends that close an OSO snapshot
-    high: np.ndarray        # highest item seqno of each span (0 when none)
-    low: np.ndarray         # lowest item seqno of each span (2**64 - 1 when none)
-    items: np.ndarray       # how many items each span holds
+    at: np.ndarray
+    rule: np.ndarray
+    found: np.ndarray
+    given: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
 
-
-class Chain(NamedTuple):
-    """The seqnos that must rise within a run."""
-
-    checked: np.ndarray     # per row: an item checked against the chain (outside OSO)
-    rows: np.ndarray        # rows on the chain
-    values: np.ndarray      # per row: the seqno it puts on the chain
+    def take(self, index) -> Found:
+        return Found(*(column[index] for column in self))
 
 
-def runs(cols: dict, firsts: np.ndarray) -> Runs:
-    """The runs of the streams whose groups start at ``firsts``."""
-    key, start, opaque = cols["key"], cols["start"], cols["opaque"]
-    run_start = np.zeros(len(key), bool)
-    run_start[firsts] = True
-    run_start[1:] |= cols["end"][:-1]
-    mpos = np.flatnonzero(cols["msg"])
-    if len(mpos):
-        a, b = mpos[:-1], mpos[1:]
-        same = key[a] == key[b]
-        same_opaque = same & (opaque[a] == opaque[b])
-        run_start[b[(start[b] & ~(same_opaque & start[a])) | (same & ~same_opaque)]] = True
-        run_start[mpos[0]] |= start[mpos[0]]
-    run_first = np.flatnonzero(run_start)
-    return Runs(run_start, np.cumsum(run_start, dtype=np.int32) - 1, run_first,
-                cols["opens"][run_first], mpos)
+class Checks:
+    """Each vbucket stream's check state, from call to call: ``run`` the checks over the
+    next rows of the streams (slots ``0..slots-1``)."""
+
+    def __init__(self):
+        self.state = np.zeros((0, C.C_FIELDS), np.uint64)
+
+    def run(self, event: np.ndarray, slot: np.ndarray, info: np.ndarray, opaque: np.ndarray,
+            seqno: np.ndarray, snap_start: np.ndarray, snap_end: np.ndarray,
+            snap_flags: np.ndarray, end_status: np.ndarray) -> tuple[Found, np.ndarray]:
+        """The findings over these rows, and where a run of a stream starts (bool per
+        row). ``slot`` is int64; the other columns as the scan gives them."""
+        slots = int(slot.max()) + 1 if len(slot) else 0
+        if slots > len(self.state):
+            grown = np.zeros((max(slots, 2 * len(self.state)), C.C_FIELDS), np.uint64)
+            grown[:len(self.state)] = self.state
+            self.state = grown
+        n = len(event)
+        starts = np.zeros(n, np.uint8)
+
+        def typed(column, dtype):
+            return np.ascontiguousarray(column, dtype)
+
+        found = _core.state.check_streams(
+            typed(event, np.uint8), typed(slot, np.int64), typed(info, np.uint8),
+            typed(opaque, np.uint32), typed(seqno, np.uint64), typed(snap_start, np.uint64),
+            typed(snap_end, np.uint64), typed(snap_flags, np.uint32),
+            typed(end_status, np.uint32), self.state, starts)
+        return Found(*found), starts.view(bool)
 
 
-def spans(cols: dict, r: Runs) -> Spans:
-    """The spans of the runs ``r``; an OSO end counts when its run's latest snapshot
-    start is an OSO start."""
-    def_kind, seq, reach = cols["def_kind"], cols["reach_val"], cols["reach"]
-    is_def = def_kind != NO_SNAPSHOT
-    dpos = np.flatnonzero(is_def)
-    opos = np.flatnonzero(cols["oso_end"]) if len(dpos) else NO_ROWS
-    if len(opos):
-        k = np.searchsorted(dpos, opos) - 1
-        d = dpos[np.maximum(k, 0)]
-        opos = opos[(k >= 0) & (r.id[d] == r.id[opos]) & (def_kind[d] == OSO_OPEN)]
-    bound = r.start | is_def | cols["end"]
-    bound[opos] = True
-    bpos = np.flatnonzero(bound)
-    bkind = def_kind[bpos]
-    bkind[np.searchsorted(bpos, opos)] = OSO_CLOSED
-    rmax = np.maximum.reduceat(np.where(reach, seq, U64(0)), bpos)
-    rmin = np.minimum.reduceat(np.where(reach, seq, U64(2**64 - 1)), bpos)
-    rcnt = np.add.reduceat(reach, bpos, dtype=np.int64)
-    return Spans(bpos, np.append(bpos[1:], len(bound)), bkind, r.id[bpos], is_def, opos,
-                 rmax, rmin, rcnt)
+def request_info(flags: int, body: str | None, collections: bool) -> int:
+    """The ``info`` bits of a Stream Request with ``flags`` and JSON value ``body``: its
+    start seqno seeds the seqno order unless it asks for the latest seqno (FromLatest),
+    and it is known unfiltered when its value names no collections or scope."""
+    info = C.INFO_COLLECTIONS if collections else 0
+    if not flags & P.StreamRequestFlag.FROM_LATEST:
+        info |= C.INFO_SEED
+    try:
+        value = json.loads(body) if body else {}
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and "collections" not in value and "scope" not in value:
+        info |= C.INFO_UNFILTERED
+    return info
 
 
-def chain(cols: dict, r: Runs, s: Spans) -> tuple[Chain, list]:
-    """The chain of seqnos that must rise: items outside OSO snapshots, a request's start
-    seqno, the highest seqno of an OSO snapshot at its end, the carried one; and the
-    ``seqno_not_increasing`` anomalies on it."""
-    check = cols["item"].copy()
-    for oso in np.flatnonzero(s.kind == OSO_OPEN).tolist():
-        check[s.at[oso]:s.ends[oso]] = False
-    on_chain = check | cols["chain"]
-    chain_val = cols["chain_val"]
-    if len(s.oso_ends):
-        j = np.searchsorted(s.at, s.oso_ends) - 1
-        filled = s.items[j] > 0
-        on_chain[s.oso_ends[filled]] = True
-        chain_val = chain_val.copy()
-        chain_val[s.oso_ends[filled]] = s.high[j[filled]]
-    found = []
-    cpos = np.flatnonzero(on_chain)
-    if len(cpos) > 1:
-        cv = chain_val[cpos]
-        back = np.flatnonzero(check[cpos[1:]] & (r.id[cpos[1:]] == r.id[cpos[:-1]])
-                              & (cv[1:] <= cv[:-1]))
-        found.append(anomalies(BACKWARDS, cols, cpos[back + 1], cv[back + 1], cv[back]))
-    return Chain(check, cpos, chain_val), found
+def details(rule: int, found: int, given: int, low: int, high: int, status: int) -> str:
+    """What a finding (or a summary anomaly) says: the seqno found and what it broke."""
+    seqno = found if given & C.GIVEN_FOUND else None
+    where = text("check_snapshot", start=low, end=high) if given & C.GIVEN_RANGE \
+        else text("check_oso_snapshot")
+    at = text("check_reached", seqno=seqno) if seqno is not None else text("check_no_item")
+    if rule == C.R_BACKWARDS:
+        return text("check_backwards", seqno=seqno, previous=low)
+    if rule == C.R_OUTSIDE:
+        return text("check_outside", seqno=seqno, where=where) if given & C.GIVEN_RANGE \
+            else text("check_before_marker", seqno=seqno)
+    if rule == C.R_EARLY:
+        return text("check_ended_early", where=where, at=at)
+    if rule == C.R_ENDED_INSIDE:
+        name = enum_name(status)
+        return text("check_stream_end_inside", status=name, where=where) + \
+            (text("check_reached_suffix", at=at) if given & C.GIVEN_RANGE else "")
+    if rule == C.R_OSO_NOT_ENDED:
+        return text("check_oso_not_ended")
+    return text("check_oso_not_started")
 
 
-def outside(cols: dict, r: Runs, s: Spans, check: np.ndarray) -> list:
-    """``outside_snapshot``: checked items outside their marker's range, or (once the
-    stream's request was seen) before any marker."""
-    seq, snap_start, snap_end = cols["reach_val"], cols["snap_start"], cols["snap_end"]
-    bpos = s.at
-    suspect = (s.kind == MARKER) & (s.items > 0) & ((s.low < snap_start[bpos])
-                                                   | (s.high > snap_end[bpos]))
-    loose = (s.kind == NO_SNAPSHOT) & (s.items > 0) & r.started[s.run]
-    found = []
-    for j in np.flatnonzero(suspect | loose).tolist():
-        lo, hi, b = bpos[j], s.ends[j], bpos[j]
-        seqs = seq[lo:hi]
-        if suspect[j]:
-            at = lo + np.flatnonzero(check[lo:hi] & ((seqs < snap_start[b])
-                                                     | (seqs > snap_end[b])))
-            found.append(anomalies(OUTSIDE, cols, at, seq[at], np.full(len(at), snap_start[b]),
-                                   np.full(len(at), snap_end[b])))
-        else:
-            at = lo + np.flatnonzero(check[lo:hi])
-            found.append(anomalies(OUTSIDE, cols, at, seq[at]))
-    return found
+def expectation(rule: int, found: int, given: int, low: int, high: int) -> tuple[str, str]:
+    """(what was expected, what was found) of a finding, for an error's words."""
+    if rule == C.R_BACKWARDS:
+        return text("expect_above", seqno=low), str(found)
+    if rule == C.R_OUTSIDE:
+        if given & C.GIVEN_RANGE:
+            return text("expect_range", start=low, end=high), str(found)
+        return text("expect_marker"), text("found_item", seqno=found)
+    if rule in (C.R_EARLY, C.R_ENDED_INSIDE):
+        got = str(found) if given & C.GIVEN_FOUND else text("check_no_item")
+        return (text("expect_end", seqno=high) if given & C.GIVEN_RANGE
+                else text("expect_oso_end")), got
+    if rule == C.R_OSO_NOT_ENDED:
+        return text("expect_oso_end"), text("found_marker")
+    return text("expect_oso_start"), text("found_oso_end")
 
 
-def ended_early(cols: dict, r: Runs, s: Spans) -> list:
-    """``snapshot_ended_early`` and ``ended_in_snapshot``: a snapshot start or Stream End
-    before the previous snapshot of its run reached its end."""
-    end, snap_start, snap_end = cols["end"], cols["snap_start"], cols["snap_end"]
-    closer = np.flatnonzero(cols["real"] & (s.opens | end))
-    cj = np.searchsorted(s.at, closer) - 1
-    pj = np.maximum(cj, 0)
-    p = s.at[pj]
-    ok = (cj >= 0) & (s.run[pj] == r.id[closer])
-    pk = s.kind[pj]
-    reached, has = s.high[pj], s.items[pj] > 0
-    short = ok & (pk == MARKER) & (~has | (reached < snap_end[p]))
-    unended = ok & (pk == OSO_OPEN)
-    found = []
-    for kind, sel in ((EARLY, ~end[closer]), (ENDED_INSIDE, end[closer])):
-        hit = short & sel
-        found.append(anomalies(kind, cols, closer[hit], reached[hit], snap_start[p[hit]],
-                               snap_end[p[hit]], seqno_ok=has[hit]))
-        hit = unended & sel
-        found.append(anomalies(kind, cols, closer[hit], reached[hit], seqno_ok=has[hit]))
-    return found
-
-
-def anomalies(kind, cols, at, seqno, low=None, high=None, seqno_ok=None) -> dict | None:
-    """Anomaly columns of ``kind`` for rows ``at`` (None when there are none): the seqno
-    found, and the range it broke (``low``, ``high``) where there is one."""
-    n = len(at)
-    if not n:
-        return None
-    return {"kind": np.full(n, kind, np.int8), "offset": cols["offset"][at],
-            "key": cols["key"][at], "seqno": seqno.astype(U64),
-            "seqno_ok": np.ones(n, bool) if seqno_ok is None else seqno_ok,
-            "low": np.zeros(n, U64) if low is None else low.astype(U64),
-            "high": np.zeros(n, U64) if high is None else high.astype(U64),
-            "range_ok": np.full(n, low is not None),
-            "end_status": cols["end_status"][at].astype(np.int64)}
-
-
-# -- per-stream picks ----------------------------------------------------------------------
-
-
-def first_from(positions: np.ndarray, lows: np.ndarray, highs: np.ndarray):
-    """The first of ``positions`` in each [low, high], and whether there is one."""
-    k = np.searchsorted(positions, lows)
-    at = positions[np.minimum(k, len(positions) - 1)] if len(positions) else lows
-    return at, (k < len(positions)) & (at <= highs)
-
-
-def last_upto(positions: np.ndarray, highs: np.ndarray, lows: np.ndarray):
-    """The last of ``positions`` in each [low, high], and whether there is one."""
-    k = np.searchsorted(positions, highs, "right") - 1
-    at = positions[np.maximum(k, 0)] if len(positions) else highs
-    return at, (k >= 0) & (at >= lows)
-
-
-def pick(values: np.ndarray, at: np.ndarray, valid: np.ndarray) -> list:
-    """``values[at]`` as Python numbers, None where not ``valid``."""
-    return [v if ok else None for v, ok in zip(values[at].tolist(), valid.tolist())]
+def enum_name(status: int) -> str:
+    """The lower-case name of a Stream End status (its number when it has none)."""
+    try:
+        return P.StreamEndStatus(status).name.lower()
+    except ValueError:
+        return str(status)

@@ -2,7 +2,8 @@
 rollbacks, end status and anomalies, built batch by batch.
 
 ``summarize`` (or ``Summary.update`` per batch) reports every vbucket stream. Its
-per-frame checks run on numpy arrays (``checks``); only per-stream bookkeeping is Python.
+checks are ``checks`` (the compiled core's, shared with ``dcpfast.state``); its per-stream
+bookkeeping runs on numpy arrays.
 Responses are placed on their streams as ``matching`` says. A malformed Stream Request or
 Rollback value follows ``batch.mode`` as in the ``tables``.
 """
@@ -15,12 +16,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import protocol as P
+from .._core import contract as C
 from ..batch import FrameBatch
-from . import checks as K
+from ..errors import text
 from . import frames as F
-from .checks import ANOMALIES, MARKER, U64, UNMATCHED
+from .checks import (
+    ANOMALIES,
+    BYTES_LOST,
+    EVENT_OF_OPCODE,
+    UNMATCHED,
+    Checks,
+    Found,
+    details,
+    oso_events,
+    request_info,
+)
 from .matching import (
-    AMBIGUOUS,
     Matcher,
     StreamTracker,
     batch_requests,
@@ -33,40 +44,27 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-
-class _Carry:
-    """The check state of an unfinished stream at the end of a batch."""
-
-    __slots__ = ("started", "last_start", "opaque", "chain", "snapshot", "range", "reach")
-
-    def __init__(self, started, last_start, opaque, chain, snapshot, range_, reach):
-        self.started = started          # the stream's request (or response) was seen
-        self.last_start = last_start    # its latest message is that request or response
-        self.opaque = opaque            # opaque of its latest message, or None
-        self.chain = chain              # by_seqno the next item must exceed, or None
-        self.snapshot = snapshot        # NO_SNAPSHOT, MARKER, OSO_OPEN or OSO_CLOSED (checks)
-        self.range = range_             # (start, end, flags) of the current marker
-        self.reach = reach              # highest seqno since the snapshot opened, or None
+U64 = np.uint64
 
 
 class _Stream:
-    """What the summary reports for one vbucket stream, and its carried check state: a
-    few hundred bytes (its opcode counts and snapshot ranges are kept by the summary,
-    in arrays for all streams)."""
+    """What the summary reports for one vbucket stream: a few hundred bytes (its opcode
+    counts and snapshot ranges are kept by the summary, in arrays for all streams, and
+    its check state by ``checks``)."""
 
     __slots__ = ("vbucket", "stream_id", "slot", "opaque", "streams", "first_seqno",
-                 "last_seqno", "rollbacks", "end_status", "anomalies", "carry")
+                 "last_seqno", "rollbacks", "end_status", "anomalies")
 
     def __init__(self, key: int, slot: int):
         self.vbucket, self.stream_id = key >> 16, key & 0xFFFF
         self.slot = slot                # its number in the summary's counts and ranges
-        self.opaque = None
+        self.opaque: int | None = None
         self.streams = 0
-        self.first_seqno = self.last_seqno = None
+        self.first_seqno: int | None = None
+        self.last_seqno: int | None = None
         self.rollbacks: list[int] | None = None
-        self.end_status = None
+        self.end_status: int | None = None
         self.anomalies = 0
-        self.carry: _Carry | None = None
 
 
 class _Tally:
@@ -134,23 +132,12 @@ class Summary:
     the client-to-server batches to ``summary.tracker.update`` so that responses find
     their requests without those requests restarting streams out of order).
 
-    Anomalies (``summary.anomalies``), each checked within one run of a stream:
-
-    - ``seqno_not_increasing``: an item's by_seqno is not above the previous item's (or
-      the Stream Request's start seqno). Items are mutations, deletions, expirations,
-      prepares, commits/aborts (their own seqno), system events and seqno advances.
-      Inside an OSO snapshot (0x65 start .. end) items come in key order and are not
-      compared; after its end the next item must exceed the highest seqno inside it.
-    - ``outside_snapshot``: an item outside the current marker's [start, end], or, once
-      the stream's request was seen, an item before any marker.
-    - ``snapshot_ended_early``: a marker (or OSO start) arrives before the previous
-      snapshot reached its end seqno. The server ends a snapshot with its last item or
-      closes it with a seqno advance (filtered collections, prepares the client does not
-      take); a consumer that negotiated neither can see a legitimate short snapshot.
-    - ``ended_in_snapshot``: a Stream End inside an unfinished snapshot (the client
-      must resume from that snapshot's start).
-    - ``unmatched_rollback``: a Rollback response that neither a request nor a stream
-      opaque places on a vbucket.
+    Anomalies (``summary.anomalies``), each checked within one run of a stream, are the
+    evidence of lost frames that docs/streams.md lists (``checks``):
+    ``seqno_not_increasing``, ``outside_snapshot``, ``snapshot_ended_early``,
+    ``ended_in_snapshot``, ``oso_not_ended``, ``oso_not_started``; ``unmatched_rollback``
+    (a Rollback response that neither a request nor a stream opaque places on a vbucket)
+    and ``bytes_lost`` (a region a skip-mode scan passed over: a capture gap, damage).
     """
 
     def __init__(self):
@@ -162,13 +149,19 @@ class Summary:
         self._counts = _Tally()                            # frames by stream slot, opcode
         self._markers: list[np.ndarray] = []   # per batch: slot, start, end, flags rows
         self._anomalies: list[dict[str, np.ndarray]] = []
-        self._pending: list[tuple[int, int, int]] = []     # opaque, seqno, offset
+        #: responses nothing placed yet: opaque, rollback seqno (None: success), offset,
+        #: frame number
+        self._pending: list[tuple[int, int | None, int, int]] = []
+        self._checks = Checks()                             # each stream's check state
+        self._lost: list[tuple[int, int, str]] = []        # skipped regions
 
     # -- input ---------------------------------------------------------------------------
 
     def update(self, batch: FrameBatch) -> Summary:
         """Add the next batch of the stream; returns the summary."""
         self.frames += len(batch)
+        # what the scan skipped (not what the decoders below find malformed)
+        self._lost += [tuple(region) for region in batch.errors]
         if not len(batch):
             return self
         decoded = F.decoded_requests(batch)
@@ -184,23 +177,48 @@ class Summary:
         return stream
 
     def _place_responses(self, batch, match) -> dict[int, int]:
-        """Stream keys of the Stream Request responses that open (or refuse) a stream;
-        rollback seqnos go to their stream or wait for an opaque to place them."""
+        """Stream keys of the Stream Request responses that open (or refuse) a stream and
+        that their request or an earlier message places; the others wait for the first
+        stream message with their opaque (``_waiting``). Rollback seqnos go to their
+        stream."""
         rolled = F.rollback_seqnos(batch)
         ok = F.rows(batch, P.Opcode.STREAM_REQUEST, response=True, status=P.Status.SUCCESS)
         placed = {}
         for i in sorted([*ok.tolist(), *rolled]):
             where = match.place(i)
-            if where is not None:
-                placed[i] = stream_key(*where)
+            if where is None:
+                self._pending.append((int(batch["opaque"][i]), rolled.get(i),
+                                      int(batch["offset"][i]), self.frames - len(batch) + i))
+                continue
+            placed[i] = stream_key(*where)
             if i in rolled:
-                if where is None:
-                    self._pending.append((int(batch["opaque"][i]), rolled[i],
-                                          int(batch["offset"][i])))
-                else:
-                    stream = self._stream(placed[i])
-                    stream.rollbacks = (stream.rollbacks or []) + [rolled[i]]
+                stream = self._stream(placed[i])
+                stream.rollbacks = (stream.rollbacks or []) + [rolled[i]]
         return placed
+
+    def _waited(self, batch: FrameBatch, rows: np.ndarray, keys: np.ndarray,
+                message: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """The waiting responses that the first stream message with their opaque after
+        them, among ``rows`` (``message`` says which are messages, ``keys`` their
+        streams), places: (row before which, stream key, opaque, offset) each."""
+        if not self._pending:
+            return []
+        first = self.frames - len(batch)
+        at = np.flatnonzero(message)
+        opaques = batch["opaque"][rows[at]]
+        out, kept = [], []
+        for opaque, seqno, offset, number in self._pending:
+            hits = at[(opaques == opaque) & (rows[at] + first > number)]
+            if not len(hits):
+                kept.append((opaque, seqno, offset, number))
+                continue
+            j = int(hits[0])
+            out.append((j, int(keys[j]), opaque, offset))
+            if seqno is not None:
+                stream = self._stream(int(keys[j]))
+                stream.rollbacks = (stream.rollbacks or []) + [seqno]
+        self._pending = kept
+        return out
 
     def _update(self, batch: FrameBatch, decoded: dict, opaques: dict) -> None:
         op = batch["opcode"]
@@ -211,174 +229,100 @@ class Summary:
         mask[list(placed)] = True
         rows = np.flatnonzero(mask)
         keys = batch["vbucket"][rows].astype(np.uint32) << 16 | batch["stream_id"][rows]
-        start = ~real_mask[rows]                       # placed responses
-        chain = np.zeros(len(rows), bool)
-        chain_val = np.zeros(len(rows), U64)
         fixes = {**placed, **{i: stream_key(r["vbucket"], r["stream_id"] or 0)
                               for i, r in decoded.items()}}
         if fixes:
             keys[np.searchsorted(rows, list(fixes))] = list(fixes.values())
+        real, ops = real_mask[rows], op[rows]
+        event = np.where(real, EVENT_OF_OPCODE[ops], C.EV_RESPONSE).astype(np.uint8)
+        oso = real & (ops == P.Opcode.OSO_SNAPSHOT)
+        event[oso] = oso_events(batch["oso_flags"][rows[oso]])
+        info = np.full(len(rows), C.INFO_COLLECTIONS if batch.collections else 0, np.uint8)
+        cols = {"seqno": batch["by_seqno"][rows], "opaque": batch["opaque"][rows],
+                "snap_start": batch["snap_start"][rows], "snap_end": batch["snap_end"][rows],
+                "snap_flags": batch["snap_flags"][rows],
+                "end_status": batch["end_status"][rows], "offset": batch["offset"][rows]}
         if decoded:
             at = np.searchsorted(rows, list(decoded))
-            start[at] = chain[at] = True
-            chain_val[at] = [r["start_seqno"] for r in decoded.values()]
-        if (keys & 0xFFFF).any():
-            order = np.argsort(keys, kind="stable")
-        else:                                          # a 16-bit key sorts in linear time
-            order = np.argsort((keys >> 16).astype(np.uint16), kind="stable")
-        rows = rows[order]
-        cols = {"key": keys[order], "start": start[order], "chain": chain[order],
-                "chain_val": chain_val[order]}
-        self._check(batch, rows, real_mask[rows], cols)
+            cols["seqno"] = cols["seqno"].copy()
+            event[at] = C.EV_REQUEST
+            cols["seqno"][at] = [r["start_seqno"] for r in decoded.values()]
+            info[at] = [request_info(r["flags"], r["filter"], batch.collections)
+                        for r in decoded.values()]
+        waited = self._waited(batch, rows, keys, real & F.IS_MESSAGE[ops])
+        if waited:          # each placed just before the message that placed it
+            where = np.array([w[0] for w in waited], np.int64)
+            rows, keys = np.insert(rows, where, rows[where]), np.insert(
+                keys, where, [w[1] for w in waited])
+            real = np.insert(real, where, False)
+            event = np.insert(event, where, C.EV_RESPONSE)
+            info = np.insert(info, where, info[where])
+            extra = {"opaque": [w[2] for w in waited], "offset": [w[3] for w in waited]}
+            cols = {name: np.insert(col, where, extra.get(name, 0))
+                    for name, col in cols.items()}
+        slots = self._slots(keys)
+        found, starts = self._checks.run(
+            event, slots, info, cols["opaque"], cols["seqno"], cols["snap_start"],
+            cols["snap_end"], cols["snap_flags"], cols["end_status"])
+        self._record(found, cols["offset"], keys, cols["end_status"])
+        self._tally(batch, rows, real, event, slots, starts)
 
-    def _check(self, batch: FrameBatch, rows: np.ndarray, real: np.ndarray, cols: dict) -> None:
-        """Run the checks over one batch's stream rows, grouped by stream key."""
-        op = batch["opcode"][rows]
-        seq = batch["by_seqno"][rows]
-        oso = batch["oso_flags"][rows]
-        cols.update(
-            row=rows.astype(np.int64, copy=False), real=real, op=op,
-            opaque=batch["opaque"][rows], item=real & F.IS_ITEM[op], reach_val=seq,
-            def_kind=np.where(real & (op == P.Opcode.SNAPSHOT_MARKER), MARKER,
-                              np.where(real & (op == P.Opcode.OSO_SNAPSHOT)
-                                       & (oso & P.OsoFlag.START != 0)
-                                       & (oso & P.OsoFlag.END == 0), K.OSO_OPEN,
-                                       K.NO_SNAPSHOT)).astype(np.int8),
-            oso_end=real & (op == P.Opcode.OSO_SNAPSHOT) & (oso & P.OsoFlag.END != 0),
-            end=real & (op == P.Opcode.STREAM_END),
-            snap_start=batch["snap_start"][rows], snap_end=batch["snap_end"][rows],
-            snap_flags=batch["snap_flags"][rows], end_status=batch["end_status"][rows],
-            offset=batch["offset"][rows])
-        cols["msg"] = (real & F.IS_MESSAGE[op]) | cols["start"]
-        cols["opens"] = cols["start"].copy()
-        cols["reach"] = cols["item"].copy()
-        cols["chain_val"] = np.where(cols["item"], seq, cols["chain_val"])
-        cols, firsts = self._carry_in(cols)
-        self._scan_rows(cols, firsts)
+    def _slots(self, keys: np.ndarray) -> np.ndarray:
+        """The slot of each stream key (streams first seen get the next slots)."""
+        unique, inverse = np.unique(keys, return_inverse=True)
+        slots = np.array([self._stream(k).slot for k in unique.tolist()], np.int64)
+        return slots[inverse].reshape(len(keys))
 
-    def _carry_in(self, cols: dict) -> tuple[dict, np.ndarray]:
-        """Put one pseudo row holding the carried state in front of each continuing
-        stream; returns the columns and the first row of each stream group."""
-        keys = cols["key"]
-        firsts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) \
-            if len(keys) else F.NO_ROWS
-        where, carries = [], []
-        for g, key in zip(firsts.tolist(), keys[firsts].tolist()):
-            carry = self._stream(key).carry
-            if carry is not None:
-                where.append(g)
-                carries.append(carry)
-        n = len(where)
-        ranges = [cy.range or (0, 0, 0) for cy in carries]
-        pseudo = {"key": keys[where], "start": [cy.last_start for cy in carries],
-                  "opens": [cy.started for cy in carries],
-                  "chain": [cy.chain is not None for cy in carries],
-                  "chain_val": [cy.chain or 0 for cy in carries], "row": [-1] * n,
-                  "real": [False] * n, "op": [0] * n,
-                  "opaque": [cy.opaque or 0 for cy in carries], "item": [False] * n,
-                  "reach_val": [cy.reach or 0 for cy in carries],
-                  "def_kind": [cy.snapshot for cy in carries], "oso_end": [False] * n,
-                  "end": [False] * n, "snap_start": [r[0] for r in ranges],
-                  "snap_end": [r[1] for r in ranges], "snap_flags": [r[2] for r in ranges],
-                  "end_status": [0] * n, "offset": [0] * n,
-                  "msg": [cy.opaque is not None for cy in carries],
-                  "reach": [cy.reach is not None for cy in carries]}
-        if where:
-            cols = {name: np.insert(col, where, np.asarray(pseudo[name], col.dtype))
-                 for name, col in cols.items()}
-            firsts = firsts + np.searchsorted(where, firsts)
-        return cols, firsts
-
-    def _scan_rows(self, cols: dict, firsts: np.ndarray) -> None:
-        """The checks proper, on rows sorted by stream (pseudo rows first)."""
-        if not len(cols["key"]):
-            return
-        runs = K.runs(cols, firsts)
-        spans = K.spans(cols, runs)
-        chain, found = K.chain(cols, runs, spans)
-        found += K.outside(cols, runs, spans, chain.checked)
-        found += K.ended_early(cols, runs, spans)
-        self._record([f for f in found if f is not None])
-        self._tally(cols, firsts, runs, spans, chain)
-
-    def _record(self, found: list[dict[str, np.ndarray]]) -> None:
+    def _record(self, found: Found, offsets: np.ndarray, keys: np.ndarray,
+                end_status: np.ndarray) -> None:
         """Keep the anomaly columns found in a batch; count them against their streams."""
-        if not found:
+        if not len(found.at):
             return
-        self._anomalies.append({name: np.concatenate([f[name] for f in found])
-                                for name in found[0]})
-        for k, n in zip(*np.unique(np.concatenate([f["key"] for f in found]),
-                                   return_counts=True)):
+        at = found.at
+        self._anomalies.append({"kind": found.rule.astype(np.int8), "offset": offsets[at],
+                                "key": keys[at], "seqno": found.found, "given": found.given,
+                                "low": found.low, "high": found.high,
+                                "end_status": end_status[at].astype(np.int64)})
+        for k, n in zip(*np.unique(keys[at], return_counts=True)):
             self._stream(int(k)).anomalies += int(n)
 
-    def _tally(self, cols: dict, firsts: np.ndarray, r: K.Runs, s: K.Spans, ch: K.Chain) -> None:
-        """Per-stream counts, seqnos, snapshots and end status; carry the check state."""
-        m = len(cols["key"])
-        real, seq = cols["real"], cols["reach_val"]
-        groups = len(firsts)
-        lasts = np.append(firsts[1:], m) - 1
-        gid = np.repeat(np.arange(groups), np.diff(np.append(firsts, m)))
-        streams = [self._stream(k) for k in cols["key"][firsts].tolist()]
-        slots = np.array([stream.slot for stream in streams], np.int64)
-        keys, counts = np.unique((slots[gid[real]] << 8) | cols["op"][real], return_counts=True)
+    def _tally(self, batch: FrameBatch, rows: np.ndarray, real: np.ndarray,
+               event: np.ndarray, slots: np.ndarray, starts: np.ndarray) -> None:
+        """Per-stream counts, runs, seqnos, snapshots, end status and opaque."""
+        ops = batch["opcode"][rows]
+        keys, counts = np.unique(slots[real] << 8 | ops[real], return_counts=True)
         self._counts.add(keys, counts.astype(np.int64))
-        news = np.flatnonzero(r.start & (cols["row"] >= 0))
-        runs = np.diff(np.searchsorted(news, np.append(firsts, m))).tolist()
-        markers = np.flatnonzero(real & (cols["def_kind"] == MARKER))
+        by_slot = {s.slot: s for s in self._streams.values()}
+        for slot, n in zip(*np.unique(slots[starts], return_counts=True)):
+            by_slot[int(slot)].streams += int(n)
+        markers = np.flatnonzero(event == C.EV_MARKER)
         if len(markers):
-            self._markers.append(np.stack([slots[gid[markers]].astype(U64),
-                                           cols["snap_start"][markers], cols["snap_end"][markers],
-                                           cols["snap_flags"][markers].astype(U64)], axis=1))
-
-        items = np.flatnonzero(cols["item"])
-        first_item, has_item = K.first_from(items, firsts, lasts)
-        last_item, _ = K.last_upto(items, lasts, firsts)
-        first_seq, last_seq = K.pick(seq, first_item, has_item), K.pick(seq, last_item, has_item)
-        end, has_end = K.last_upto(np.flatnonzero(cols["end"]), lasts, firsts)
-        end_status = K.pick(cols["end_status"], end, has_end)
-        msg, has_msg = K.last_upto(r.messages, lasts, firsts)
-        opaque = K.pick(cols["opaque"], msg, has_msg & (cols["row"][msg] >= 0))
-        run_first = r.first[r.id[lasts]]
-        in_run = has_msg & (msg >= run_first)
-        carried_opaque = K.pick(cols["opaque"], msg, in_run)
-        last_start = (in_run & cols["start"][msg]).tolist()
-        chain_row, has_chain = K.last_upto(ch.rows, lasts, run_first)
-        chain = K.pick(ch.values, chain_row, has_chain)
-        j = np.searchsorted(s.at, lasts, "right") - 1
-        b, kind = s.at[j], s.kind[j]
-        reach = K.pick(s.high, j, np.isin(kind, (MARKER, K.OSO_OPEN)) & (s.items[j] > 0))
-        ranges = np.stack([cols["snap_start"][b], cols["snap_end"][b],
-                           cols["snap_flags"][b].astype(U64)], axis=1).tolist()
-        opens = cols["opens"][run_first].tolist()
-        closed = cols["end"][lasts].tolist()
-        kind = kind.tolist()
-        for g, stream in enumerate(streams):
-            stream.streams += runs[g]
-            if first_seq[g] is not None:
-                if stream.first_seqno is None:
-                    stream.first_seqno = first_seq[g]
-                stream.last_seqno = last_seq[g]
-            if end_status[g] is not None:
-                stream.end_status = end_status[g]
-            if opaque[g] is not None:
-                stream.opaque = opaque[g]
-            stream.carry = None if closed[g] else _Carry(
-                opens[g], last_start[g], carried_opaque[g], chain[g], kind[g],
-                tuple(ranges[g]) if kind[g] == MARKER else None, reach[g])
+            at = rows[markers]
+            self._markers.append(np.stack([slots[markers].astype(U64), batch["snap_start"][at],
+                                           batch["snap_end"][at],
+                                           batch["snap_flags"][at].astype(U64)], axis=1))
+        items = np.flatnonzero(real & F.IS_ITEM[ops])
+        seqno = batch["by_seqno"][rows]
+        for slot, i in _firsts(slots[items], items):
+            stream = by_slot[slot]
+            if stream.first_seqno is None:
+                stream.first_seqno = int(seqno[i])
+        for slot, i in _lasts(slots[items], items):
+            by_slot[slot].last_seqno = int(seqno[i])
+        ends = np.flatnonzero(event == C.EV_END)
+        for slot, i in _lasts(slots[ends], ends):
+            by_slot[slot].end_status = int(batch["end_status"][rows[i]])
+        messages = np.flatnonzero((real & F.IS_MESSAGE[ops]) | (event == C.EV_REQUEST)
+                                  | (event == C.EV_RESPONSE))
+        for slot, i in _lasts(slots[messages], messages):
+            by_slot[slot].opaque = int(batch["opaque"][rows[i]])
 
     # -- output --------------------------------------------------------------------------
 
-    def _resolved_pending(self) -> tuple[dict[int, list[int]], list[tuple[int, int, int]]]:
-        """Pending rollbacks placed by the stream opaques learnt since, and the rest."""
-        placed: dict[int, list[int]] = {}
-        rest = []
-        for opaque, seqno, offset in self._pending:
-            key = self.tracker.opaques.get(opaque, AMBIGUOUS)
-            if key == AMBIGUOUS:
-                rest.append((opaque, seqno, offset))
-            else:
-                placed.setdefault(key, []).append(seqno)
-        return placed, rest
+    def _unplaced(self) -> list[tuple[int, int, int]]:
+        """(opaque, seqno, offset) of the Rollback responses nothing placed."""
+        return [(opaque, seqno, offset) for opaque, seqno, offset, _ in self._pending
+                if seqno is not None]
 
     def to_arrow(self) -> pa.Table:
         """One row per vbucket stream, ordered by vbucket and stream id.
@@ -392,7 +336,6 @@ class Summary:
         """
         import pyarrow as pa
 
-        late, _ = self._resolved_pending()
         streams = [self._streams[k] for k in sorted(self._streams)]
         ranges = self._ranges([s.slot for s in streams])
         counts = self._counts.of([s.slot for s in streams])
@@ -408,9 +351,8 @@ class Summary:
             "snapshots": pa.array(np.diff(np.asarray(ranges.offsets)).astype(np.int64)),
             "snapshot_ranges": ranges.cast(pa.list_(range_type)),
             "counts": counts.cast(pa.map_(pa.string(), pa.int64())),
-            "rollbacks": pa.array([(s.rollbacks or [])
-                                   + late.get(stream_key(s.vbucket, s.stream_id), [])
-                                   for s in streams], pa.list_(pa.uint64())),
+            "rollbacks": pa.array([s.rollbacks or [] for s in streams],
+                                  pa.list_(pa.uint64())),
             "end_status": pa.array([None if s.end_status is None else
                                     F.enum_name(P.StreamEndStatus, s.end_status)
                                     or str(s.end_status) for s in streams], pa.string()),
@@ -442,23 +384,23 @@ class Summary:
         by_seqno, details`` (``by_seqno``: the item's, or the seqno a snapshot reached)."""
         import pyarrow as pa
 
-        _, unmatched = self._resolved_pending()
+        unmatched = self._unplaced()
         cols = {name: np.concatenate([a[name] for a in self._anomalies])
                 for name in self._anomalies[0]} if self._anomalies else None
         rows = []
         if cols is not None:
-            for k, off, key, s, s_ok, lo, hi, r_ok, status in zip(
-                    *(cols[n].tolist() for n in ("kind", "offset", "key", "seqno",
-                                                 "seqno_ok", "low", "high", "range_ok",
-                                                 "end_status"))):
+            for k, off, key, s, given, lo, hi, status in zip(
+                    *(cols[n].tolist() for n in ("kind", "offset", "key", "seqno", "given",
+                                                 "low", "high", "end_status"))):
                 rows.append((off, ANOMALIES[k], key >> 16, key & 0xFFFF or None,
-                             s if s_ok else None, _details(k, s if s_ok else None,
-                                                           (lo, hi) if r_ok else None,
-                                                           status)))
+                             s if given & C.GIVEN_FOUND else None,
+                             details(k, s, given, lo, hi, status)))
         for opaque, seqno, offset in unmatched:
             rows.append((offset, ANOMALIES[UNMATCHED], None, None, seqno,
-                         f"rollback to seqno {seqno} for opaque 0x{opaque:x}: no request "
-                         f"or stream uses that opaque"))
+                         text("check_unmatched_rollback", seqno=seqno, opaque=opaque)))
+        for offset, length, reason in self._lost:
+            rows.append((offset, ANOMALIES[BYTES_LOST], None, None, None,
+                         text("check_bytes_lost", length=length, reason=reason)))
         rows.sort(key=lambda r: r[0])
         columns = list(zip(*rows)) or [()] * 6
         return pa.table({
@@ -501,20 +443,16 @@ class Summary:
                 f"{sum(s.anomalies for s in self._streams.values())} anomalies>")
 
 
-def _details(kind: int, seqno, span, status: int) -> str:
-    """The ``details`` text of an anomaly: the seqno found, the span it broke."""
-    where = f"snapshot [{span[0]}, {span[1]}]" if span else "an OSO snapshot"
-    at = f"seqno {seqno}" if seqno is not None else "no item"
-    if kind == K.BACKWARDS:
-        return f"by_seqno {seqno} does not exceed the previous {span[0]}"
-    if kind == K.OUTSIDE:
-        return (f"by_seqno {seqno} outside {where}" if span
-                else f"by_seqno {seqno} before any snapshot marker of the stream")
-    if kind == K.EARLY:
-        return (f"{where} ended at {at}" if span
-                else "an OSO snapshot ended without its end marker")
-    name = F.enum_name(P.StreamEndStatus, status) or str(status)
-    return f"stream end ({name}) inside {where}" + (f", reached {at}" if span else "")
+def _firsts(slots: np.ndarray, rows: np.ndarray) -> list[tuple[int, int]]:
+    """(slot, its first of ``rows``) for each slot among ``slots`` (one per row)."""
+    unique, first = np.unique(slots, return_index=True)
+    return list(zip(unique.tolist(), rows[first].tolist()))
+
+
+def _lasts(slots: np.ndarray, rows: np.ndarray) -> list[tuple[int, int]]:
+    """(slot, its last of ``rows``) for each slot among ``slots`` (one per row)."""
+    unique, first = np.unique(slots[::-1], return_index=True)
+    return list(zip(unique.tolist(), rows[::-1][first].tolist()))
 
 
 def summarize(batches: FrameBatch | Iterable[FrameBatch]) -> Summary:

@@ -221,6 +221,8 @@ class _VBucketStream:
             v2["high_prepared_seqno"] = self.prepared if disk else 0
         data = snapshot_marker(start, end, flags, version=version, **v2, **self.hdr)
         value_at = len(data) - {0: 36, 1: 44, 2: 52}[version]
+        if not flags & SnapshotFlag.DISK:        # meaningless without the Disk flag: no column
+            v2 = {k: None if k.startswith("high_") else v for k, v in v2.items()}
         self._emit(data, Opcode.SNAPSHOT_MARKER, marker_version=version,
                    value=data[value_at:], **fields, **v2)
 

@@ -1,0 +1,431 @@
+"""Pure-Python twin of the compiled state core ``cstate`` (``DCPFAST_PUREPYTHON=1`` selects
+it): the same names and signatures, one row at a time, written for clarity.
+
+- ``check_streams``: the stream checks (what ``streams.summarize`` reports and what tells
+  ``dcpfast.state`` that frames were lost), one event per row of each vbucket stream in
+  arrival order, each stream's check state carried in a row of ``state``;
+- ``walk_state``: the state engine's walk of its rows (seqno order, restart points, the
+  time cut, complete snapshots and the consistent seqno), each stream's walk state
+  carried in a row of ``carry``;
+- ``KeyIndex``: a dense id per document (stream, collection, key), its key bytes, and the
+  documents in key order;
+- ``newest``: per id, the element with the highest order key.
+
+The codes the callers and both cores agree on are in ``contract``; the rules are written
+down in docs/streams.md and docs/state.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import contract as C
+
+# check state bits (C_BITS)
+_OPEN = 1            # a run of the stream is open
+_STARTED = 2         # the run began with a request or a placed response
+_LAST_START = 4      # the stream's latest message is that request or response
+_CHAIN = 8           # C_CHAIN holds the seqno the next item must exceed
+_REACH = 16          # C_REACH holds the highest seqno since the snapshot opened
+_ADVANCED = 32       # a seqno advance was seen in the run
+_UNFILTERED = 64     # the run's request asked for no collection filter
+_OPAQUE = 128        # C_OPAQUE holds the opaque of the stream's latest message
+_ENDED = 256         # a Stream End closed the run
+_SPAN_SHIFT = 9      # two bits: what opened the current snapshot
+_SPAN_MASK = 3 << _SPAN_SHIFT
+_NO_SPAN, _MARKER, _OSO, _OSO_CLOSED = range(4)
+_DISK = 0x02         # SnapshotFlag.DISK
+_HISTORY = 0x10      # SnapshotFlag.HISTORY
+_OK = 0              # StreamEndStatus.OK
+_BOTH = C.GIVEN_FOUND | C.GIVEN_RANGE
+
+# walk state bits (K_BITS)
+_IN_OSO = 1          # inside an OSO snapshot
+_LAZY = 2            # restarted; the restart point awaits the stream's next item
+_HAS_MARKER = 4      # K_START/K_END hold its open snapshot
+_COMPLETED = 8       # a snapshot completed since the last restart
+_LOST = C.K_LOST     # frames were lost: the consistent seqno no longer rises
+_FRESH = C.K_FRESH   # a run began: its first marker or item says from where
+_ITEMS = C.K_ITEMS   # the stream has sent items: its restarts may discard some
+_MAX = 2**64 - 1
+_CLOCK = ~0xFFFF & _MAX
+_TIMED = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE)
+_ITEM_ROWS = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE, C.W_COMMIT,
+              C.W_ABORT, C.W_EVENT, C.W_ADVANCE)
+
+
+# long: one loop over the rows, each event's rule in its branch, read as one
+def check_streams(event, slot, info, opaque, seqno, snap_start, snap_end, snap_flags,
+                  end_status, state, starts):
+    """The stream checks over rows in arrival order: ``event`` (``contract.EV_*``) per row,
+    ``slot`` its stream's row in ``state`` (uint64, ``C_FIELDS`` columns, updated in
+    place), ``info`` (``INFO_*`` bits), and the row's fields. ``starts[i]`` is set to 1
+    where a run of a stream starts.
+
+    Returns ``(at, rule, found, given, low, high)``: the row of each anomaly, its ``R_*``
+    code, the seqno found, and what was expected: the range ``[low, high]`` (an item
+    outside its snapshot, a snapshot short of its end) or the seqno ``low`` to exceed (a
+    seqno going backwards); ``given``'s bits say which are there (``GIVEN_FOUND``: a seqno
+    was found or reached, ``GIVEN_RANGE``: a range or seqno was expected)."""
+    _lengths(len(event), slot, info, opaque, seqno, snap_start, snap_end, snap_flags,
+             end_status, starts)
+    if state.shape[1] != C.C_FIELDS:
+        raise ValueError("the check state has C_FIELDS columns")
+    for ev, s in zip(event, slot):
+        if ev != C.EV_NONE and not 0 <= s < len(state):
+            raise ValueError(f"slot {s} outside the check state")
+    out: list[tuple[int, int, int, int, int, int]] = []
+    for i in range(len(event)):
+        ev = int(event[i])
+        if ev == C.EV_NONE:
+            continue
+        st = state[int(slot[i])]
+        bits = int(st[C.C_BITS])
+        op = int(opaque[i])
+        if not bits & _OPEN or bits & _ENDED:
+            bits = _OPEN
+            starts[i] = 1
+        if ev == C.EV_REQUEST or ev == C.EV_RESPONSE:
+            if not (bits & _LAST_START and bits & _OPAQUE and int(st[C.C_OPAQUE]) == op):
+                bits = _OPEN | _STARTED
+                starts[i] = 1
+            bits |= _LAST_START | _OPAQUE
+            st[C.C_OPAQUE] = op
+            if ev == C.EV_REQUEST:
+                if info[i] & C.INFO_UNFILTERED:
+                    bits |= _UNFILTERED
+                if info[i] & C.INFO_SEED:
+                    bits |= _CHAIN
+                    st[C.C_CHAIN] = seqno[i]
+            st[C.C_BITS] = bits
+            continue
+        if bits & _OPAQUE and int(st[C.C_OPAQUE]) != op:
+            bits = _OPEN
+            starts[i] = 1
+        bits = (bits | _OPAQUE) & ~_LAST_START
+        st[C.C_OPAQUE] = op
+        span = (bits & _SPAN_MASK) >> _SPAN_SHIFT
+        collections = bool(info[i] & C.INFO_COLLECTIONS)
+        if ev == C.EV_ITEM or ev == C.EV_ADVANCE:
+            q = int(seqno[i])
+            if span != _OSO:
+                chain = int(st[C.C_CHAIN])
+                if bits & _CHAIN and (q < chain or (q == chain and ev != C.EV_ADVANCE)):
+                    out.append((i, C.R_BACKWARDS, q, _BOTH, chain, chain))
+                st[C.C_CHAIN] = q
+                bits |= _CHAIN
+                if ev == C.EV_ITEM:
+                    if span == _MARKER:
+                        if not int(st[C.C_START]) <= q <= int(st[C.C_END]):
+                            out.append((i, C.R_OUTSIDE, q, _BOTH, int(st[C.C_START]),
+                                        int(st[C.C_END])))
+                    elif span == _OSO_CLOSED or bits & _STARTED:
+                        out.append((i, C.R_OUTSIDE, q, C.GIVEN_FOUND, 0, 0))
+            if ev == C.EV_ADVANCE:
+                bits |= _ADVANCED
+            if not bits & _REACH or q > int(st[C.C_REACH]):
+                st[C.C_REACH] = q
+            bits |= _REACH
+        elif ev == C.EV_MARKER or ev == C.EV_OSO_START:
+            _closed(st, bits, span, i, ev, collections, 0, int(snap_start[i]),
+                    int(snap_end[i]), int(snap_flags[i]), out)
+            if span == _OSO:
+                out.append((i, C.R_OSO_NOT_ENDED, 0, 0, 0, 0))
+            bits &= ~(_SPAN_MASK | _REACH)
+            if ev == C.EV_MARKER:
+                bits |= _MARKER << _SPAN_SHIFT
+                st[C.C_START], st[C.C_END] = snap_start[i], snap_end[i]
+                st[C.C_FLAGS] = snap_flags[i]
+            else:
+                bits |= _OSO << _SPAN_SHIFT
+        elif ev == C.EV_OSO_END:
+            if span == _OSO:
+                if bits & _REACH:
+                    st[C.C_CHAIN] = st[C.C_REACH]
+                    bits |= _CHAIN
+                bits = (bits & ~(_SPAN_MASK | _REACH)) | _OSO_CLOSED << _SPAN_SHIFT
+            elif bits & _STARTED or span != _NO_SPAN:
+                out.append((i, C.R_OSO_NOT_STARTED, 0, 0, 0, 0))
+        elif ev == C.EV_END:
+            _closed(st, bits, span, i, ev, collections, int(end_status[i]), 0, 0, 0, out)
+            bits |= _ENDED
+        st[C.C_BITS] = bits
+    return _found(out)
+
+
+def _lengths(n: int, *columns) -> None:
+    if any(len(c) != n for c in columns):
+        raise ValueError("every column needs one value per row")
+
+
+def _closed(st, bits, span, i, ev, collections, status, start, end, flags, out) -> None:
+    """The checks on a snapshot that row ``i`` (a marker, an OSO start or a Stream End
+    with ``status``; ``start``, ``end``, ``flags``: the new marker's) closes."""
+    reached = bool(bits & _REACH)
+    if span == _MARKER:
+        top = int(st[C.C_END])
+        if reached and int(st[C.C_REACH]) >= top:
+            return
+        rule = C.R_ENDED_INSIDE if ev == C.EV_END else C.R_EARLY
+        if not int(st[C.C_FLAGS]) & _DISK:
+            # a memory snapshot is sent whole; a filtered collection stream may leave
+            # one short (MB-73354), so only unfiltered streams are judged
+            if not collections or bits & _UNFILTERED:
+                out.append(_short(st, i, rule, reached))
+            return
+        # a disk snapshot ends with its last item or a seqno advance when the stream
+        # sends seqno advances; a change stream's History marker continues it
+        if not collections or not bits & _ADVANCED:
+            return
+        if ev == C.EV_MARKER and not (flags & _HISTORY and not int(st[C.C_FLAGS]) & _HISTORY
+                                      and end == top and start <= top):
+            out.append(_short(st, i, rule, reached))
+        elif ev == C.EV_END and status == _OK:
+            out.append(_short(st, i, rule, reached))
+    elif span == _OSO and ev == C.EV_END and status == _OK and collections \
+            and bits & _ADVANCED:
+        out.append((i, C.R_ENDED_INSIDE, int(st[C.C_REACH]) if reached else 0,
+                    C.GIVEN_FOUND if reached else 0, 0, 0))
+
+
+def _short(st, i, rule, reached) -> tuple[int, int, int, int, int, int]:
+    return (i, rule, int(st[C.C_REACH]) if reached else 0,
+            C.GIVEN_RANGE | (C.GIVEN_FOUND if reached else 0), int(st[C.C_START]),
+            int(st[C.C_END]))
+
+
+def _found(out):
+    n = len(out)
+    at = np.array([o[0] for o in out], np.int64)
+    rule = np.array([o[1] for o in out], np.uint8)
+    found = np.array([o[2] for o in out], np.uint64).reshape(n)
+    given = np.array([o[3] for o in out], np.uint8)
+    low = np.array([o[4] for o in out], np.uint64).reshape(n)
+    high = np.array([o[5] for o in out], np.uint64).reshape(n)
+    return at, rule, found, given, low, high
+
+
+# long: one loop over the rows, each kind of row in its branch, read as one
+def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit, lost,
+               at_time, carry, bad, previous, applies, point, known):
+    """The state engine's walk of a stretch of rows in stream order: ``what``
+    (``contract.W_*``), ``slot`` the stream's row in ``carry`` (uint64, ``K_FIELDS``
+    columns, updated in place), the rows' fields, ``limit`` each row's at_seqno limit,
+    ``lost`` whether frames of its stream were lost just before it (a ``W_LOSS`` row:
+    bytes that may have held frames of any stream), ``at_time`` the time cut
+    (nanoseconds; 2**64 - 1: none).
+
+    Fills, per row: ``bad`` (an item whose seqno is not above its stream's previous one,
+    outside OSO: ``previous`` holds that one), ``applies`` (a change within the cuts, not
+    bad), and for each restart whose point is known ``point``/``known`` (only where the
+    stream had sent items before: a restart can discard nothing else). A restart carried
+    from an earlier stretch whose point an item of this one tells is returned as
+    ``(slots, points)``. ``K_FLOOR`` keeps the highest seqno at or below which the stream
+    sent nothing: the lowest, over its runs, of the start of the run's first snapshot less
+    one (0 for an OSO backfill, which only a stream from seqno 0 gets), or of its first
+    item less one where no snapshot marker came first."""
+    _lengths(len(what), slot, seqno, cas, snap_start, snap_end, oso, rolled, limit, lost, bad,
+             previous, applies, point, known)
+    if carry.shape[1] != C.K_FIELDS:
+        raise ValueError("the walk state has K_FIELDS columns")
+    for w, s in zip(what, slot):
+        if w != C.W_LOSS and not 0 <= s < len(carry):
+            raise ValueError(f"slot {s} outside the walk state")
+    carried_slots: list[int] = []
+    carried_points: list[int] = []
+    pending: dict[int, int] = {}              # slot -> row of its restart in this stretch
+    every_lost = False
+    for i in range(len(what)):
+        w = int(what[i])
+        if w == C.W_LOSS:                     # bytes lost that may have held any stream's
+            if not every_lost:
+                every_lost = True
+                carry[:, C.K_BITS] |= np.uint64(_LOST)
+            continue
+        s = int(slot[i])
+        st = carry[s]
+        bits = int(st[C.K_BITS])
+        if lost[i]:
+            bits |= _LOST
+        if bits & _FRESH and w != C.W_RESTART and w != C.W_END:
+            bits = _floor(st, bits, w, int(snap_start[i]), int(oso[i]), int(seqno[i]))
+        if w == C.W_RESTART:
+            bits = (bits & ~(_IN_OSO | _HAS_MARKER)) | _FRESH
+            if rolled[i]:
+                bits &= ~(_LAZY | _COMPLETED)
+                pending.pop(s, None)
+                if bits & _ITEMS:
+                    point[i], known[i] = seqno[i], 1
+                _restarted(st, int(seqno[i]), True)
+            else:
+                bits = (bits | _LAZY) & ~_COMPLETED
+                pending[s] = i
+        elif w == C.W_MARKER:
+            if bits & _HAS_MARKER:
+                bits = _complete(st, bits, int(limit[i]))
+            bits |= _HAS_MARKER
+            st[C.K_START], st[C.K_END] = snap_start[i], snap_end[i]
+        elif w == C.W_OSO:
+            flags = int(oso[i])
+            if flags & 2 and bits & _HAS_MARKER and int(st[C.K_CHAIN]) >= int(st[C.K_END]):
+                bits = _complete(st, bits, int(limit[i]))
+            bits = bits | _IN_OSO if flags & 1 and not flags & 2 else bits & ~_IN_OSO
+        elif w in _ITEM_ROWS:
+            q = int(seqno[i])
+            if bits & _LAZY:
+                p = max(q, 1) - 1
+                row = pending.pop(s, -1)
+                if not bits & _ITEMS:
+                    pass                      # it discards nothing: not reported
+                elif row >= 0:
+                    point[row], known[row] = p, 1
+                else:
+                    carried_slots.append(s)
+                    carried_points.append(p)
+                _restarted(st, p, not bits & _COMPLETED)
+                bits &= ~_LAZY
+            bits |= _ITEMS
+            chain = int(st[C.K_CHAIN])
+            if not bits & _IN_OSO and q <= chain:
+                bad[i], previous[i] = 1, chain
+                st[C.K_BITS] = bits
+                continue
+            if q > chain:
+                st[C.K_CHAIN] = q
+            if at_time != _MAX and w in _TIMED and int(cas[i]) & _CLOCK > at_time \
+                    and q < int(st[C.K_CUT]):
+                st[C.K_CUT] = q
+            if bits & _HAS_MARKER and not bits & _IN_OSO and q >= int(st[C.K_END]):
+                bits = _complete(st, bits, int(limit[i]))
+            applies[i] = q <= int(limit[i]) and q < int(st[C.K_CUT])
+        st[C.K_BITS] = bits
+    return (np.array(carried_slots, np.int64),
+            np.array(carried_points, np.uint64).reshape(len(carried_points)))
+
+
+def _floor(st, bits: int, w: int, start: int, oso: int, seqno: int) -> int:
+    """The first marker, OSO start or item of a run: from where it sends."""
+    if w == C.W_MARKER:
+        floor = max(start, 1) - 1
+    elif w == C.W_OSO:
+        if not oso & 1 or oso & 2:
+            return bits
+        floor = 0
+    elif w in _ITEM_ROWS:
+        floor = max(seqno, 1) - 1
+    else:
+        return bits
+    if floor < int(st[C.K_FLOOR]):
+        st[C.K_FLOOR] = floor
+    return bits & ~_FRESH
+
+
+def _restarted(st, p: int, lower: bool) -> None:
+    """A restart of the stream at point ``p``: the next item must exceed it, the
+    consistent seqno goes no higher (``lower``: unless a snapshot completed since the
+    restart), and a time cut above it is lifted."""
+    st[C.K_CHAIN] = p
+    if lower and p < int(st[C.K_CONSISTENT]):
+        st[C.K_CONSISTENT] = p
+    if p < int(st[C.K_CUT]):
+        st[C.K_CUT] = _MAX
+
+
+def _complete(st, bits: int, limit: int) -> int:
+    """The stream's open snapshot is complete: covered when its end is within the
+    at_seqno limit and below the time cut, and frames were not lost."""
+    end = int(st[C.K_END])
+    if end <= limit and end < int(st[C.K_CUT]) and not bits & _LOST:
+        st[C.K_CONSISTENT] = end
+        bits |= _COMPLETED
+    return bits & ~_HAS_MARKER
+
+
+def newest(ids, order_key, size):
+    """Per id in ``0..size-1``, the index of the element with the highest ``order_key``
+    (the last such one where several share it); -1 for an id with none."""
+    if len(order_key) != len(ids):
+        raise ValueError("one order key per id")
+    for g in ids:
+        if not 0 <= g < size:
+            raise ValueError(f"id {g} outside 0..{size - 1}")
+    best = np.full(size, -1, np.int64)
+    for i in range(len(ids)):
+        g = int(ids[i])
+        if best[g] < 0 or order_key[i] >= order_key[best[g]]:
+            best[g] = i
+    return best
+
+
+class KeyIndex:
+    """A dense id (0, 1, ... in first-seen order) per document: its stream (``unit``,
+    vbucket << 16 | stream id), collection and key bytes; the key bytes kept."""
+
+    def __init__(self):
+        self._ids: dict[tuple[int, int, bytes], int] = {}
+        self._keys: list[bytes] = []
+        self._units: list[int] = []
+        self._cids: list[int] = []
+        self._firsts: dict[tuple[int, int], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def ids(self, buf, starts, lengths, unit, cid):
+        """The id of each document whose key is ``buf[starts[i]:starts[i] + lengths[i]]``,
+        of stream ``unit[i]`` and collection ``cid[i]`` (new ones get the next ids)."""
+        data = memoryview(buf).cast("B")
+        _lengths(len(starts), lengths, unit, cid)
+        out = np.empty(len(starts), np.int64)
+        for i in range(len(starts)):
+            at = int(starts[i])
+            if at < 0 or int(lengths[i]) < 0 or at + int(lengths[i]) > len(data):
+                raise ValueError("a key outside the buffer")
+            key = (int(unit[i]), int(cid[i]), bytes(data[at:at + int(lengths[i])]))
+            found = self._ids.get(key)
+            if found is None:
+                found = self._ids[key] = len(self._keys)
+                self._keys.append(key[2])
+                self._units.append(key[0])
+                self._cids.append(key[1])
+                self._firsts.setdefault((key[0], key[1]), found)
+            out[i] = found
+        return out
+
+    def firsts(self, unit, cid):
+        """The id of the first document of each (stream ``unit[i]``, collection
+        ``cid[i]``), -1 for one without documents."""
+        return np.array([self._firsts.get((int(u), int(c)), -1) for u, c in zip(unit, cid)],
+                        np.int64).reshape(len(unit))
+
+    def _check(self, ids) -> None:
+        for d in ids:
+            if not 0 <= d < len(self._keys):
+                raise ValueError(f"document id {d} outside 0..{len(self._keys) - 1}")
+
+    def keys(self, ids):
+        """The key bytes of ``ids`` as Arrow binary buffers: (offsets int64, data uint8)."""
+        self._check(ids)
+        chosen = [self._keys[int(i)] for i in ids]
+        offsets = np.zeros(len(chosen) + 1, np.int64)
+        np.cumsum([len(k) for k in chosen], out=offsets[1:])
+        return offsets, np.frombuffer(b"".join(chosen), np.uint8).copy()
+
+    def streams(self, ids):
+        """The stream (``unit``) and collection id of ``ids``."""
+        self._check(ids)
+        return (np.array([self._units[int(i)] for i in ids], np.uint32),
+                np.array([self._cids[int(i)] for i in ids], np.uint32))
+
+    def order(self, ids):
+        """The positions of ``ids`` sorted by vbucket, collection id and key bytes (then
+        by position), and per position of that order whether its document has the
+        vbucket, collection and key of the one before (``ties``, bool)."""
+        self._check(ids)
+
+        def key(p):
+            d = int(ids[p])
+            return self._units[d] >> 16, self._cids[d], self._keys[d]
+        order = sorted(range(len(ids)), key=lambda p: (*key(p), p))
+        ties = [k > 0 and key(order[k]) == key(order[k - 1]) for k in range(len(order))]
+        return np.array(order, np.int64).reshape(len(ids)), np.array(ties, bool)

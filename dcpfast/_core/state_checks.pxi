@@ -1,0 +1,184 @@
+# The stream checks: one event per row of each vbucket stream, each stream's check state
+# in a row of a uint64 array (``pystate.check_streams`` says what each rule is).
+
+# -- the stream checks -------------------------------------------------------------------
+
+cdef struct Found:
+    int64_t at
+    uint8_t rule
+    uint8_t given
+    uint64_t found, low, high
+
+
+cdef struct Finds:
+    Found* rows
+    size_t n, cap
+
+
+cdef int add(Finds* f, int64_t at, uint8_t rule, uint64_t found, uint8_t given,
+             uint64_t low, uint64_t high) except -1 nogil:
+    cdef Found* grown
+    if f.n == f.cap:
+        f.cap = f.cap * 2 if f.cap else 64
+        grown = <Found*>realloc(f.rows, f.cap * sizeof(Found))
+        if grown == NULL:
+            with gil:
+                raise MemoryError()
+        f.rows = grown
+    f.rows[f.n].at, f.rows[f.n].rule, f.rows[f.n].found = at, rule, found
+    f.rows[f.n].given, f.rows[f.n].low, f.rows[f.n].high = given, low, high
+    f.n += 1
+    return 0
+
+
+cdef int short(Finds* f, const uint64_t* st, int64_t i, uint8_t rule, bint reached) \
+        except -1 nogil:
+    return add(f, i, rule, st[C_REACH] if reached else 0,
+               GIVEN_RANGE | (GIVEN_FOUND if reached else 0), st[C_START], st[C_END])
+
+
+cdef int closed(Finds* f, const uint64_t* st, uint64_t bits, int span, int64_t i, int ev,
+                bint collections, uint32_t status, uint64_t start, uint64_t end,
+                uint32_t flags) except -1 nogil:
+    """The checks on the snapshot that row ``i`` closes (``pystate._closed``)."""
+    cdef bint reached = (bits & REACH) != 0
+    cdef uint64_t top
+    cdef uint8_t rule
+    if span == MARKER:
+        top = st[C_END]
+        if reached and st[C_REACH] >= top:
+            return 0
+        rule = R_ENDED_INSIDE if ev == EV_END else R_EARLY
+        if not (st[C_FLAGS] & DISK):
+            if not collections or bits & UNFILTERED:
+                short(f, st, i, rule, reached)
+            return 0
+        if not collections or not (bits & ADVANCED):
+            return 0
+        if ev == EV_MARKER and not ((flags & HISTORY) and not (st[C_FLAGS] & HISTORY)
+                                    and end == top and start <= top):
+            short(f, st, i, rule, reached)
+        elif ev == EV_END and status == STATUS_OK:
+            short(f, st, i, rule, reached)
+    elif span == OSO and ev == EV_END and status == STATUS_OK and collections \
+            and bits & ADVANCED:
+        add(f, i, R_ENDED_INSIDE, st[C_REACH] if reached else 0,
+            GIVEN_FOUND if reached else 0, 0, 0)
+    return 0
+
+
+# long: one loop over the rows, each event's rule in its branch, read as one
+def check_streams(const uint8_t[::1] event, const int64_t[::1] slot, const uint8_t[::1] info,
+                  const uint32_t[::1] opaque, const uint64_t[::1] seqno,
+                  const uint64_t[::1] snap_start, const uint64_t[::1] snap_end,
+                  const uint32_t[::1] snap_flags, const uint32_t[::1] end_status,
+                  uint64_t[:, ::1] state, uint8_t[::1] starts):
+    """The stream checks (``pystate.check_streams``)."""
+    cdef Py_ssize_t n = event.shape[0], i
+    cdef Finds f
+    cdef int ev, span
+    cdef uint64_t bits, q, chain
+    cdef uint64_t* st
+    cdef bint collections
+    cdef int64_t s
+    if any(m != n for m in (slot.shape[0], info.shape[0], opaque.shape[0], seqno.shape[0],
+                            snap_start.shape[0], snap_end.shape[0], snap_flags.shape[0],
+                            end_status.shape[0], starts.shape[0])):
+        raise ValueError("every column needs one value per row")
+    if state.shape[1] != C.C_FIELDS:
+        raise ValueError("the check state has C_FIELDS columns")
+    for i in range(n):
+        if event[i] != EV_NONE and not 0 <= slot[i] < state.shape[0]:
+            raise ValueError(f"slot {slot[i]} outside the check state")
+    f.rows, f.n, f.cap = NULL, 0, 0
+    try:
+        with nogil:
+            for i in range(n):
+                ev = event[i]
+                if ev == EV_NONE:
+                    continue
+                s = slot[i]
+                st = &state[s, 0]
+                bits = st[C_BITS]
+                if not (bits & OPEN) or bits & ENDED:
+                    bits = OPEN
+                    starts[i] = 1
+                if ev == EV_REQUEST or ev == EV_RESPONSE:
+                    if not ((bits & LAST_START) and (bits & OPAQUE)
+                            and st[C_OPAQUE] == opaque[i]):
+                        bits = OPEN | STARTED
+                        starts[i] = 1
+                    bits |= LAST_START | OPAQUE
+                    st[C_OPAQUE] = opaque[i]
+                    if ev == EV_REQUEST:
+                        if info[i] & INFO_UNFILTERED:
+                            bits |= UNFILTERED
+                        if info[i] & INFO_SEED:
+                            bits |= CHAIN
+                            st[C_CHAIN] = seqno[i]
+                    st[C_BITS] = bits
+                    continue
+                if bits & OPAQUE and st[C_OPAQUE] != opaque[i]:
+                    bits = OPEN
+                    starts[i] = 1
+                bits = (bits | OPAQUE) & ~(<uint64_t>LAST_START)
+                st[C_OPAQUE] = opaque[i]
+                span = (bits & SPAN_MASK) >> SPAN_SHIFT
+                collections = (info[i] & INFO_COLLECTIONS) != 0
+                if ev == EV_ITEM or ev == EV_ADVANCE:
+                    q = seqno[i]
+                    if span != OSO:
+                        chain = st[C_CHAIN]
+                        if bits & CHAIN and (q < chain or (q == chain and ev != EV_ADVANCE)):
+                            add(&f, i, R_BACKWARDS, q, GIVEN_FOUND | GIVEN_RANGE, chain, chain)
+                        st[C_CHAIN] = q
+                        bits |= CHAIN
+                        if ev == EV_ITEM:
+                            if span == MARKER:
+                                if q < st[C_START] or q > st[C_END]:
+                                    add(&f, i, R_OUTSIDE, q, GIVEN_FOUND | GIVEN_RANGE,
+                                        st[C_START], st[C_END])
+                            elif span == OSO_CLOSED or bits & STARTED:
+                                add(&f, i, R_OUTSIDE, q, GIVEN_FOUND, 0, 0)
+                    if ev == EV_ADVANCE:
+                        bits |= ADVANCED
+                    if not (bits & REACH) or q > st[C_REACH]:
+                        st[C_REACH] = q
+                    bits |= REACH
+                elif ev == EV_MARKER or ev == EV_OSO_START:
+                    closed(&f, st, bits, span, i, ev, collections, 0, snap_start[i],
+                           snap_end[i], snap_flags[i])
+                    if span == OSO:
+                        add(&f, i, R_OSO_NOT_ENDED, 0, 0, 0, 0)
+                    bits &= ~(<uint64_t>(SPAN_MASK | REACH))
+                    if ev == EV_MARKER:
+                        bits |= MARKER << SPAN_SHIFT
+                        st[C_START], st[C_END] = snap_start[i], snap_end[i]
+                        st[C_FLAGS] = snap_flags[i]
+                    else:
+                        bits |= OSO << SPAN_SHIFT
+                elif ev == EV_OSO_END:
+                    if span == OSO:
+                        if bits & REACH:
+                            st[C_CHAIN] = st[C_REACH]
+                            bits |= CHAIN
+                        bits = (bits & ~(<uint64_t>(SPAN_MASK | REACH))) \
+                            | (OSO_CLOSED << SPAN_SHIFT)
+                    elif bits & STARTED or span != NO_SPAN:
+                        add(&f, i, R_OSO_NOT_STARTED, 0, 0, 0, 0)
+                elif ev == EV_END:
+                    closed(&f, st, bits, span, i, ev, collections, end_status[i], 0, 0, 0)
+                    bits |= ENDED
+                st[C_BITS] = bits
+        at = np.empty(f.n, np.int64)
+        rule = np.empty(f.n, np.uint8)
+        found = np.empty(f.n, np.uint64)
+        given = np.empty(f.n, np.uint8)
+        low = np.empty(f.n, np.uint64)
+        high = np.empty(f.n, np.uint64)
+        for i in range(<Py_ssize_t>f.n):
+            at[i], rule[i], found[i] = f.rows[i].at, f.rows[i].rule, f.rows[i].found
+            given[i], low[i], high[i] = f.rows[i].given, f.rows[i].low, f.rows[i].high
+        return at, rule, found, given, low, high
+    finally:
+        free(f.rows)

@@ -1,0 +1,383 @@
+# Dense document ids: the hash of a document's stream, collection and key, the KeyIndex
+# table and its pieces (``pystate.KeyIndex``).
+
+# -- documents: ids, keys, order ---------------------------------------------------------
+
+# the multipliers of the key hash (MurmurHash3's finaliser and golden-ratio constants)
+cdef uint64_t M1 = 0xff51afd7ed558ccd, M2 = 0xc4ceb9fe1a85ec53, M3 = 0x9E3779B97F4A7C15
+cdef uint64_t M4 = 0x87c37b91114253d5, M5 = 0x4cf5ad432745937f
+# a KeyIndex table entry: the hash's high half, the document id plus one
+cdef uint64_t HIGH = 0xFFFFFFFF00000000, LOW = 0xFFFFFFFF
+cdef char _nothing[1]       # where the keys of an empty buffer are (all empty)
+DEF AHEAD = 16              # keys hashed ahead of the one looked up
+
+
+cdef inline uint64_t fmix(uint64_t h) noexcept nogil:
+    h ^= h >> 33
+    h *= M1
+    h ^= h >> 33
+    h *= M2
+    h ^= h >> 33
+    return h
+
+
+cdef inline uint64_t tail(const uint8_t* p, int64_t n) noexcept nogil:
+    """The last ``n`` (< 8) bytes at ``p`` as the low bytes of a word, byte by byte (a
+    short copy into a word stalls the load that follows it)."""
+    cdef uint64_t w = 0
+    cdef int64_t k
+    for k in range(n):
+        w |= <uint64_t>p[k] << (8 * k)
+    return w
+
+
+cdef inline uint64_t hash_key(const uint8_t* p, int64_t n, uint32_t unit,
+                              uint32_t cid) noexcept nogil:
+    cdef uint64_t h = ((<uint64_t>unit << 32) | cid) * M3 + <uint64_t>n
+    cdef uint64_t w
+    while n >= 8:
+        memcpy(&w, p, 8)
+        h = (h ^ w) * M4
+        h ^= h >> 31
+        p += 8
+        n -= 8
+    if n:
+        h = (h ^ tail(p, n)) * M5
+    return fmix(h)
+
+
+cdef inline bint same_bytes(const uint8_t* a, const uint8_t* b, int64_t n) noexcept nogil:
+    """Whether the ``n`` bytes at ``a`` and ``b`` are equal (short keys: no call)."""
+    cdef uint64_t x, y
+    while n >= 8:
+        memcpy(&x, a, 8)
+        memcpy(&y, b, 8)
+        if x != y:
+            return False
+        a += 8
+        b += 8
+        n -= 8
+    return tail(a, n) == tail(b, n)
+
+
+cdef struct Doc:            # a document of a KeyIndex
+    uint64_t hash
+    int64_t off              # its key in the index's data
+    uint32_t length
+    uint32_t unit
+    uint32_t cid
+
+
+cdef struct Pair:           # a (stream, collection) of a KeyIndex, and its first document
+    uint64_t key             # unit << 32 | collection id
+    int64_t first            # -1: an empty slot
+
+
+cdef class KeyIndex
+
+
+cdef Pair* pair_slot(KeyIndex ix, uint64_t key) noexcept nogil:
+    """The slot of ``key`` in the pair table: its own, or the empty one it would take."""
+    cdef uint64_t at = fmix(key) & ix.pair_mask
+    while ix.pairs[at].first >= 0 and ix.pairs[at].key != key:
+        at = (at + 1) & ix.pair_mask
+    return &ix.pairs[at]
+
+
+cdef int rehash_pairs(KeyIndex ix, int64_t size) noexcept nogil:
+    """The pair table at ``size`` slots (a power of two), every pair placed again."""
+    cdef Pair* old = ix.pairs
+    cdef int64_t k, n = <int64_t>ix.pair_mask + 1 if old != NULL else 0
+    cdef Pair* slot
+    ix.pairs = <Pair*>malloc(size * sizeof(Pair))
+    if ix.pairs == NULL:
+        ix.pairs = old
+        return -1
+    for k in range(size):
+        ix.pairs[k].first = -1
+    ix.pair_mask = <uint64_t>size - 1
+    for k in range(n):
+        if old[k].first >= 0:
+            slot = pair_slot(ix, old[k].key)
+            slot[0] = old[k]
+    free(old)
+    return 0
+
+
+cdef int grow_docs(KeyIndex ix, int64_t cap) noexcept nogil:
+    cdef Doc* grown
+    if <uint64_t>cap >= LOW:
+        return -1                            # ids must fit a table entry's 32 bits
+    grown = <Doc*>realloc(ix.docs, cap * sizeof(Doc))
+    if grown == NULL:
+        return -1
+    ix.docs, ix.cap = grown, cap
+    return 0
+
+
+cdef int grow_data(KeyIndex ix, int64_t cap) noexcept nogil:
+    cdef uint8_t* grown = <uint8_t*>realloc(ix.data, cap)
+    if grown == NULL:
+        return -1
+    ix.data, ix.data_cap = grown, cap
+    return 0
+
+
+cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
+    """The table at ``size`` entries (a power of two), every document placed again."""
+    cdef uint64_t* table = <uint64_t*>calloc(size, sizeof(uint64_t))
+    cdef uint64_t mask = <uint64_t>size - 1, at, h
+    cdef int64_t d
+    if table == NULL:
+        return -1
+    for d in range(ix.n):
+        h = ix.docs[d].hash
+        at = h & mask
+        while table[at]:
+            at = (at + 1) & mask
+        table[at] = (h & HIGH) | <uint64_t>(d + 1)
+    free(ix.table)
+    ix.table, ix.mask = table, mask
+    return 0
+
+
+cdef int64_t find(KeyIndex ix, const uint8_t* p, int64_t length, uint32_t unit,
+                  uint32_t cid, uint64_t h) noexcept nogil:
+    """The id of the document of hash ``h``, added if new (-1: no memory)."""
+    cdef uint64_t slot = h & ix.mask, entry
+    cdef int64_t d
+    cdef Doc* doc
+    cdef Pair* pair
+    while True:
+        entry = ix.table[slot]
+        if entry == 0:
+            break
+        if (entry & HIGH) == (h & HIGH):
+            d = <int64_t>(entry & LOW) - 1
+            doc = &ix.docs[d]
+            if doc.unit == unit and doc.cid == cid and doc.length == length \
+                    and same_bytes(ix.data + doc.off, p, length):
+                return d
+        slot = (slot + 1) & ix.mask
+    if ix.n == ix.cap and grow_docs(ix, 2 * ix.cap) < 0:
+        return -1
+    if ix.data_len + length > ix.data_cap \
+            and grow_data(ix, max(2 * ix.data_cap, ix.data_len + length)) < 0:
+        return -1
+    d = ix.n
+    ix.n += 1
+    doc = &ix.docs[d]
+    doc.hash, doc.off, doc.length, doc.unit, doc.cid = h, ix.data_len, length, unit, cid
+    pair = pair_slot(ix, (<uint64_t>unit << 32) | cid)
+    if pair.first < 0:
+        pair.key, pair.first = (<uint64_t>unit << 32) | cid, d
+        ix.n_pairs += 1
+        if 2 * ix.n_pairs > <int64_t>(ix.pair_mask + 1) \
+                and rehash_pairs(ix, 2 * <int64_t>(ix.pair_mask + 1)) < 0:
+            return -1
+    if length:
+        memcpy(ix.data + ix.data_len, p, length)
+    ix.data_len += length
+    if 2 * ix.n > <int64_t>(ix.mask + 1):
+        if rehash(ix, 2 * <int64_t>(ix.mask + 1)) < 0:
+            return -1
+    else:
+        ix.table[slot] = (h & HIGH) | <uint64_t>(d + 1)
+    return d
+
+
+@cython.auto_pickle(False)
+cdef class KeyIndex:
+    """Dense document ids (``pystate.KeyIndex``): an open-addressing hash table over the
+    (stream, collection, key) of each document, whose key bytes it keeps in one buffer.
+    A table entry holds a document's id plus one (0: empty) in its low 32 bits and the
+    high 32 bits of its hash above them, so that most probes touch no document; the table
+    is kept at most half full as it grows."""
+
+    cdef uint8_t* data
+    cdef int64_t data_len, data_cap
+    cdef Doc* docs
+    cdef int64_t n, cap
+    cdef uint64_t* table
+    cdef uint64_t mask
+    cdef Pair* pairs                # (stream, collection) -> its first document
+    cdef int64_t n_pairs
+    cdef uint64_t pair_mask
+
+    def __cinit__(self):
+        self.n = self.cap = self.data_len = self.data_cap = self.n_pairs = 0
+        self.data = NULL
+        self.docs = NULL
+        self.table = NULL
+        self.pairs = NULL
+        if grow_docs(self, 1024) < 0 or grow_data(self, 16384) < 0 or rehash(self, 2048) < 0 \
+                or rehash_pairs(self, 64) < 0:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.data)
+        free(self.docs)
+        free(self.table)
+        free(self.pairs)
+
+    def __len__(self):
+        return self.n
+
+    def ids(self, buf, const int64_t[::1] starts, const int64_t[::1] lengths,
+            const uint32_t[::1] unit, const uint32_t[::1] cid):
+        """The id of each document (``pystate.KeyIndex.ids``)."""
+        view = memoryview(buf)
+        cdef const uint8_t[::1] data = view if view.format == "B" else view.cast("B")
+        cdef Py_ssize_t n = starts.shape[0], i
+        cdef int64_t d = 0
+        cdef const uint8_t* base
+        if lengths.shape[0] != n or unit.shape[0] != n or cid.shape[0] != n:
+            raise ValueError("every column needs one value per key")
+        for i in range(n):
+            if starts[i] < 0 or lengths[i] < 0 or lengths[i] >= 0xFFFFFFFF \
+                    or starts[i] + lengths[i] > data.shape[0]:
+                raise ValueError("a key outside the buffer")
+        out = np.empty(n, np.int64)
+        cdef int64_t[::1] ids = out
+        if n == 0:
+            return out
+        base = &data[0] if data.shape[0] else <const uint8_t*>_nothing
+        cdef uint64_t ring[AHEAD]
+        cdef int64_t near[AHEAD]
+        cdef uint64_t entry
+        cdef Py_ssize_t j
+        with nogil:
+            # a pipeline: the bytes of the key 2 * AHEAD on, the table slot of the one
+            # AHEAD on, the document of the one AHEAD / 2 on (its table entry arrived) and
+            # its key bytes of the one AHEAD / 4 on (its document arrived) are fetched
+            # while this one is found
+            for j in range(min(n, 2 * AHEAD)):
+                DCP_PREFETCH(base + starts[j])
+            for j in range(min(n, AHEAD)):
+                ring[j] = hash_key(base + starts[j], lengths[j], unit[j], cid[j])
+                near[j] = -1
+                DCP_PREFETCH(&self.table[ring[j] & self.mask])
+            for i in range(n):
+                j = i + 2 * AHEAD                  # the key bytes, in a frame far away
+                if j < n:
+                    DCP_PREFETCH(base + starts[j])
+                j = i + AHEAD // 2
+                if j < n:
+                    entry = self.table[ring[j % AHEAD] & self.mask]
+                    near[j % AHEAD] = -1
+                    if entry and (entry & HIGH) == (ring[j % AHEAD] & HIGH):
+                        d = <int64_t>(entry & LOW) - 1
+                        if d < self.n:
+                            near[j % AHEAD] = d
+                            DCP_PREFETCH(&self.docs[d])
+                j = i + AHEAD // 4
+                if j < n and near[j % AHEAD] >= 0 and near[j % AHEAD] < self.n:
+                    DCP_PREFETCH(self.data + self.docs[near[j % AHEAD]].off)
+                d = find(self, base + starts[i], lengths[i], unit[i], cid[i],
+                         ring[i % AHEAD])
+                if d < 0:
+                    break
+                ids[i] = d
+                j = i + AHEAD
+                if j < n:
+                    ring[j % AHEAD] = hash_key(base + starts[j], lengths[j], unit[j], cid[j])
+                    near[j % AHEAD] = -1
+                    DCP_PREFETCH(&self.table[ring[j % AHEAD] & self.mask])
+        if d < 0:
+            raise MemoryError()
+        return out
+
+    cdef int _check(self, const int64_t[::1] ids) except -1:
+        cdef Py_ssize_t i
+        for i in range(ids.shape[0]):
+            if not 0 <= ids[i] < self.n:
+                raise ValueError(f"document id {ids[i]} outside 0..{self.n - 1}")
+        return 0
+
+    def firsts(self, const uint32_t[::1] unit, const uint32_t[::1] cid):
+        """The first document of each (stream, collection) (``pystate.KeyIndex.firsts``)."""
+        cdef Py_ssize_t n = unit.shape[0], i
+        if cid.shape[0] != n:
+            raise ValueError("one collection per stream")
+        out = np.empty(n, np.int64)
+        cdef int64_t[::1] found = out
+        for i in range(n):
+            found[i] = pair_slot(self, (<uint64_t>unit[i] << 32) | cid[i]).first
+        return out
+
+    def keys(self, const int64_t[::1] ids):
+        """The key bytes of ``ids`` as Arrow binary buffers (``pystate.KeyIndex.keys``)."""
+        cdef Py_ssize_t n = ids.shape[0], i
+        cdef int64_t total = 0, d, length
+        self._check(ids)
+        for i in range(n):
+            total += self.docs[ids[i]].length
+        offsets_arr = np.empty(n + 1, np.int64)
+        data_arr = np.empty(total, np.uint8)
+        cdef int64_t[::1] offsets = offsets_arr
+        cdef uint8_t[::1] out = data_arr
+        offsets[0] = 0
+        with nogil:
+            for i in range(n):
+                d = ids[i]
+                length = self.docs[d].length
+                if length:
+                    memcpy(&out[offsets[i]], self.data + self.docs[d].off, length)
+                offsets[i + 1] = offsets[i] + length
+        return offsets_arr, data_arr
+
+    def streams(self, const int64_t[::1] ids):
+        """The stream and collection id of ``ids`` (``pystate.KeyIndex.streams``)."""
+        cdef Py_ssize_t n = ids.shape[0], i
+        self._check(ids)
+        units_arr = np.empty(n, np.uint32)
+        cids_arr = np.empty(n, np.uint32)
+        cdef uint32_t[::1] units = units_arr
+        cdef uint32_t[::1] cids = cids_arr
+        for i in range(n):
+            units[i], cids[i] = self.docs[ids[i]].unit, self.docs[ids[i]].cid
+        return units_arr, cids_arr
+
+    def order(self, const int64_t[::1] ids):
+        """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): a
+        radix sort on each document's vbucket, collection and first 16 key bytes, then a
+        merge sort of the runs where those tie, on the rest of their keys."""
+        cdef Py_ssize_t n = ids.shape[0], i
+        cdef int64_t d, length
+        cdef Sorted* a = NULL
+        cdef Sorted* b = NULL
+        cdef Sorted* done
+        cdef Keys keys
+        self._check(ids)
+        out = np.empty(n, np.int64)
+        ties_arr = np.zeros(n, np.uint8)
+        cdef int64_t[::1] order = out
+        cdef uint8_t[::1] ties = ties_arr
+        if n == 0:
+            return out, ties_arr.view(bool)
+        keys.data, keys.docs = self.data, self.docs
+        a = <Sorted*>malloc(n * sizeof(Sorted))
+        b = <Sorted*>malloc(n * sizeof(Sorted))
+        try:
+            if a == NULL or b == NULL:
+                raise MemoryError()
+            with nogil:
+                for i in range(n):
+                    d = ids[i]
+                    length = self.docs[d].length
+                    a[i].group = (<uint64_t>(self.docs[d].unit >> 16) << 32) \
+                        | self.docs[d].cid
+                    a[i].w0 = word(self.data + self.docs[d].off, length)
+                    a[i].w1 = word(self.data + self.docs[d].off + 8, length - 8)
+                    a[i].doc, a[i].pos = d, i
+                done = radix_sort(&keys, a, b, n)
+                if done == NULL:
+                    with gil:
+                        raise MemoryError()
+                for i in range(n):
+                    order[i] = done[i].pos
+                    ties[i] = i > 0 and same_key(&keys, &done[i], &done[i - 1])
+        finally:
+            free(a)
+            free(b)
+        return out, ties_arr.view(bool)

@@ -1,0 +1,157 @@
+# Documents in key order: a radix sort on each one's vbucket, collection and first key
+# bytes, a merge sort of the runs that tie on those (``KeyIndex.order``).
+
+# -- documents in key order --------------------------------------------------------------
+
+cdef struct Sorted:         # a document being sorted: its order fields and position
+    uint64_t group           # vbucket << 32 | collection id
+    uint64_t w0, w1          # key bytes 0..7 and 8..15, big-endian, zero-padded
+    int64_t doc
+    int64_t pos
+
+
+cdef inline uint64_t word(const uint8_t* p, int64_t n) noexcept nogil:
+    cdef uint64_t w = 0
+    if n > 8:
+        n = 8
+    if n > 0:
+        memcpy(&w, p, n)
+    return DCP_BE64(w)
+
+
+cdef struct Keys:           # the key bytes a sort compares
+    const uint8_t* data
+    const Doc* docs
+
+
+cdef inline bint before(const Keys* keys, const Sorted* x, const Sorted* y) noexcept nogil:
+    """Whether ``x`` sorts strictly before ``y``."""
+    cdef int64_t lx, ly, common
+    cdef int c
+    if x.group != y.group:
+        return x.group < y.group
+    if x.w0 != y.w0:
+        return x.w0 < y.w0
+    if x.w1 != y.w1:
+        return x.w1 < y.w1
+    lx, ly = keys.docs[x.doc].length, keys.docs[y.doc].length
+    common = (lx if lx < ly else ly) - 16
+    if common > 0:
+        c = memcmp(keys.data + keys.docs[x.doc].off + 16,
+                   keys.data + keys.docs[y.doc].off + 16, common)
+        if c != 0:
+            return c < 0
+    if lx != ly:
+        return lx < ly
+    return x.pos < y.pos
+
+
+cdef inline bint same_key(const Keys* keys, const Sorted* x, const Sorted* y) noexcept nogil:
+    """Whether ``x`` and ``y`` have the same vbucket, collection and key."""
+    cdef int64_t lx = keys.docs[x.doc].length
+    return x.group == y.group and x.w0 == y.w0 and x.w1 == y.w1 \
+        and lx == keys.docs[y.doc].length \
+        and (lx <= 16 or memcmp(keys.data + keys.docs[x.doc].off + 16,
+                                keys.data + keys.docs[y.doc].off + 16, lx - 16) == 0)
+
+
+cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
+    """Sort ``a`` (``b`` the scratch), stable: least significant digit first over the
+    16-bit digits of ``w0`` and ``group`` (digits the same in every element skipped),
+    then each run that ties on both by ``merge_sort`` (on ``w1`` and the rest of the
+    key); returns whichever of the two holds the result (NULL: no memory)."""
+    cdef int64_t* count = <int64_t*>malloc(65537 * sizeof(int64_t))
+    cdef uint64_t ands[3]
+    cdef uint64_t ors[3]
+    cdef uint64_t key
+    cdef Py_ssize_t i, j, f
+    cdef int shift
+    cdef Sorted* t
+    cdef Sorted* part
+    if count == NULL:
+        return NULL
+    ands[0] = ands[1] = ands[2] = U64_MAX
+    ors[0] = ors[1] = ors[2] = 0
+    for i in range(n):
+        ands[0] &= a[i].w1
+        ors[0] |= a[i].w1
+        ands[1] &= a[i].w0
+        ors[1] |= a[i].w0
+        ands[2] &= a[i].group
+        ors[2] |= a[i].group
+    for f in range(1, 3):
+        for shift in range(0, 64, 16):
+            if not (((ands[f] ^ ors[f]) >> shift) & 0xFFFF):
+                continue
+            memset(count, 0, 65537 * sizeof(int64_t))
+            for i in range(n):
+                key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
+                count[((key >> shift) & 0xFFFF) + 1] += 1
+            for j in range(1, 65537):        # count[d]: where digit d's elements start
+                count[j] += count[j - 1]
+            for i in range(n):
+                key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
+                j = count[(key >> shift) & 0xFFFF]
+                count[(key >> shift) & 0xFFFF] = j + 1
+                b[j] = a[i]
+            t = a
+            a = b
+            b = t
+    free(count)
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and a[j].group == a[i].group and a[j].w0 == a[i].w0:
+            j += 1
+        if j - i > 1:
+            part = merge_sort(keys, a + i, b + i, j - i)
+            if part != a + i:
+                memcpy(a + i, part, (j - i) * sizeof(Sorted))
+        i = j
+    return a
+
+
+cdef Sorted* merge_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
+    """Sort ``a`` (``b`` the scratch): runs of 16 by insertion, then bottom-up merges;
+    returns whichever of the two holds the result."""
+    cdef Py_ssize_t width, lo, mid, hi, i, j, k
+    cdef Sorted* t
+    cdef Sorted tmp
+    for lo in range(0, n, 16):
+        hi = lo + 16 if lo + 16 < n else n
+        for i in range(lo + 1, hi):
+            tmp = a[i]
+            j = i
+            while j > lo and before(keys, &tmp, &a[j - 1]):
+                a[j] = a[j - 1]
+                j -= 1
+            a[j] = tmp
+    width = 16
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = lo + width if lo + width < n else n
+            hi = lo + 2 * width if lo + 2 * width < n else n
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if before(keys, &a[j], &a[i]):
+                    b[k] = a[j]
+                    j += 1
+                else:
+                    b[k] = a[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                b[k] = a[i]
+                i += 1
+                k += 1
+            while j < hi:
+                b[k] = a[j]
+                j += 1
+                k += 1
+            lo = hi
+        t = a
+        a = b
+        b = t
+        width *= 2
+    return a

@@ -1,0 +1,176 @@
+# The state walk: the rows of a stretch in stream order, each stream's walk state in a row
+# of a uint64 array (``pystate.walk_state``); ``newest``.
+
+# -- the state walk ----------------------------------------------------------------------
+
+cdef inline bint is_item(int w) noexcept nogil:
+    return w <= W_ADVANCE
+
+
+cdef inline bint is_timed(int w) noexcept nogil:
+    return w == W_MUTATION or w == W_DELETION or w == W_EXPIRATION or w == W_PREPARE
+
+
+cdef inline void restarted(uint64_t* st, uint64_t p, bint lower) noexcept nogil:
+    st[K_CHAIN] = p
+    if lower and p < st[K_CONSISTENT]:
+        st[K_CONSISTENT] = p
+    if p < st[K_CUT]:
+        st[K_CUT] = U64_MAX
+
+
+cdef inline uint64_t complete(uint64_t* st, uint64_t bits, uint64_t limit) noexcept nogil:
+    cdef uint64_t end = st[K_END]
+    if end <= limit and end < st[K_CUT] and not (bits & LOST):
+        st[K_CONSISTENT] = end
+        bits |= COMPLETED
+    return bits & ~(<uint64_t>HAS_MARKER)
+
+
+cdef inline uint64_t floor_of(uint64_t* st, uint64_t bits, int w, uint64_t start,
+                              uint32_t oso, uint64_t seqno) noexcept nogil:
+    """The first marker, OSO start or item of a run (``pystate._floor``)."""
+    cdef uint64_t floor
+    if w == W_MARKER:
+        floor = (start if start > 0 else 1) - 1
+    elif w == W_OSO:
+        if not (oso & 1) or oso & 2:
+            return bits
+        floor = 0
+    elif is_item(w):
+        floor = (seqno if seqno > 0 else 1) - 1
+    else:
+        return bits
+    if floor < st[K_FLOOR]:
+        st[K_FLOOR] = floor
+    return bits & ~(<uint64_t>FRESH)
+
+
+# long: one loop over the rows, each kind of row in its branch, read as one
+def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[::1] seqno,
+               const uint64_t[::1] cas, const uint64_t[::1] snap_start,
+               const uint64_t[::1] snap_end, const uint32_t[::1] oso,
+               const uint8_t[::1] rolled, const uint64_t[::1] limit, const uint8_t[::1] lost,
+               uint64_t at_time, uint64_t[:, ::1] carry, uint8_t[::1] bad,
+               uint64_t[::1] previous, uint8_t[::1] applies, uint64_t[::1] point,
+               uint8_t[::1] known):
+    """The state walk of a stretch (``pystate.walk_state``)."""
+    cdef Py_ssize_t n = what.shape[0], i, k, slots = carry.shape[0]
+    cdef int64_t s, row
+    cdef int w
+    cdef uint64_t bits, q, p, chain
+    cdef uint32_t flags
+    cdef uint64_t* st
+    cdef bint every_lost = False
+    cdef int64_t* pending
+    if any(m != n for m in (slot.shape[0], seqno.shape[0], cas.shape[0],
+                            snap_start.shape[0], snap_end.shape[0], oso.shape[0],
+                            rolled.shape[0], limit.shape[0], lost.shape[0], bad.shape[0],
+                            previous.shape[0], applies.shape[0], point.shape[0],
+                            known.shape[0])):
+        raise ValueError("every column needs one value per row")
+    if carry.shape[1] != C.K_FIELDS:
+        raise ValueError("the walk state has K_FIELDS columns")
+    for i in range(n):
+        if what[i] != W_LOSS and not 0 <= slot[i] < slots:
+            raise ValueError(f"slot {slot[i]} outside the walk state")
+    carried_slots, carried_points = [], []
+    pending = <int64_t*>malloc((slots + 1) * sizeof(int64_t))
+    if pending == NULL:
+        raise MemoryError()
+    try:
+        for k in range(slots):
+            pending[k] = -1
+        for i in range(n):
+            w = what[i]
+            if w == W_LOSS:
+                if not every_lost:
+                    every_lost = True
+                    for k in range(slots):
+                        carry[k, K_BITS] |= LOST
+                continue
+            s = slot[i]
+            st = &carry[s, 0]
+            bits = st[K_BITS]
+            if lost[i]:
+                bits |= LOST
+            if bits & FRESH and w != W_RESTART and w != W_END:
+                bits = floor_of(st, bits, w, snap_start[i], oso[i], seqno[i])
+            if w == W_RESTART:
+                bits = (bits & ~(<uint64_t>(IN_OSO | HAS_MARKER))) | FRESH
+                if rolled[i]:
+                    bits &= ~(<uint64_t>(LAZY | COMPLETED))
+                    pending[s] = -1
+                    if bits & ITEMS:
+                        point[i], known[i] = seqno[i], 1
+                    restarted(st, seqno[i], True)
+                else:
+                    bits = (bits | LAZY) & ~(<uint64_t>COMPLETED)
+                    pending[s] = i
+            elif w == W_MARKER:
+                if bits & HAS_MARKER:
+                    bits = complete(st, bits, limit[i])
+                bits |= HAS_MARKER
+                st[K_START], st[K_END] = snap_start[i], snap_end[i]
+            elif w == W_OSO:
+                flags = oso[i]
+                if flags & 2 and bits & HAS_MARKER and st[K_CHAIN] >= st[K_END]:
+                    bits = complete(st, bits, limit[i])
+                if flags & 1 and not (flags & 2):
+                    bits |= IN_OSO
+                else:
+                    bits &= ~(<uint64_t>IN_OSO)
+            elif is_item(w):
+                q = seqno[i]
+                if bits & LAZY:
+                    p = (q if q > 0 else 1) - 1
+                    row = pending[s]
+                    pending[s] = -1
+                    if not (bits & ITEMS):
+                        pass                  # it discards nothing: not reported
+                    elif row >= 0:
+                        point[row], known[row] = p, 1
+                    else:
+                        carried_slots.append(s)
+                        carried_points.append(p)
+                    restarted(st, p, not (bits & COMPLETED))
+                    bits &= ~(<uint64_t>LAZY)
+                bits |= ITEMS
+                chain = st[K_CHAIN]
+                if not (bits & IN_OSO) and q <= chain:
+                    bad[i], previous[i] = 1, chain
+                    st[K_BITS] = bits
+                    continue
+                if q > chain:
+                    st[K_CHAIN] = q
+                if at_time != U64_MAX and is_timed(w) and (cas[i] & CLOCK) > at_time \
+                        and q < st[K_CUT]:
+                    st[K_CUT] = q
+                if bits & HAS_MARKER and not (bits & IN_OSO) and q >= st[K_END]:
+                    bits = complete(st, bits, limit[i])
+                applies[i] = q <= limit[i] and q < st[K_CUT]
+            st[K_BITS] = bits
+    finally:
+        free(pending)
+    return (np.array(carried_slots, np.int64),
+            np.array(carried_points, np.uint64).reshape(len(carried_points)))
+
+
+def newest(const int64_t[::1] ids, const int64_t[::1] order_key, Py_ssize_t size):
+    """Per id, the element with the highest order key (``pystate.newest``)."""
+    cdef Py_ssize_t n = ids.shape[0], i
+    cdef int64_t g, b
+    if order_key.shape[0] != n:
+        raise ValueError("one order key per id")
+    best_arr = np.full(size, -1, np.int64)
+    cdef int64_t[::1] best = best_arr
+    for i in range(n):
+        if not 0 <= ids[i] < size:
+            raise ValueError(f"id {ids[i]} outside 0..{size - 1}")
+    with nogil:
+        for i in range(n):
+            g = ids[i]
+            b = best[g]
+            if b < 0 or order_key[i] >= order_key[b]:
+                best[g] = i
+    return best_arr

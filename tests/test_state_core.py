@@ -1,0 +1,197 @@
+"""The state core (``cstate``) and its pure-Python twin (``pystate``) give the same answers
+on random input: the stream checks, the state walk, the key index and ``newest``; and
+the scan reads the high completed and prepared seqnos of snapshot markers only where
+kv_engine does (``test_twin`` holds the two scan cores to each other)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cores import COMPILED, TWINS
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dcpfast
+from dcpfast import testing as t
+from dcpfast._core import contract as C
+from dcpfast.protocol import SnapshotFlag
+
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="no compiled cores were built")
+CORES = [TWINS["state"]] + ([COMPILED["state"]] if COMPILED else [])
+U64 = st.integers(0, 2**64 - 1)
+SMALL = st.integers(0, 40)
+
+
+def both(fn):
+    """``fn(core)`` for the twin and the compiled core, checked to be equal."""
+    answers = [fn(core) for core in CORES]
+    for answer in answers[1:]:
+        assert_same(answers[0], answer)
+    return answers[0]
+
+
+def assert_same(a, b):
+    if isinstance(a, tuple):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    else:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+EVENTS = [C.EV_ITEM, C.EV_ADVANCE, C.EV_MARKER, C.EV_OSO_START, C.EV_OSO_END, C.EV_END,
+          C.EV_REQUEST, C.EV_RESPONSE, C.EV_NONE]
+
+
+@needs_compiled
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 2), st.integers(0, 7),
+                          st.integers(0, 3), SMALL, SMALL, st.integers(0, 8),
+                          st.sampled_from([1, 2, 0x12, 0x10, 6]), st.integers(0, 8)),
+                min_size=1, max_size=60), st.integers(1, 4))
+def test_stream_checks_agree(rows, pieces):
+    """The same findings, run starts and carried state, in one call or in several."""
+    n = len(rows)
+    cols = list(zip(*rows)) or [()] * 9
+    event = np.array(cols[0], np.uint8)
+    slot, info, opaque = (np.array(cols[k], dtype) for k, dtype in
+                          ((1, np.int64), (2, np.uint8), (3, np.uint32)))
+    seqno = np.array(cols[4], np.uint64)
+    snap_start = np.array(cols[5], np.uint64)
+    snap_end = snap_start + np.array(cols[6], np.uint64)
+    flags = np.array(cols[7], np.uint32)
+    status = np.array(cols[8], np.uint32)
+
+    def run(core, cuts):
+        state = np.zeros((3, C.C_FIELDS), np.uint64)
+        found, starts = [], []
+        for lo, hi in zip(cuts, cuts[1:]):
+            part = slice(lo, hi)
+            s = np.zeros(hi - lo, np.uint8)
+            at, *rest = core.check_streams(event[part], slot[part], info[part], opaque[part],
+                                           seqno[part], snap_start[part], snap_end[part],
+                                           flags[part], status[part], state, s)
+            found.append((at + lo, *rest))
+            starts.append(s)
+        return tuple(np.concatenate(c) for c in zip(*found)), np.concatenate(starts), state
+    cuts = sorted({0, n, *np.linspace(0, n, pieces + 1).astype(int).tolist()})
+    whole = both(lambda core: run(core, [0, n]))
+    # the findings do not depend on where the rows are cut
+    assert_same(both(lambda core: run(core, cuts)), whole)
+
+
+WHATS = [C.W_MUTATION, C.W_PREPARE, C.W_COMMIT, C.W_EVENT, C.W_ADVANCE, C.W_MARKER,
+         C.W_OSO, C.W_RESTART, C.W_END, C.W_LOSS]
+
+
+@needs_compiled
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(WHATS), st.integers(0, 2), SMALL, SMALL,
+                          st.integers(0, 5), st.integers(0, 3), st.booleans(),
+                          st.integers(0, 40), st.booleans()), max_size=60),
+       st.sampled_from([None, 15, 30]))
+def test_state_walk_agrees(rows, at_time):
+    n = len(rows)
+    cols = list(zip(*rows)) or [()] * 9
+    what = np.array(cols[0], np.uint8)
+    slot = np.array(cols[1], np.int64)
+    seqno = np.array(cols[2], np.uint64)
+    cas = np.array(cols[3], np.uint64) << np.uint64(16)
+    snap_start = seqno
+    snap_end = seqno + np.array(cols[4], np.uint64)
+    oso = np.array(cols[5], np.uint32)
+    rolled = np.array(cols[6], np.uint8)
+    limit = np.array(cols[7], np.uint64)
+    lost = np.array(cols[8], np.uint8)
+
+    def run(core):
+        carry = np.zeros((3, C.K_FIELDS), np.uint64)
+        carry[:, C.K_CUT] = carry[:, C.K_FLOOR] = np.uint64(2**64 - 1)
+        carry[:, C.K_BITS] = C.K_FRESH
+        outs = [np.zeros(n, np.uint8), np.zeros(n, np.uint64), np.zeros(n, np.uint8),
+                np.zeros(n, np.uint64), np.zeros(n, np.uint8)]
+        carried = core.walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled,
+                                  limit, lost, 2**64 - 1 if at_time is None else at_time << 16,
+                                  carry, *outs)
+        return (*outs, *carried, carry)
+    both(run)
+
+
+KEYS = st.binary(min_size=0, max_size=40).map(lambda b: b.replace(b"\xff", b"\x00"))
+
+
+@needs_compiled
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([b"", b"a", b"ab\x00", b"x" * 17, b"x" * 17 + b"y"])
+                          | KEYS, st.sampled_from([0, 5 << 16, 5 << 16 | 1, 7 << 16]),
+                          st.sampled_from([0, 8, 9])), max_size=80), st.integers(1, 3))
+def test_key_index_agrees(keys, pieces):
+    data = b"".join(k for k, _, _ in keys)
+    lengths = np.array([len(k) for k, _, _ in keys], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) \
+        if len(keys) else np.zeros(0, np.int64)
+    unit = np.array([u for _, u, _ in keys], np.uint32)
+    cid = np.array([c for _, _, c in keys], np.uint32)
+    cuts = sorted({0, len(keys), *np.linspace(0, len(keys), pieces + 1).astype(int).tolist()})
+
+    def run(core):
+        index = core.KeyIndex()
+        ids = [index.ids(data, starts[lo:hi], lengths[lo:hi], unit[lo:hi], cid[lo:hi])
+               for lo, hi in zip(cuts, cuts[1:])]
+        ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+        every = np.arange(len(index), dtype=np.int64)[::-1].copy()
+        mixed = np.concatenate([ids, ids[:3]])
+        return (ids, np.array([len(index)]), index.keys(every), index.streams(every),
+                index.order(mixed), index.firsts(unit, cid))
+    ids, size, keys_out, streams, (order, ties), firsts = both(run)
+    # the ids name the documents: the same (stream, collection, key), the same id
+    seen: dict = {}
+    for i, (key, u, c) in enumerate(keys):
+        assert seen.setdefault((u, c, key), ids[i]) == ids[i]
+    assert size[0] == len(seen)
+    # the order is the documents' (vbucket, collection, key bytes), ties in place
+    mixed = np.concatenate([ids, ids[:3]])
+    names = {i: (u >> 16, c, k) for (u, c, k), i in seen.items()}
+    ranked = [names[int(mixed[p])] for p in order]
+    assert ranked == sorted(ranked)
+    assert ties.tolist() == [p > 0 and ranked[p] == ranked[p - 1] for p in range(len(ranked))]
+
+
+@needs_compiled
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 5)), max_size=50))
+def test_newest_agrees(pairs):
+    ids = np.array([i for i, _ in pairs], np.int64)
+    order = np.array([k for _, k in pairs], np.int64)
+    best = both(lambda core: core.newest(ids, order, 10))
+    for g in range(10):
+        mine = [j for j, i in enumerate(ids.tolist()) if i == g]
+        want = max(mine, key=lambda j: (order[j], j)) if mine else -1
+        assert best[g] == want
+
+
+def test_cores_check_their_input():
+    for core in CORES:
+        with pytest.raises(ValueError):
+            core.KeyIndex().ids(b"abc", np.array([2], np.int64), np.array([5], np.int64),
+                                np.zeros(1, np.uint32), np.zeros(1, np.uint32))
+        with pytest.raises(ValueError):
+            core.newest(np.array([3], np.int64), np.array([0], np.int64), 2)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("flags", [SnapshotFlag.MEMORY, SnapshotFlag.DISK,
+                                   SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, 0])
+def test_high_seqnos_only_with_the_disk_flag(version, flags):
+    """kv_engine reads the high completed and prepared seqnos only from Disk markers
+    (MB-65564): elsewhere both scan cores leave them null, and say so in the kind."""
+    more = dict(purge_seqno=3, high_prepared_seqno=8) if version == 2 else {}
+    frame = t.snapshot_marker(1, 9, flags, version=version, max_visible_seqno=9,
+                              high_completed_seqno=7, vbucket=2, **more)
+    disk = bool(flags & SnapshotFlag.DISK)
+    batch = dcpfast.scan(frame)
+    row = batch.to_arrow().to_pylist()[0]
+    assert row["high_completed_seqno"] == (7 if disk else None)
+    assert row["high_prepared_seqno"] == (8 if disk and version == 2 else None)
+    assert (row["max_visible_seqno"], row["purge_seqno"]) == (9, 3 if version == 2 else None)
+    assert batch[0].kind.endswith("_memory") != disk
+    assert batch["high_completed_seqno"][0] == (7 if disk else 0)
