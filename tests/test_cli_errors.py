@@ -173,8 +173,11 @@ def test_a_signal_during_convert_removes_the_partial_output(tmp_path, signum):
     out = tmp_path / "out.parquet"
     body = b"".join(f.data for f in t.synthetic_frames(400, seed=3)[20:])
     # two threads: the output is written by a thread beside the decoding
+    # the signal's default action in the child, whatever this process was started with
+    # (under nohup SIGHUP is ignored, and dcpfast keeps it so)
     proc = subprocess.Popen(command("convert", "-q", "-", "-o", out, "--threads", "2"),
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                            preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
     try:
         # more than one 64 MiB batch, then the input stays open: convert has written the
         # first batch and waits for more when the signal comes
