@@ -466,6 +466,10 @@ def test_bench_corpus_choices_are_the_suites(suite):
 def test_bench_outside_a_source_tree(monkeypatch, tmp_path):
     """An installed dcpfast (no benchmark suite beside it) does not list ``bench``, and
     says in one line where the suite lives if asked for it anyway."""
+    script = tmp_path / "checkout" / "benchmarks" / "bench_scan.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    monkeypatch.setattr(cli.bench, "BENCH_SCRIPT", str(script))    # a checkout's suite
     assert "bench" in run("--help").output.split("Commands:")[1]
     monkeypatch.setattr(cli.bench, "BENCH_SCRIPT", str(tmp_path / "benchmarks" / "bench_scan.py"))
     assert "bench" not in run("--help").output.split("Commands:")[1]
