@@ -17,13 +17,14 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["dcpfast.events"]):
-    from dcpfast import batch, events, testing
+    from dcpfast import events, testing
     from dcpfast.errors import DcpFormatError
+    from dcpfast.io import dumps
 
 
 def _decode(data, mode):
     """The event table of a fresh batch of ``data`` (or the error) and its skipped regions."""
-    scanned = batch.scan(data, collections=True, errors=mode, final=True)
+    scanned = dumps.scan(data, collections=True, errors=mode, final=True)
     try:
         table = events.system_events(scanned)
     except DcpFormatError as error:

@@ -29,8 +29,8 @@ import tempfile
 import atheris
 
 with atheris.instrument_imports(include=["dcpfast.io", "dcpfast.batch"]):
-    from dcpfast import io as dio
     from dcpfast.errors import DcpFormatError
+    from dcpfast.io import compression, dumps
 
 _DIRECTORY = tempfile.mkdtemp(prefix="dcpfast-fuzz-files-")
 _PATH = os.path.join(_DIRECTORY, "stream.dcp")
@@ -41,7 +41,7 @@ def _changing_file(data: bytes, collections: bool, grow: bool, cut: int, size: i
         f.write(data)
     held, content = [], data
     try:
-        for i, b in enumerate(dio.iter_batches(_PATH, size, collections=collections,
+        for i, b in enumerate(dumps.iter_batches(_PATH, size, collections=collections,
                                                errors="skip", threads=1)):
             held.append(b)
             if i == 0:
@@ -90,14 +90,14 @@ class _Liar(io.RawIOBase):
 def _lying_object(data: bytes, collections: bool, size: int) -> None:
     liar = _Liar(data)
     try:
-        batches = list(dio.iter_batches(liar, size, collections=collections, errors="skip",
+        batches = list(dumps.iter_batches(liar, size, collections=collections, errors="skip",
                                         threads=1))
     except OSError as e:
         assert "readinto" in str(e), e
         return
     except DcpFormatError:
         return
-    if dio.compression(bytes(liar.truth[:dio.HEAD_BYTES])) is not None:
+    if compression.codec_of(bytes(liar.truth[:compression.HEAD_BYTES])) is not None:
         return                                     # read through a decompressor
     for b in batches:
         got = bytes(b.data)

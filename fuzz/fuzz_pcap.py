@@ -22,7 +22,7 @@ import atheris
 
 with atheris.instrument_imports(include=["dcpfast._core.pypcap", "dcpfast.pcap"]):
     from dcpfast import _core, pcap
-    from dcpfast.errors import DcpFormatError
+    from dcpfast.errors import CaptureFormatError, DcpFormatError
 
     _pcap_py = _core.twins()["pcap"]
 compiled = _core.compiled()["pcap"]     # not instrumented, checked against the twin
@@ -41,7 +41,7 @@ def _read(walker, data, **options):
                         list(b.errors), b.timestamps.tolist()))
         out.append((reader.counters, reader.problems))
     except DcpFormatError as error:
-        if options["errors"] == "skip" and not isinstance(error, pcap.CaptureFormatError):
+        if options["errors"] == "skip" and not isinstance(error, CaptureFormatError):
             raise
         out.append((type(error), str(error)))
     finally:

@@ -30,9 +30,9 @@ import numpy as np
 
 with atheris.instrument_imports(include=["dcpfast._core.pyscan", "dcpfast.batch",
                                           "dcpfast.io"]):
-    from dcpfast import _core, batch, io, schema
+    from dcpfast import _core, io, schema
     from dcpfast.errors import DcpFormatError
-    from dcpfast.io import threaded
+    from dcpfast.io import compression, dumps, threaded
 
     _scan_py = _core.twins()["scan"]
 core = _core.compiled()["scan"]     # compiled: not instrumented, checked against the twin
@@ -88,7 +88,7 @@ def _chunked(data, collections, chunk):
     None when the stream (decompressed) runs past ``_MAX_DECODED`` bytes."""
     pieces = (data[i:i + chunk] for i in range(0, len(data), chunk))
     offsets, regions = [], []
-    for b in io.iter_batches(pieces, batch_bytes=chunk, collections=collections,
+    for b in dumps.iter_batches(pieces, batch_bytes=chunk, collections=collections,
                              errors="skip", columns=["offset"], max_frame_size=_MAX_FRAME):
         if b.base_offset > _MAX_DECODED:
             return None
@@ -101,7 +101,7 @@ def _decoded(data):
     """The bytes ``iter_batches`` reads from ``data``: ``data`` itself, or its content
     when it starts with a codec's magic number; None when that content is damaged or
     longer than ``_MAX_DECODED``."""
-    if io.compression(data[:io.HEAD_BYTES]) is None:
+    if compression.codec_of(data[:compression.HEAD_BYTES]) is None:
         return data
     parts, size = [], 0
     with io.open_stream(BytesIO(data), errors="skip") as stream:
@@ -118,7 +118,7 @@ def _whole(data, collections):
     data = _decoded(data)
     if data is None:
         return None
-    whole = batch.scan(data, collections=collections, errors="skip", final=True,
+    whole = dumps.scan(data, collections=collections, errors="skip", final=True,
                        columns=["offset"], max_frame_size=_MAX_FRAME)
     return whole["offset"].tolist(), _covered((r.offset, r.offset + r.length)
                                               for r in whole.errors)
@@ -139,7 +139,7 @@ def test_one_input(raw: bytes) -> None:
     assert core.sniff_collections(memoryview(data), 0) == \
         _scan_py.sniff_collections(memoryview(data), 0)
     try:
-        batch.scan(data, collections=collections, final=True, max_frame_size=_MAX_FRAME)
+        dumps.scan(data, collections=collections, final=True, max_frame_size=_MAX_FRAME)
     except DcpFormatError as e:
         assert 0 <= e.offset <= len(data), e
     chunked = _chunked(data, collections, 24 + (mode >> 2) * 7)

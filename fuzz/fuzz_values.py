@@ -21,8 +21,9 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["dcpfast._core.pyvalues", "dcpfast.values"]):
-    from dcpfast import _core, batch, protocol, testing, values
+    from dcpfast import _core, protocol, testing, values
     from dcpfast.errors import DcpFormatError
+    from dcpfast.io import dumps
 
     _values_py = _core.twins()["values"]
 
@@ -49,7 +50,7 @@ def _decode(helper, data, mode, **options):
     """``values.values`` of a fresh batch of ``data`` with ``helper`` doing the per-value
     work (the module picks its helper at import); the table or the error, and the
     batch's skipped regions."""
-    scanned = batch.scan(data, collections=False, errors=mode, final=True)
+    scanned = dumps.scan(data, collections=False, errors=mode, final=True)
     chosen, _core.values = _core.values, helper
     try:
         result = values.values(scanned, **options)
