@@ -316,3 +316,16 @@ def reported(name: str, errors: str | None = None):
         raise click.ClickException(f"{shown(name)}: {e.strerror or e}") from None
     except MemoryError:
         raise click.ClickException(f"{shown(name)}: {OUT_OF_MEMORY}") from None
+
+
+def at_seqno(ctx, param, value):
+    """``N`` (every vbucket) or ``VB:N[,VB:N...]``."""
+    if value is None:
+        return None
+    try:
+        if ":" not in value:
+            return int(value)
+        pairs = (part.split(":") for part in value.split(",") if part.strip())
+        return {int(vb): int(seqno) for vb, seqno in pairs}
+    except ValueError:
+        raise click.BadParameter("expected N or VB:N[,VB:N...]") from None

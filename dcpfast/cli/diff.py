@@ -16,6 +16,7 @@ from ..pool import threads_of
 from .app import (
     INPUT,
     OUT_OF_MEMORY,
+    at_seqno,
     check_inputs,
     check_output,
     main,
@@ -42,19 +43,6 @@ class Failed(click.ClickException):
     exit_code = FAILED
 
 
-def _at_seqno(ctx, param, value):
-    """``N`` (every vbucket) or ``VB:N[,VB:N...]``."""
-    if value is None:
-        return None
-    try:
-        if ":" not in value:
-            return int(value)
-        pairs = (part.split(":") for part in value.split(",") if part.strip())
-        return {int(vb): int(seqno) for vb, seqno in pairs}
-    except ValueError:
-        raise click.BadParameter("expected N or VB:N[,VB:N...]") from None
-
-
 def _fields(ctx, param, value):
     """``F,...`` (exactly these) or ``+F,...`` (the defaults and these)."""
     if value is None:
@@ -75,7 +63,7 @@ def _fields(ctx, param, value):
 @click.argument("target", type=INPUT)
 @click.option("-o", "--output", help="Write the differences to OUT.parquet (or .arrow).")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-@click.option("--at-seqno", callback=_at_seqno, metavar="N|VB:N,...",
+@click.option("--at-seqno", callback=at_seqno, metavar="N|VB:N,...",
               help="Compare both sides as of this seqno (per vbucket: VB:N,...).")
 @click.option("--at-time", metavar="ISO", help="Compare both sides as of this time "
               "(ISO 8601; no zone means UTC).")

@@ -16,6 +16,7 @@ from ..errors import DcpFormatError, text
 from ..pcap import CLIENT_TO_SERVER
 from .app import (
     INPUT,
+    at_seqno,
     check_output,
     inputs,
     main,
@@ -40,19 +41,6 @@ _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather"
 REPORT_SUFFIX = ".report.json"
 
 
-def _at_seqno(ctx, param, value):
-    """``N`` (every vbucket) or ``VB:N[,VB:N...]``."""
-    if value is None:
-        return None
-    try:
-        if ":" not in value:
-            return int(value)
-        pairs = (part.split(":") for part in value.split(",") if part.strip())
-        return {int(vb): int(seqno) for vb, seqno in pairs}
-    except ValueError:
-        raise click.BadParameter("expected N or VB:N[,VB:N...]") from None
-
-
 def _write(table, output: str, fmt: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -71,7 +59,7 @@ def _write(table, output: str, fmt: str) -> None:
 @click.option("-o", "--output", required=True,
               help="OUT.parquet (or .arrow); with --spark a Parquet directory.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-@click.option("--at-seqno", callback=_at_seqno, metavar="N|VB:N,...",
+@click.option("--at-seqno", callback=at_seqno, metavar="N|VB:N,...",
               help="Leave out every change above this seqno (per vbucket: VB:N,...; the "
               "vbuckets not named are left out).")
 @click.option("--at-time", metavar="ISO",
