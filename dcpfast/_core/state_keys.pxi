@@ -6,8 +6,10 @@
 # the multipliers of the key hash (MurmurHash3's finaliser and golden-ratio constants)
 cdef uint64_t M1 = 0xff51afd7ed558ccd, M2 = 0xc4ceb9fe1a85ec53, M3 = 0x9E3779B97F4A7C15
 cdef uint64_t M4 = 0x87c37b91114253d5, M5 = 0x4cf5ad432745937f
-# a KeyIndex table entry: the hash's high half, the document id plus one
-cdef uint64_t HIGH = 0xFFFFFFFF00000000, LOW = 0xFFFFFFFF
+# a KeyIndex table entry: the hash's top 24 bits, and where its document's record is in
+# the index's data, plus one (40 bits)
+cdef uint64_t TAG = 0xFFFFFF0000000000, AT = 0xFFFFFFFFFF, LOW = 0xFFFFFFFF
+DEF HEADER = 16             # a record: id, key length, stream, collection (uint32 each)
 cdef char _nothing[1]       # where the keys of an empty buffer are (all empty)
 DEF AHEAD = 16              # keys hashed ahead of the one looked up
 
@@ -60,9 +62,16 @@ cdef inline bint same_bytes(const uint8_t* a, const uint8_t* b, int64_t n) noexc
     return tail(a, n) == tail(b, n)
 
 
+cdef struct Record:         # the head of a document's record in a KeyIndex's data
+    uint32_t id
+    uint32_t length
+    uint32_t unit
+    uint32_t cid
+
+
 cdef struct Doc:            # a document of a KeyIndex
     uint64_t hash
-    int64_t off              # its key in the index's data
+    int64_t off              # its key bytes in the index's data (after its record head)
     uint32_t length
     uint32_t unit
     uint32_t cid
@@ -135,7 +144,7 @@ cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
         at = h & mask
         while table[at]:
             at = (at + 1) & mask
-        table[at] = (h & HIGH) | <uint64_t>(d + 1)
+        table[at] = (h & TAG) | <uint64_t>(ix.docs[d].off - HEADER + 1)
     free(ix.table)
     ix.table, ix.mask = table, mask
     return 0
@@ -143,31 +152,39 @@ cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
 
 cdef int64_t find(KeyIndex ix, const uint8_t* p, int64_t length, uint32_t unit,
                   uint32_t cid, uint64_t h) noexcept nogil:
-    """The id of the document of hash ``h``, added if new (-1: no memory)."""
+    """The id of the document of hash ``h``, added if new (-1: no memory). A table entry
+    leads to the document's record, whose head and key bytes decide (one memory access
+    after the table's)."""
     cdef uint64_t slot = h & ix.mask, entry
-    cdef int64_t d
+    cdef int64_t d, size = HEADER + length
+    cdef Record head
     cdef Doc* doc
     cdef Pair* pair
     while True:
         entry = ix.table[slot]
         if entry == 0:
             break
-        if (entry & HIGH) == (h & HIGH):
-            d = <int64_t>(entry & LOW) - 1
-            doc = &ix.docs[d]
-            if doc.unit == unit and doc.cid == cid and doc.length == length \
-                    and same_bytes(ix.data + doc.off, p, length):
-                return d
+        if (entry & TAG) == (h & TAG):
+            memcpy(&head, ix.data + (entry & AT) - 1, HEADER)
+            if head.unit == unit and head.cid == cid and head.length == length \
+                    and same_bytes(ix.data + (entry & AT) - 1 + HEADER, p, length):
+                return head.id
         slot = (slot + 1) & ix.mask
     if ix.n == ix.cap and grow_docs(ix, 2 * ix.cap) < 0:
         return -1
-    if ix.data_len + length > ix.data_cap \
-            and grow_data(ix, max(2 * ix.data_cap, ix.data_len + length)) < 0:
+    if <uint64_t>(ix.data_len + size) >= AT:
+        return -1                            # a record's place must fit an entry
+    if ix.data_len + size > ix.data_cap \
+            and grow_data(ix, max(2 * ix.data_cap, ix.data_len + size)) < 0:
         return -1
     d = ix.n
     ix.n += 1
     doc = &ix.docs[d]
-    doc.hash, doc.off, doc.length, doc.unit, doc.cid = h, ix.data_len, length, unit, cid
+    doc.hash, doc.off, doc.length, doc.unit, doc.cid = h, ix.data_len + HEADER, length, \
+        unit, cid
+    head.id, head.length, head.unit, head.cid = <uint32_t>d, <uint32_t>length, unit, cid
+    memcpy(ix.data + ix.data_len, &head, HEADER)
+    ix.data_len += HEADER
     pair = pair_slot(ix, (<uint64_t>unit << 32) | cid)
     if pair.first < 0:
         pair.key, pair.first = (<uint64_t>unit << 32) | cid, d
@@ -182,7 +199,7 @@ cdef int64_t find(KeyIndex ix, const uint8_t* p, int64_t length, uint32_t unit,
         if rehash(ix, 2 * <int64_t>(ix.mask + 1)) < 0:
             return -1
     else:
-        ix.table[slot] = (h & HIGH) | <uint64_t>(d + 1)
+        ix.table[slot] = (h & TAG) | <uint64_t>(doc.off - HEADER + 1)
     return d
 
 
@@ -243,19 +260,16 @@ cdef class KeyIndex:
             return out
         base = &data[0] if data.shape[0] else <const uint8_t*>_nothing
         cdef uint64_t ring[AHEAD]
-        cdef int64_t near[AHEAD]
         cdef uint64_t entry
         cdef Py_ssize_t j
         with nogil:
             # a pipeline: the bytes of the key 2 * AHEAD on, the table slot of the one
-            # AHEAD on, the document of the one AHEAD / 2 on (its table entry arrived) and
-            # its key bytes of the one AHEAD / 4 on (its document arrived) are fetched
-            # while this one is found
+            # AHEAD on and the record of the one AHEAD / 2 on (its table entry arrived)
+            # are fetched while this one is found
             for j in range(min(n, 2 * AHEAD)):
                 DCP_PREFETCH(base + starts[j])
             for j in range(min(n, AHEAD)):
                 ring[j] = hash_key(base + starts[j], lengths[j], unit[j], cid[j])
-                near[j] = -1
                 DCP_PREFETCH(&self.table[ring[j] & self.mask])
             for i in range(n):
                 j = i + 2 * AHEAD                  # the key bytes, in a frame far away
@@ -264,15 +278,10 @@ cdef class KeyIndex:
                 j = i + AHEAD // 2
                 if j < n:
                     entry = self.table[ring[j % AHEAD] & self.mask]
-                    near[j % AHEAD] = -1
-                    if entry and (entry & HIGH) == (ring[j % AHEAD] & HIGH):
-                        d = <int64_t>(entry & LOW) - 1
-                        if d < self.n:
-                            near[j % AHEAD] = d
-                            DCP_PREFETCH(&self.docs[d])
-                j = i + AHEAD // 4
-                if j < n and near[j % AHEAD] >= 0 and near[j % AHEAD] < self.n:
-                    DCP_PREFETCH(self.data + self.docs[near[j % AHEAD]].off)
+                    if entry and (entry & TAG) == (ring[j % AHEAD] & TAG) \
+                            and (entry & AT) + HEADER <= <uint64_t>self.data_len:
+                        DCP_PREFETCH(self.data + (entry & AT) - 1)
+                        DCP_PREFETCH(self.data + (entry & AT) - 1 + HEADER + lengths[j])
                 d = find(self, base + starts[i], lengths[i], unit[i], cid[i],
                          ring[i % AHEAD])
                 if d < 0:
@@ -281,7 +290,6 @@ cdef class KeyIndex:
                 j = i + AHEAD
                 if j < n:
                     ring[j % AHEAD] = hash_key(base + starts[j], lengths[j], unit[j], cid[j])
-                    near[j % AHEAD] = -1
                     DCP_PREFETCH(&self.table[ring[j % AHEAD] & self.mask])
         if d < 0:
             raise MemoryError()
@@ -342,10 +350,11 @@ cdef class KeyIndex:
         """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): a
         radix sort on each document's vbucket, collection and first 16 key bytes, then a
         merge sort of the runs where those tie, on the rest of their keys."""
-        cdef Py_ssize_t n = ids.shape[0], i
+        cdef Py_ssize_t n = ids.shape[0], i, k
         cdef int64_t d, length
         cdef Sorted* a = NULL
         cdef Sorted* b = NULL
+        cdef int64_t* by_id = NULL
         cdef Sorted* done
         cdef Keys keys
         self._check(ids)
@@ -358,18 +367,30 @@ cdef class KeyIndex:
         keys.data, keys.docs = self.data, self.docs
         a = <Sorted*>malloc(n * sizeof(Sorted))
         b = <Sorted*>malloc(n * sizeof(Sorted))
+        by_id = <int64_t*>calloc(self.n + 1, sizeof(int64_t))
         try:
-            if a == NULL or b == NULL:
+            if a == NULL or b == NULL or by_id == NULL:
                 raise MemoryError()
             with nogil:
+                # the positions in id order (a counting sort), so that the documents
+                # and their keys are read in the order they are stored
                 for i in range(n):
+                    by_id[ids[i] + 1] += 1
+                for d in range(self.n):
+                    by_id[d + 1] += by_id[d]
+                for i in range(n):
+                    k = by_id[ids[i]]
+                    by_id[ids[i]] = k + 1
+                    a[k].pos = i
+                for k in range(n):
+                    i = a[k].pos
                     d = ids[i]
                     length = self.docs[d].length
-                    a[i].group = (<uint64_t>(self.docs[d].unit >> 16) << 32) \
+                    a[k].group = (<uint64_t>(self.docs[d].unit >> 16) << 32) \
                         | self.docs[d].cid
-                    a[i].w0 = word(self.data + self.docs[d].off, length)
-                    a[i].w1 = word(self.data + self.docs[d].off + 8, length - 8)
-                    a[i].doc, a[i].pos = d, i
+                    a[k].w0 = word(self.data + self.docs[d].off, length)
+                    a[k].w1 = word(self.data + self.docs[d].off + 8, length - 8)
+                    a[k].doc = d
                 done = radix_sort(&keys, a, b, n)
                 if done == NULL:
                     with gil:
@@ -380,4 +401,5 @@ cdef class KeyIndex:
         finally:
             free(a)
             free(b)
+            free(by_id)
         return out, ties_arr.view(bool)

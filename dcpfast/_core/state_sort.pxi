@@ -1,4 +1,4 @@
-# Documents in key order: a radix sort on each one's vbucket, collection and first key
+# Documents in key order: a radix sort on each one's vbucket, collection and first 16 key
 # bytes, a merge sort of the runs that tie on those (``KeyIndex.order``).
 
 # -- documents in key order --------------------------------------------------------------
@@ -57,8 +57,8 @@ cdef inline bint same_key(const Keys* keys, const Sorted* x, const Sorted* y) no
 
 cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
     """Sort ``a`` (``b`` the scratch), stable: least significant digit first over the
-    16-bit digits of ``w0`` and ``group`` (digits the same in every element skipped),
-    then each run that ties on both by ``merge_sort`` (on ``w1`` and the rest of the
+    16-bit digits of ``w1``, ``w0`` and ``group`` (digits the same in every element
+    skipped), then each run that ties on all three by ``merge_sort`` (on the rest of the
     key); returns whichever of the two holds the result (NULL: no memory)."""
     cdef int64_t* count = <int64_t*>malloc(65537 * sizeof(int64_t))
     cdef uint64_t ands[3]
@@ -79,7 +79,7 @@ cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) no
         ors[1] |= a[i].w0
         ands[2] &= a[i].group
         ors[2] |= a[i].group
-    for f in range(1, 3):
+    for f in range(3):
         for shift in range(0, 64, 16):
             if not (((ands[f] ^ ors[f]) >> shift) & 0xFFFF):
                 continue
@@ -101,7 +101,8 @@ cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) no
     i = 0
     while i < n:
         j = i + 1
-        while j < n and a[j].group == a[i].group and a[j].w0 == a[i].w0:
+        while j < n and a[j].group == a[i].group and a[j].w0 == a[i].w0 \
+                and a[j].w1 == a[i].w1:
             j += 1
         if j - i > 1:
             part = merge_sort(keys, a + i, b + i, j - i)

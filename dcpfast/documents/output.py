@@ -94,14 +94,17 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
         out = schema.empty_table()
     else:
         order, same = ordered(versions, index, history=history)
-        rows = versions.take(order, arrow=())
+        # the columns the filters read, in order; then each column taken once
+        rows = versions.take(order, arrow=()) if history else Versions(
+            {name: versions[name][order] for name in ("what", "deleted", "cid")})
         keep = np.ones(len(order), bool)
         if not include_deleted:
             keep &= ~tombstones(rows)
         if collections is not None:
             keep &= wanted(rows["cid"], manifest, collections)
         validity = _validity(rows, same) if history else {}
-        rows = rows.take(np.flatnonzero(keep), arrow=())
+        rows = rows.take(np.flatnonzero(keep), arrow=()) if history else \
+            versions.take(order[keep], arrow=())
         rows["key"] = _keys(index, rows["doc"])
         columns = _columns(rows, manifest)
         columns.update({name: column.filter(pa.array(keep)) for name, column in

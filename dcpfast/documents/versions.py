@@ -67,11 +67,11 @@ class Versions:
         import pyarrow as pa
 
         out = {name: self.columns[name][index] for name in NUMERIC}
-        arrow_index = pa.array(np.asarray(index, np.int64))
-        for name in ARROW:
-            column = self.columns[name]
-            out[name] = None if column is None or name not in arrow else \
-                column.take(arrow_index)
+        taken = [name for name in ARROW if name in arrow and self.columns[name] is not None]
+        out.update({name: None for name in ARROW})
+        if taken:
+            arrow_index = pa.array(np.asarray(index, np.int64))
+            out.update({name: self.columns[name].take(arrow_index) for name in taken})
         return Versions(out)
 
 
@@ -209,6 +209,17 @@ class Latest:
                              and (self.runs[0]["gone"] == ALIVE).all()):
             return
         every = concat(self.runs)
+        keep = self._standing(every)
+        bounds = np.cumsum([0, *map(len, self.runs)])
+        parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
+                 for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
+        self.runs = [part for part in parts if len(part)]
+        self.merged, self.merged_bytes = len(keep), sum(p.nbytes for p in self.runs)
+        self.held, self.held_bytes = self.merged, self.merged_bytes
+
+    def _standing(self, every: Versions) -> np.ndarray:
+        """Index of the versions of ``every`` (the runs' versions) that stand; each
+        stream remembers the highest seqno of a tombstone let go."""
         keep = standing(every, include_deleted=True)
         if not self.include_deleted:
             tomb = tombstones(every)[keep]
@@ -217,19 +228,16 @@ class Latest:
                 top = int(seqnos[units == u].max())
                 self.dropped[u] = max(top, self.dropped.get(u, 0))
             keep = keep[~tomb]
-        bounds = np.cumsum([0, *map(len, self.runs)])
-        parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
-                 for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
-        self.runs = [part for part in parts if len(part)]
-        self.merged, self.merged_bytes = len(keep), sum(p.nbytes for p in self.runs)
-        self.held, self.held_bytes = self.merged, self.merged_bytes
+        return keep
 
     def result(self) -> Versions | None:
-        """The versions held, handed over: the store is empty after."""
-        self.merge()
+        """The versions that stand, handed over: the store is empty after."""
         runs, self.runs = self.runs, []
-        self.held = self.held_bytes = 0
-        return concat(runs) if runs else None
+        self.held = self.held_bytes = self.merged = self.merged_bytes = 0
+        if not runs:
+            return None
+        every = concat(runs)
+        return every.take(self._standing(every))
 
 
 class Futures:
