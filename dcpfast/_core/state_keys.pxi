@@ -140,6 +140,8 @@ cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
     if table == NULL:
         return -1
     for d in range(ix.n):
+        if d + AHEAD < ix.n:                 # the slot of a document further on
+            DCP_PREFETCH(&table[ix.docs[d + AHEAD].hash & mask])
         h = ix.docs[d].hash
         at = h & mask
         while table[at]:
