@@ -190,6 +190,18 @@ def check_output(output: str, files, *, force: bool = False, replaceable: bool =
                                    f"choose another output{how}")
 
 
+def write_table(table, output: str, fmt: str) -> None:
+    """``table`` to the file ``output`` as one Arrow IPC file (``fmt`` "ipc") or Parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if fmt == "ipc":
+        with pa.OSFile(output, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        pq.write_table(table, output)
+
+
 @contextlib.contextmanager
 def writing(output: str, *, remove: bool = True):
     """Write ``output`` inside: an error names it (not the input being read), and when the

@@ -25,6 +25,7 @@ from .app import (
     say,
     scan_options,
     shown,
+    write_table,
     writing,
 )
 
@@ -126,7 +127,7 @@ def _run(source: str, target: str, output: str | None, force: bool, options: dic
                     only_collections=options["only_collections"])
     if output is not None and fmt is not None:
         with writing(output):
-            _write(table, output, fmt)
+            write_table(table, output, fmt)
     _report(table, (source, target), output)
     return SAME if table.num_rows == 0 else DIFFERENT
 
@@ -158,17 +159,6 @@ def _state(name: str, side: str, options: dict, collections):
         raise Failed(f"{side} {shown(name)}: {e}") from None
     except OSError as e:
         raise Failed(f"{side} {shown(name)}: {e.strerror or e}") from None
-
-
-def _write(table, output: str, fmt: str) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if fmt == "ipc":
-        with pa.OSFile(output, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-    else:
-        pq.write_table(table, output)
 
 
 def _report(table, names: tuple[str, str], output: str | None) -> None:

@@ -28,6 +28,7 @@ from .app import (
     scan_options,
     shown,
     threads_option,
+    write_table,
     writing,
 )
 
@@ -39,17 +40,6 @@ _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather"
 #: ``state_report``'s JSON; inside, it would stop polars, which reads every non-empty file
 #: of a directory as Parquet.
 REPORT_SUFFIX = ".report.json"
-
-
-def _write(table, output: str, fmt: str) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if fmt == "ipc":
-        with pa.OSFile(output, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-    else:
-        pq.write_table(table, output)
 
 
 @main.command("state", epilog="Examples: dcpfast state dump.dcp -o docs.parquet; dcpfast "
@@ -122,7 +112,7 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
         except ValueError as e:                  # collection names the stream never gave
             raise click.BadParameter(str(e), param_hint="--collection") from None
     with writing(output):
-        _write(table, output, fmt)
+        write_table(table, output, fmt)
     _summary(table, output, time.perf_counter() - began)
 
 

@@ -21,14 +21,13 @@ import posixpath
 import time
 
 from ..errors import text
-from .output import refuse_dangling, summary
+from .output import located, summary
 from .source import filesystem
 
 #: The folder value of frames without a partition value (null in the table), as Spark
 #: and Hive name it.
 NULL_FOLDER = "__HIVE_DEFAULT_PARTITION__"
 LOG = "_delta_log"
-MODES = ("error", "errorifexists", "append", "overwrite")
 #: The key of the commit metadata that holds the job's summary.
 SUMMARY_KEY = "dcpfast"
 
@@ -56,11 +55,7 @@ def check(out: str, mode: str, schema, partition_by, app_id: str | None,
     partitions for ``"append"``."""
     from pyarrow import fs
 
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    store, root = filesystem(out)
-    refuse_dangling(store, root, out)
-    info = store.get_file_info(root)
+    store, root, info = located(out, mode)
     if info.type == fs.FileType.NotFound:
         return False, None
     if info.type != fs.FileType.Directory:

@@ -50,11 +50,7 @@ def check(out: str, mode: str) -> bool:
     """
     from pyarrow import fs
 
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    store, root = filesystem(out)
-    refuse_dangling(store, root, out)
-    info = store.get_file_info(root)
+    store, root, info = located(out, mode)
     if info.type == fs.FileType.NotFound:
         return False
     if info.type != fs.FileType.Directory:
@@ -76,6 +72,16 @@ def check(out: str, mode: str) -> bool:
                     "output_not_dataset"
                 raise FileExistsError(text(said, out=out, name="/".join(inside)))
     return True
+
+
+def located(out: str, mode: str):
+    """``out``'s filesystem, its root there and what is at it (``FileInfo``), once
+    ``mode`` is known (one of ``MODES``) and ``out`` is not a dangling link."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    store, root = filesystem(out)
+    refuse_dangling(store, root, out)
+    return store, root, store.get_file_info(root)
 
 
 def refuse_dangling(store, root: str, out: str) -> None:
