@@ -4,6 +4,7 @@ and cannot claim in its metadata."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from ..events import Manifest, system_events
 from ..io import DEFAULT_BATCH_BYTES, is_capture
 from ..io.dumps import iter_batches
 from ..pcap import CLIENT_TO_SERVER, read_pcap
+from ..pool import beside, threads_of
 from ..streams import opens
 from .engine import Engine
 from .options import chosen, flag, limits, nanoseconds, positive, scan_collections, seqnos
@@ -273,13 +275,41 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
 
 def _feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
     """Feed ``builder`` the batches of ``source``: a capture's client-to-server batches to
-    ``client``, the others to ``update``."""
-    for batch in _batches(source, errors, reading):
-        connection = getattr(batch, "connection", None)
-        if connection is not None and connection.direction == CLIENT_TO_SERVER:
-            builder.client(batch)
-        else:
-            builder.update(batch)
+    ``client``, the others to ``update``. Where a dump is scanned here and more than one
+    core may be used, the next batch is read and scanned on another thread (``beside``,
+    on one core fewer) while ``builder`` takes this one."""
+    threads = threads_of(reading["threads"])
+    if threads == 1 or not _scanned_here(source):
+        for batch in _batches(source, errors, reading):
+            _give(builder, batch)
+        return
+    batches = iter(_batches(source, errors, {**reading, "threads": threads - 1}))
+    pending: Callable | None = beside(lambda: next(batches, None))
+    try:
+        while pending is not None:
+            batch, pending = pending(), None
+            if batch is None:
+                return
+            pending = beside(lambda: next(batches, None))
+            _give(builder, batch)
+    finally:
+        if pending is not None:       # a batch still being read when the builder raised
+            with contextlib.suppress(BaseException):
+                pending()
+
+
+def _give(builder: StateBuilder, batch: FrameBatch) -> None:
+    connection = getattr(batch, "connection", None)
+    if connection is not None and connection.direction == CLIENT_TO_SERVER:
+        builder.client(batch)
+    else:
+        builder.update(batch)
+
+
+def _scanned_here(source) -> bool:
+    """Whether ``state`` reads and scans ``source`` itself: a dump's path or buffer."""
+    return (_is_buffer(source) or isinstance(source, (str, os.PathLike))) \
+        and not isinstance(source, FrameBatch)
 
 
 def _again(source, errors: str, reading: dict) -> Callable[[StateBuilder], object] | None:
