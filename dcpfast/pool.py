@@ -1,6 +1,7 @@
-"""Worker threads that never wait for ever: ``run`` (tasks at once, results in order) and
-``beside`` (calls in turn on one thread kept for the process); and how many threads a
-call gets (``threads_of``).
+"""Worker threads that never wait for ever: ``run`` (tasks at once, results in order),
+``beside`` (calls in turn on one thread kept for the process) and ``ahead`` (the same on
+another such thread, for reading ahead); and how many threads a call gets
+(``threads_of``).
 
 The workers are started once, at most one fewer than the cores, and kept for the
 process, so that no thread ends while it runs; a waiter checks every 0.2 s whether the
@@ -29,7 +30,7 @@ import numpy as np
 _POLL_SECONDS = 0.2         # how often a wait looks whether its worker thread still lives
 
 _pool: _Pool | None = None              # the workers of run
-_beside: _Pool | None = None            # the thread of beside
+_lanes: dict[str, _Pool] = {}           # the one thread each of beside and ahead
 _pool_lock = threading.Lock()
 
 
@@ -170,8 +171,8 @@ def _work(tasks: queue.SimpleQueue) -> None:
 
 def _after_fork() -> None:
     """In a forked child the parent's workers, and whoever held the lock, do not exist."""
-    global _pool, _beside, _pool_lock
-    _pool, _beside, _pool_lock = None, None, threading.Lock()
+    global _pool, _lanes, _pool_lock
+    _pool, _lanes, _pool_lock = None, {}, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -183,19 +184,32 @@ def beside(call):
     (MemoryError if the thread ended without finishing it). One thread for the process,
     started on first use and kept, like the pool's: what the calls allocate stays in one
     allocator arena (a new thread a call spread a convert's row groups over up to one
-    arena each). Where no thread can be started, the call runs here and now."""
-    global _beside
+    arena each). Where no thread can be started, or the caller is that thread, the call
+    runs here and now."""
+    return _on_lane("beside", call)
+
+
+def ahead(call):
+    """``beside``, on a thread of its own that only reads ahead (the next batch of a
+    stream): a call of ``beside`` may wait on it, never the other way round."""
+    return _on_lane("ahead", call)
+
+
+def _on_lane(lane: str, call):
     task = _Task(call)
     pool: _Pool | None = None
     try:
         with _pool_lock:
-            if _beside is None:
-                _beside = _Pool(1)
-            pool = _beside
+            if lane not in _lanes:
+                _lanes[lane] = _Pool(1)
+            pool = _lanes[lane]
     except (RuntimeError, MemoryError):       # no thread could be started
         task.run()
     else:
-        pool.queue.put(task)
+        if threading.current_thread() in pool.threads:
+            task.run()                        # from the lane's own thread: no wait on it
+        else:
+            pool.queue.put(task)
 
     def result():
         value, error = task.wait(lambda: pool is None or pool.lost(task))
@@ -209,12 +223,13 @@ def beside(call):
 
 def _drop(pool: _Pool | None) -> None:
     """Forget ``pool`` (a worker of it ended), so that the next call starts afresh."""
-    global _pool, _beside
+    global _pool
     with _pool_lock:
         if _pool is pool:
             _pool = None
-        if _beside is pool:
-            _beside = None
+        for lane, kept in list(_lanes.items()):
+            if kept is pool:
+                del _lanes[lane]
 
 
 def run(tasks, threads: int) -> list:

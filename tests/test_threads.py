@@ -318,6 +318,38 @@ def test_beside_runs_calls_in_turn_on_one_thread_of_its_own():
     assert pool.beside(threading.current_thread)() in threads   # kept after a failure
 
 
+def test_a_lane_called_from_its_own_thread_runs_the_call_there():
+    """``beside`` inside ``beside`` runs in place (no wait on itself); ``ahead`` has a
+    thread of its own."""
+    import threading
+
+    own = pool.beside(threading.current_thread)()
+    nested = pool.beside(lambda: pool.beside(threading.current_thread)())
+    assert nested() is own
+    assert pool.ahead(threading.current_thread)() not in (own, threading.current_thread())
+
+
+def test_two_states_at_once_each_reading_ahead_finish():
+    """A state built on ``beside``'s thread while another is built here (as ``diff``
+    builds its two sides), both reading their next batches ahead, ends: within a minute,
+    with the one-thread state's rows."""
+    import threading
+
+    data = t.synthetic_stream(3000, seed=4, vbuckets=4, collections=False)
+    want = dcpfast.state(data, batch_bytes=1 << 16, threads=1)
+    out: dict = {}
+
+    def both():
+        other = pool.beside(lambda: dcpfast.state(data, batch_bytes=1 << 16, threads=2))
+        out["here"] = dcpfast.state(data, batch_bytes=1 << 16, threads=2)
+        out["beside"] = other()
+    worker = threading.Thread(target=both, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "the two states did not finish"
+    assert out["here"].equals(want) and out["beside"].equals(want)
+
+
 # -- the core pieces: stop, and output memory filled by the caller -----------------------
 
 @settings(max_examples=60, deadline=None)

@@ -349,23 +349,86 @@ cdef class KeyIndex:
         return units_arr, cids_arr
 
     def order(self, const int64_t[::1] ids):
-        """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): a
-        radix sort on each document's vbucket, collection and first 16 key bytes, then a
-        merge sort of the runs where those tie, on the rest of their keys."""
-        cdef Py_ssize_t n = ids.shape[0], i, k
-        cdef int64_t d, length
+        """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): the
+        documents named (each once, read in id order, the order they are stored in) by a
+        radix sort on their vbucket, collection and first 16 key bytes, then a merge sort
+        of the runs where those tie, on the rest of their keys; each document's key gets
+        its rank, and the positions are placed by rank (a counting sort, which keeps the
+        positions of a rank in order)."""
+        cdef Py_ssize_t n = ids.shape[0], i, k, u = 0
+        cdef int64_t d, length, rank = -1
         cdef Sorted* a = NULL
         cdef Sorted* b = NULL
-        cdef int64_t* by_id = NULL
+        cdef int64_t* at = NULL                # per id: its rank
+        cdef int64_t* start = NULL             # per rank: where its positions go
         cdef Sorted* done
         cdef Keys keys
         self._check(ids)
         out = np.empty(n, np.int64)
-        ties_arr = np.zeros(n, np.uint8)
+        ties_arr = np.ones(n, np.uint8)
         cdef int64_t[::1] order = out
         cdef uint8_t[::1] ties = ties_arr
         if n == 0:
             return out, ties_arr.view(bool)
+        keys.data, keys.docs = self.data, self.docs
+        at = <int64_t*>malloc((self.n + 1) * sizeof(int64_t))
+        try:
+            if at == NULL:
+                raise MemoryError()
+            with nogil:
+                for d in range(self.n + 1):
+                    at[d] = -1
+                for i in range(n):
+                    if at[ids[i]] < 0:
+                        at[ids[i]] = 0
+                        u += 1
+            a = <Sorted*>malloc(u * sizeof(Sorted))
+            b = <Sorted*>malloc(u * sizeof(Sorted))
+            if a == NULL or b == NULL:
+                raise MemoryError()
+            with nogil:
+                k = 0
+                for d in range(self.n):
+                    if at[d] < 0:
+                        continue
+                    length = self.docs[d].length
+                    a[k].group = (<uint64_t>(self.docs[d].unit >> 16) << 32) \
+                        | self.docs[d].cid
+                    a[k].w0 = word(self.data + self.docs[d].off, length)
+                    a[k].w1 = word(self.data + self.docs[d].off + 8, length - 8)
+                    a[k].doc, a[k].pos = d, k
+                    k += 1
+                done = radix_sort(&keys, a, b, u)
+                if done == NULL:
+                    with gil:
+                        raise MemoryError()
+                # ranks: documents of the same vbucket, collection and key share one
+                for k in range(u):
+                    if k == 0 or not same_key(&keys, &done[k], &done[k - 1]):
+                        rank += 1
+                    at[done[k].doc] = rank
+                # the positions by rank, in order within a rank: counts, then starts
+                # (in ``start``, one past each rank's when placed), a tie wherever a
+                # rank's first is not
+                start = <int64_t*>calloc(rank + 2, sizeof(int64_t))
+                if start == NULL:
+                    with gil:
+                        raise MemoryError()
+                for i in range(n):
+                    start[at[ids[i]] + 1] += 1
+                for k in range(rank + 1):
+                    start[k + 1] += start[k]
+                    ties[start[k]] = 0
+                for i in range(n):
+                    k = at[ids[i]]
+                    order[start[k]] = i
+                    start[k] += 1
+        finally:
+            free(a)
+            free(b)
+            free(at)
+            free(start)
+        return out, ties_arr.view(bool)
         keys.data, keys.docs = self.data, self.docs
         a = <Sorted*>malloc(n * sizeof(Sorted))
         b = <Sorted*>malloc(n * sizeof(Sorted))

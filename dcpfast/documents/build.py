@@ -18,7 +18,7 @@ from ..events import Manifest, system_events
 from ..io import DEFAULT_BATCH_BYTES, is_capture
 from ..io.dumps import iter_batches
 from ..pcap import CLIENT_TO_SERVER, read_pcap
-from ..pool import beside, threads_of
+from ..pool import ahead, threads_of
 from ..streams import opens
 from .engine import Engine
 from .options import chosen, flag, limits, nanoseconds, positive, scan_collections, seqnos
@@ -276,7 +276,7 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
 def _feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
     """Feed ``builder`` the batches of ``source``: a capture's client-to-server batches to
     ``client``, the others to ``update``. Where a dump is scanned here and more than one
-    core may be used, the next batch is read and scanned on another thread (``beside``,
+    core may be used, the next batch is read and scanned on another thread (``ahead``,
     on one core fewer) while ``builder`` takes this one."""
     threads = threads_of(reading["threads"])
     if threads == 1 or not _scanned_here(source):
@@ -284,13 +284,13 @@ def _feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
             _give(builder, batch)
         return
     batches = iter(_batches(source, errors, {**reading, "threads": threads - 1}))
-    pending: Callable | None = beside(lambda: next(batches, None))
+    pending: Callable | None = ahead(lambda: next(batches, None))
     try:
         while pending is not None:
             batch, pending = pending(), None
             if batch is None:
                 return
-            pending = beside(lambda: next(batches, None))
+            pending = ahead(lambda: next(batches, None))
             _give(builder, batch)
     finally:
         if pending is not None:       # a batch still being read when the builder raised
