@@ -349,20 +349,12 @@ cdef class KeyIndex:
         return units_arr, cids_arr
 
     def order(self, const int64_t[::1] ids):
-        """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): the
-        documents named (each once, read in id order, the order they are stored in) by a
-        radix sort on their vbucket, collection and first 16 key bytes, then a merge sort
-        of the runs where those tie, on the rest of their keys; each document's key gets
-        its rank, and the positions are placed by rank (a counting sort, which keeps the
-        positions of a rank in order)."""
-        cdef Py_ssize_t n = ids.shape[0], i, k, u = 0
-        cdef int64_t d, length, rank = -1
-        cdef Sorted* a = NULL
-        cdef Sorted* b = NULL
-        cdef int64_t* at = NULL                # per id: its rank
-        cdef int64_t* start = NULL             # per rank: where its positions go
-        cdef Sorted* done
-        cdef Keys keys
+        """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): each
+        document named gets the rank of its key (``_ranks``), then the positions are
+        placed by rank (a counting sort, which keeps the positions of a rank in order)."""
+        cdef Py_ssize_t n = ids.shape[0]
+        cdef int64_t ranks
+        cdef int64_t* at = NULL                # per id: the rank of its key
         self._check(ids)
         out = np.empty(n, np.int64)
         ties_arr = np.ones(n, np.uint8)
@@ -370,18 +362,40 @@ cdef class KeyIndex:
         cdef uint8_t[::1] ties = ties_arr
         if n == 0:
             return out, ties_arr.view(bool)
-        keys.data, keys.docs = self.data, self.docs
         at = <int64_t*>malloc((self.n + 1) * sizeof(int64_t))
         try:
             if at == NULL:
                 raise MemoryError()
+            ranks = self._ranks(ids, at)
             with nogil:
-                for d in range(self.n + 1):
-                    at[d] = -1
-                for i in range(n):
-                    if at[ids[i]] < 0:
-                        at[ids[i]] = 0
-                        u += 1
+                if place_by_rank(&ids[0], n, at, ranks, &order[0], &ties[0]) < 0:
+                    with gil:
+                        raise MemoryError()
+        finally:
+            free(at)
+        return out, ties_arr.view(bool)
+
+    cdef int64_t _ranks(self, const int64_t[::1] ids, int64_t* at) except -1:
+        """The number of distinct keys (vbucket, collection, key bytes) among the
+        documents ``ids`` names, and in ``at`` (one per id) each one's rank among them (-1
+        for an id not named): the documents, each once and read in id order (the order
+        they are stored in), by a radix sort on their vbucket, collection and first 16 key
+        bytes, then a merge sort of the runs where those tie, on the rest of their keys."""
+        cdef Py_ssize_t n = ids.shape[0], i, k, u = 0
+        cdef int64_t d, length, rank = -1
+        cdef Sorted* a = NULL
+        cdef Sorted* b = NULL
+        cdef Sorted* done
+        cdef Keys keys
+        keys.data, keys.docs = self.data, self.docs
+        with nogil:
+            for d in range(self.n + 1):
+                at[d] = -1
+            for i in range(n):
+                if at[ids[i]] < 0:
+                    at[ids[i]] = 0
+                    u += 1
+        try:
             a = <Sorted*>malloc(u * sizeof(Sorted))
             b = <Sorted*>malloc(u * sizeof(Sorted))
             if a == NULL or b == NULL:
@@ -402,69 +416,12 @@ cdef class KeyIndex:
                 if done == NULL:
                     with gil:
                         raise MemoryError()
-                # ranks: documents of the same vbucket, collection and key share one
+                # documents of the same vbucket, collection and key share a rank
                 for k in range(u):
                     if k == 0 or not same_key(&keys, &done[k], &done[k - 1]):
                         rank += 1
                     at[done[k].doc] = rank
-                # the positions by rank, in order within a rank: counts, then starts
-                # (in ``start``, one past each rank's when placed), a tie wherever a
-                # rank's first is not
-                start = <int64_t*>calloc(rank + 2, sizeof(int64_t))
-                if start == NULL:
-                    with gil:
-                        raise MemoryError()
-                for i in range(n):
-                    start[at[ids[i]] + 1] += 1
-                for k in range(rank + 1):
-                    start[k + 1] += start[k]
-                    ties[start[k]] = 0
-                for i in range(n):
-                    k = at[ids[i]]
-                    order[start[k]] = i
-                    start[k] += 1
         finally:
             free(a)
             free(b)
-            free(at)
-            free(start)
-        return out, ties_arr.view(bool)
-        keys.data, keys.docs = self.data, self.docs
-        a = <Sorted*>malloc(n * sizeof(Sorted))
-        b = <Sorted*>malloc(n * sizeof(Sorted))
-        by_id = <int64_t*>calloc(self.n + 1, sizeof(int64_t))
-        try:
-            if a == NULL or b == NULL or by_id == NULL:
-                raise MemoryError()
-            with nogil:
-                # the positions in id order (a counting sort), so that the documents
-                # and their keys are read in the order they are stored
-                for i in range(n):
-                    by_id[ids[i] + 1] += 1
-                for d in range(self.n):
-                    by_id[d + 1] += by_id[d]
-                for i in range(n):
-                    k = by_id[ids[i]]
-                    by_id[ids[i]] = k + 1
-                    a[k].pos = i
-                for k in range(n):
-                    i = a[k].pos
-                    d = ids[i]
-                    length = self.docs[d].length
-                    a[k].group = (<uint64_t>(self.docs[d].unit >> 16) << 32) \
-                        | self.docs[d].cid
-                    a[k].w0 = word(self.data + self.docs[d].off, length)
-                    a[k].w1 = word(self.data + self.docs[d].off + 8, length - 8)
-                    a[k].doc = d
-                done = radix_sort(&keys, a, b, n)
-                if done == NULL:
-                    with gil:
-                        raise MemoryError()
-                for i in range(n):
-                    order[i] = done[i].pos
-                    ties[i] = i > 0 and same_key(&keys, &done[i], &done[i - 1])
-        finally:
-            free(a)
-            free(b)
-            free(by_id)
-        return out, ties_arr.view(bool)
+        return rank + 1

@@ -156,3 +156,26 @@ cdef Sorted* merge_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) no
         b = t
         width *= 2
     return a
+
+
+cdef int place_by_rank(const int64_t* ids, Py_ssize_t n, const int64_t* rank,
+                       int64_t ranks, int64_t* order, uint8_t* ties) noexcept nogil:
+    """``order``: the positions of ``ids`` by the rank of each id (``rank``, of
+    ``ranks``), in order within a rank (a counting sort); ``ties`` (all 1 before) 0 at each
+    rank's first. -1: no memory."""
+    cdef int64_t* start = <int64_t*>calloc(ranks + 1, sizeof(int64_t))
+    cdef Py_ssize_t i
+    cdef int64_t k
+    if start == NULL:
+        return -1
+    for i in range(n):
+        start[rank[ids[i]] + 1] += 1
+    for k in range(ranks):                   # where each rank's positions start
+        start[k + 1] += start[k]
+        ties[start[k]] = 0
+    for i in range(n):
+        k = rank[ids[i]]
+        order[start[k]] = i
+        start[k] += 1
+    free(start)
+    return 0
