@@ -10,12 +10,16 @@ files of the attempts whose results Spark returned in one transaction (``deltala
 delta-rs: no JVM, no catalog), with the job's summary in the commit's metadata and,
 with an ``app_id``, Delta's application transaction version, so that a re-run commits
 nothing new. Files of attempts that failed or lost, and of a job that failed, are
-deleted (``sweep``); what an attempt that Spark abandoned writes later is left to Delta's
-``VACUUM``.
+deleted (``sweep``). While the job runs, a marker file in the table's folder says so
+(``running``, hidden from readers by its leading underscore): the driver deletes it
+before it sweeps, and an attempt that finds it gone once its files are written deletes
+them itself, so that an attempt Spark abandoned and that wrote after the sweep leaves
+nothing either.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import time
@@ -149,12 +153,33 @@ def commit(out: str, job: str, mode: str, schema, partition_by, results, *,
     return account
 
 
-def sweep(out: str, job: str, keep) -> None:
-    """Delete the job's files that the table does not name (``keep``: those it does),
-    and the partition folders left empty."""
+def running(out: str, job: str) -> str:
+    """The marker file that says job ``job`` runs (a path of ``out``'s filesystem)."""
+    return f"{filesystem(out)[1]}/_dcpfast-running-{job}"
+
+
+def settle(out: str, job: str, files) -> bool:
+    """In a task, once its ``files`` (paths in the table) are written: whether job
+    ``job`` still runs; where it no longer does, the files are deleted."""
     from pyarrow import fs
 
     store, root = filesystem(out)
+    if store.get_file_info(running(out, job)).type == fs.FileType.File:
+        return True
+    for path in files:
+        with contextlib.suppress(FileNotFoundError, OSError):
+            store.delete_file(f"{root}/{path}")
+    return False
+
+
+def sweep(out: str, job: str, keep) -> None:
+    """Delete the job's files that the table does not name (``keep``: those it does),
+    and the partition folders left empty, once its ``running`` marker is gone."""
+    from pyarrow import fs
+
+    store, root = filesystem(out)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        store.delete_file(running(out, job))
     if store.get_file_info(root).type != fs.FileType.Directory:
         return
     marker = f"-{job}-"

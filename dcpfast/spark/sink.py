@@ -71,6 +71,10 @@ def run_task(options: dict, batches):
             for uri, lo, hi, size in parts[k]:
                 writer.write(Piece(uri, lo, hi, size))
             result = dict(writer.result(), attempt=attempt, dcpfast=identity())
+            if options["layout"] == "delta" and not deltatable.settle(
+                    out, job, [path for path, _, _ in result["files"]]):
+                raise RuntimeError(f"job {job} ended before this attempt's files were "
+                                   "written: they are deleted")
             yield pa.RecordBatch.from_pylist([{"result": json.dumps(result)}])
 
 
@@ -193,6 +197,8 @@ def write_delta(spark, inputs, table: str, *, partition_by: Sequence[str] = ("vb
                        errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
                        max_frame_size=max_frame_size)
     try:
+        with store.open_output_stream(deltatable.running(out, job)):
+            pass
         results = _run(spark, parts, out=out, job=job, layout="delta", **options)
         result = deltatable.commit(out, job, mode, schema, partition_by, results,
                                    app_id=app_id, app_version=app_version)
