@@ -150,3 +150,20 @@ def mask_bitmap(valid) -> list:
     if valid is None or valid.all():
         return [None]
     return [pa.py_buffer(np.packbits(valid, bitorder="little"))]
+
+
+def cast_map(array, to: pa.MapType) -> pa.Array:
+    """``array`` (a map array, or a chunked one) as the map type ``to``, rebuilt from its
+    offsets, keys and items: pyarrow 25 aborts the process (a failed check, not an
+    exception) when it casts a map array that ``take`` made."""
+    import pyarrow as pa
+
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.type == to:
+        return array
+    if array.offset:                      # from_arrays takes no sliced offsets with nulls
+        array = pa.concat_arrays([array])
+    return pa.MapArray.from_arrays(array.offsets, array.keys.cast(to.key_type),
+                                   array.items.cast(to.item_type), type=to,
+                                   mask=array.is_null() if array.null_count else None)

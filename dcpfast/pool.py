@@ -28,6 +28,10 @@ import threading
 import numpy as np
 
 _POLL_SECONDS = 0.2         # how often a wait looks whether its worker thread still lives
+#: The most threads the default (``threads=None``) takes: on a 16-core machine every
+#: threaded path was fastest at 8, and a scan on 16 no faster than on one
+#: (docs/benchmarks.md, "Batch sizes and threads").
+DEFAULT_MOST = 8
 
 _pool: _Pool | None = None              # the workers of run
 _lanes: dict[str, _Pool] = {}           # the one thread each of beside and ahead
@@ -57,11 +61,11 @@ def default_threads() -> int:
 
 def idle_threads() -> int:
     """The cores of ``default_threads`` that are idle now, this thread's own counted as
-    idle (at least 1): those not taken by the runnable threads of the machine
-    (``/proc/loadavg``'s running count, at this instant) or, where the system has no
-    such count, by its load over the last minute. A machine busy with other work then
-    gets no more threads than it can run at once: extra threads would only wait for a
-    core and hold up the ones that have one."""
+    idle (at least 1, at most ``DEFAULT_MOST``): those not taken by the runnable threads
+    of the machine (``/proc/loadavg``'s running count, at this instant) or, where the
+    system has no such count, by its load over the last minute. A machine busy with other
+    work then gets no more threads than it can run at once: extra threads would only wait
+    for a core and hold up the ones that have one."""
     cores = default_threads()
     machine = os.cpu_count() or cores
     try:
@@ -71,14 +75,14 @@ def idle_threads() -> int:
         try:
             running = int(os.getloadavg()[0])
         except (AttributeError, OSError):
-            return cores
-    return max(1, min(cores, machine - running))
+            return min(cores, DEFAULT_MOST)
+    return max(1, min(cores, machine - running, DEFAULT_MOST))
 
 
 def threads_of(threads) -> int:
     """How many threads a call gets: ``threads`` checked (an integer of at least 1) and no
-    more than the cores (``default_threads``); None: the cores idle now
-    (``idle_threads``)."""
+    more than the cores (``default_threads``); None: the cores idle now, at most
+    ``DEFAULT_MOST`` (``idle_threads``)."""
     if threads is None:
         return idle_threads()
     if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:

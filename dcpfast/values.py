@@ -15,7 +15,7 @@ import numpy as np
 from . import _core as core
 from . import buffers
 from . import protocol as P
-from .arrow import mask_bitmap
+from .arrow import cast_map, mask_bitmap
 from .batch import kinds_of, view_of
 from .errors import Reporter, checked_mode, describe
 from .pool import parts_for, run, shares, threads_of
@@ -228,7 +228,7 @@ def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple
     if map_array is None:
         map_array = pa.nulls(n, schema.field("xattrs").type)
     elif map_array.type != schema.field("xattrs").type:     # large bodies, small xattrs
-        map_array = map_array.cast(schema.field("xattrs").type)
+        map_array = cast_map(map_array, schema.field("xattrs").type)
     is_json = datatype & int(P.Datatype.JSON) != 0
     return pa.Table.from_arrays([pa.array(rows), pa.array(offsets), body, map_array,
                                  pa.array(is_json)], schema=schema), damaged

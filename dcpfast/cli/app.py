@@ -228,8 +228,8 @@ def threads_option(command):
     """The --threads option of the commands that decode."""
     return click.option(
         "--threads", type=click.IntRange(min=1), default=None,
-        help="Threads that read and decode (default: the cores idle now; no more than the "
-             "cores this process may use).")(command)
+        help="Threads that read and decode (default: the cores idle now, at most 8; no "
+             "more than the cores this process may use).")(command)
 
 
 def scan_options(command):

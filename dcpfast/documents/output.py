@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from ..arrow import cast_map
 from ..errors import SkippedRegion
 from ..events import Manifest
 from ..values import text_or_null
@@ -111,8 +112,8 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
                         validity.items()})
         if values:
             columns["body"] = _taken(versions, "body", order[keep]).cast(pa.binary())
-            columns["xattrs"] = _taken(versions, "xattrs", order[keep]).cast(
-                pa.map_(pa.string(), pa.string()))
+            columns["xattrs"] = cast_map(_taken(versions, "xattrs", order[keep]),
+                                         pa.map_(pa.string(), pa.string()))
         out = pa.table(columns, schema=schema)
     return out.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()})
 

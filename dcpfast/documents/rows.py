@@ -310,5 +310,5 @@ def _values(batch: FrameBatch, doc_rows: np.ndarray):
     where = np.full(len(batch), -1, np.int64)
     where[table.column("index").to_numpy()] = np.arange(table.num_rows)
     body = table.column("body").combine_chunks().cast(pa.large_binary())
-    xattrs = table.column("xattrs").combine_chunks().cast(xattr_type())
+    xattrs = arrow.cast_map(table.column("xattrs"), xattr_type())
     return where[doc_rows], body, xattrs

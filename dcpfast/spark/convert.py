@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from .. import protocol as P
 from .. import schema as S
+from ..arrow import cast_map
 from ..batch import FrameBatch, binary_of, validity_of
 from ..errors import DcpFormatError
 from ..io.dumps import iter_batches
@@ -104,8 +105,7 @@ def _values(batch: FrameBatch, errors: str) -> dict:
     take = pa.array(where, mask=where < 0)
     text = pa.string()
     return {"content": table.column("body").combine_chunks().cast(pa.binary()).take(take),
-            "xattrs": table.column("xattrs").combine_chunks().cast(pa.map_(text, text))
-            .take(take)}
+            "xattrs": cast_map(table.column("xattrs"), pa.map_(text, text)).take(take)}
 
 
 # -- the binaryFile paths ------------------------------------------------------------------------

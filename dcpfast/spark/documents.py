@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from .. import protocol as P
 from .._core import contract as C
+from ..arrow import cast_map
 from ..documents import StateBuilder, state_schema
 from ..documents.output import metadata
 from ..documents.problems import LISTED, Problems
@@ -504,7 +505,7 @@ def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
     body = xattrs = None
     if values:
         body = column["body"].take(pa.array(docs)).cast(pa.large_binary())
-        xattrs = column["xattrs"].take(pa.array(docs)).cast(xattr_type())
+        xattrs = cast_map(column["xattrs"].take(pa.array(docs)), xattr_type())
     data = keys.buffers()[2]
     return make_rows(
         rb.num_rows, values, keys=b"" if data is None else data, body=body, xattrs=xattrs,
