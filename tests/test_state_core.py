@@ -195,3 +195,27 @@ def test_high_seqnos_only_with_the_disk_flag(version, flags):
     assert (row["max_visible_seqno"], row["purge_seqno"]) == (9, 3 if version == 2 else None)
     assert batch[0].kind.endswith("_memory") != disk
     assert batch["high_completed_seqno"][0] == (7 if disk else 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.lists(st.integers(0, 40), min_size=1, max_size=6),
+       st.data())
+def test_rows_with_extra_rows_give_every_row_gathered(n, places, data):
+    """Rows read lazily from a batch, with extra rows (restarts, losses) put in among them:
+    a gather or ``take`` at any rows, the extra ones too, gives the full columns there."""
+    from dcpfast.documents.rows import NUMERIC, Rows, make_rows, merged, take
+
+    rng = np.random.default_rng(n * 1000 + len(places))
+    columns = {name: rng.integers(1, 200, n).astype(dtype) for name, dtype in NUMERIC.items()
+               if name != "pos"}
+    base = make_rows(n, False, pos=np.arange(n) * 2, **columns)
+    lazy = Rows({"what": base.what}, size=n, fill=lambda name: base.columns[name],
+                pick=lambda name, index: base.columns[name][index])
+    extra = make_rows(len(places), False, pos=np.minimum(places, n) * 2 - 1,
+                      what=np.full(len(places), 9), seqno=np.arange(len(places)) + 1000)
+    whole = merged(base, extra)
+    index = np.array(sorted(data.draw(st.sets(st.integers(0, n + len(places) - 1),
+                                              min_size=1))), np.int64)
+    taken = take(merged(lazy, extra), index)
+    for name in NUMERIC:
+        assert taken.columns[name].tolist() == whole.columns[name][index].tolist(), name

@@ -159,8 +159,15 @@ def merged(rows: Rows, extra: Rows) -> Rows:
     def fill(name):
         return np.insert(rows.columns[name], at, extra.columns[name])
 
-    def pick(name, index):                  # rows of ``rows`` only (document changes)
-        return rows.gather(name, index - np.searchsorted(moved, index, side="right"))
+    def pick(name, index):
+        before = np.searchsorted(moved, index, side="right")     # extra rows up to each
+        mine = (before == 0) | (moved[np.maximum(before - 1, 0)] != index)
+        if mine.all():                      # document changes, say
+            return rows.gather(name, index - before)
+        out = np.empty(len(index), NUMERIC[name])
+        out[mine] = rows.gather(name, (index - before)[mine])
+        out[~mine] = extra.columns[name][before[~mine] - 1]
+        return out
 
     return Rows({}, rows.keys, rows.body, rows.xattrs, size=len(rows) + len(extra),
                 fill=fill, pick=pick)
