@@ -214,8 +214,8 @@ def test_rows_with_extra_rows_give_every_row_gathered(n, places, data):
     extra = make_rows(len(places), False, pos=np.minimum(places, n) * 2 - 1,
                       what=np.full(len(places), 9), seqno=np.arange(len(places)) + 1000)
     whole = merged(base, extra)
-    index = np.array(sorted(data.draw(st.sets(st.integers(0, n + len(places) - 1),
-                                              min_size=1))), np.int64)
+    index = np.array(sorted(data.draw(st.sets(st.integers(0, n + len(places) - 1)))),
+                     np.int64)
     taken = take(merged(lazy, extra), index)
     for name in NUMERIC:
         assert taken.columns[name].tolist() == whole.columns[name][index].tolist(), name

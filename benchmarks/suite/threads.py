@@ -310,7 +310,8 @@ def section(report: dict) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     default = report.get("default")
     if default:
-        lines += ["", f"The default (`threads=None`: the cores idle now) against one thread, "
+        lines += ["", "The default (`threads=None`: the cores idle now, at most "
+                  f"`pool.DEFAULT_MOST`) against one thread, "
                   f"{default['bytes'] / 1e6:.1f} MB; one thread's time over the default's "
                   "(above 1: the default is faster):", "",
                   "| | quiet | busy (a CPU-bound process on every core) |", "|---|---|---|"]

@@ -160,13 +160,16 @@ def merged(rows: Rows, extra: Rows) -> Rows:
         return np.insert(rows.columns[name], at, extra.columns[name])
 
     def pick(name, index):
-        before = np.searchsorted(moved, index, side="right")     # extra rows up to each
-        mine = (before == 0) | (moved[np.maximum(before - 1, 0)] != index)
-        if mine.all():                      # document changes, say
-            return rows.gather(name, index - before)
-        out = np.empty(len(index), NUMERIC[name])
-        out[mine] = rows.gather(name, (index - before)[mine])
-        out[~mine] = extra.columns[name][before[~mine] - 1]
+        source = index - np.searchsorted(moved, index, side="right")   # a row of ``rows``
+        if not len(index):
+            return rows.gather(name, source)
+        at = np.minimum(np.searchsorted(index, moved), len(index) - 1)  # the few extra
+        hit = index[at] == moved                                        # rows asked for
+        if not hit.any():                   # document changes, say
+            return rows.gather(name, source)
+        source[at[hit]] = 0
+        out = rows.gather(name, source)
+        out[at[hit]] = extra.columns[name][hit]
         return out
 
     return Rows({}, rows.keys, rows.body, rows.xattrs, size=len(rows) + len(extra),
