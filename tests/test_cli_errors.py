@@ -269,14 +269,54 @@ launcher.main()
 """
 
 
+def _interruptible():
+    """In a child: Ctrl-C as a terminal gives it, even where the tests run with SIGINT
+    ignored (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_an_interrupt_while_the_command_starts_ends_it_quietly():
     """Ctrl-C at any moment of the command's start (its imports included) or run: no
     traceback, no "Aborted!", the process ends by SIGINT."""
     for delay in (0, 0.01, 0.03, 0.06, 0.1, 0.2, 0.4):
         done = subprocess.run([sys.executable, "-c", _INTERRUPTED_START, str(delay)],
-                              capture_output=True, env=ENV, timeout=120)
+                              capture_output=True, env=ENV, timeout=120,
+                              preexec_fn=_interruptible)
         assert done.returncode in (0, -signal.SIGINT), done.stderr
         assert b"Traceback" not in done.stderr and b"Aborted" not in done.stderr, done.stderr
+
+
+_INTERRUPTED_IMPORT = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from dcpfast.cli.app import ended_by_signals
+with ended_by_signals():
+    import interrupts_itself
+    print("imported", interrupts_itself.WHOLE, flush=True)
+    time.sleep(60)
+"""
+
+_INTERRUPTING_MODULE = """
+import os, signal, time
+os.kill(os.getpid(), signal.SIGINT)
+for _ in range(100):
+    time.sleep(0.001)           # the interrupt is handled here, inside the import
+WHOLE = True
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_an_import_waits_for_its_end(tmp_path, signum):
+    """A signal that comes while a module is imported (a compiled one would print the
+    interrupt and lose it) ends the command only once the import is over."""
+    (tmp_path / "interrupts_itself.py").write_text(
+        _INTERRUPTING_MODULE.replace("SIGINT", signum.name))
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_IMPORT, str(tmp_path)],
+                          capture_output=True, env=ENV, timeout=120,
+                          preexec_fn=_interruptible)
+    assert done.stdout == b"imported True\n", done.stderr
+    assert done.returncode == -signum, done.stderr
+    assert b"Traceback" not in done.stderr and b"ignored" not in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

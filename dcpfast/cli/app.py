@@ -63,8 +63,8 @@ def main():
 
 
 class _Ended(KeyboardInterrupt):
-    """The process was asked to end (SIGTERM, SIGHUP) while a command ran: unwound as an
-    interrupt is."""
+    """The process was asked to end (SIGINT, SIGTERM, SIGHUP) while a command ran: unwound
+    as an interrupt is."""
 
     def __init__(self, signum: int):
         super().__init__(signum)
@@ -76,33 +76,61 @@ def ended_by_signals():
     """While a command runs, SIGTERM and SIGHUP (unless ignored, as under nohup) unwind
     it as an interrupt (Ctrl-C) does, so that what it was writing is removed on the way
     out; then the process ends by that signal, as it would have without dcpfast (an
-    interrupt too: status 130 in a shell, not click's "Aborted!"). The handlers before are
-    back afterwards; outside the main thread nothing changes."""
+    interrupt too: status 130 in a shell, not click's "Aborted!"). A signal that comes
+    while a module is being imported waits for the import's end: an exception raised in
+    a compiled module's initialisation is printed and lost, not unwound. The handlers
+    before are back afterwards; outside the main thread nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
 
     def end(signum, frame):
-        if not caught:                            # a second signal waits for the cleanup
-            caught.append(signum)
-            raise _Ended(signum)
+        if caught:                                # a second signal waits for the cleanup
+            return
+        if _importing(frame):
+            _send_later(signum)
+            return
+        caught.append(signum)
+        raise _Ended(signum)
 
     ours = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
-    # a signal ignored (SIGHUP under nohup) stays ignored
+    # a signal ignored (SIGHUP under nohup) stays ignored; Ctrl-C is taken over only from
+    # Python's own handler
     before = {s: signal.signal(s, end) for s in ours if signal.getsignal(s) != signal.SIG_IGN}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        before[signal.SIGINT] = signal.signal(signal.SIGINT, end)
     try:
         yield
     except _Ended as e:
         _restore(before)
         before = {}
         _end_by(e.signum)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:                     # raised elsewhere than by ``end``
         _restore(before)
         before = {}
         _end_by(signal.SIGINT)
     finally:
         _restore(before)
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import (under importlib's frames)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+#: How long a signal that came during an import waits before it is sent again.
+_RESEND_S = 0.01
+
+
+def _send_later(signum: int) -> None:
+    timer = threading.Timer(_RESEND_S, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
 
 
 def _restore(handlers: dict) -> None:
