@@ -115,6 +115,55 @@ def binary(view, starts: np.ndarray, lengths: np.ndarray, bitmap: list) -> pa.Ar
                                                       pa.py_buffer(data)])
 
 
+
+def take_binary(column, index: np.ndarray) -> pa.Array:
+    """The values of ``column`` (a ``binary`` or ``large_binary`` array, or a chunked one)
+    at ``index`` (positions in the whole column) as a ``binary`` column (``large_binary``
+    past 2 GiB): gathered out of the chunks in one pass, without joining them first as
+    ``take`` of a chunked array does (one copy of every value less)."""
+    import pyarrow as pa
+
+    chunks = [c for c in (column.chunks if isinstance(column, pa.ChunkedArray) else [column])
+              if len(c)]
+    index = np.asarray(index, np.int64)
+    size = sum(len(c) for c in chunks)
+    if len(index) and (index.min() < 0 or index.max() >= size):
+        raise IndexError(f"take_binary: index outside the column's {size} values")
+    begin = np.empty(size, np.int64)
+    end = np.empty(size, np.int64)
+    valid = np.ones(size, bool) if any(c.null_count for c in chunks) else None
+    firsts = np.zeros(len(chunks), np.int64)
+    datas = []
+    at = 0
+    for k, chunk in enumerate(chunks):
+        wide = pa.types.is_large_binary(chunk.type)
+        _, offsets_buffer, data = chunk.buffers()
+        offsets = np.frombuffer(offsets_buffer, np.int64 if wide else np.int32,
+                                len(chunk) + 1, chunk.offset * (8 if wide else 4))
+        firsts[k] = at
+        begin[at:at + len(chunk)] = offsets[:-1]
+        end[at:at + len(chunk)] = offsets[1:]
+        if valid is not None and chunk.null_count:
+            valid[at:at + len(chunk)] = chunk.is_valid().to_numpy(zero_copy_only=False)
+        datas.append(np.frombuffer(data, np.uint8) if data is not None
+                     else np.zeros(0, np.uint8))
+        at += len(chunk)
+    starts = begin[index]
+    lengths = end[index] - starts
+    taken_valid = None if valid is None else valid[index]
+    if taken_valid is not None:
+        lengths[~taken_valid] = 0            # a null slot may span bytes: none taken
+    bounds = np.zeros(len(index) + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    out = np.empty(int(bounds[-1]), np.uint8)
+    chunk_of = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
+    _core.values.gather_chunks(datas, chunk_of, starts, bounds, out)
+    small = bounds[-1] <= buffers.INT32_MAX
+    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), len(index),
+                                 [*mask_bitmap(taken_valid),
+                                  pa.py_buffer(bounds.astype(np.int32) if small else bounds),
+                                  pa.py_buffer(out)])
+
 def _binary_views(arrays, view, base_offset, views, pairs, bitmaps):
     """``binary_view`` columns over ``view``, no bytes copied, one for each of ``pairs``
     (name: offset/length columns); ``bitmaps(off)`` gives a column's validity buffer.

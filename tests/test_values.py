@@ -494,6 +494,57 @@ def test_helpers_reject_ranges_outside_their_buffers(core):
     with pytest.raises(ValueError):
         module.gather(buf, buf, one_row, np.array([0], np.int64), np.array([0, 5], np.int64),
                       np.empty(4, np.uint8))
+    chunks = [np.zeros(10, np.uint8), np.zeros(3, np.uint8)]
+    for chunk, start, bounds in (([1], 0, [0, 4]), ([2], 0, [0, 1]), ([-1], 0, [0, 1]),
+                                 ([0], -1, [0, 1]), ([0], 8, [0, 3]), ([0], 0, [3, 2])):
+        with pytest.raises(ValueError):
+            module.gather_chunks(chunks, np.array(chunk, np.int32), np.array([start], np.int64),
+                                 np.array(bounds, np.int64), np.empty(8, np.uint8))
+    with pytest.raises(ValueError):                # more rows than bounds
+        module.gather_chunks(chunks, np.zeros(2, np.int32), np.zeros(2, np.int64),
+                             np.array([0, 1], np.int64), np.empty(8, np.uint8))
+
+
+_chunk = st.tuples(st.lists(st.one_of(st.none(), st.binary(max_size=9)), max_size=6),
+                   st.booleans(), st.integers(0, 3), st.integers(0, 3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(chunks=st.lists(_chunk, max_size=5), data=st.data())
+def test_binary_taken_from_chunks_as_arrow_takes_it(chunks, data):
+    """``take_binary`` of a column in chunks (binary or large_binary, sliced, with nulls,
+    empty) at any positions gives what Arrow's ``take`` of the joined column gives, with
+    each core's gather."""
+    from dcpfast import _core
+    from dcpfast.arrow import take_binary
+
+    arrays = []
+    for values, wide, head, tail in chunks:
+        array = pa.array(values, pa.large_binary() if wide else pa.binary())
+        arrays.append(array.slice(min(head, len(array)),
+                                  max(len(array) - head - tail, 0)).cast(pa.large_binary()))
+    if data.draw(st.booleans()):           # a null slot that spans bytes: none are taken
+        arrays.append(pa.Array.from_buffers(
+            pa.large_binary(), 2, [pa.py_buffer(bytes([0b10])),
+                                   pa.py_buffer(np.array([0, 3, 5], np.int64)),
+                                   pa.py_buffer(b"abcde")]))
+    column = pa.chunked_array(arrays, pa.large_binary())
+    index = np.array(data.draw(st.lists(st.integers(0, max(len(column) - 1, 0)),
+                                        max_size=20 if len(column) else 0)), np.int64)
+    expected = column.combine_chunks().take(pa.array(index, pa.int64())).to_pylist()
+    for module in [m for m in (_values_py, compiled) if m is not None]:
+        _core.values, before = module, _core.values
+        try:
+            taken = take_binary(column if len(arrays) != 1 else arrays[0], index)
+        finally:
+            _core.values = before
+        taken.validate(full=True)
+        assert taken.type == pa.binary()
+        assert taken.to_pylist() == expected
+        assert taken.buffers()[2].size == sum(len(v) for v in expected if v is not None)
+    if len(column):
+        with pytest.raises(IndexError):
+            take_binary(column, np.array([len(column)]))
 
 
 nul_free = st.binary(max_size=12).map(lambda b: b.replace(b"\0", b"\1"))

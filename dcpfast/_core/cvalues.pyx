@@ -7,8 +7,8 @@ and a problem's tuple; the other blocks are inflated, and the xattr sections che
 copied, without the GIL (threads decode runs of values at once).
 """
 
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, realloc
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memchr
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
@@ -502,3 +502,42 @@ def gather(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] source
             if size:
                 src = _at(pa, pb, source[i], starts[i])
                 memcpy(&out[bounds[i]], src, size)
+
+
+def gather_chunks(list chunks, const int32_t[::1] chunk, const int64_t[::1] starts,
+                  const int64_t[::1] bounds, uint8_t[::1] out):
+    """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of buffer
+    ``chunks[chunk[i]]``) to ``out[bounds[i]:]``: one gather from many buffers (the
+    chunks of a column), with no copy of the chunks joined first."""
+    cdef Py_ssize_t i, j, n = starts.shape[0], k = len(chunks)
+    cdef int64_t size
+    cdef const uint8_t[::1] view
+    if bounds.shape[0] != n + 1 or chunk.shape[0] != n or bounds[0] < 0 \
+            or out.shape[0] < bounds[n]:
+        raise ValueError("gather_chunks: bounds do not match")
+    held = []                               # the views that keep the chunks' pointers
+    cdef const uint8_t** base = <const uint8_t**>malloc((k + 1) * sizeof(uint8_t*))
+    cdef int64_t* length = <int64_t*>malloc((k + 1) * sizeof(int64_t))
+    if base == NULL or length == NULL:
+        free(base)
+        free(length)
+        raise MemoryError()
+    try:
+        for j in range(k):
+            view = chunks[j]
+            held.append(view)
+            base[j] = _base(view)
+            length[j] = view.shape[0]
+        for i in range(n):
+            size = bounds[i + 1] - bounds[i]
+            if size < 0 or chunk[i] < 0 or chunk[i] >= k or starts[i] < 0 \
+                    or size > length[chunk[i]] - starts[i]:
+                raise ValueError(f"gather_chunks: range {i} outside its chunk")
+        with nogil:
+            for i in range(n):
+                size = bounds[i + 1] - bounds[i]
+                if size:
+                    memcpy(&out[bounds[i]], base[chunk[i]] + starts[i], size)
+    finally:
+        free(base)
+        free(length)

@@ -181,3 +181,19 @@ def gather(a, b, source, starts, bounds, out) -> None:
         if hi < lo or start < 0 or start + hi - lo > len(buf):
             raise ValueError(f"gather: range {i} outside the buffer")
         out[lo:hi] = buf[start:start + hi - lo]
+
+
+def gather_chunks(chunks, chunk, starts, bounds, out) -> None:
+    """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of buffer
+    ``chunks[chunk[i]]``) to ``out[bounds[i]:]``: one gather from many buffers (the
+    chunks of a column), with no copy of the chunks joined first."""
+    bufs = [_flat(c) for c in chunks]
+    out = _flat(out)
+    if len(bounds) != len(starts) + 1 or len(chunk) != len(starts) or bounds[0] < 0 \
+            or len(out) < bounds[-1]:
+        raise ValueError("gather_chunks: bounds do not match")
+    for i, (j, start) in enumerate(zip(chunk.tolist(), starts.tolist())):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        if hi < lo or not 0 <= j < len(bufs) or start < 0 or start + hi - lo > len(bufs[j]):
+            raise ValueError(f"gather_chunks: range {i} outside its chunk")
+        out[lo:hi] = bufs[j][start:start + hi - lo]

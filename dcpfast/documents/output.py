@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from ..arrow import cast_map
+from ..arrow import cast_map, take_binary
 from ..errors import SkippedRegion
 from ..events import Manifest
 from ..values import text_or_null
@@ -111,7 +111,7 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
         columns.update({name: column.filter(pa.array(keep)) for name, column in
                         validity.items()})
         if values:
-            columns["body"] = _taken(versions, "body", order[keep]).cast(pa.binary())
+            columns["body"] = take_binary(versions["body"], order[keep]).cast(pa.binary())
             columns["xattrs"] = cast_map(_taken(versions, "xattrs", order[keep]),
                                          pa.map_(pa.string(), pa.string()))
         out = pa.table(columns, schema=schema)
