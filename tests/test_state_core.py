@@ -157,6 +157,40 @@ def test_key_index_agrees(keys, pieces):
     assert ties.tolist() == [p > 0 and ranked[p] == ranked[p - 1] for p in range(len(ranked))]
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_key_order_of_large_groups(seed):
+    """Groups (vbucket, collection) of thousands of documents, sorted by the digits of
+    their first 16 key bytes and then by merges where those tie: keys shorter and longer
+    than 16 bytes, keys that share their first 16 bytes or are prefixes of others, and
+    zero bytes; several streams of a vbucket. The order is the keys' (vbucket,
+    collection, key bytes), in both cores."""
+    rng = np.random.default_rng(seed)
+    heads = [bytes(rng.integers(0, 256, 16, np.uint8)) for _ in range(40)]
+    keys = []
+    for _ in range(9000):
+        head = heads[rng.integers(len(heads))][:rng.integers(0, 17)]
+        keys.append(head + bytes(rng.integers(0, 3, rng.integers(0, 12), np.uint8)))
+    unit = (rng.choice([3, 700], len(keys)).astype(np.uint32) << 16) \
+        | rng.integers(0, 2, len(keys)).astype(np.uint32)
+    cid = np.where(rng.random(len(keys)) < 0.8, 8, 9).astype(np.uint32)
+    data = b"".join(keys)
+    lengths = np.array([len(k) for k in keys], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+    def run(core):
+        index = core.KeyIndex()
+        ids = index.ids(data, starts, lengths, unit, cid)
+        return ids, index.order(ids)
+    ids, (order, ties) = both(run)
+    ranked = [(int(unit[p]) >> 16, int(cid[p]), keys[p]) for p in order]
+    assert ranked == sorted(ranked)
+    assert len(set(ranked)) < len(ranked) < 3 * len(set(ranked))   # ties and groups made
+    assert ties.tolist() == [p > 0 and ranked[p] == ranked[p - 1] for p in range(len(ranked))]
+    for p in range(1, len(order)):              # a key's positions in stream order
+        if ranked[p] == ranked[p - 1]:
+            assert order[p] > order[p - 1]
+
+
 @needs_compiled
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 5)), max_size=50))
 def test_newest_agrees(pairs):

@@ -379,8 +379,8 @@ cdef class KeyIndex:
         """The number of distinct keys (vbucket, collection, key bytes) among the
         documents ``ids`` names, and in ``at`` (one per id) each one's rank among them (-1
         for an id not named): the documents, each once and read in id order (the order
-        they are stored in), by a radix sort on their vbucket, collection and first 16 key
-        bytes, then a merge sort of the runs where those tie, on the rest of their keys."""
+        they are stored in), by ``radix_sort``: on their vbucket and collection, then in
+        each such group on their key bytes."""
         cdef Py_ssize_t n = ids.shape[0], i, k, u = 0
         cdef int64_t d, length, rank = -1
         cdef Sorted* a = NULL

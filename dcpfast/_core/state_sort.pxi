@@ -1,5 +1,6 @@
-# Documents in key order: a radix sort on each one's vbucket, collection and first 16 key
-# bytes, a merge sort of the runs that tie on those (``KeyIndex.order``).
+# Documents in key order: a radix sort on each one's vbucket and collection, then each
+# group by merges (small) or by the digits of its first 16 key bytes and merges of the
+# runs that tie on those (large) (``KeyIndex.order``).
 
 # -- documents in key order --------------------------------------------------------------
 
@@ -55,61 +56,94 @@ cdef inline bint same_key(const Keys* keys, const Sorted* x, const Sorted* y) no
                                 keys.data + keys.docs[y.doc].off + 16, lx - 16) == 0)
 
 
-cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
-    """Sort ``a`` (``b`` the scratch), stable: least significant digit first over the
-    16-bit digits of ``w1``, ``w0`` and ``group`` (digits the same in every element
-    skipped), then each run that ties on all three by ``merge_sort`` (on the rest of the
-    key); returns whichever of the two holds the result (NULL: no memory)."""
-    cdef int64_t* count = <int64_t*>malloc(65537 * sizeof(int64_t))
-    cdef uint64_t ands[3]
-    cdef uint64_t ors[3]
-    cdef uint64_t key
-    cdef Py_ssize_t i, j, f
-    cdef int shift
+DEF SMALL_GROUP = 2048       # a group sorted by merges below this, by digits above
+
+
+cdef int digit_passes(Sorted* a, Sorted* b, Py_ssize_t n, int first, int last, int bits,
+                      Sorted** out) noexcept nogil:
+    """Sort ``a`` (``b`` the scratch) stably, least significant digit first, on the 16-bit
+    digits of the fields ``first`` to ``last`` (0: ``w1``, 1: ``w0``, 2: ``group``), the
+    digits the same in every element skipped; ``out``: whichever of the two holds the
+    result. -1: no memory."""
+    cdef int64_t* count = NULL
+    cdef uint64_t ands, ors, key
+    cdef Py_ssize_t i, j
+    cdef int f, shift
+    cdef uint64_t mask = (<uint64_t>1 << bits) - 1
+    cdef Py_ssize_t digits = <Py_ssize_t>mask + 1
     cdef Sorted* t
-    cdef Sorted* part
-    if count == NULL:
-        return NULL
-    ands[0] = ands[1] = ands[2] = U64_MAX
-    ors[0] = ors[1] = ors[2] = 0
-    for i in range(n):
-        ands[0] &= a[i].w1
-        ors[0] |= a[i].w1
-        ands[1] &= a[i].w0
-        ors[1] |= a[i].w0
-        ands[2] &= a[i].group
-        ors[2] |= a[i].group
-    for f in range(3):
-        for shift in range(0, 64, 16):
-            if not (((ands[f] ^ ors[f]) >> shift) & 0xFFFF):
+    for f in range(first, last + 1):
+        ands, ors = U64_MAX, 0
+        for i in range(n):
+            key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
+            ands &= key
+            ors |= key
+        shift = -bits
+        while shift + bits < 64:
+            shift += bits
+            if not (((ands ^ ors) >> shift) & mask):
                 continue
-            memset(count, 0, 65537 * sizeof(int64_t))
+            if count == NULL:
+                count = <int64_t*>malloc((digits + 1) * sizeof(int64_t))
+                if count == NULL:
+                    return -1
+            memset(count, 0, (digits + 1) * sizeof(int64_t))
             for i in range(n):
                 key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
-                count[((key >> shift) & 0xFFFF) + 1] += 1
-            for j in range(1, 65537):        # count[d]: where digit d's elements start
+                count[((key >> shift) & mask) + 1] += 1
+            for j in range(1, digits + 1):   # count[d]: where digit d's elements start
                 count[j] += count[j - 1]
             for i in range(n):
                 key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
-                j = count[(key >> shift) & 0xFFFF]
-                count[(key >> shift) & 0xFFFF] = j + 1
+                j = count[(key >> shift) & mask]
+                count[(key >> shift) & mask] = j + 1
                 b[j] = a[i]
             t = a
             a = b
             b = t
     free(count)
+    out[0] = a
+    return 0
+
+
+cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
+    """Sort ``a`` (``b`` the scratch), stable: by ``group`` (its 16-bit digits), then each
+    group by itself: a small one by ``merge_sort`` (it fits the cache), a large one by
+    the digits of ``w1`` and ``w0`` and each run that ties on both by ``merge_sort`` (on the
+    rest of the key); returns whichever of the two holds the result (NULL: no memory)."""
+    cdef Py_ssize_t i, j, k
+    cdef Sorted* done
+    cdef Sorted* other
+    cdef Sorted* part
+    if digit_passes(a, b, n, 2, 2, 16, &done) < 0:
+        return NULL
+    other = b if done == a else a
     i = 0
     while i < n:
         j = i + 1
-        while j < n and a[j].group == a[i].group and a[j].w0 == a[i].w0 \
-                and a[j].w1 == a[i].w1:
+        while j < n and done[j].group == done[i].group:
             j += 1
-        if j - i > 1:
-            part = merge_sort(keys, a + i, b + i, j - i)
-            if part != a + i:
-                memcpy(a + i, part, (j - i) * sizeof(Sorted))
+        if j - i > SMALL_GROUP:
+            if digit_passes(done + i, other + i, j - i, 0, 1, 16, &part) < 0:
+                return NULL
+            if part != done + i:
+                memcpy(done + i, part, (j - i) * sizeof(Sorted))
+            k = i
+            while k < j:                     # runs that tie on the first 16 key bytes
+                i = k
+                k = i + 1
+                while k < j and done[k].w0 == done[i].w0 and done[k].w1 == done[i].w1:
+                    k += 1
+                if k - i > 1:
+                    part = merge_sort(keys, done + i, other + i, k - i)
+                    if part != done + i:
+                        memcpy(done + i, part, (k - i) * sizeof(Sorted))
+        elif j - i > 1:
+            part = merge_sort(keys, done + i, other + i, j - i)
+            if part != done + i:
+                memcpy(done + i, part, (j - i) * sizeof(Sorted))
         i = j
-    return a
+    return done
 
 
 cdef Sorted* merge_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
