@@ -283,3 +283,9 @@ def describe(code: int, a: object = 0, b: object = 0) -> str:
 def text(name: str, /, **fields: object) -> str:
     """The reason named ``name`` with its format ``fields`` filled in."""
     return _NAMED[name].format(**fields)
+
+
+def is_capture_gap(reason: str) -> bool:
+    """Whether a skipped region's ``reason`` is a capture gap: bytes of a TCP stream the
+    capture lacks, not damage."""
+    return reason.startswith(_NAMED["capture_gap"].split(":")[0])

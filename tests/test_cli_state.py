@@ -167,6 +167,28 @@ def test_a_capture_gap_is_worded_as_a_gap_in_its_tcp_stream(tmp_path):
         in skipped.output
 
 
+def test_capture_gaps_past_the_problems_listed_are_all_counted(tmp_path):
+    """More problems than the metadata lists (1,000): the gap line counts every gap, and
+    says the bytes it gives are those of the gaps listed; the damage line counts the
+    rest."""
+    client, server = t.synthetic_conversation(15000, seed=7)
+    data = b"".join(f.data for f in server)
+    drops = list(range(5, len(data) // 1448 - 5, 3))
+    assert len(drops) > 600                           # a gap and a cut frame each: > 1,000
+    capture = tmp_path / "gaps.pcap"
+    capture.write_bytes(t.pcap_file(t.tcp_packets(t.tcp_conversation(
+        b"".join(f.data for f in client), data, sizes=(1448,),
+        drop=[(False, i) for i in drops], seed=7))))
+    done = run("state", capture, "-o", tmp_path / "s.parquet", "--errors", "skip")
+    assert done.exit_code == 0, done.output
+    meta = metadata(pq.read_table(tmp_path / "s.parquet"))
+    assert meta["errors_total"] > len(meta["errors"]) == 1000
+    assert meta["error_counts"]["capture_gap"] == len(drops)
+    assert f"{len(drops):,} capture gap(s): at least " in done.output
+    others = meta["errors_total"] - len(drops)
+    assert f"skipped {others:,} damaged or inconsistent frame(s)" in done.output
+
+
 @pytest.mark.parametrize("command", ["info", "head", "state", "convert"])
 def test_every_decoding_command_takes_threads_and_shows_examples(command, tmp_path):
     assert "Examples:" in run(command, "--help").output

@@ -12,7 +12,7 @@ import time
 import click
 
 from ..documents import StateBuilder, consistency
-from ..errors import DcpFormatError, text
+from ..errors import DcpFormatError, is_capture_gap, text
 from ..pcap import CLIENT_TO_SERVER
 from .app import (
     INPUT,
@@ -176,26 +176,27 @@ def _warnings(meta: dict) -> list[str]:
 
 
 def _skipped(meta: dict) -> list[str]:
-    """The lines for what skip mode passed over: capture gaps (among the problems
-    listed), then how many other problems, by kind, and the first."""
+    """The lines for what skip mode passed over: capture gaps, then how many other
+    problems, by kind, and the first. Counts come from ``error_counts`` (every problem),
+    the bytes of the gaps and the first other problem from the problems listed."""
     listed = [e[-3:] for e in meta.get("errors", ())]          # (offset, length, reason)
-    prefix = text("capture_gap", length=0).split(":")[0]
-    gaps = [e for e in listed if e[2].startswith(prefix)]
-    damage = [e for e in listed if not e[2].startswith(prefix)]
-    out = []
-    if gaps:
-        out.append(f"{len(gaps)} capture gap(s): {sum(g[1] for g in gaps):,} bytes of the "
-                   "TCP streams are not in the capture; the documents they held are missing")
+    gaps = [e for e in listed if is_capture_gap(e[2])]
+    damage = [e for e in listed if not is_capture_gap(e[2])]
     counts = dict(meta.get("error_counts", {}))
-    if gaps and counts.get("skipped_bytes"):
-        counts["skipped_bytes"] -= len(gaps)
-    total = meta.get("errors_total", len(listed)) - len(gaps)
-    if total > 0 and damage:
+    gap_count = counts.pop("capture_gap", 0)
+    out = []
+    if gap_count:
+        size = sum(g[1] for g in gaps)
+        size_text = f"{size:,} bytes" if len(gaps) == gap_count else \
+            f"at least {size:,} bytes (in the {len(gaps):,} listed)"
+        out.append(f"{gap_count:,} capture gap(s): {size_text} of the TCP streams are not "
+                   "in the capture; the documents they held are missing")
+    total = meta.get("errors_total", len(listed)) - gap_count
+    if total > 0:
         kinds = ", ".join(f"{n:,} {kind.replace('_', ' ')}" for kind, n in counts.items()
                           if n)
-        offset, _, reason = damage[0]
-        out.append(f"skipped {total:,} damaged or inconsistent frame(s) ({kinds}), the "
-                   f"first at byte {offset}: {reason}")
+        first = f", the first at byte {damage[0][0]}: {damage[0][2]}" if damage else ""
+        out.append(f"skipped {total:,} damaged or inconsistent frame(s) ({kinds}){first}")
     return out
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import protocol as P
 from ..batch import FrameBatch, parts_of
-from ..errors import DcpFormatError, SkippedRegion, checked_mode, text
+from ..errors import DcpFormatError, SkippedRegion, checked_mode, is_capture_gap, text
 from ..events import Manifest, system_events
 from ..io import DEFAULT_BATCH_BYTES, is_capture
 from ..io.dumps import iter_batches
@@ -104,7 +104,8 @@ class StateBuilder:
         self._frames += len(batch)
         self.feed(merged(rows, concat(extra)) if extra else rows)
         hint = text("state_skip_hint")
-        found = [(*r, kind, hint) for kind, regions in (
+        found = [(*r, "capture_gap" if kind == "skipped_bytes" and is_capture_gap(r.reason)
+                  else kind, hint) for kind, regions in (
             ("skipped_bytes", scanned), ("damaged_event", event_errors),
             ("malformed_response", response_errors), ("damaged_value", value_errors))
             for r in regions]

@@ -7,7 +7,7 @@ from __future__ import annotations
 #: Problems listed in a table's metadata; the others are only counted.
 LISTED = 1000
 #: The kinds of problem, by what found them.
-KINDS = ("skipped_bytes", "damaged_value", "damaged_event", "lost_frames",
+KINDS = ("skipped_bytes", "capture_gap", "damaged_value", "damaged_event", "lost_frames",
          "seqno_backwards", "commit_without_prepare", "unplaced_rollback", "malformed_response")
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import protocol as P
 from ..batch import FrameBatch, kinds_of
-from ..errors import text
+from ..errors import is_capture_gap, text
 from ..events import Manifest
 from ..streams import Summary
 from ..streams.frames import IS_ITEM, IS_MESSAGE, decoded_requests, requests, rollback_seqnos
@@ -38,14 +38,13 @@ MAX_DAMAGE = 200
 _MARKS = 4096
 _MARK_EVERY = 256
 _MARKER_FLAGS = np.uint32(sum(v for k, v in MARK_BITS.items() if k != "oso"))
-_GAP = text("capture_gap", length=0).split(":")[0]
 _CUT = text("frame_cut_by_gap").split(" by ")[0]
 
 
 def damage_kind(reason: str) -> str:
     """The anomaly kind of a skipped region: ``capture_gap``, ``frame_cut`` (a frame a gap
     cut short) or ``damaged_bytes``."""
-    return "capture_gap" if reason.startswith(_GAP) else \
+    return "capture_gap" if is_capture_gap(reason) else \
         "frame_cut" if reason.startswith(_CUT) else "damaged_bytes"
 
 
