@@ -93,6 +93,21 @@ def test_the_seqno_lines_are_named_while_each_has_its_colour(tmp_path):
     assert not Charts(figures).all()["seqnos"].legend
 
 
+def test_the_seqno_lines_hold_each_seqno_until_the_next():
+    """A stream that sends nothing for a while draws a flat line, then a rise: each line
+    is steps (no segment both rises and moves on in time)."""
+    from dcpfast.reporting.charts import Charts
+
+    chart = Charts(dcpfast.report(t.SAMPLE_PCAP).figures).all()["seqnos"]
+    (source,) = [r.data_source for r in chart.renderers]
+    rises = 0
+    for xs, ys in zip(source.data["xs"], source.data["ys"]):
+        for (x0, x1), (y0, y1) in zip(zip(xs, xs[1:]), zip(ys, ys[1:])):
+            assert x0 == x1 or y0 == y1
+            rises += y1 > y0
+    assert rises
+
+
 def test_anomalies_link_to_their_stream(tmp_path):
     from report_scenarios import known
 

@@ -246,10 +246,12 @@ class Charts:
         fig = self.figure("Seqno progress per vbucket (highest seqno per bucket)",
                           height=280 if named else 240)
         xs, ys = [], []
-        for s in drawn:
+        for s in drawn:                # steps: a seqno holds until the next one it reached
             keep = np.asarray(s["items"]) > 0
-            xs.append(self.x(np.asarray(s["buckets"])[keep]))
-            ys.append(np.asarray(s["seqno"], np.float64)[keep])
+            x = self.x(np.asarray(s["buckets"])[keep])
+            y = np.asarray(s["seqno"], np.float64)[keep]
+            xs.append(np.repeat(x, 2)[1:])
+            ys.append(np.repeat(y, 2)[:-1])
         lines = fig.multi_line("xs", "ys", line_width=1.5, color="color", source=ColumnDataSource(
             {"xs": xs, "ys": ys, "stream": [where[s["stream"]] for s in drawn],
              "color": [_PALETTE[k % len(_PALETTE)] for k in range(len(drawn))]}), **named)
