@@ -59,7 +59,7 @@ cdef inline bint same_key(const Keys* keys, const Sorted* x, const Sorted* y) no
 DEF SMALL_GROUP = 2048       # a group sorted by merges below this, by digits above
 
 
-cdef int digit_passes(Sorted* a, Sorted* b, Py_ssize_t n, int first, int last, int bits,
+cdef int digit_passes(Sorted* a, Sorted* b, Py_ssize_t n, int first, int last,
                       Sorted** out) noexcept nogil:
     """Sort ``a`` (``b`` the scratch) stably, least significant digit first, on the 16-bit
     digits of the fields ``first`` to ``last`` (0: ``w1``, 1: ``w0``, 2: ``group``), the
@@ -69,8 +69,6 @@ cdef int digit_passes(Sorted* a, Sorted* b, Py_ssize_t n, int first, int last, i
     cdef uint64_t ands, ors, key
     cdef Py_ssize_t i, j
     cdef int f, shift
-    cdef uint64_t mask = (<uint64_t>1 << bits) - 1
-    cdef Py_ssize_t digits = <Py_ssize_t>mask + 1
     cdef Sorted* t
     for f in range(first, last + 1):
         ands, ors = U64_MAX, 0
@@ -78,25 +76,23 @@ cdef int digit_passes(Sorted* a, Sorted* b, Py_ssize_t n, int first, int last, i
             key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
             ands &= key
             ors |= key
-        shift = -bits
-        while shift + bits < 64:
-            shift += bits
-            if not (((ands ^ ors) >> shift) & mask):
+        for shift in range(0, 64, 16):
+            if not (((ands ^ ors) >> shift) & 0xFFFF):
                 continue
             if count == NULL:
-                count = <int64_t*>malloc((digits + 1) * sizeof(int64_t))
+                count = <int64_t*>malloc(65537 * sizeof(int64_t))
                 if count == NULL:
                     return -1
-            memset(count, 0, (digits + 1) * sizeof(int64_t))
+            memset(count, 0, 65537 * sizeof(int64_t))
             for i in range(n):
                 key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
-                count[((key >> shift) & mask) + 1] += 1
-            for j in range(1, digits + 1):   # count[d]: where digit d's elements start
+                count[((key >> shift) & 0xFFFF) + 1] += 1
+            for j in range(1, 65537):        # count[d]: where digit d's elements start
                 count[j] += count[j - 1]
             for i in range(n):
                 key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
-                j = count[(key >> shift) & mask]
-                count[(key >> shift) & mask] = j + 1
+                j = count[(key >> shift) & 0xFFFF]
+                count[(key >> shift) & 0xFFFF] = j + 1
                 b[j] = a[i]
             t = a
             a = b
@@ -115,7 +111,7 @@ cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) no
     cdef Sorted* done
     cdef Sorted* other
     cdef Sorted* part
-    if digit_passes(a, b, n, 2, 2, 16, &done) < 0:
+    if digit_passes(a, b, n, 2, 2, &done) < 0:
         return NULL
     other = b if done == a else a
     i = 0
@@ -124,7 +120,7 @@ cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) no
         while j < n and done[j].group == done[i].group:
             j += 1
         if j - i > SMALL_GROUP:
-            if digit_passes(done + i, other + i, j - i, 0, 1, 16, &part) < 0:
+            if digit_passes(done + i, other + i, j - i, 0, 1, &part) < 0:
                 return NULL
             if part != done + i:
                 memcpy(done + i, part, (j - i) * sizeof(Sorted))
