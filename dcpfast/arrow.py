@@ -115,7 +115,6 @@ def binary(view, starts: np.ndarray, lengths: np.ndarray, bitmap: list) -> pa.Ar
                                                       pa.py_buffer(data)])
 
 
-
 def take_binary(column, index: np.ndarray) -> pa.Array:
     """The values of ``column`` (a ``binary`` or ``large_binary`` array, or a chunked one)
     at ``index`` (positions in the whole column) as a ``binary`` column (``large_binary``
@@ -137,6 +136,8 @@ def take_binary(column, index: np.ndarray) -> pa.Array:
     at = 0
     for k, chunk in enumerate(chunks):
         wide = pa.types.is_large_binary(chunk.type)
+        if not (wide or pa.types.is_binary(chunk.type)):
+            raise TypeError(f"take_binary: a {chunk.type} column, not binary")
         _, offsets_buffer, data = chunk.buffers()
         offsets = np.frombuffer(offsets_buffer, np.int64 if wide else np.int32,
                                 len(chunk) + 1, chunk.offset * (8 if wide else 4))
@@ -163,6 +164,7 @@ def take_binary(column, index: np.ndarray) -> pa.Array:
                                  [*mask_bitmap(taken_valid),
                                   pa.py_buffer(bounds.astype(np.int32) if small else bounds),
                                   pa.py_buffer(out)])
+
 
 def _binary_views(arrays, view, base_offset, views, pairs, bitmaps):
     """``binary_view`` columns over ``view``, no bytes copied, one for each of ``pairs``

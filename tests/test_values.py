@@ -545,6 +545,8 @@ def test_binary_taken_from_chunks_as_arrow_takes_it(chunks, data):
     if len(column):
         with pytest.raises(IndexError):
             take_binary(column, np.array([len(column)]))
+        with pytest.raises(TypeError):                # another layout: refused, not read
+            take_binary(column.cast(pa.binary_view()), index)
 
 
 nul_free = st.binary(max_size=12).map(lambda b: b.replace(b"\0", b"\1"))
