@@ -219,7 +219,7 @@ def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple
     bounds = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=bounds[1:])
     data = np.empty(int(bounds[-1]), np.uint8)
-    core.values.gather(view, inflated, source, starts, bounds, data)
+    core.values.gather_chunks([view, inflated], source.astype(np.int32), starts, bounds, data)
 
     schema = values_schema(large=large)
     body = pa.Array.from_buffers(schema.field("body").type, n, [

@@ -479,31 +479,6 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
         raise ValueError("xattr_strings: string buffers too short")
 
 
-def gather(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] source,
-           const int64_t[::1] starts, const int64_t[::1] bounds, uint8_t[::1] out):
-    """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of its source
-    buffer) to ``out[bounds[i]:]``."""
-    cdef Py_ssize_t i, n = starts.shape[0]
-    cdef int64_t size
-    cdef const uint8_t* src
-    if bounds.shape[0] != n + 1 or source.shape[0] != n or bounds[0] < 0 \
-            or out.shape[0] < bounds[n]:
-        raise ValueError("gather: bounds do not match")
-    for i in range(n):
-        size = bounds[i + 1] - bounds[i]
-        if size < 0 or source[i] > 1 or starts[i] < 0 \
-                or size > (b.shape[0] if source[i] else a.shape[0]) - starts[i]:
-            raise ValueError(f"gather: range {i} outside the buffer")
-    cdef const uint8_t* pa = _base(a)
-    cdef const uint8_t* pb = _base(b)
-    with nogil:
-        for i in range(n):
-            size = bounds[i + 1] - bounds[i]
-            if size:
-                src = _at(pa, pb, source[i], starts[i])
-                memcpy(&out[bounds[i]], src, size)
-
-
 def gather_chunks(list chunks, const int32_t[::1] chunk, const int64_t[::1] starts,
                   const int64_t[::1] bounds, uint8_t[::1] out):
     """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of buffer

@@ -3,7 +3,7 @@ names and signatures, written for clarity.
 
 Every function walks a list of values given as ``starts``/``lengths`` (numpy int arrays)
 and reports damage as ``(row, code, a, b)`` tuples, ``code`` a ``protocol.ValueProblem``.
-Values that are xattr-parsed or gathered live in one of two buffers, chosen per row by
+Values that are xattr-parsed live in one of two buffers, chosen per row by
 ``source`` (0: ``a``, the stream; 1: ``b``, the inflated Snappy values).
 """
 
@@ -165,22 +165,6 @@ def xattr_strings(a, b, source, starts, lengths, pairs, key_offsets, key_data, v
             n += 1
             key_offsets[n] = kpos
             value_offsets[n] = vpos
-
-
-def gather(a, b, source, starts, bounds, out) -> None:
-    """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of its source
-    buffer) to ``out[bounds[i]:]``."""
-    bufs = (_flat(a), _flat(b))
-    out = _flat(out)
-    if len(bounds) != len(starts) + 1 or len(source) != len(starts) or bounds[0] < 0 \
-            or len(out) < bounds[-1]:
-        raise ValueError("gather: bounds do not match")
-    for i, (src, start) in enumerate(zip(source.tolist(), starts.tolist())):
-        lo, hi = int(bounds[i]), int(bounds[i + 1])
-        buf = bufs[src]
-        if hi < lo or start < 0 or start + hi - lo > len(buf):
-            raise ValueError(f"gather: range {i} outside the buffer")
-        out[lo:hi] = buf[start:start + hi - lo]
 
 
 def gather_chunks(chunks, chunk, starts, bounds, out) -> None:
