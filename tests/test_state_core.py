@@ -1,7 +1,7 @@
 """The state core (``cstate``) and its pure-Python twin (``pystate``) give the same answers
-on random input: the stream checks, the state walk, the key index and ``newest``; and
-the scan reads the high completed and prepared seqnos of snapshot markers only where
-kv_engine does (``test_twin`` holds the two scan cores to each other)."""
+on random input: the stream checks, the state walk, the key index, ``newest`` and
+``pair_durable``; and the scan reads the high completed and prepared seqnos of snapshot
+markers only where kv_engine does (``test_twin`` holds the two scan cores to each other)."""
 
 from __future__ import annotations
 
@@ -203,6 +203,38 @@ def test_newest_agrees(pairs):
         assert best[g] == want
 
 
+DURABLE = [C.W_MUTATION, C.W_DELETION, C.W_PREPARE, C.W_COMMIT, C.W_ABORT]
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.sampled_from(DURABLE), st.integers(0, 4),
+                          st.integers(0, 4)), max_size=60))
+def test_durable_pairs_agree(changes):
+    """Each commit with the change of its document just before it, judged its prepare
+    where that is a prepare of the commit's prepared seqno, and the prepares still
+    waiting: a model that sorts by document and position."""
+    group = np.array([c[0] for c in changes], np.int64)
+    what = np.array([c[1] for c in changes], np.uint8)
+    seqno = np.array([c[2] for c in changes], np.uint64)
+    prepared = np.array([c[3] for c in changes], np.uint64)
+    commits, before, ok, waiting = both(
+        lambda core: core.pair_durable(group, what, seqno, prepared, 6))
+    by_doc = sorted(range(len(changes)), key=lambda j: (changes[j][0], j))
+    want_before, want_ok, want_waiting = {}, {}, []
+    for k, j in enumerate(by_doc):
+        earlier = by_doc[k - 1] if k and changes[by_doc[k - 1]][0] == changes[j][0] else -1
+        if changes[j][1] == C.W_COMMIT:
+            want_before[j] = earlier
+            want_ok[j] = earlier >= 0 and changes[earlier][1] == C.W_PREPARE \
+                and changes[earlier][2] == changes[j][3]
+        last = k + 1 == len(by_doc) or changes[by_doc[k + 1]][0] != changes[j][0]
+        if last and changes[j][1] == C.W_PREPARE:
+            want_waiting.append(j)
+    assert commits.tolist() == sorted(want_before)
+    assert before.tolist() == [want_before[j] for j in sorted(want_before)]
+    assert ok.tolist() == [want_ok[j] for j in sorted(want_before)]
+    assert waiting.tolist() == sorted(want_waiting)
+
+
 def test_cores_check_their_input():
     for core in CORES:
         with pytest.raises(ValueError):
@@ -210,6 +242,11 @@ def test_cores_check_their_input():
                                 np.zeros(1, np.uint32), np.zeros(1, np.uint32))
         with pytest.raises(ValueError):
             core.newest(np.array([3], np.int64), np.array([0], np.int64), 2)
+        one = np.zeros(1, np.uint64)
+        for group, what in (([2], [C.W_COMMIT]), ([-1], [C.W_PREPARE]), ([0, 1], [0])):
+            with pytest.raises(ValueError):
+                core.pair_durable(np.array(group, np.int64), np.array(what, np.uint8), one,
+                                  one, 2)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

@@ -7,7 +7,7 @@ keeping each stream's state in a row of a uint64 array, ``KeyIndex`` hashes docu
 dense ids and sorts them in key order.
 
 The module is one compilation unit in pieces: ``state_checks.pxi`` (the stream checks),
-``state_walk.pxi`` (the state walk, ``newest``), ``state_keys.pxi`` (``KeyIndex``) and
+``state_walk.pxi`` (the state walk, ``newest``, ``pair_durable``), ``state_keys.pxi`` (``KeyIndex``) and
 ``state_sort.pxi`` (its key order).
 """
 
@@ -54,6 +54,7 @@ cdef enum:
     W_DELETION = 1
     W_EXPIRATION = 2
     W_PREPARE = 3
+    W_COMMIT = 4
     W_ADVANCE = 7
     W_MARKER = 8
     W_OSO = 9
@@ -81,7 +82,7 @@ _CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_
           "R_OSO_NOT_ENDED": R_OSO_NOT_ENDED, "R_OSO_NOT_STARTED": R_OSO_NOT_STARTED,
           "C_BITS": C_BITS, "C_OPAQUE": C_OPAQUE, "C_CHAIN": C_CHAIN, "C_START": C_START,
           "C_END": C_END, "C_FLAGS": C_FLAGS, "C_REACH": C_REACH, "W_MUTATION": W_MUTATION,
-          "W_DELETION": W_DELETION, "W_EXPIRATION": W_EXPIRATION, "W_PREPARE": W_PREPARE,
+          "W_DELETION": W_DELETION, "W_EXPIRATION": W_EXPIRATION, "W_PREPARE": W_PREPARE, "W_COMMIT": W_COMMIT,
           "W_ADVANCE": W_ADVANCE, "W_MARKER": W_MARKER, "W_OSO": W_OSO,
           "W_RESTART": W_RESTART, "W_END": W_END, "W_LOSS": W_LOSS, "K_BITS": K_BITS,
           "K_CHAIN": K_CHAIN,

@@ -357,6 +357,32 @@ def newest(ids, order_key, size):
     return best
 
 
+def pair_durable(group, what, seqno, prepared, size):
+    """Durable writes paired, the elements of each group (an id in ``0..size-1``) being in
+    the order of their indices: each commit (``what`` ``W_COMMIT``), the element before
+    it in its group (-1: none) and whether that one is its prepare (a ``W_PREPARE`` whose
+    ``seqno`` is the commit's ``prepared``); and the prepares that are the last element
+    of their group. Four arrays: commits, before, ok (bool), waiting (ascending)."""
+    if not len(what) == len(seqno) == len(prepared) == len(group):
+        raise ValueError("every column needs one value per change")
+    for g in group:
+        if not 0 <= g < size:
+            raise ValueError(f"group {g} outside 0..{size - 1}")
+    last: dict[int, int] = {}
+    commits, before, ok = [], [], []
+    for i in range(len(group)):
+        g = int(group[i])
+        p = last.get(g, -1)
+        if what[i] == C.W_COMMIT:
+            commits.append(i)
+            before.append(p)
+            ok.append(p >= 0 and what[p] == C.W_PREPARE and prepared[i] == seqno[p])
+        last[g] = i
+    waiting = sorted(i for i in last.values() if what[i] == C.W_PREPARE)
+    return (np.array(commits, np.int64), np.array(before, np.int64), np.array(ok, bool),
+            np.array(waiting, np.int64))
+
+
 class KeyIndex:
     """A dense id (0, 1, ... in first-seen order) per document: its stream (``unit``,
     vbucket << 16 | stream id), collection and key bytes; the key bytes kept."""

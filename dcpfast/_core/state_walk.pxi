@@ -174,3 +174,48 @@ def newest(const int64_t[::1] ids, const int64_t[::1] order_key, Py_ssize_t size
             if b < 0 or order_key[i] >= order_key[b]:
                 best[g] = i
     return best_arr
+
+
+def pair_durable(const int64_t[::1] group, const uint8_t[::1] what, const uint64_t[::1] seqno,
+                 const uint64_t[::1] prepared, Py_ssize_t size):
+    """Each commit with the change before it in its group, and the prepares left waiting
+    (``pystate.pair_durable``)."""
+    cdef Py_ssize_t n = group.shape[0], i, c = 0, w = 0
+    cdef int64_t g, p
+    if what.shape[0] != n or seqno.shape[0] != n or prepared.shape[0] != n:
+        raise ValueError("every column needs one value per change")
+    for i in range(n):
+        if not 0 <= group[i] < size:
+            raise ValueError(f"group {group[i]} outside 0..{size - 1}")
+        if what[i] == W_COMMIT:
+            c += 1
+    last_arr = np.full(size, -1, np.int64)
+    commits_arr = np.empty(c, np.int64)
+    before_arr = np.empty(c, np.int64)
+    ok_arr = np.zeros(c, np.uint8)
+    cdef int64_t[::1] last = last_arr
+    cdef int64_t[::1] commits = commits_arr
+    cdef int64_t[::1] before = before_arr
+    cdef uint8_t[::1] ok = ok_arr
+    with nogil:
+        c = 0
+        for i in range(n):
+            g = group[i]
+            p = last[g]
+            if what[i] == W_COMMIT:
+                commits[c], before[c] = i, p
+                ok[c] = p >= 0 and what[p] == W_PREPARE and prepared[i] == seqno[p]
+                c += 1
+            last[g] = i
+        for i in range(n):
+            if what[i] == W_PREPARE and last[group[i]] == i:
+                w += 1
+    waiting_arr = np.empty(w, np.int64)
+    cdef int64_t[::1] waiting = waiting_arr
+    with nogil:
+        w = 0
+        for i in range(n):
+            if what[i] == W_PREPARE and last[group[i]] == i:
+                waiting[w] = i
+                w += 1
+    return commits_arr, before_arr, ok_arr.view(bool), waiting_arr

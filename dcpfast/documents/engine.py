@@ -155,23 +155,18 @@ class Engine:
         commits whose pair is their prepare, at its seqno and with no clear or restart
         between that drops it, and those prepares: indices into ``t``), and the prepares
         still waiting at the stretch's end; a commit without its prepare is a problem."""
-        order = np.lexsort((t.rel, t.group))
-        commits = np.flatnonzero(t.what[order] == COMMIT)
-        before = np.maximum(commits - 1, 0)
-        com, pre = order[commits], order[before]      # a commit, what came before it
-        ok = (commits > 0) & (t.group[pre] == t.group[com]) & (t.what[pre] == PREPARE)
-        ok &= t.prepared[com] == t.seqno[pre]
-        if not barriers.empty:
-            ok &= ~barriers.cleared(t.unit[pre], t.cid[pre], t.rel[pre], t.rel[com])
-            ok &= ~barriers.discarded(t.unit[pre], t.seqno[pre], t.rel[pre], t.rel[com])
+        com, pre, ok, waiting = _core.state.pair_durable(t.group, t.what, t.seqno, t.prepared,
+                                                         t.size)
+        if not barriers.empty and ok.any():
+            at = np.flatnonzero(ok)
+            c, p = com[at], pre[at]
+            ok[at] = ~barriers.cleared(t.unit[p], t.cid[p], t.rel[p], t.rel[c]) \
+                & ~barriers.discarded(t.unit[p], t.seqno[p], t.rel[p], t.rel[c])
         for j in com[~ok].tolist():
             vbucket = int(t.unit[j]) >> 16
             self._problem(rows, t.row(j), text("state_no_prepare",
                                                prepared=int(t.prepared[j]), vbucket=vbucket),
                           "commit_without_prepare", text("state_skip_hint"))
-        last = np.ones(len(order), bool)
-        last[:-1] = t.group[order][:-1] != t.group[order][1:]
-        waiting = order[last & (t.what[order] == PREPARE)]
         if not barriers.empty:
             waiting = waiting[~barriers.discarded(t.unit[waiting], t.seqno[waiting],
                                                   t.rel[waiting])
@@ -238,6 +233,7 @@ class _Tracked:
             return cat([held[name] if name else np.zeros(h, dtype), mine])
         self.what = joined("what", "what", np.uint8)
         self.group = cat([held["doc"], self.ids]) if held is not None else self.ids
+        self.size = int(self.group.max()) + 1 if len(self.group) else 0
         self.rel = cat([np.zeros(h, np.int64), self.at + 2])
         self.seqno = joined("seqno", "seqno", np.uint64)
         self.unit = joined("unit", "unit", np.uint32)

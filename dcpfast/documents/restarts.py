@@ -122,13 +122,16 @@ def _opaques(rows: Rows, first: int) -> dict[int, list[tuple[int, int]]]:
     """opaque -> [(first frame row, stream key)] of the stream messages of ``rows``
     (``streams.matching.message_opaques``, from the rows at hand)."""
     c = rows.columns
-    at = np.flatnonzero(c["what"] < RESTART)
+    message = c["what"] < RESTART
+    # the first row of each run of one stream's messages (streams arrive in long
+    # stretches): each (opaque, stream)'s first row is one
+    head = message.copy()
+    opaque, unit = c["opaque"], c["unit"]
+    head[1:] &= (opaque[1:] != opaque[:-1]) | (unit[1:] != unit[:-1]) | ~message[:-1]
+    at = np.flatnonzero(head)
     if not len(at):
         return {}
-    pairs = c["opaque"][at].astype(np.uint64) << np.uint64(32) | c["unit"][at]
-    if len(pairs) > 1:              # runs first: streams arrive in long stretches
-        heads = np.concatenate(([True], pairs[1:] != pairs[:-1]))
-        at, pairs = at[heads], pairs[heads]
+    pairs = opaque[at].astype(np.uint64) << np.uint64(32) | unit[at]
     unique, index = np.unique(pairs, return_index=True)
     frames = rows.gather("pos", at[index]) // 2 - first
     out: dict[int, list[tuple[int, int]]] = {}

@@ -141,6 +141,8 @@ class Latest:
         self.merged = self.merged_bytes = 0       # versions and bytes after the last merge
         self.held = self.held_bytes = 0           # versions and bytes in the runs
         self.lost = Lost()
+        #: per document id, the place among the runs' versions of its newest one (-1: none)
+        self.owner = np.zeros(0, np.int64)
         #: per stream, the highest seqno of a tombstone a merge dropped
         self.dropped: dict[int, int] = {}
         #: the collection clears that stand: (unit, cid, seqno)
@@ -195,6 +197,13 @@ class Latest:
         if not self.runs and barriers.empty:
             # one stretch's versions: one per document, all standing, as a merge leaves
             self.merged, self.merged_bytes = len(versions), versions.nbytes
+        doc = versions["doc"]
+        if int(doc.max()) >= len(self.owner):
+            grown = np.full(max(2 * len(self.owner), int(doc.max()) + 1), -1, np.int64)
+            grown[:len(self.owner)] = self.owner
+            self.owner = grown
+        # a stretch comes after the runs: its version of a document is the newest
+        self.owner[doc] = np.arange(self.held, self.held + len(versions))
         self.runs.append(versions)
         self.held += len(versions)
         self.held_bytes += versions.nbytes
@@ -208,36 +217,45 @@ class Latest:
         if not self.runs or (len(self.runs) == 1 and self.merged == len(self.runs[0])
                              and (self.runs[0]["gone"] == ALIVE).all()):
             return
-        every = concat(self.runs)
-        keep = self._standing(every)
-        bounds = np.cumsum([0, *map(len, self.runs)])
-        parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
-                 for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
+        parts = [run.take(keep) for run, keep in zip(self.runs, self._standing())]
         self.runs = [part for part in parts if len(part)]
-        self.merged, self.merged_bytes = len(keep), sum(p.nbytes for p in self.runs)
+        self.owner[:] = -1
+        start = 0
+        for run in self.runs:
+            self.owner[run["doc"]] = np.arange(start, start + len(run))
+            start += len(run)
+        self.merged, self.merged_bytes = start, sum(p.nbytes for p in self.runs)
         self.held, self.held_bytes = self.merged, self.merged_bytes
 
-    def _standing(self, every: Versions) -> np.ndarray:
-        """Index of the versions of ``every`` (the runs' versions) that stand; each
-        stream remembers the highest seqno of a tombstone let go."""
-        keep = standing(every, include_deleted=True)
-        if not self.include_deleted:
-            tomb = tombstones(every)[keep]
-            units, seqnos = every["unit"][keep[tomb]], every["seqno"][keep[tomb]]
-            for u in np.unique(units).tolist():
-                top = int(seqnos[units == u].max())
-                self.dropped[u] = max(top, self.dropped.get(u, 0))
-            keep = keep[~tomb]
-        return keep
+    def _standing(self) -> list[np.ndarray]:
+        """Per run, the index of its versions that stand: each document's newest
+        (``owner``), where it stands and, unless ``include_deleted``, is no tombstone;
+        each stream remembers the highest seqno of a tombstone let go."""
+        out = []
+        start = 0
+        for run in self.runs:
+            mine = np.arange(start, start + len(run))
+            start += len(run)
+            keep = np.flatnonzero((self.owner[run["doc"]] == mine) & (run["gone"] == ALIVE))
+            if not self.include_deleted:
+                tomb = tombstones(run)[keep]
+                if tomb.any():
+                    units, seqnos = run["unit"][keep[tomb]], run["seqno"][keep[tomb]]
+                    for u in np.unique(units).tolist():
+                        top = int(seqnos[units == u].max())
+                        self.dropped[u] = max(top, self.dropped.get(u, 0))
+                    keep = keep[~tomb]
+            out.append(keep)
+        return out
 
     def result(self) -> Versions | None:
         """The versions that stand, handed over: the store is empty after."""
-        runs, self.runs = self.runs, []
-        self.held = self.held_bytes = self.merged = self.merged_bytes = 0
-        if not runs:
+        if not self.runs:
             return None
-        every = concat(runs)
-        return every.take(self._standing(every))
+        parts = [run.take(keep) for run, keep in zip(self.runs, self._standing())]
+        self.runs, self.owner = [], np.zeros(0, np.int64)
+        self.held = self.held_bytes = self.merged = self.merged_bytes = 0
+        return concat(parts)
 
 
 class Futures:

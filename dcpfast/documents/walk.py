@@ -81,9 +81,12 @@ class Streams:
     def walk(self, rows: Rows, limit, at_time: int | None) -> Walk:
         """Check and walk ``rows`` (the next stretch), the streams' states updated."""
         n = len(rows)
-        slots = np.full(n, -1, np.int64)
         streams = rows.what != LOSS
-        slots[streams] = self.slots(rows.unit[streams])
+        if streams.all():
+            slots = self.slots(rows.unit)
+        else:
+            slots = np.full(n, -1, np.int64)
+            slots[streams] = self.slots(rows.unit[streams])
         found, _ = self.checks.run(rows.events(), slots, rows.info, rows.opaque, rows.seqno,
                                    rows.snap_start, rows.snap_end, rows.snap_flags,
                                    rows.end_status)
