@@ -206,3 +206,29 @@ def test_the_storm_state_is_the_history_current():
                if r["valid_to_seqno"] is None}
     assert {r["key"]: r["by_seqno"] for r in once.to_pylist()} == current
     assert dcpfast.state(iter(list(dcpfast.iter_batches(data, 1 << 14)))).num_rows <= 20
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_values_are_decoded_on_the_threads_asked_for(threads, monkeypatch):
+    """``threads=1`` is one thread for everything, the values too; more lets the values
+    of a large batch be decoded on several."""
+    import threading
+
+    from dcpfast import values as v
+
+    data = t.synthetic_stream(12_000, seed=5, value_size=600)
+    decoded_on: set[int] = set()
+    piece = v._piece
+
+    def spied(*args, **kwargs):
+        decoded_on.add(threading.get_ident())
+        return piece(*args, **kwargs)
+    monkeypatch.setattr(v, "_piece", spied)
+    monkeypatch.setattr("dcpfast.pool.idle_threads", lambda: 2)   # the cores look idle
+    monkeypatch.setattr("dcpfast.pool.default_threads", lambda: 2)
+    table = dcpfast.state(data, threads=threads, batch_bytes=64 << 20)
+    assert table.num_rows and sum(map(len, table.column("body").to_pylist())) > 2 << 20
+    if threads == 1:
+        assert decoded_on == {threading.get_ident()}
+    else:
+        assert len(decoded_on) == 2

@@ -47,17 +47,20 @@ class StateBuilder:
     client's side of a capture (its requests place responses, its DCP Open says what the
     streams leave out). ``exact_units`` names the streams (vbucket << 16 | stream id)
     known beforehand to restart, whose documents keep every version so that ``table``
-    needs no second pass for them (Spark's partitions use it)."""
+    needs no second pass for them (Spark's partitions use it). ``threads`` decode the
+    values of a batch (None: the cores idle now)."""
 
     def __init__(self, *, at_seqno=None, at_time=None, include_deleted: bool = False,
                  values: bool = True, only_collections=None, errors: str = "strict",
-                 history: bool = False, exact_units: Iterable[int] = ()):
+                 history: bool = False, exact_units: Iterable[int] = (),
+                 threads: int | None = None):
         self.mode = checked_mode(errors)
         self.at_seqno = seqnos(at_seqno)
         self.at_time = None if at_time is None else nanoseconds(at_time)
         self.include_deleted = flag("include_deleted", include_deleted)
         self.values = flag("values", values)
         self.history = flag("history", history)
+        self.threads = None if threads is None else threads_of(threads)
         self.only_collections = chosen(only_collections)
         self.engine = Engine(limit=limits(self.at_seqno), at_time=self.at_time,
                              history=self.history, include_deleted=self.include_deleted)
@@ -94,7 +97,8 @@ class StateBuilder:
         events = system_events(mine)
         event_errors = _new(mine.errors, scanned)
         self.manifest.update(events)
-        rows = batch_rows(mine, self._frames, values=self.values, events=events)
+        rows = batch_rows(mine, self._frames, values=self.values, events=events,
+                          threads=self.threads)
         value_errors = _new(mine.errors, [*scanned, *event_errors])
         restarts = self.placer.place(mine, self._frames, rows, values=self.values)
         response_errors = _new(mine.errors, [*scanned, *event_errors, *value_errors])
@@ -200,7 +204,8 @@ class StateBuilder:
         """``versions`` with the ``lost`` documents' current versions worked out again from
         every version of theirs (a second pass, ``again``)."""
         exact = StateBuilder(at_seqno=self.at_seqno, at_time=self.at_time,
-                             values=self.values, errors="skip", history=True)
+                             values=self.values, errors="skip", history=True,
+                             threads=self.threads)
         exact.engine = Engine(limit=self.engine.limit, at_time=self.at_time, history=True,
                               only=lost, index=self.engine.index,
                               futures=self.engine.futures())
@@ -258,18 +263,19 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
     tombstones; ``values`` adds ``body`` and ``xattrs``; ``only_collections`` keeps only
     these collections (ids, names or ``scope.collection``; one alone or several).
     ``collections``, ``batch_bytes`` and ``threads`` are how a path or buffer is scanned
-    (as for ``iter_batches``). ``errors``: "strict" raises ``DcpFormatError`` at the first
-    damaged or inconsistent frame and where the stream checks show lost frames; "skip"
-    goes on, stops each vbucket's consistent seqno before the frames it lost, and lists
-    the first problems and counts them all in the table's metadata (``state_errors``).
+    (as for ``iter_batches``); ``threads`` also decode the values. ``errors``: "strict"
+    raises ``DcpFormatError`` at the first damaged or inconsistent frame and where the
+    stream checks show lost frames; "skip" goes on, stops each vbucket's consistent seqno
+    before the frames it lost, and lists the first problems and counts them all in the
+    table's metadata (``state_errors``).
     Each vbucket's consistent seqno, and what its stream did not send: ``consistency``.
     """
-    builder = StateBuilder(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
-                           values=values, only_collections=only_collections, errors=errors,
-                           history=history)
     reading = dict(collections=scan_collections(collections),
                    batch_bytes=positive("batch_bytes", batch_bytes),
                    threads=None if threads is None else positive("threads", threads))
+    builder = StateBuilder(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
+                           values=values, only_collections=only_collections, errors=errors,
+                           history=history, threads=reading["threads"])
     _feed(builder, source, errors, reading)
     return builder.table(_again(source, errors, reading))
 

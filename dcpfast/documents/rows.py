@@ -204,11 +204,13 @@ _STRAIGHT = {"seqno": "by_seqno", "prepared": "prepared_seqno", "rev": "rev_seqn
              "offset": "offset"}
 
 
-def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> Rows:
+def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
+               threads: int | None = None) -> Rows:
     """The rows of ``batch`` (its ``mode`` decides how damaged values and events are
     reported); ``first`` is the number of its first frame in the stream, ``events`` its
-    ``system_events`` when already at hand. Its columns are read from the batch when
-    first asked for (``_Source``)."""
+    ``system_events`` when already at hand, ``threads`` those that decode its values
+    (None: the cores idle now). Its columns are read from the batch when first asked for
+    (``_Source``)."""
     missing = [name for name in NEEDED if name not in batch]
     if missing:
         raise ValueError(f"state needs the columns {', '.join(missing)}; this batch was "
@@ -226,7 +228,7 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None) -> R
     if values:
         docs = source.what < DOCUMENTS
         source.value_at = np.full(len(at), -1, np.int64)
-        source.value_at[docs], body, xattrs = _values(batch, at[docs])
+        source.value_at[docs], body, xattrs = _values(batch, at[docs], threads)
     return Rows({"what": source.what}, view_of(batch), body, xattrs, size=len(at),
                 fill=lambda name: source.column(name, None), pick=source.column)
 
@@ -311,12 +313,12 @@ def losses(batch: FrameBatch, first: int, regions) -> Rows:
                      length=np.array([r.length for r in regions], np.uint64))
 
 
-def _values(batch: FrameBatch, doc_rows: np.ndarray):
+def _values(batch: FrameBatch, doc_rows: np.ndarray, threads: int | None):
     """The entry of each document row in the values of the batch (-1 for commits and
     aborts), and those values (bodies, xattrs; null where they do not decode)."""
     import pyarrow as pa
 
-    table = batch.values()
+    table = batch.values(threads=threads)
     where = np.full(len(batch), -1, np.int64)
     where[table.column("index").to_numpy()] = np.arange(table.num_rows)
     body = table.column("body").combine_chunks().cast(pa.large_binary())
