@@ -96,20 +96,17 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
     else:
         order, same = ordered(versions, index, history=history)
         # the columns the filters read, in order; then each column taken once
-        rows = versions.take(order, arrow=()) if history else Versions(
-            {name: versions[name][order] for name in ("what", "deleted", "cid")})
+        head = Versions({name: versions[name][order] for name in ("what", "deleted", "cid")})
         keep = np.ones(len(order), bool)
         if not include_deleted:
-            keep &= ~tombstones(rows)
+            keep &= ~tombstones(head)
         if collections is not None:
-            keep &= wanted(rows["cid"], manifest, collections)
-        validity = _validity(rows, same) if history else {}
-        rows = rows.take(np.flatnonzero(keep), arrow=()) if history else \
-            versions.take(order[keep], arrow=())
+            keep &= wanted(head["cid"], manifest, collections)
+        rows = versions.take(order[keep], arrow=())
         rows["key"] = _keys(index, rows["doc"])
         columns = _columns(rows, manifest)
-        columns.update({name: column.filter(pa.array(keep)) for name, column in
-                        validity.items()})
+        if history:
+            columns.update(_validity(versions, order, same, np.flatnonzero(keep)))
         if values:
             columns["body"] = take_binary(versions["body"], order[keep]).cast(pa.binary())
             columns["xattrs"] = cast_map(_taken(versions, "xattrs", order[keep]),
@@ -143,26 +140,29 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     }
 
 
-def _validity(versions: Versions, same: np.ndarray) -> dict:
-    """``valid_from``/``valid_to`` seqnos and times of ordered versions (``same``: the next
-    row is the same document): a version lasts until the next version of its document,
-    or the collection clear that ended it."""
+def _validity(versions: Versions, order: np.ndarray, same: np.ndarray,
+              kept: np.ndarray) -> dict:
+    """``valid_from``/``valid_to`` seqnos and times of the versions at ``order`` (``same``:
+    the next one is of the same document), of those at ``kept`` among them: a version
+    lasts until the next version of its document, or the collection clear that ended
+    it."""
     import pyarrow as pa
 
-    n = len(versions)
+    n = len(order)
     time = pa.timestamp("ns", tz="UTC")
-    gone = versions["gone"]
+    seqno, gone = versions["seqno"][order], versions["gone"][order]
     ended = (gone != ALIVE) & (gone != DISCARDED)
     following = np.zeros(n, np.uint64)
-    following[:-1] = versions["seqno"][1:]
-    clock = (versions["cas"] & ~np.uint64(0xFFFF)).astype(np.int64)
+    following[:-1] = seqno[1:]
+    clock = (versions["cas"][order] & ~np.uint64(0xFFFF)).astype(np.int64)
     next_clock = np.zeros(n, np.int64)
     next_clock[:-1] = clock[1:]
     to_seqno = np.where(ended, gone, following)
-    return {"valid_from_seqno": pa.array(versions["seqno"]),
-            "valid_to_seqno": pa.array(to_seqno, mask=~(ended | same)),
-            "valid_from_time": pa.array(clock, time),
-            "valid_to_time": pa.array(next_clock, time, mask=ended | ~same)}
+    ended, same = ended[kept], same[kept]
+    return {"valid_from_seqno": pa.array(seqno[kept]),
+            "valid_to_seqno": pa.array(to_seqno[kept], mask=~(ended | same)),
+            "valid_from_time": pa.array(clock[kept], time),
+            "valid_to_time": pa.array(next_clock[kept], time, mask=ended | ~same)}
 
 
 def _names(manifest: Manifest) -> dict[int, tuple[str | None, str | None]]:
