@@ -107,6 +107,32 @@ def test_merged_often_and_read_in_pieces_is_the_model(seed, monkeypatch):
             assert rows_of(table) == expected(want, include_deleted=deleted), options
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_ids_worked_out_on_another_thread_are_the_model(seed, monkeypatch):
+    """With threads to spare, each batch's document ids are worked out on another thread
+    while the batch is placed and walked: the same state, batch by batch, under every
+    option (changes past ``at_seqno`` get ids that no version uses)."""
+    import threading
+
+    from dcpfast.documents.engine import Engine
+
+    monkeypatch.setattr("dcpfast.pool.default_threads", lambda: 4)
+    keys, where = Engine.keys, set()
+
+    def spied(self, rows):
+        where.add(threading.current_thread() is threading.main_thread())
+        return keys(self, rows)
+    monkeypatch.setattr(Engine, "keys", spied)
+    data = scenario(seed + 40, restarts=0.3, vbuckets=2, requests=seed % 2 == 1)
+    for options in OPTIONS:
+        check_model(data, threads=2, batch_bytes=1500, **options)
+    assert where == {False}
+    frames, bodies = decoded(data)
+    want, _, _ = model(frames, bodies)
+    assert rows_of(dcpfast.state(chunks(data, 700, errors="skip"), errors="skip", threads=2,
+                                 include_deleted=True)) == expected(want)
+
+
 @pytest.mark.parametrize("options", [{}, {"history": True}, {"at_seqno": 150},
                                      {"at_time": 1_700_000_300 * 10**9}])
 def test_synthetic_conversations_are_the_model(options):

@@ -99,14 +99,24 @@ class StateBuilder:
         self.manifest.update(events)
         rows = batch_rows(mine, self._frames, values=self.values, events=events,
                           threads=self.threads)
-        value_errors = _new(mine.errors, [*scanned, *event_errors])
-        restarts = self.placer.place(mine, self._frames, rows, values=self.values)
-        response_errors = _new(mine.errors, [*scanned, *event_errors, *value_errors])
-        extra = [restarts] if len(restarts) else []
-        if scanned:
-            extra.append(losses(batch, self._frames, scanned))
-        self._frames += len(batch)
-        self.feed(merged(rows, concat(extra)) if extra else rows)
+        # the documents' ids worked out on another thread while the rows are placed and
+        # walked, where there is one (one engine only: the index is no one else's then)
+        engine = self.engine
+        keys = ahead(lambda: engine.keys(rows)) if self.exact is None \
+            and threads_of(self.threads) > 1 else None
+        try:
+            value_errors = _new(mine.errors, [*scanned, *event_errors])
+            restarts = self.placer.place(mine, self._frames, rows, values=self.values)
+            response_errors = _new(mine.errors, [*scanned, *event_errors, *value_errors])
+            extra = [restarts] if len(restarts) else []
+            if scanned:
+                extra.append(losses(batch, self._frames, scanned))
+            self._frames += len(batch)
+            self.feed(merged(rows, concat(extra)) if extra else rows, keys)
+        finally:
+            if keys is not None:         # the index is left alone once this returns
+                with contextlib.suppress(BaseException):
+                    keys()
         hint = text("state_skip_hint")
         found = [(*r, "capture_gap" if kind == "skipped_bytes" and is_capture_gap(r.reason)
                   else kind, hint) for kind, regions in (
@@ -117,10 +127,11 @@ class StateBuilder:
         self.engine.problems.clear()
         return self
 
-    def feed(self, rows) -> None:
-        """Take the next rows of the stream (what ``update`` makes of a batch)."""
+    def feed(self, rows, keys: Callable[[], tuple[np.ndarray, int]] | None = None) -> None:
+        """Take the next rows of the stream (what ``update`` makes of a batch); ``keys``
+        gives their document ids worked out beforehand (``Engine.keys``)."""
         if self.exact is None:
-            self.engine.update(rows)
+            self.engine.update(rows, keys)
             return
         exact = dense(rows.unit, self.exact_units)[1]
         self.engine.update(take(rows, np.flatnonzero(~exact)))

@@ -51,20 +51,36 @@ class Engine:
         self.pending: Versions | None = None      # prepares awaiting their commit or abort
         self.problems: list[tuple[int, int, str, str, str]] = []
 
-    def update(self, rows: Rows) -> None:
-        """Take the next stretch of the stream (rows in stream order)."""
+    def keys(self, rows: Rows) -> tuple[np.ndarray, int]:
+        """The document id of each document change of ``rows`` (in order), and how many
+        documents the index knew before: ``update``'s first use of the index, which may
+        run on another thread while ``rows`` are walked (the index's loop lets the GIL
+        go). Changes that the walk then leaves out (past ``at_seqno``, say) have ids too."""
+        docs = np.flatnonzero(rows.columns["what"] < DOCUMENTS)
+        known = len(self.index)
+        g = rows.gather
+        return self.index.ids(rows.keys if rows.keys is not None else b"", g("key_pos", docs),
+                              g("key_len", docs), g("unit", docs), g("cid", docs)), known
+
+    def update(self, rows: Rows, keys: Callable[[], tuple[np.ndarray, int]] | None = None
+               ) -> None:
+        """Take the next stretch of the stream (rows in stream order); ``keys`` gives
+        ``self.keys(rows)`` worked out beforehand (the same rows, or the same with rows
+        that are no document changes put in)."""
         if not len(rows):
             return
         found = self.streams.walk(rows, self.limit, self.at_time)
         self._report(rows, found)
         c = rows.columns
-        docs = np.flatnonzero((c["what"] < DOCUMENTS) & found.applies)
-        known = len(self.index)
+        changes = np.flatnonzero(c["what"] < DOCUMENTS)
+        every, known = self.keys(rows) if keys is None else keys()
+        if len(every) != len(changes):
+            raise ValueError("the keys given are not those of these rows")
+        applies = found.applies[changes]
+        docs, ids = changes[applies], every[applies]
         g = rows.gather
-        ids = self.index.ids(rows.keys if rows.keys is not None else b"", g("key_pos", docs),
-                             g("key_len", docs), g("unit", docs), g("cid", docs))
-        clears = self._clears(rows, np.flatnonzero(c["clear"] & found.applies), docs, ids,
-                              known)
+        clears = self._clears(rows, np.flatnonzero(c["clear"] & found.applies), changes,
+                              every, known)
         barriers = Barriers(found.restarts, (g("unit", clears), g("cid", clears),
                                              clears + 2, g("seqno", clears)), len(rows))
         unit, rel, point = found.restarts
@@ -84,8 +100,9 @@ class Engine:
                 known: int) -> np.ndarray:
         """Of the collection clears at ``clears``, those of a collection that had a
         document on its stream before them (one the index knew before this stretch, its
-        first ``known``, or one of ``docs``, of ids ``ids``, before the clear): the
-        others clear nothing (a collection's creation, say)."""
+        first ``known``, or one of the stretch's changes ``docs``, of ids ``ids``, before
+        the clear): the others clear nothing (a collection's creation, say). A change the
+        walk leaves out counts too: a clear counted in clears what it finds."""
         if not len(clears):
             return clears
         first = self.index.firsts(rows.gather("unit", clears), rows.gather("cid", clears))
