@@ -23,35 +23,45 @@ cdef inline uint64_t fmix(uint64_t h) noexcept nogil:
     return h
 
 
-cdef inline uint64_t tail(const uint8_t* p, int64_t n) noexcept nogil:
-    """The last ``n`` (< 8) bytes at ``p`` as the low bytes of a word, byte by byte (a
-    short copy into a word stalls the load that follows it)."""
-    cdef uint64_t w = 0
-    cdef int64_t k
-    for k in range(n):
-        w |= <uint64_t>p[k] << (8 * k)
-    return w
+cdef inline uint64_t short_word(const uint8_t* p, int64_t n) noexcept nogil:
+    """The ``n`` (< 8) bytes at ``p`` as a word, every byte in it: two loads of 4 that
+    overlap (4 to 7 bytes), or the first, middle and last byte (fewer). Two keys of one
+    length give the same word only where their bytes are the same."""
+    cdef uint32_t lo, hi
+    if n >= 4:
+        memcpy(&lo, p, 4)
+        memcpy(&hi, p + n - 4, 4)
+        return (<uint64_t>hi << 32) | lo
+    if n > 0:
+        return p[0] | (<uint64_t>p[n >> 1] << 8) | (<uint64_t>p[n - 1] << 16)
+    return 0
 
 
 cdef inline uint64_t hash_key(const uint8_t* p, int64_t n, uint32_t unit,
                               uint32_t cid) noexcept nogil:
+    """The hash of a document: its words, the last one the 8 bytes that end the key (it
+    may overlap the word before)."""
     cdef uint64_t h = ((<uint64_t>unit << 32) | cid) * M3 + <uint64_t>n
     cdef uint64_t w
-    while n >= 8:
+    if n < 8:
+        return fmix((h ^ short_word(p, n)) * M5)
+    while n > 8:
         memcpy(&w, p, 8)
         h = (h ^ w) * M4
         h ^= h >> 31
         p += 8
         n -= 8
-    if n:
-        h = (h ^ tail(p, n)) * M5
-    return fmix(h)
+    memcpy(&w, p + n - 8, 8)
+    return fmix((h ^ w) * M5)
 
 
 cdef inline bint same_bytes(const uint8_t* a, const uint8_t* b, int64_t n) noexcept nogil:
-    """Whether the ``n`` bytes at ``a`` and ``b`` are equal (short keys: no call)."""
+    """Whether the ``n`` bytes at ``a`` and ``b`` are equal (short keys: no call): word
+    by word, the last word the 8 bytes that end them."""
     cdef uint64_t x, y
-    while n >= 8:
+    if n < 8:
+        return short_word(a, n) == short_word(b, n)
+    while n > 8:
         memcpy(&x, a, 8)
         memcpy(&y, b, 8)
         if x != y:
@@ -59,7 +69,9 @@ cdef inline bint same_bytes(const uint8_t* a, const uint8_t* b, int64_t n) noexc
         a += 8
         b += 8
         n -= 8
-    return tail(a, n) == tail(b, n)
+    memcpy(&x, a + n - 8, 8)
+    memcpy(&y, b + n - 8, 8)
+    return x == y
 
 
 cdef struct Record:         # the head of a document's record in a KeyIndex's data

@@ -1,6 +1,6 @@
 # Documents in key order: a radix sort on each one's vbucket and collection, then each
-# group by merges (small) or by the digits of its first 16 key bytes and merges of the
-# runs that tie on those (large) (``KeyIndex.order``).
+# group by the digits of its first 16 key bytes, most significant first, and merges of the
+# small parts that leaves (``KeyIndex.order``).
 
 # -- documents in key order --------------------------------------------------------------
 
@@ -56,62 +56,54 @@ cdef inline bint same_key(const Keys* keys, const Sorted* x, const Sorted* y) no
                                 keys.data + keys.docs[y.doc].off + 16, lx - 16) == 0)
 
 
-DEF SMALL_GROUP = 2048       # a group sorted by merges below this, by digits above
+DEF DIGIT = 11               # the most bits of a key digit: the write heads of its buckets
+DEF SMALL_PART = 32          # stay in the cache; a part merge-sorted below this size
 
 
-cdef int digit_passes(Sorted* a, Sorted* b, Py_ssize_t n, int first, int last,
-                      Sorted** out) noexcept nogil:
-    """Sort ``a`` (``b`` the scratch) stably, least significant digit first, on the 16-bit
-    digits of the fields ``first`` to ``last`` (0: ``w1``, 1: ``w0``, 2: ``group``), the
-    digits the same in every element skipped; ``out``: whichever of the two holds the
-    result. -1: no memory."""
+cdef int group_passes(Sorted* a, Sorted* b, Py_ssize_t n, Sorted** out) noexcept nogil:
+    """Sort ``a`` (``b`` the scratch) stably on ``group``, least significant 16-bit digit
+    first, the digits the same in every element skipped; ``out``: whichever of the two
+    holds the result. -1: no memory."""
     cdef int64_t* count = NULL
-    cdef uint64_t ands, ors, key
+    cdef uint64_t ands = U64_MAX, ors = 0
     cdef Py_ssize_t i, j
-    cdef int f, shift
+    cdef int shift
     cdef Sorted* t
-    for f in range(first, last + 1):
-        ands, ors = U64_MAX, 0
-        for i in range(n):
-            key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
-            ands &= key
-            ors |= key
-        for shift in range(0, 64, 16):
-            if not (((ands ^ ors) >> shift) & 0xFFFF):
-                continue
+    for i in range(n):
+        ands &= a[i].group
+        ors |= a[i].group
+    for shift in range(0, 64, 16):
+        if not (((ands ^ ors) >> shift) & 0xFFFF):
+            continue
+        if count == NULL:
+            count = <int64_t*>malloc(65537 * sizeof(int64_t))
             if count == NULL:
-                count = <int64_t*>malloc(65537 * sizeof(int64_t))
-                if count == NULL:
-                    return -1
-            memset(count, 0, 65537 * sizeof(int64_t))
-            for i in range(n):
-                key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
-                count[((key >> shift) & 0xFFFF) + 1] += 1
-            for j in range(1, 65537):        # count[d]: where digit d's elements start
-                count[j] += count[j - 1]
-            for i in range(n):
-                key = a[i].w1 if f == 0 else (a[i].w0 if f == 1 else a[i].group)
-                j = count[(key >> shift) & 0xFFFF]
-                count[(key >> shift) & 0xFFFF] = j + 1
-                b[j] = a[i]
-            t = a
-            a = b
-            b = t
+                return -1
+        memset(count, 0, 65537 * sizeof(int64_t))
+        for i in range(n):
+            count[((a[i].group >> shift) & 0xFFFF) + 1] += 1
+        for j in range(1, 65537):            # count[d]: where digit d's elements start
+            count[j] += count[j - 1]
+        for i in range(n):
+            j = count[(a[i].group >> shift) & 0xFFFF]
+            count[(a[i].group >> shift) & 0xFFFF] = j + 1
+            b[j] = a[i]
+        t = a
+        a = b
+        b = t
     free(count)
     out[0] = a
     return 0
 
 
 cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
-    """Sort ``a`` (``b`` the scratch), stable: by ``group`` (its 16-bit digits), then each
-    group by itself: a small one by ``merge_sort`` (it fits the cache), a large one by
-    the digits of ``w1`` and ``w0`` and each run that ties on both by ``merge_sort`` (on the
-    rest of the key); returns whichever of the two holds the result (NULL: no memory)."""
-    cdef Py_ssize_t i, j, k
+    """Sort ``a`` (``b`` the scratch): by ``group`` (``group_passes``), then each group on
+    its keys (``key_digits``); returns whichever of the two holds the result (NULL: no
+    memory)."""
+    cdef Py_ssize_t i, j
     cdef Sorted* done
     cdef Sorted* other
-    cdef Sorted* part
-    if digit_passes(a, b, n, 2, 2, &done) < 0:
+    if group_passes(a, b, n, &done) < 0:
         return NULL
     other = b if done == a else a
     i = 0
@@ -119,27 +111,69 @@ cdef Sorted* radix_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) no
         j = i + 1
         while j < n and done[j].group == done[i].group:
             j += 1
-        if j - i > SMALL_GROUP:
-            if digit_passes(done + i, other + i, j - i, 0, 1, &part) < 0:
-                return NULL
-            if part != done + i:
-                memcpy(done + i, part, (j - i) * sizeof(Sorted))
-            k = i
-            while k < j:                     # runs that tie on the first 16 key bytes
-                i = k
-                k = i + 1
-                while k < j and done[k].w0 == done[i].w0 and done[k].w1 == done[i].w1:
-                    k += 1
-                if k - i > 1:
-                    part = merge_sort(keys, done + i, other + i, k - i)
-                    if part != done + i:
-                        memcpy(done + i, part, (k - i) * sizeof(Sorted))
-        elif j - i > 1:
-            part = merge_sort(keys, done + i, other + i, j - i)
-            if part != done + i:
-                memcpy(done + i, part, (j - i) * sizeof(Sorted))
+        if j - i > 1 and key_digits(keys, done + i, other + i, j - i, 1) < 0:
+            return NULL
         i = j
     return done
+
+
+cdef int key_digits(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n,
+                    int f) noexcept nogil:
+    """Sort ``a`` in place (``b`` the scratch) on ``w0``, ``w1`` (from field ``f``: 1
+    ``w0``, 0 ``w1``) and the rest of the key, most significant digit first: the elements
+    go to buckets by the highest bits (at most ``DIGIT``, about eight elements a bucket)
+    not the same in all of them, then each bucket the same way; a small part is
+    merge-sorted. -1: no memory."""
+    cdef uint64_t ands, ors, key, diff, mask
+    cdef int64_t* count
+    cdef Py_ssize_t i, j, start
+    cdef int top, shift, width = DIGIT
+    cdef Sorted* part
+    while width > 3 and (<Py_ssize_t>1 << (width + 3)) > n:
+        width -= 1
+    mask = (<uint64_t>1 << width) - 1
+    while n > SMALL_PART and f >= 0:
+        ands, ors = U64_MAX, 0
+        for i in range(n):
+            key = a[i].w0 if f == 1 else a[i].w1
+            ands &= key
+            ors |= key
+        diff = ands ^ ors
+        if not diff:
+            f -= 1
+            continue
+        top = 63
+        while not (diff >> top) & 1:
+            top -= 1
+        shift = top - width + 1 if top >= width - 1 else 0
+        count = <int64_t*>calloc(mask + 2, sizeof(int64_t))
+        if count == NULL:
+            return -1
+        for i in range(n):
+            key = a[i].w0 if f == 1 else a[i].w1
+            count[((key >> shift) & mask) + 1] += 1
+        for j in range(1, <Py_ssize_t>mask + 2):   # count[d]: where digit d's start
+            count[j] += count[j - 1]
+        for i in range(n):
+            key = a[i].w0 if f == 1 else a[i].w1
+            j = count[(key >> shift) & mask]
+            count[(key >> shift) & mask] = j + 1
+            b[j] = a[i]
+        memcpy(a, b, n * sizeof(Sorted))
+        start = 0                            # count[d]: where digit d's elements end
+        for j in range(<Py_ssize_t>mask + 1):
+            if count[j] - start > 1 and key_digits(keys, a + start, b + start,
+                                                   count[j] - start, f) < 0:
+                free(count)
+                return -1
+            start = count[j]
+        free(count)
+        return 0
+    if n > 1:
+        part = merge_sort(keys, a, b, n)
+        if part != a:
+            memcpy(a, part, n * sizeof(Sorted))
+    return 0
 
 
 cdef Sorted* merge_sort(const Keys* keys, Sorted* a, Sorted* b, Py_ssize_t n) noexcept nogil:
