@@ -273,7 +273,8 @@ def test_high_seqnos_only_with_the_disk_flag(version, flags):
        st.data())
 def test_rows_with_extra_rows_give_every_row_gathered(n, places, data):
     """Rows read lazily from a batch, with extra rows (restarts, losses) put in among them:
-    a gather or ``take`` at any rows, the extra ones too, gives the full columns there."""
+    a gather at any rows (in any order, repeated) or a ``take``, the extra ones too, gives
+    the full columns there."""
     from dcpfast.documents.rows import NUMERIC, Rows, make_rows, merged, take
 
     rng = np.random.default_rng(n * 1000 + len(places))
@@ -288,5 +289,8 @@ def test_rows_with_extra_rows_give_every_row_gathered(n, places, data):
     index = np.array(sorted(data.draw(st.sets(st.integers(0, n + len(places) - 1)))),
                      np.int64)
     taken = take(merged(lazy, extra), index)
+    anyhow = np.array(data.draw(st.lists(st.integers(0, n + len(places) - 1))), np.int64)
     for name in NUMERIC:
         assert taken.columns[name].tolist() == whole.columns[name][index].tolist(), name
+        assert merged(lazy, extra).gather(name, anyhow).tolist() \
+            == whole.columns[name][anyhow].tolist(), name

@@ -158,13 +158,22 @@ class Engine:
                                  cat([docs[plain] + 2, t.rel[c_ok]]))
         mine = plain[keep[keep < len(plain)]]
         kept = keep[keep >= len(plain)] - len(plain)
-        by_source = np.argsort(p_ok[kept], kind="stable")
-        c_ok, p_ok = c_ok[kept[by_source]], p_ok[kept[by_source]]
-        committed = t.build(p_ok)               # each commit's prepare, at the commit
-        committed["gpos"] = t.pos(c_ok)
-        committed["seqno"] = t.seqno[c_ok]
-        committed["what"] = t.what[c_ok]
-        versions = concat([from_rows(rows, docs[mine], ids[mine]), committed])
+        c_ok, p_ok = c_ok[kept], p_ok[kept]
+        # the plain changes and the commits whose prepare is in this stretch: versions of
+        # their rows (a commit's of its prepare's row), then those of a held prepare
+        here = p_ok >= t.h
+        at = np.flatnonzero(here)
+        versions = from_rows(rows, cat([docs[mine], t.at[p_ok[at] - t.h]]),
+                             cat([ids[mine], t.ids[p_ok[at] - t.h]]))
+        done = cat([at, np.flatnonzero(~here)])          # the commits, in that order
+        if len(at) < len(c_ok):
+            versions = concat([versions, t.held.take(p_ok[~here])])
+        if len(c_ok):
+            c_ok = c_ok[done]
+            committed = slice(len(mine), None)           # each commit's prepare, at the commit
+            versions["gpos"][committed] = t.pos(c_ok)
+            versions["seqno"][committed] = t.seqno[c_ok]
+            versions["what"][committed] = t.what[c_ok]
         return versions, cat([docs[mine] + 2, t.rel[c_ok]])
 
     def _paired(self, rows: Rows, t: _Tracked, barriers: Barriers):

@@ -160,16 +160,15 @@ def merged(rows: Rows, extra: Rows) -> Rows:
         return np.insert(rows.columns[name], at, extra.columns[name])
 
     def pick(name, index):
-        source = index - np.searchsorted(moved, index, side="right")   # a row of ``rows``
-        if not len(index):
-            return rows.gather(name, source)
-        at = np.minimum(np.searchsorted(index, moved), len(index) - 1)  # the few extra
-        hit = index[at] == moved                                        # rows asked for
+        after = np.searchsorted(moved, index, side="right")   # extra rows at or before
+        source = index - after                                 # a row of ``rows``
+        hit = moved[np.maximum(after - 1, 0)] == index          # an extra row (few)
+        hit &= after > 0
         if not hit.any():                   # document changes, say
             return rows.gather(name, source)
-        source[at[hit]] = 0
+        source[hit] = 0
         out = rows.gather(name, source)
-        out[at[hit]] = extra.columns[name][hit]
+        out[hit] = extra.columns[name][after[hit] - 1]
         return out
 
     return Rows({}, rows.keys, rows.body, rows.xattrs, size=len(rows) + len(extra),
