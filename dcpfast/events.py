@@ -16,6 +16,7 @@ from flatbuffers import number_types as fbn
 from flatbuffers.table import Table
 
 from . import protocol as P
+from .arrays import unique as distinct
 from .batch import FrameBatch, kinds_of, view_of
 from .errors import Reporter, text
 
@@ -280,7 +281,7 @@ class Manifest:
             ids = batch["collection_id"][documents]
         else:
             ids = np.full(int(documents.sum()), P.DEFAULT_COLLECTION_ID, np.uint32)
-        unique, inverse = np.unique(ids, return_inverse=True)
+        unique, inverse = distinct(ids, inverse=True)
         picks = np.zeros(len(batch), np.int64)
         picks[documents] = inverse
         picks = pa.array(picks, mask=~documents)

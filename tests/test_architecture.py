@@ -18,7 +18,7 @@ PACKAGE = ROOT / "dcpfast"
 #: The layers, lowest first: a module may import its own layer's modules (within its
 #: own subpackage) and the layers below, never one above.
 LAYERS = (
-    ("protocol", "packets", "pool"),
+    ("protocol", "packets", "pool", "arrays"),
     ("errors", "schema", "testing"),
     ("options",),
     ("_core",),

@@ -7,8 +7,8 @@ keeping each stream's state in a row of a uint64 array, ``KeyIndex`` hashes docu
 dense ids and sorts them in key order.
 
 The module is one compilation unit in pieces: ``state_checks.pxi`` (the stream checks),
-``state_walk.pxi`` (the state walk, ``newest``, ``pair_durable``), ``state_keys.pxi`` (``KeyIndex``) and
-``state_sort.pxi`` (its key order).
+``state_walk.pxi`` (the state walk, ``newest``, ``pair_durable``), ``state_keys.pxi``
+(``KeyIndex``) and ``state_sort.pxi`` (its key order).
 """
 
 cimport cython
@@ -73,7 +73,8 @@ cdef enum:
     K_ITEMS = 64
 
 
-_CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_ITEM, "EV_ADVANCE": EV_ADVANCE, "EV_MARKER": EV_MARKER,
+_CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_ITEM,
+          "EV_ADVANCE": EV_ADVANCE, "EV_MARKER": EV_MARKER,
           "EV_OSO_START": EV_OSO_START, "EV_OSO_END": EV_OSO_END, "EV_END": EV_END,
           "EV_REQUEST": EV_REQUEST, "EV_RESPONSE": EV_RESPONSE, "EV_NONE": EV_NONE,
           "INFO_COLLECTIONS": INFO_COLLECTIONS, "INFO_UNFILTERED": INFO_UNFILTERED,
@@ -82,7 +83,8 @@ _CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_
           "R_OSO_NOT_ENDED": R_OSO_NOT_ENDED, "R_OSO_NOT_STARTED": R_OSO_NOT_STARTED,
           "C_BITS": C_BITS, "C_OPAQUE": C_OPAQUE, "C_CHAIN": C_CHAIN, "C_START": C_START,
           "C_END": C_END, "C_FLAGS": C_FLAGS, "C_REACH": C_REACH, "W_MUTATION": W_MUTATION,
-          "W_DELETION": W_DELETION, "W_EXPIRATION": W_EXPIRATION, "W_PREPARE": W_PREPARE, "W_COMMIT": W_COMMIT,
+          "W_DELETION": W_DELETION, "W_EXPIRATION": W_EXPIRATION, "W_PREPARE": W_PREPARE,
+          "W_COMMIT": W_COMMIT,
           "W_ADVANCE": W_ADVANCE, "W_MARKER": W_MARKER, "W_OSO": W_OSO,
           "W_RESTART": W_RESTART, "W_END": W_END, "W_LOSS": W_LOSS, "K_BITS": K_BITS,
           "K_CHAIN": K_CHAIN,

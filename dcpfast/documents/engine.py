@@ -51,12 +51,13 @@ class Engine:
         self.pending: Versions | None = None      # prepares awaiting their commit or abort
         self.problems: list[tuple[int, int, str, str, str]] = []
 
-    def keys(self, rows: Rows) -> tuple[np.ndarray, int]:
+    def keys(self, rows: Rows, changes: np.ndarray | None = None) -> tuple[np.ndarray, int]:
         """The document id of each document change of ``rows`` (in order), and how many
         documents the index knew before: ``update``'s first use of the index, which may
         run on another thread while ``rows`` are walked (the index's loop lets the GIL
-        go). Changes that the walk then leaves out (past ``at_seqno``, say) have ids too."""
-        docs = np.flatnonzero(rows.columns["what"] < DOCUMENTS)
+        go). Changes that the walk then leaves out (past ``at_seqno``, say) have ids too.
+        ``changes``: the rows of those changes, where known."""
+        docs = np.flatnonzero(rows.columns["what"] < DOCUMENTS) if changes is None else changes
         known = len(self.index)
         g = rows.gather
         return self.index.ids(rows.keys if rows.keys is not None else b"", g("key_pos", docs),
@@ -73,7 +74,7 @@ class Engine:
         self._report(rows, found)
         c = rows.columns
         changes = np.flatnonzero(c["what"] < DOCUMENTS)
-        every, known = self.keys(rows) if keys is None else keys()
+        every, known = self.keys(rows, changes) if keys is None else keys()
         if len(every) != len(changes):
             raise ValueError("the keys given are not those of these rows")
         applies = found.applies[changes]
@@ -166,8 +167,8 @@ class Engine:
         versions = from_rows(rows, cat([docs[mine], t.at[p_ok[at] - t.h]]),
                              cat([ids[mine], t.ids[p_ok[at] - t.h]]))
         done = cat([at, np.flatnonzero(~here)])          # the commits, in that order
-        if len(at) < len(c_ok):
-            versions = concat([versions, t.held.take(p_ok[~here])])
+        if held is not None and len(at) < len(c_ok):
+            versions = concat([versions, held.take(p_ok[~here])])
         if len(c_ok):
             c_ok = c_ok[done]
             committed = slice(len(mine), None)           # each commit's prepare, at the commit

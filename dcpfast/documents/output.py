@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from ..arrays import unique as distinct
 from ..arrow import cast_map, take_binary
 from ..errors import SkippedRegion
 from ..events import Manifest
@@ -121,7 +122,7 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     what = versions["what"]
     carries_flags = (what == MUTATION) | (what == COMMIT)
     cid = versions["cid"]
-    unique, inverse = np.unique(cid, return_inverse=True)
+    unique, inverse = distinct(cid, inverse=True)
     scope_ids = [manifest.collection_scopes.get(c) for c in unique.tolist()]
     scopes = pa.array([None if s is None else manifest.scopes.get(s) for s in scope_ids],
                       pa.string()).take(pa.array(inverse))

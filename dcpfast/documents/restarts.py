@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import protocol as P
 from .._core import contract as C
+from ..arrays import unique as distinct
 from ..batch import FrameBatch
 from ..streams import StreamTracker
 from ..streams import frames as F
@@ -132,7 +133,7 @@ def _opaques(rows: Rows, first: int) -> dict[int, list[tuple[int, int]]]:
     if not len(at):
         return {}
     pairs = opaque[at].astype(np.uint64) << np.uint64(32) | unit[at]
-    unique, index = np.unique(pairs, return_index=True)
+    unique, index = distinct(pairs, first=True)
     frames = rows.gather("pos", at[index]) // 2 - first
     out: dict[int, list[tuple[int, int]]] = {}
     for pair, row in sorted(zip(unique.tolist(), frames.tolist()), key=lambda x: x[1]):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import unique as distinct
+
 U64_MAX = np.uint64(2**64 - 1)
 
 
@@ -22,7 +24,7 @@ def cummin(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Running minimum of ``values`` (uint64) that restarts at each segment start."""
     if not len(values):
         return values.copy()
-    unique, rank = np.unique(values, return_inverse=True)
+    unique, rank = distinct(values, inverse=True)
     top = len(unique) - 1
     base = segment_ids(starts) * len(unique)
     return unique[top - (np.maximum.accumulate(base + top - rank) - base)]

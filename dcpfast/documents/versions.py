@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _core
+from ..arrays import unique as distinct
 from .rows import DELETION, EXPIRATION, Rows
 from .segments import U64_MAX, Barriers, dense
 
@@ -416,9 +417,9 @@ class Lost:
         if not len(at):
             return
         self.docs.append(versions["doc"][at])
-        self.units = np.unique(np.concatenate([self.units, versions["unit"][at]]))
+        self.units = distinct(np.concatenate([self.units, versions["unit"][at]]))
         if len(self.docs) > 64:                   # each document once
-            self.docs = [np.unique(np.concatenate(self.docs))]
+            self.docs = [distinct(np.concatenate(self.docs))]
 
     def add_collections(self, unit: np.ndarray, cid: np.ndarray) -> None:
         self.collections.update(zip(unit.tolist(), cid.tolist()))
@@ -431,7 +432,7 @@ class Lost:
         units = np.concatenate([self.units, np.array([u for u, _ in self.collections],
                                                      np.uint32),
                                 np.array(list(self.streams), np.uint32)])
-        return np.unique(units >> np.uint32(16)).tolist()
+        return distinct(units >> np.uint32(16)).tolist()
 
     def matches(self, unit: np.ndarray, cid: np.ndarray, doc: np.ndarray) -> np.ndarray:
         """Which documents (``unit``, ``cid``, ``doc``) are named."""
@@ -440,7 +441,7 @@ class Lost:
             return out
         if self.docs:
             if len(self.docs) > 1:
-                self.docs = [np.unique(np.concatenate(self.docs))]
+                self.docs = [distinct(np.concatenate(self.docs))]
             out |= np.isin(doc, self.docs[0])
         if self.collections:
             pairs = unit.astype(np.uint64) << np.uint64(32) | cid.astype(np.uint64)

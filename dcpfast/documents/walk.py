@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import _core
 from .._core import contract as C
+from ..arrays import unique as distinct
 from ..streams.checks import Checks, Found
 from .rows import LOSS, Rows
 
@@ -54,7 +55,7 @@ class Streams:
                     self.by_vbucket[vb] = self._new(vb << 16)
                 slots = self.by_vbucket[vbuckets]
             return slots
-        unique, inverse = np.unique(units, return_inverse=True)
+        unique, inverse = distinct(units, inverse=True)
         known = [self.by_unit.get(u) for u in unique.tolist()]
         for k, u in enumerate(unique.tolist()):
             if known[k] is None:

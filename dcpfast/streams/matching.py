@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import protocol as P
+from ..arrays import unique as distinct
 from ..batch import FrameBatch
 from .frames import IS_MESSAGE, decoded_requests, requests, rows
 
@@ -97,7 +98,7 @@ def message_opaques(batch: FrameBatch) -> dict[int, list[tuple[int, int]]]:
     if len(pairs) > 1:              # runs first: streams arrive in long stretches
         heads = np.concatenate(([True], pairs[1:] != pairs[:-1]))
         at, pairs = at[heads], pairs[heads]
-    unique, first = np.unique(pairs, return_index=True)
+    unique, first = distinct(pairs, first=True)
     out: dict[int, list[tuple[int, int]]] = {}
     for pair, row in sorted(zip(unique.tolist(), at[first].tolist()), key=lambda x: x[1]):
         out.setdefault(pair >> 32, []).append((row, pair & 0xFFFFFFFF))

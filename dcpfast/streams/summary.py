@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import protocol as P
 from .._core import contract as C
+from ..arrays import unique as distinct
 from ..batch import FrameBatch
 from ..errors import text
 from . import frames as F
@@ -269,7 +270,7 @@ class Summary:
 
     def _slots(self, keys: np.ndarray) -> np.ndarray:
         """The slot of each stream key (streams first seen get the next slots)."""
-        unique, inverse = np.unique(keys, return_inverse=True)
+        unique, inverse = distinct(keys, inverse=True)
         slots = np.array([self._stream(k).slot for k in unique.tolist()], np.int64)
         return slots[inverse].reshape(len(keys))
 
@@ -445,13 +446,13 @@ class Summary:
 
 def _firsts(slots: np.ndarray, rows: np.ndarray) -> list[tuple[int, int]]:
     """(slot, its first of ``rows``) for each slot among ``slots`` (one per row)."""
-    unique, first = np.unique(slots, return_index=True)
+    unique, first = distinct(slots, first=True)
     return list(zip(unique.tolist(), rows[first].tolist()))
 
 
 def _lasts(slots: np.ndarray, rows: np.ndarray) -> list[tuple[int, int]]:
     """(slot, its last of ``rows``) for each slot among ``slots`` (one per row)."""
-    unique, first = np.unique(slots[::-1], return_index=True)
+    unique, first = distinct(slots[::-1], first=True)
     return list(zip(unique.tolist(), rows[::-1][first].tolist()))
 
 
