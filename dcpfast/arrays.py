@@ -37,7 +37,10 @@ def _distinct(values: np.ndarray, inverse: bool):
         return values.copy(), np.zeros(0, np.intp)
     low, high = int(values.min()), int(values.max())
     if high - low <= max(1 << 16, len(values)):           # a range to count in
-        place = (values - values.dtype.type(low)).astype(np.intp)
+        if values.dtype.kind == "u":                 # no negative differences
+            place = (values - values.dtype.type(low)).astype(np.intp)
+        else:                                          # wide enough for any difference
+            place = values.astype(np.int64) - np.int64(low)
         present = np.zeros(high - low + 1, bool)
         present[place] = True
         found = np.flatnonzero(present).astype(values.dtype) + values.dtype.type(low)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dcpfast.arrays import unique
 
-DTYPES = [np.uint8, np.uint16, np.uint32, np.uint64, np.int32, np.int64]
+DTYPES = [np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16, np.int32, np.int64]
 
 
 @settings(max_examples=200, deadline=None)
@@ -38,7 +38,8 @@ def test_unique_is_numpys(dtype, data):
 def test_unique_at_the_ends_of_the_type(dtype):
     info = np.iinfo(dtype)
     for values in ([info.max, info.max], [info.max, info.max - 3, info.max],
-                   [info.min, info.min + 1, info.min], [info.min, info.max, info.min]):
+                   [info.min, info.min + 1, info.min], [info.min, info.max, info.min],
+                   [info.min + 1, info.max // 2 + 1, 0]):     # a span wider than max
         values = np.array(values, dtype)
         found, inverse = unique(values, inverse=True)
         expected, expected_inverse = np.unique(values, return_inverse=True)
