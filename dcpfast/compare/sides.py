@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..arrays import unique as distinct
 from ..documents import consistency, state_errors
 from ..documents.build import state
 from ..errors import DcpFormatError, SkippedRegion, text
@@ -72,7 +73,7 @@ class Side:
         import pyarrow as pa
 
         cid = self.numbers("collection_id", np.uint32)
-        unique, first, inverse = np.unique(cid, return_index=True, return_inverse=True)
+        unique, first, inverse = distinct(cid, first=True, inverse=True)
         at = pa.array(first)
         scopes = self.column("scope").take(at).to_pylist()
         names = self.column("collection").take(at).to_pylist()

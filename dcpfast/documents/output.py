@@ -188,7 +188,7 @@ def wanted(cid: np.ndarray, manifest: Manifest, collections) -> np.ndarray:
     """Rows whose collection is one of ``collections`` (ids, ``name`` or
     ``scope.collection``)."""
     wanted = set()
-    for c in np.unique(cid).tolist():
+    for c in distinct(cid).tolist():
         name = manifest.collections.get(c)
         scope = manifest.scopes.get(manifest.collection_scopes.get(c, -1))
         if c in collections or name in collections or f"{scope}.{name}" in collections:

@@ -53,7 +53,7 @@ class Barriers:
         unit, rel, point = restarts
         order = np.lexsort((rel, unit))
         self.r_unit, self.r_rel, self.r_point = unit[order], rel[order], point[order]
-        self.r_units = np.unique(self.r_unit)
+        self.r_units = distinct(self.r_unit)
         ids, _ = dense(self.r_unit, self.r_units)
         self.r_key = ids * self.span + self.r_rel
         # the restart points with a sentinel, for range minima by reduceat
@@ -63,7 +63,7 @@ class Barriers:
         order = np.lexsort((rel, keys))
         self.c_keys, self.c_rel, self.c_seqno = keys[order], rel[order], seqno[order]
         self.c_unit = unit[order]
-        self.c_known = np.unique(self.c_keys)
+        self.c_known = distinct(self.c_keys)
         ids, _ = dense(self.c_keys, self.c_known)
         self.c_key = ids * self.span + self.c_rel
         kept = self.c_kept = ~self.discarded(self.c_unit, self.c_seqno, self.c_rel)

@@ -242,7 +242,7 @@ class Latest:
                 tomb = tombstones(run)[keep]
                 if tomb.any():
                     units, seqnos = run["unit"][keep[tomb]], run["seqno"][keep[tomb]]
-                    for u in np.unique(units).tolist():
+                    for u in distinct(units).tolist():
                         top = int(seqnos[units == u].max())
                         self.dropped[u] = max(top, self.dropped.get(u, 0))
                     keep = keep[~tomb]
@@ -271,7 +271,7 @@ class Futures:
         self.by_unit: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         order = np.lexsort((pos, unit))
         unit, pos, point = unit[order], pos[order], point[order]
-        for u in np.unique(unit).tolist():
+        for u in distinct(unit).tolist():
             mine = unit == u
             points = point[mine]
             # the lowest point of the restarts from each one on
@@ -284,7 +284,7 @@ class Futures:
         later restart's point."""
         out = np.ones(len(versions), bool)
         unit, gpos, seqno = versions["unit"], versions["gpos"], versions["seqno"]
-        for u in np.unique(unit).tolist():
+        for u in distinct(unit).tolist():
             mine = np.flatnonzero(unit == u)
             cut = self.cuts.get(u, int(U64_MAX))
             ok = seqno[mine] < np.uint64(cut)

@@ -17,6 +17,7 @@ import numpy as np
 from .. import _core as core
 from .. import packets as PK
 from .. import protocol
+from ..arrays import unique as distinct
 from ..buffers import recycled
 from ..errors import CaptureFormatError, Reporter, SkippedRegion, describe, text
 from ..io.compression import read_into, zero_for
@@ -347,7 +348,7 @@ def _groups(keys) -> list[np.ndarray]:
         out.append(rest[same])
         rest = rest[~same]
     if len(rest):
-        _, inverse = np.unique(hashes[rest], return_inverse=True)
+        _, inverse = distinct(hashes[rest], inverse=True)
         order = np.argsort(inverse, kind="stable")
         bounds = np.flatnonzero(np.diff(inverse[order])) + 1
         out += [rest[g] for g in np.split(order, bounds)]

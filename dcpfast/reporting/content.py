@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import protocol as P
+from ..arrays import unique as distinct
 from ..arrow import binary, positions
 from ..batch import FrameBatch, view_of
 from ..events import Manifest
@@ -76,11 +77,11 @@ class Content:
         pairs, counts = np.unique(cids << 4 | change, return_counts=True)
         for pair, n in zip(pairs.tolist(), counts.tolist()):
             self._collection(pair >> 4)[pair & 0xF] += n
-        where, size = np.unique(cids[valued], return_inverse=True)
+        where, size = distinct(cids[valued], inverse=True)
         for cid, total in zip(where.tolist(),
                               np.bincount(size, sizes[valued], len(where)).tolist()):
             self._collection(cid)[-1] += int(total)
-        for cid in np.unique(cids).tolist():
+        for cid in distinct(cids).tolist():
             name = manifest.collections.get(cid)
             if name is not None:
                 scope = manifest.scopes.get(manifest.collection_scopes.get(cid, -1))
