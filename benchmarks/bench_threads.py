@@ -88,7 +88,7 @@ def main(argv=None) -> int:
             part.write_bytes(head[:dcpfast.scan(head, collections=True).consumed])
             report["default"] = T.default_threads(part.read_bytes(), part, args.repeat)
             del data
-            report["convert"] = T.convert(path, tmp, counts, max(args.repeat // 3, 1))
+            report["convert"] = T.convert(path, tmp, counts, max(args.repeat // 3, 3))
     except CheckFailed as failure:
         print(f"\nCHECK FAILED: {failure}", file=sys.stderr)
         return 1

@@ -56,8 +56,10 @@ cdef inline bint same_key(const Keys* keys, const Sorted* x, const Sorted* y) no
                                 keys.data + keys.docs[y.doc].off + 16, lx - 16) == 0)
 
 
-DEF DIGIT = 11               # the most bits of a key digit: the write heads of its buckets
-DEF SMALL_PART = 32          # stay in the cache; a part merge-sorted below this size
+# the most bits of a key digit: the write heads of its 2^11 buckets stay in the cache
+DEF DIGIT = 11
+# a part of at most this many documents is merge-sorted, not split by another digit
+DEF SMALL_PART = 32
 
 
 cdef int group_passes(Sorted* a, Sorted* b, Py_ssize_t n, Sorted** out) noexcept nogil:
