@@ -5,6 +5,11 @@ markers only where kv_engine does (``test_twin`` holds the two scan cores to eac
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
 import numpy as np
 import pytest
 from cores import COMPILED, TWINS
@@ -20,6 +25,8 @@ needs_compiled = pytest.mark.skipif(COMPILED is None, reason="no compiled cores 
 CORES = [TWINS["state"]] + ([COMPILED["state"]] if COMPILED else [])
 U64 = st.integers(0, 2**64 - 1)
 SMALL = st.integers(0, 40)
+CORE = Path(__file__).resolve().parent.parent / "dcpfast" / "_core"
+KEYS_PROBE = Path(__file__).parent / "c" / "keys_probe.c"
 
 
 def both(fn):
@@ -233,6 +240,28 @@ def test_durable_pairs_agree(changes):
     assert before.tolist() == [want_before[j] for j in sorted(want_before)]
     assert ok.tolist() == [want_ok[j] for j in sorted(want_before)]
     assert waiting.tolist() == sorted(want_waiting)
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "sanitized"])
+def test_key_hash_and_compare_byte_by_byte(sanitize, tmp_path):
+    """The key index's hash and comparison (keys.h), in C on their own: every byte of a key
+    counts in both, at every alignment, and none outside it is read (AddressSanitizer, where
+    the compiler links it). The index only compares two keys whose hashes share a table
+    slot and 24 bits, which the suite's keys never do, so only this reaches a wrong
+    comparison."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    if not (CORE / "keys.h").is_file() or not shutil.which(cc[0]):
+        pytest.skip("needs the source tree's dcpfast/_core and a C compiler")
+    flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"] if sanitize \
+        else []
+    exe = tmp_path / "keys_probe"
+    built = subprocess.run([*cc, "-Wall", "-Werror", "-O2", *flags, f"-I{CORE}",
+                            str(KEYS_PROBE), "-o", str(exe)], capture_output=True, text=True)
+    if sanitize and built.returncode:
+        pytest.skip(f"the compiler does not link the sanitizers: {built.stderr[-200:]}")
+    assert built.returncode == 0, built.stderr
+    found = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert found.returncode == 0 and found.stdout.startswith("ok"), found.stdout + found.stderr
 
 
 def test_cores_check_their_input():

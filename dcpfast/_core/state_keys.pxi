@@ -3,9 +3,6 @@
 
 # -- documents: ids, keys, order ---------------------------------------------------------
 
-# the multipliers of the key hash (MurmurHash3's finaliser and golden-ratio constants)
-cdef uint64_t M1 = 0xff51afd7ed558ccd, M2 = 0xc4ceb9fe1a85ec53, M3 = 0x9E3779B97F4A7C15
-cdef uint64_t M4 = 0x87c37b91114253d5, M5 = 0x4cf5ad432745937f
 # a KeyIndex table entry: the hash's top 24 bits, and where its document's record is in
 # the index's data, plus one (40 bits)
 cdef uint64_t TAG = 0xFFFFFF0000000000, AT = 0xFFFFFFFFFF, LOW = 0xFFFFFFFF
@@ -14,64 +11,14 @@ cdef char _nothing[1]       # where the keys of an empty buffer are (all empty)
 DEF AHEAD = 16              # keys hashed ahead of the one looked up
 
 
-cdef inline uint64_t fmix(uint64_t h) noexcept nogil:
-    h ^= h >> 33
-    h *= M1
-    h ^= h >> 33
-    h *= M2
-    h ^= h >> 33
-    return h
-
-
-cdef inline uint64_t short_word(const uint8_t* p, int64_t n) noexcept nogil:
-    """The ``n`` (< 8) bytes at ``p`` as a word, every byte in it: two loads of 4 that
-    overlap (4 to 7 bytes), or the first, middle and last byte (fewer). Two keys of one
-    length give the same word only where their bytes are the same."""
-    cdef uint32_t lo, hi
-    if n >= 4:
-        memcpy(&lo, p, 4)
-        memcpy(&hi, p + n - 4, 4)
-        return (<uint64_t>hi << 32) | lo
-    if n > 0:
-        return p[0] | (<uint64_t>p[n >> 1] << 8) | (<uint64_t>p[n - 1] << 16)
-    return 0
-
-
-cdef inline uint64_t hash_key(const uint8_t* p, int64_t n, uint32_t unit,
-                              uint32_t cid) noexcept nogil:
-    """The hash of a document: its words, the last one the 8 bytes that end the key (it
-    may overlap the word before)."""
-    cdef uint64_t h = ((<uint64_t>unit << 32) | cid) * M3 + <uint64_t>n
-    cdef uint64_t w
-    if n < 8:
-        return fmix((h ^ short_word(p, n)) * M5)
-    while n > 8:
-        memcpy(&w, p, 8)
-        h = (h ^ w) * M4
-        h ^= h >> 31
-        p += 8
-        n -= 8
-    memcpy(&w, p + n - 8, 8)
-    return fmix((h ^ w) * M5)
-
-
-cdef inline bint same_bytes(const uint8_t* a, const uint8_t* b, int64_t n) noexcept nogil:
-    """Whether the ``n`` bytes at ``a`` and ``b`` are equal (short keys: no call): word
-    by word, the last word the 8 bytes that end them."""
-    cdef uint64_t x, y
-    if n < 8:
-        return short_word(a, n) == short_word(b, n)
-    while n > 8:
-        memcpy(&x, a, 8)
-        memcpy(&y, b, 8)
-        if x != y:
-            return False
-        a += 8
-        b += 8
-        n -= 8
-    memcpy(&x, a + n - 8, 8)
-    memcpy(&y, b + n - 8, 8)
-    return x == y
+cdef extern from "keys.h":
+    # the hash and the comparison of keys, a word at a time (C, so that
+    # tests/c/keys_probe.c checks them on their own)
+    uint64_t fmix "dcp_fmix"(uint64_t h) noexcept nogil
+    uint64_t hash_key "dcp_hash_key"(const uint8_t* p, int64_t n, uint32_t unit,
+                                     uint32_t cid) noexcept nogil
+    bint same_bytes "dcp_same_bytes"(const uint8_t* a, const uint8_t* b,
+                                     int64_t n) noexcept nogil
 
 
 cdef struct Record:         # the head of a document's record in a KeyIndex's data
