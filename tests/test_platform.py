@@ -7,17 +7,13 @@ core reaches for a POSIX-only module outside those guards."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import pytest
+from c_probes import CORE, PROBES, compiler
 
-ROOT = Path(__file__).resolve().parent.parent
-CORE = ROOT / "dcpfast" / "_core"
-PROBE = Path(__file__).parent / "c" / "platform_probe.c"
+PROBE = PROBES / "platform_probe.c"
 WARNINGS = ["-Wall", "-Werror", "-Wno-unused-function"]
 #: Targets whose wheels are built elsewhere: compiled and linked here, not run.
 CROSS = ["x86_64-windows-gnu", "aarch64-windows-gnu", "x86_64-macos", "aarch64-macos",
@@ -27,14 +23,9 @@ pytestmark = pytest.mark.skipif(not (CORE / "spans.h").is_file(),
                                 reason="needs the source tree's dcpfast/_core")
 
 
-def _compiler() -> list[str] | None:
-    cc = (sysconfig.get_config_var("CC") or "cc").split()
-    return cc if shutil.which(cc[0]) else None
-
-
 @pytest.mark.parametrize("mode", [[], ["-DDCP_NO_MMAP"]], ids=["mapped", "allocator"])
 def test_the_headers_work_in_every_mode(mode, tmp_path):
-    cc = _compiler()
+    cc = compiler()
     if cc is None:
         pytest.skip("no C compiler")
     exe = tmp_path / "probe"

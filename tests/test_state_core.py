@@ -5,13 +5,11 @@ markers only where kv_engine does (``test_twin`` holds the two scan cores to eac
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pytest
+from c_probes import CORE, PROBES, compiler
 from cores import COMPILED, TWINS
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,8 +23,7 @@ needs_compiled = pytest.mark.skipif(COMPILED is None, reason="no compiled cores 
 CORES = [TWINS["state"]] + ([COMPILED["state"]] if COMPILED else [])
 U64 = st.integers(0, 2**64 - 1)
 SMALL = st.integers(0, 40)
-CORE = Path(__file__).resolve().parent.parent / "dcpfast" / "_core"
-KEYS_PROBE = Path(__file__).parent / "c" / "keys_probe.c"
+KEYS_PROBE = PROBES / "keys_probe.c"
 
 
 def both(fn):
@@ -249,8 +246,8 @@ def test_key_hash_and_compare_byte_by_byte(sanitize, tmp_path):
     the compiler links it). The index only compares two keys whose hashes share a table
     slot and 24 bits, which the suite's keys never do, so only this reaches a wrong
     comparison."""
-    cc = (sysconfig.get_config_var("CC") or "cc").split()
-    if not (CORE / "keys.h").is_file() or not shutil.which(cc[0]):
+    cc = compiler()
+    if not (CORE / "keys.h").is_file() or cc is None:
         pytest.skip("needs the source tree's dcpfast/_core and a C compiler")
     flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"] if sanitize \
         else []
