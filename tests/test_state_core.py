@@ -162,6 +162,47 @@ def test_key_index_agrees(keys, pieces):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+def test_key_index_across_its_chunks(seed):
+    """Thousands of keys scattered through the input out of order, seen again and again:
+    first only short ones (the compiled index copies them out a full chunk at a time),
+    then some so long that a few fill the room it copies to (a new chunk then), and some
+    longer than it copies at all (found where they are). Each (stream, collection, key)
+    gets one id, the same in both cores, and its bytes back."""
+    rng = np.random.default_rng(seed)
+    sizes = np.concatenate([rng.integers(0, 41, 400), rng.integers(15_000, 30_000, 12),
+                            rng.integers(33_000, 40_000, 6)])
+    pool = [bytes(rng.integers(0, 256, size, np.uint8)) for size in sizes]
+    pool += [p[:-1] + bytes([p[-1] ^ 1]) for p in pool[:20] if p]   # differ in the last byte
+    picks = np.concatenate([rng.integers(0, 400, 7000), rng.integers(0, len(pool), 5000)])
+    unit = (rng.choice([1, 2], len(picks)).astype(np.uint32) << 16)
+    cid = rng.choice([0, 8], len(picks)).astype(np.uint32)
+    places = rng.permutation(len(picks))           # where in the input each key lies
+    parts, starts = [], np.zeros(len(picks), np.int64)
+    at = 0
+    for i in places.tolist():
+        gap = bytes(rng.integers(0, 256, rng.integers(0, 200), np.uint8))
+        parts += [gap, pool[picks[i]]]
+        starts[i] = at + len(gap)
+        at += len(gap) + len(pool[picks[i]])
+    data = b"".join(parts)
+    lengths = np.array([len(pool[k]) for k in picks], np.int64)
+
+    def run(core):
+        index = core.KeyIndex()
+        first = index.ids(data, starts[:7000], lengths[:7000], unit[:7000], cid[:7000])
+        ids = np.concatenate([first, index.ids(data, starts[7000:], lengths[7000:],
+                                               unit[7000:], cid[7000:])])
+        return ids, index.keys(np.arange(len(index), dtype=np.int64))
+    ids, (offsets, kept) = both(run)
+    names: dict = {}
+    for i, k in enumerate(picks.tolist()):
+        assert names.setdefault((int(unit[i]), int(cid[i]), pool[k]), ids[i]) == ids[i]
+    assert len(names) == len(set(ids.tolist())) == len(offsets) - 1
+    for (_, _, key), d in names.items():
+        assert kept[offsets[d]:offsets[d + 1]].tobytes() == key
+
+
+@pytest.mark.parametrize("seed", [1, 2])
 def test_key_order_of_large_groups(seed):
     """Groups (vbucket, collection) of thousands of documents, sorted by the digits of
     their first 16 key bytes and then by merges where those tie: keys shorter and longer
