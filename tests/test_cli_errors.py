@@ -208,7 +208,7 @@ def test_a_signal_during_convert_removes_the_partial_output(tmp_path, signum):
 # a writer of convert's, interrupted at random moments while a row group is written beside
 # (SIGALRM raising KeyboardInterrupt, as SIGINT does; SIGTERM and SIGHUP unwind alike)
 _INTERRUPTED_WRITES = """
-import os, random, signal, sys
+import os, random, signal, sys, time
 import numpy as np, pyarrow as pa
 from dcpfast.cli.convert import _Writer
 
@@ -219,16 +219,29 @@ path, rounds = sys.argv[1], int(sys.argv[2])
 rng = random.Random(5)
 table = pa.table({"k": pa.array([os.urandom(64) for _ in range(20000)]),
                   "n": np.arange(20000)})
+
+def write_all(writer):
+    for _ in range(4):
+        writer.write(table)
+        writer.flush()
+    writer.close()
+
+# the moments are drawn within what a whole round takes on this machine (the median of
+# three uninterrupted ones), so that most rounds are interrupted however fast it is
+took = []
+for _ in range(3):
+    start = time.perf_counter()
+    write_all(_Writer(path, "parquet", background=True))
+    took.append(time.perf_counter() - start)
+    os.unlink(path)
+whole = sorted(took)[1]
 interrupted = 0
 for _ in range(rounds):
     writer = _Writer(path, "parquet", background=True)
-    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0001, 0.03))
+    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0001, 0.9 * whole))
     try:
         try:
-            for _ in range(4):
-                writer.write(table)
-                writer.flush()
-            writer.close()
+            write_all(writer)
         finally:                  # the timer may fire here too: then the round is abandoned
             signal.setitimer(signal.ITIMER_REAL, 0)
     except KeyboardInterrupt:
