@@ -420,6 +420,22 @@ def rows_outside(table, vbuckets) -> list:
     return [r for r in table.to_pylist() if r["vbucket"] not in vbuckets]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_history_read_in_pieces_is_the_model(seed):
+    """Every version over small batches, values included (prepares waiting across
+    batches, restarts in some): the bodies and xattrs are the model's, as over the whole
+    stream."""
+    data = scenario(seed + 60, restarts=0.2 * (seed % 2), vbuckets=2)
+    frames, bodies = decoded(data)
+    for options in ({}, {"at_time": CAS_EPOCH + 6 * 10**11}):
+        want, _, _ = model(frames, bodies, history=True, **options)
+        for size in (300, 2000):
+            table = dcpfast.state(chunks(data, size, errors="skip"), errors="skip",
+                                  history=True, include_deleted=True, **options)
+            assert rows_of(table, history=True) == expected(want, history=True), (size,
+                                                                                  options)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_chunked_equals_whole(seed, monkeypatch):
     monkeypatch.setattr(state_versions, "MERGE_FLOOR", 4)       # merge runs often
@@ -527,6 +543,9 @@ def test_damaged_values_and_frames():
         dcpfast.state(data)
     table = dcpfast.state(data, errors="skip")
     assert docs(table)[b"z"]["body"] is None and len(state_errors(table)) == 1
+    every = dcpfast.state(data, errors="skip", history=True).to_pylist()
+    assert [(r["key"], r["body"]) for r in every] == [(b"a", b'{"v":1}'), (b"b", b'{"v":3}'),
+                                                      (b"z", None)]
     cut = data + b"\x80\x57garbage"
     with pytest.raises(DcpFormatError):
         dcpfast.state(cut)
