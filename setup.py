@@ -40,7 +40,7 @@ depends = {
     "cscan": [*sorted(glob(core + "scan_*.pxi")), core + "spans.h", core + "bitmaps.h", *wire],
     "cpcap": wire,
     "cvalues": [core + "xattr_keys.h", *wire],
-    "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", *wire],
+    "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", core + "pages.h", *wire],
 }
 extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=files,
                         include_dirs=["dcpfast/_core"],

@@ -311,10 +311,11 @@ def test_column_memory_kept_for_reuse_is_bounded_in_time():
 
 
 @pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
-def test_fresh_column_memory_first_gives_back_what_the_cache_keeps():
-    """A scan too small for any kept span maps fresh pages: the kept spans go back first,
-    so that in use and kept together stay within the most in use at once (the last,
-    small batch of iter_batches does not add its pages to a cache full of larger ones)."""
+def test_small_column_memory_takes_a_kept_span_and_gives_back_its_tail():
+    """A scan far smaller than every kept span takes the smallest and gives back the pages
+    past what it needs: its pages are resident, and in use and kept together stay within
+    the most in use at once (the last, small batch of iter_batches does not keep a large
+    span, nor add fresh pages to a cache full of larger ones)."""
     unit = t.synthetic_stream(2000, seed=6)
     large = dcpfast.scan(unit * 60)
     del large

@@ -23,7 +23,6 @@ needs_compiled = pytest.mark.skipif(COMPILED is None, reason="no compiled cores 
 CORES = [TWINS["state"]] + ([COMPILED["state"]] if COMPILED else [])
 U64 = st.integers(0, 2**64 - 1)
 SMALL = st.integers(0, 40)
-KEYS_PROBE = PROBES / "keys_probe.c"
 
 
 def both(fn):
@@ -280,21 +279,56 @@ def test_durable_pairs_agree(changes):
     assert waiting.tolist() == sorted(want_waiting)
 
 
+def test_key_index_of_many_documents():
+    """An index of 300,000 documents, whose table, records and key bytes outgrow the size
+    from which they are asked for huge pages (and move there as they grow): every document
+    keeps its id and its key bytes, in both cores, through stretches that add new ones
+    and look old ones up again out of order."""
+    n = 300_000
+    rng = np.random.default_rng(5)
+    width = 11
+    data = np.frombuffer(b"".join(b"doc-%07d" % i for i in range(n)), np.uint8).copy()
+    data[rng.integers(0, len(data), 5000)] ^= 0x55          # some bytes not ASCII
+    unit = (rng.integers(0, 4, n).astype(np.uint32) << 16)
+    cid = rng.choice([0, 9], n).astype(np.uint32)
+    order = [np.arange(0, n // 2), np.concatenate([rng.permutation(n // 2),
+                                                   np.arange(n // 2, n)]),
+             rng.permutation(n)]
+
+    def run(core):
+        index = core.KeyIndex()
+        got = [index.ids(data, k * width, np.full(len(k), width, np.int64), unit[k], cid[k])
+               for k in order]
+        return np.concatenate(got), index.keys(np.arange(len(index), dtype=np.int64))
+    ids, (offsets, kept) = both(run)
+    first, second, third = np.split(ids, np.cumsum([len(k) for k in order])[:-1])
+    assert first.tolist() == list(range(n // 2))       # new documents: ids in order
+    assert second.tolist() == order[1].tolist()        # old ones looked up, then new ones
+    assert third.tolist() == order[2].tolist()
+    assert len(offsets) == n + 1 and np.array_equal(np.diff(offsets), np.full(n, width))
+    assert kept.tobytes() == data.tobytes()
+
+
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "sanitized"])
-def test_key_hash_and_compare_byte_by_byte(sanitize, tmp_path):
-    """The key index's hash and comparison (keys.h), in C on their own: every byte of a key
-    counts in both, at every alignment, and none outside it is read (AddressSanitizer, where
-    the compiler links it). The index only compares two keys whose hashes share a table
-    slot and 24 bits, which the suite's keys never do, so only this reaches a wrong
-    comparison."""
+@pytest.mark.parametrize("probe", ["keys", "pages"])
+def test_key_index_c_on_its_own(probe, sanitize, tmp_path):
+    """The key index's C headers on their own. keys.h, its hash and comparison: every byte
+    of a key counts in both, at every alignment, and none outside it is read. The index
+    only compares two keys whose hashes share a table slot and 24 bits, which the suite's
+    keys never do, so only this reaches a wrong comparison. pages.h, its blocks on huge
+    pages: zeroed, writable to the end, and the bytes in use kept as a block grows and
+    shrinks across the size from which huge pages are asked for, which only indexes of
+    hundreds of thousands of documents reach. Under AddressSanitizer too, where the
+    compiler links it."""
     cc = compiler()
-    if not (CORE / "keys.h").is_file() or cc is None:
+    if not (CORE / f"{probe}.h").is_file() or cc is None:
         pytest.skip("needs the source tree's dcpfast/_core and a C compiler")
     flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"] if sanitize \
         else []
-    exe = tmp_path / "keys_probe"
+    exe = tmp_path / f"{probe}_probe"
     built = subprocess.run([*cc, "-Wall", "-Werror", "-O2", *flags, f"-I{CORE}",
-                            str(KEYS_PROBE), "-o", str(exe)], capture_output=True, text=True)
+                            str(PROBES / f"{probe}_probe.c"), "-o", str(exe)],
+                           capture_output=True, text=True)
     if sanitize and built.returncode:
         pytest.skip(f"the compiler does not link the sanitizers: {built.stderr[-200:]}")
     assert built.returncode == 0, built.stderr

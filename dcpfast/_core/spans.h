@@ -56,6 +56,11 @@
 #  include <unistd.h>
 #endif
 
+#if defined(DCP_SPANS_POSIX) || defined(DCP_SPANS_WINDOWS)
+#  define DCP_CAN_TRIM 1                 /* dcp_unmap_tail gives pages back */
+#else
+#  define DCP_CAN_TRIM 0
+#endif
 #if defined(DCP_SPANS_POSIX) && defined(__linux__) && defined(MREMAP_MAYMOVE)
 #  define DCP_CAN_GROW 1
 static void *DCP_GROW(void *p, size_t old, size_t new_size)
@@ -352,12 +357,14 @@ static void dcp_spans_init(void) {
 /* A span of at least n bytes (its size in *got), from the cache when one will do, in this
    order: the smallest that holds it with at most a quarter to spare; the smallest that
    holds it at most DCP_OVER times over (whole: its pages stay resident, ready for a larger
-   request once it is given back); the largest smaller one, grown (where mappings can
-   grow). NULL when out of memory. */
+   request once it is given back); the smallest larger one still, its tail given back
+   (where pages can be: its head is resident, where a fresh span would fault in every
+   page and the cache would give the large one back anyway to stay within its bounds);
+   the largest smaller one, grown (where mappings can grow). NULL when out of memory. */
 static char *dcp_span_take(size_t n, size_t *got) {
-    size_t size = dcp_span_size(n);
+    size_t size = dcp_span_size(n), large = 0;
     void *at = NULL;
-    int fit = -1, over = -1, under = -1;
+    int fit = -1, over = -1, huge = -1, under = -1;
     dcp_doomed d;
     d.n = 0;
     dcp_lock_take(&dcp_spans.lock);
@@ -370,6 +377,9 @@ static char *dcp_span_take(size_t n, size_t *got) {
         } else if (size < k && k / DCP_OVER <= size) {
             if (over < 0 || k < dcp_spans.size[over])
                 over = i;
+        } else if (size < k) {
+            if (DCP_CAN_TRIM && (huge < 0 || k < dcp_spans.size[huge]))
+                huge = i;
         } else if (DCP_CAN_GROW && k < size && (under < 0 || k > dcp_spans.size[under])) {
             under = i;
         }
@@ -382,6 +392,10 @@ static char *dcp_span_take(size_t n, size_t *got) {
         at = dcp_spans.at[over];
         size = dcp_spans.size[over];
         dcp_unkeep(over);
+    } else if (huge >= 0) {               /* its tail given back once the lock is let go */
+        at = dcp_spans.at[huge];
+        large = dcp_spans.size[huge];
+        dcp_unkeep(huge);
     } else if (under >= 0) {              /* its pages stay; only the new tail is fresh */
         char *old = dcp_spans.at[under];
         size_t old_size = dcp_spans.size[under];
@@ -409,6 +423,15 @@ static char *dcp_span_take(size_t n, size_t *got) {
     dcp_unmap_doomed(&d);
     if (at == NULL)
         return NULL;
+    if (large) {                          /* it may keep more: whole pages, or all of it */
+        size_t kept = dcp_unmap_tail(at, size, large);
+        if (kept > size) {
+            dcp_lock_take(&dcp_spans.lock);
+            dcp_in_use(kept - size);
+            dcp_lock_drop(&dcp_spans.lock);
+            size = kept;
+        }
+    }
     *got = size;
     return (char *)at;
 }

@@ -24,6 +24,12 @@ cdef extern from "keys.h":
                                      int64_t n) noexcept nogil
 
 
+cdef extern from "pages.h":
+    # large tables on huge pages where the system gives them
+    void* huge_calloc "dcp_huge_calloc"(size_t n) noexcept nogil
+    void* huge_realloc "dcp_huge_realloc"(void* p, size_t used, size_t n) noexcept nogil
+
+
 cdef struct Record:         # the head of a document's record in a KeyIndex's data
     uint32_t id
     uint32_t length
@@ -79,7 +85,7 @@ cdef int grow_docs(KeyIndex ix, int64_t cap) noexcept nogil:
     cdef Doc* grown
     if <uint64_t>cap >= LOW:
         return -1                            # ids must fit a table entry's 32 bits
-    grown = <Doc*>realloc(ix.docs, cap * sizeof(Doc))
+    grown = <Doc*>huge_realloc(ix.docs, ix.n * sizeof(Doc), cap * sizeof(Doc))
     if grown == NULL:
         return -1
     ix.docs, ix.cap = grown, cap
@@ -87,7 +93,7 @@ cdef int grow_docs(KeyIndex ix, int64_t cap) noexcept nogil:
 
 
 cdef int grow_data(KeyIndex ix, int64_t cap) noexcept nogil:
-    cdef uint8_t* grown = <uint8_t*>realloc(ix.data, cap)
+    cdef uint8_t* grown = <uint8_t*>huge_realloc(ix.data, ix.data_len, cap)
     if grown == NULL:
         return -1
     ix.data, ix.data_cap = grown, cap
@@ -96,7 +102,7 @@ cdef int grow_data(KeyIndex ix, int64_t cap) noexcept nogil:
 
 cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
     """The table at ``size`` entries (a power of two), every document placed again."""
-    cdef uint64_t* table = <uint64_t*>calloc(size, sizeof(uint64_t))
+    cdef uint64_t* table = <uint64_t*>huge_calloc(size * sizeof(uint64_t))
     cdef uint64_t mask = <uint64_t>size - 1, at, h
     cdef int64_t d
     if table == NULL:

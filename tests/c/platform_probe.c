@@ -1,6 +1,6 @@
 /* Exercises the C headers of dcpfast._core on their own, as each platform compiles them:
-   the span cache and its platform layer (spans.h), the byte-order macros (wire.h) and the
-   portable bitmap kernel (bitmaps.h). Prints "ok" and what it found; exits non-zero at
+   the span cache and its platform layer (spans.h), the byte-order macros (wire.h), the
+   portable bitmap kernel (bitmaps.h) and the state core's blocks on huge pages (pages.h). Prints "ok" and what it found; exits non-zero at
    the first check that fails. tests/test_platform.py builds it in every mode it can. */
 #define _GNU_SOURCE 1                           /* as Python.h defines it */
 #include <stdint.h>
@@ -10,6 +10,7 @@
 #include "spans.h"
 #include "wire.h"
 #include "bitmaps.h"
+#include "pages.h"
 
 static int spans(size_t *kept_out)
 {
@@ -43,7 +44,8 @@ static int spans(size_t *kept_out)
     return 0;
 }
 
-/* The cache: a span given back serves the next request of its size; the stats add up. */
+/* The cache: a span given back serves the next request of its size; one far larger serves
+   a small request with its tail given back (where pages can be); the stats add up. */
 static int cache(void)
 {
     size_t got = 0, again = 0, live, peak, kept;
@@ -61,6 +63,15 @@ static int cache(void)
     if (q != p || again != got)
         return 42;
     dcp_put(q, p + 1, 0);
+    dcp_span_give(q, again);
+    q = dcp_span_take((size_t)1 << 16, &again);  /* else fresh, the kept one given back */
+    if (q == NULL || again < ((size_t)1 << 16) || (DCP_CAN_TRIM && (q != p || again >= got)))
+        return 43;
+    dcp_span_stats(&live, &peak, &kept, 0);
+    if (live != again || kept != 0)
+        return 44;
+    if (DCP_CAN_TRIM && (q[0] != 3 || q[again - 1] != 3))      /* its head, as it was */
+        return 45;
     dcp_span_give(q, again);
     return 0;
 }
@@ -105,6 +116,25 @@ static int bitmaps(void)
     return 0;
 }
 
+/* A block large enough to be asked for huge pages: zeroed, grown with its bytes kept. */
+static int pages(void)
+{
+    size_t n = DCP_HUGE_MIN + 4096;
+    char *p = (char *)dcp_huge_calloc(n), *q;
+    if (p == NULL)
+        return 50;
+    if (p[0] != 0 || p[n - 1] != 0)
+        return 51;
+    p[n - 1] = 9;
+    q = (char *)dcp_huge_realloc(p, n, 2 * n);
+    if (q == NULL)
+        return 52;
+    if (q[n - 1] != 9)
+        return 53;
+    free(q);
+    return 0;
+}
+
 int main(void)
 {
     size_t kept = 0;
@@ -115,11 +145,13 @@ int main(void)
         failed = wire();
     if (!failed)
         failed = bitmaps();
+    if (!failed)
+        failed = pages();
     if (failed) {
         printf("failed %d\n", failed);
         return failed;
     }
-    printf("ok grow=%d sse2=%d bitalg=%d kept=%lu\n", DCP_CAN_GROW, DCP_SSE2, DCP_BITALG,
-           (unsigned long)kept);
+    printf("ok grow=%d trim=%d huge=%d sse2=%d bitalg=%d kept=%lu\n", DCP_CAN_GROW,
+           DCP_CAN_TRIM, DCP_HUGE, DCP_SSE2, DCP_BITALG, (unsigned long)kept);
     return 0;
 }
