@@ -4,8 +4,9 @@
    takes one fault where it took 512. Where the system gives huge pages on request (Linux's
    MADV_HUGEPAGE, "madvise" or "always" in /sys/kernel/mm/transparent_hugepage/enabled),
    a block of DCP_HUGE_MIN bytes or more is asked for them before its first touch (the
-   2 MiB-aligned part of it); elsewhere, or when the system says no, these are plain
-   malloc, realloc and calloc. The blocks are the C library's: free them with free. */
+   2 MiB-aligned part of it), as numpy asks for its arrays of 4 MiB and more; elsewhere,
+   or when the system says no, these are plain malloc, realloc and calloc. The blocks
+   are the C library's: free them with free. */
 #ifndef DCPFAST_PAGES_H
 #define DCPFAST_PAGES_H
 
