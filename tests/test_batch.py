@@ -318,11 +318,13 @@ def test_small_column_memory_takes_a_kept_span_and_gives_back_its_tail():
     span, nor add fresh pages to a cache full of larger ones)."""
     unit = t.synthetic_stream(2000, seed=6)
     large = dcpfast.scan(unit * 60)
+    start = large["offset"].__array_interface__["data"][0]     # the span's first part
     del large
-    assert _core.scan.mapped()[2] > 8 << 20      # kept for the next scan
+    assert _core.scan.mapped(reset=True)[2] > 8 << 20     # kept for the next scan
     small = dcpfast.scan(unit * 2)                # columns far smaller than the kept span
-    live, _, kept = _core.scan.mapped()
-    assert kept == 0 and 0 < live < 2 << 20
+    live, peak, kept = _core.scan.mapped()
+    assert small["offset"].__array_interface__["data"][0] == start
+    assert kept == 0 and 0 < live < 2 << 20 and peak < 2 << 20
     assert len(small) == 2 * len(dcpfast.scan(unit))
 
 

@@ -357,18 +357,22 @@ static void dcp_spans_init(void) {
 /* A span of at least n bytes (its size in *got), from the cache when one will do, in this
    order: the smallest that holds it with at most a quarter to spare; the smallest that
    holds it at most DCP_OVER times over (whole: its pages stay resident, ready for a larger
-   request once it is given back); the smallest larger one still, its tail given back
-   (where pages can be: its head is resident, where a fresh span would fault in every
-   page and the cache would give the large one back anyway to stay within its bounds);
+   request once it is given back); where a fresh span would first give kept ones back
+   to stay within the cache's bounds, the smallest larger one still, its tail given back
+   (where pages can be: its head is resident, where a fresh span faults in every page);
    the largest smaller one, grown (where mappings can grow). NULL when out of memory. */
 static char *dcp_span_take(size_t n, size_t *got) {
-    size_t size = dcp_span_size(n), large = 0;
+    size_t size = dcp_span_size(n), large = 0, bound;
     void *at = NULL;
     int fit = -1, over = -1, huge = -1, under = -1;
     dcp_doomed d;
     d.n = 0;
     dcp_lock_take(&dcp_spans.lock);
     dcp_expire(dcp_now(), &d);
+    /* spans in use and kept stay within the most in use at once lately (or in use now) */
+    bound = dcp_spans.live_bytes + size;
+    if (bound < dcp_spans.window_peak)
+        bound = dcp_spans.window_peak;
     for (int i = 0; i < dcp_spans.n_kept; i++) {
         size_t k = dcp_spans.size[i];
         if (size <= k && k <= size + size / 4) {
@@ -392,7 +396,8 @@ static char *dcp_span_take(size_t n, size_t *got) {
         at = dcp_spans.at[over];
         size = dcp_spans.size[over];
         dcp_unkeep(over);
-    } else if (huge >= 0) {               /* its tail given back once the lock is let go */
+    } else if (huge >= 0 && dcp_spans.live_bytes + dcp_spans.kept_bytes + size > bound) {
+        /* its tail given back once the lock is let go */
         at = dcp_spans.at[huge];
         large = dcp_spans.size[huge];
         dcp_unkeep(huge);
@@ -405,11 +410,7 @@ static char *dcp_span_take(size_t n, size_t *got) {
             dcp_doom(&d, old, old_size);
     }
     if (at == NULL) {
-        /* fresh pages: first give back kept spans, the oldest first, so that the spans in
-           use and kept stay within the most in use at once lately (or in use now) */
-        size_t bound = dcp_spans.live_bytes + size;
-        if (bound < dcp_spans.window_peak)
-            bound = dcp_spans.window_peak;
+        /* fresh pages: first give back kept spans, the oldest first, to stay in bounds */
         while (dcp_spans.n_kept
                && dcp_spans.live_bytes + dcp_spans.kept_bytes + size > bound) {
             dcp_doom(&d, dcp_spans.at[0], dcp_spans.size[0]);

@@ -26,7 +26,7 @@ cdef extern from "keys.h":
 
 cdef extern from "pages.h":
     # large tables on huge pages where the system gives them
-    void* huge_calloc "dcp_huge_calloc"(size_t n) noexcept nogil
+    void* huge_calloc "dcp_huge_calloc"(size_t count, size_t size) noexcept nogil
     void* huge_realloc "dcp_huge_realloc"(void* p, size_t used, size_t n) noexcept nogil
 
 
@@ -102,7 +102,7 @@ cdef int grow_data(KeyIndex ix, int64_t cap) noexcept nogil:
 
 cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
     """The table at ``size`` entries (a power of two), every document placed again."""
-    cdef uint64_t* table = <uint64_t*>huge_calloc(size * sizeof(uint64_t))
+    cdef uint64_t* table = <uint64_t*>huge_calloc(size, sizeof(uint64_t))
     cdef uint64_t mask = <uint64_t>size - 1, at, h
     cdef int64_t d
     if table == NULL:

@@ -1,7 +1,8 @@
 /* Exercises the C headers of dcpfast._core on their own, as each platform compiles them:
    the span cache and its platform layer (spans.h), the byte-order macros (wire.h), the
-   portable bitmap kernel (bitmaps.h) and the state core's blocks on huge pages (pages.h). Prints "ok" and what it found; exits non-zero at
-   the first check that fails. tests/test_platform.py builds it in every mode it can. */
+   portable bitmap kernel (bitmaps.h) and the state core's blocks on huge pages (pages.h).
+   Prints "ok" and what it found; exits non-zero at the first check that fails.
+   tests/test_platform.py builds it in every mode it can. */
 #define _GNU_SOURCE 1                           /* as Python.h defines it */
 #include <stdint.h>
 #include <stdio.h>
@@ -76,6 +77,35 @@ static int cache(void)
     return 0;
 }
 
+/* A kept span far larger than a request is cut down to it only where a fresh span would
+   give kept ones back: within the most in use at once lately, the request gets fresh
+   pages (or a smaller span grown) and the large span stays kept for a large request. */
+static int bounded(void)
+{
+    size_t got_x = 0, got_y = 0, got_z = 0, left, live, peak, kept, kept_before;
+    char *x, *y, *z;
+    x = dcp_span_take((size_t)8 << 20, &got_x);           /* 8 MiB in use at once */
+    if (x == NULL)
+        return 60;
+    left = dcp_unmap_tail(x, (size_t)1 << 20, got_x);     /* then 1 MiB of it */
+    if (left < got_x)
+        dcp_span_shrunk(got_x - left);
+    y = dcp_span_take((size_t)4 << 20, &got_y);
+    if (y == NULL)
+        return 61;
+    dcp_span_give(y, got_y);
+    dcp_span_stats(&live, &peak, &kept_before, 0);
+    z = dcp_span_take((size_t)1 << 19, &got_z);           /* far smaller than y */
+    if (z == NULL)
+        return 62;
+    dcp_span_stats(&live, &peak, &kept, 0);
+    if (live + kept_before + got_z <= peak && (z == y || kept < got_y))
+        return 63;                                        /* y cut down within bounds */
+    dcp_span_give(z, got_z);
+    dcp_span_give(x, left);
+    return 0;
+}
+
 static int wire(void)
 {
     const uint8_t bytes[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -120,7 +150,7 @@ static int bitmaps(void)
 static int pages(void)
 {
     size_t n = DCP_HUGE_MIN + 4096;
-    char *p = (char *)dcp_huge_calloc(n), *q;
+    char *p = (char *)dcp_huge_calloc(n, 1), *q;
     if (p == NULL)
         return 50;
     if (p[0] != 0 || p[n - 1] != 0)
@@ -141,6 +171,8 @@ int main(void)
     int failed = spans(&kept);
     if (!failed)
         failed = cache();
+    if (!failed)
+        failed = bounded();
     if (!failed)
         failed = wire();
     if (!failed)
