@@ -115,19 +115,112 @@ def binary(view, starts: np.ndarray, lengths: np.ndarray, bitmap: list) -> pa.Ar
                                                       pa.py_buffer(data)])
 
 
-def take_binary(column, index: np.ndarray) -> pa.Array:
+def take_binary(column, index: np.ndarray, *, wide: bool = False) -> pa.Array:
     """The values of ``column`` (a ``binary`` or ``large_binary`` array, or a chunked one)
-    at ``index`` (positions in the whole column) as a ``binary`` column (``large_binary``
-    past 2 GiB): gathered out of the chunks in one pass, without joining them first as
-    ``take`` of a chunked array does (one copy of every value less)."""
+    at ``index`` (positions in the whole column; a negative one gives a null) as a
+    ``binary`` column (``large_binary`` past 2 GiB, or with ``wide``): gathered out of
+    the chunks in one pass, without joining them first as ``take`` of a chunked array
+    does (one copy of every value less)."""
     import pyarrow as pa
 
-    chunks = [c for c in (column.chunks if isinstance(column, pa.ChunkedArray) else [column])
-              if len(c)]
-    index = np.asarray(index, np.int64)
+    chunks = _chunks(column)
+    begin, end, valid, firsts, datas = _binary_spans(chunks)
+    if not len(begin):                       # nothing to take from: every index a null
+        _positions(index, 0, "take_binary")
+        return pa.nulls(len(index), pa.large_binary() if wide else pa.binary())
+    index, taken_valid = _positions(index, len(begin), "take_binary")
+    starts = begin[index]
+    lengths = end[index] - starts
+    if valid is not None:
+        taken_valid = valid[index] if taken_valid is None else taken_valid & valid[index]
+    if taken_valid is not None:
+        lengths[~taken_valid] = 0            # a null slot may span bytes: none taken
+    bounds = np.zeros(len(index) + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    out = buffers.pooled(int(bounds[-1]))
+    chunk_of = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
+    _core.values.gather_chunks(datas, chunk_of, starts, bounds, out)
+    small = bounds[-1] <= buffers.INT32_MAX and not wide
+    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), len(index),
+                                 [*mask_bitmap(taken_valid),
+                                  pa.py_buffer(bounds.astype(np.int32) if small else bounds),
+                                  pa.py_buffer(out)])
+
+
+def take_map(column, index: np.ndarray) -> pa.Array:
+    """The maps of ``column`` (a map array of string keys and items, or a chunked one) at
+    ``index`` (positions in the whole column; a negative one gives a null), of the
+    column's type: the keys and items gathered as ``take_binary`` gathers (Arrow's own
+    ``take`` of a map column walks it entry by entry, and joins chunks first)."""
+    import pyarrow as pa
+
+    chunks = _chunks(column)
+    kind = column.type
     size = sum(len(c) for c in chunks)
-    if len(index) and (index.min() < 0 or index.max() >= size):
-        raise IndexError(f"take_binary: index outside the column's {size} values")
+    begin, end = np.empty(size, np.int64), np.empty(size, np.int64)
+    valid = np.ones(size, bool)
+    keys, items = [], []
+    at = entries = 0
+    for chunk in chunks:
+        offsets = chunk.offsets.to_numpy().astype(np.int64)
+        begin[at:at + len(chunk)] = offsets[:-1] + entries
+        end[at:at + len(chunk)] = offsets[1:] + entries
+        if chunk.null_count:
+            valid[at:at + len(chunk)] = chunk.is_valid().to_numpy(zero_copy_only=False)
+        pairs = chunk.values
+        keys.append(pairs.field(0).cast(_as_binary(kind.key_type)))
+        items.append(pairs.field(1).cast(_as_binary(kind.item_type)))
+        at += len(chunk)
+        entries += len(pairs)
+    if not size:                             # nothing to take from: every index a null
+        _positions(index, 0, "take_map")
+        return pa.nulls(len(index), kind)
+    index, taken = _positions(index, size, "take_map")
+    taken = valid[index] if taken is None else taken & valid[index]
+    counts = np.where(taken, end[index] - begin[index], 0)
+    offsets = np.zeros(len(index) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    # each taken map's entries, in order: its first entry's place, then the next ones
+    first = np.repeat(begin[index] - offsets[:-1], counts)
+    entry = first + np.arange(int(offsets[-1]), dtype=np.int64)
+    out_keys = _retyped(take_binary(pa.chunked_array(keys, _as_binary(kind.key_type)), entry,
+                                    wide=pa.types.is_large_string(kind.key_type)),
+                        kind.key_type)
+    out_items = _retyped(take_binary(pa.chunked_array(items, _as_binary(kind.item_type)),
+                                     entry, wide=pa.types.is_large_string(kind.item_type)),
+                         kind.item_type)
+    return pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), out_keys, out_items,
+                                   type=kind, mask=None if taken.all() else pa.array(~taken))
+
+
+def _chunks(column) -> list:
+    """The chunks of ``column`` (an array, or a chunked one) that hold values."""
+    import pyarrow as pa
+
+    return [c for c in (column.chunks if isinstance(column, pa.ChunkedArray) else [column])
+            if len(c)]
+
+
+def _positions(index, size: int, name: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """``index`` as int64 positions in ``size`` values (at least one where ``index`` has
+    any), a negative one (a null) pointed at the first, and which are not null (None:
+    all)."""
+    index = np.asarray(index, np.int64)
+    if len(index) and index.max() >= size:
+        raise IndexError(f"{name}: index outside the column's {size} values")
+    nulls = index < 0
+    if not nulls.any():
+        return index, None
+    return np.where(nulls, 0, index), ~nulls
+
+
+def _binary_spans(chunks: list):
+    """Per value of ``chunks`` (binary or large_binary arrays) where its bytes begin and
+    end in its chunk's data, whether it is valid (None: all are), each chunk's first
+    value, and the chunks' data as numpy arrays."""
+    import pyarrow as pa
+
+    size = sum(len(c) for c in chunks)
     begin = np.empty(size, np.int64)
     end = np.empty(size, np.int64)
     valid = np.ones(size, bool) if any(c.null_count for c in chunks) else None
@@ -149,21 +242,22 @@ def take_binary(column, index: np.ndarray) -> pa.Array:
         datas.append(np.frombuffer(data, np.uint8) if data is not None
                      else np.zeros(0, np.uint8))
         at += len(chunk)
-    starts = begin[index]
-    lengths = end[index] - starts
-    taken_valid = None if valid is None else valid[index]
-    if taken_valid is not None:
-        lengths[~taken_valid] = 0            # a null slot may span bytes: none taken
-    bounds = np.zeros(len(index) + 1, np.int64)
-    np.cumsum(lengths, out=bounds[1:])
-    out = np.empty(int(bounds[-1]), np.uint8)
-    chunk_of = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
-    _core.values.gather_chunks(datas, chunk_of, starts, bounds, out)
-    small = bounds[-1] <= buffers.INT32_MAX
-    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), len(index),
-                                 [*mask_bitmap(taken_valid),
-                                  pa.py_buffer(bounds.astype(np.int32) if small else bounds),
-                                  pa.py_buffer(out)])
+    return begin, end, valid, firsts, datas
+
+
+def _as_binary(text):
+    """The binary type of the same offsets as the string type ``text``."""
+    import pyarrow as pa
+
+    return pa.large_binary() if pa.types.is_large_string(text) else pa.binary()
+
+
+def _retyped(array, text):
+    """The binary ``array`` as the string type ``text`` (its bytes came from strings of
+    that type: no check again)."""
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(text, len(array), array.buffers(), offset=array.offset)
 
 
 def _binary_views(arrays, view, base_offset, views, pairs, bitmaps):
@@ -203,14 +297,23 @@ def mask_bitmap(valid) -> list:
     return [pa.py_buffer(np.packbits(valid, bitorder="little"))]
 
 
+def joined(column) -> pa.Array:
+    """``column`` (an array, or a chunked one) as one array: a lone chunk as it is
+    (``combine_chunks`` copies even that one)."""
+    import pyarrow as pa
+
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def cast_map(array, to: pa.MapType) -> pa.Array:
     """``array`` (a map array, or a chunked one) as the map type ``to``, rebuilt from its
     offsets, keys and items: pyarrow 25 aborts the process (a failed check, not an
     exception) when it casts a map array that ``take`` made."""
     import pyarrow as pa
 
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    array = joined(array)
     if array.type == to:
         return array
     if array.offset:                      # from_arrays takes no sliced offsets with nulls

@@ -35,6 +35,15 @@ def recycled(shape, dtype) -> np.ndarray:
     return np.frombuffer(room, dtype).reshape(shape)
 
 
+def pooled(size: int) -> np.ndarray:
+    """``size`` uninitialised bytes in Arrow's memory pool, for the data of an Arrow column
+    (``pa.py_buffer`` of it holds no copy): the pool keeps the pages it freed, where a
+    fresh array of this size costs a fault and a zeroing per page."""
+    import pyarrow as pa
+
+    return np.frombuffer(pa.allocate_buffer(size), np.uint8)
+
+
 def window_bits(size: int) -> int:
     """Log2 of the data buffers of binary views over ``size`` bytes (one buffer, or windows
     overlapping by half past 2 GiB, since a view's offset is a signed 32-bit number)."""

@@ -218,7 +218,7 @@ def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple
     lengths[failed] = 0
     bounds = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=bounds[1:])
-    data = np.empty(int(bounds[-1]), np.uint8)
+    data = buffers.pooled(int(bounds[-1]))
     core.values.gather_chunks([view, inflated], source.astype(np.int32), starts, bounds, data)
 
     schema = values_schema(large=large)
@@ -246,7 +246,7 @@ def _inflate(view, rows, starts, lengths, source, problems) -> np.ndarray:
     rows, declared = rows[sound], declared[sound]
     bounds = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(declared, out=bounds[1:])
-    out = np.empty(int(bounds[-1]), np.uint8)
+    out = buffers.pooled(int(bounds[-1]))
     for i, *problem in core.values.inflate(view, starts[rows], lengths[rows], out, bounds,
                                            cramjam.snappy.decompress_raw_into):
         problems.append((int(rows[i]), *problem))

@@ -217,6 +217,13 @@ def test_collection_drop_and_flush():
     assert dcpfast.state(data, only_collections=["fleet"], at_seqno=5).column("key").to_pylist() \
         == [b"a"]
     assert dcpfast.state(data, only_collections=[9, "_default._default"]).num_rows == 2
+    # with history: a version the flush ended lasts until the flush's seqno (whose time
+    # the stream does not give), even where a later version of its document follows
+    again = data + mutation(b"b", 10, cid=9)
+    crew = [(r["key"], r["valid_from_seqno"], r["valid_to_seqno"], r["valid_to_time"])
+            for r in dcpfast.state(again, history=True, only_collections=["crew"]).to_pylist()]
+    assert crew == [(b"b", 4, 8, None), (b"b", 10, None, None), (b"x", 7, 8, None),
+                    (b"y", 9, None, None)]
 
 
 def rollback(seqno, opaque=HDR["opaque"]):

@@ -521,9 +521,10 @@ def test_binary_taken_from_chunks_as_arrow_takes_it(chunks, data):
                                    pa.py_buffer(np.array([0, 3, 5], np.int64)),
                                    pa.py_buffer(b"abcde")]))
     column = pa.chunked_array(arrays, pa.large_binary())
-    index = np.array(data.draw(st.lists(st.integers(0, max(len(column) - 1, 0)),
-                                        max_size=20 if len(column) else 0)), np.int64)
-    expected = column.combine_chunks().take(pa.array(index, pa.int64())).to_pylist()
+    index = np.array(data.draw(st.lists(st.integers(-2, max(len(column) - 1, -1)),
+                                        max_size=20)), np.int64)
+    expected = column.combine_chunks().take(pa.array(index, pa.int64(),
+                                                     mask=index < 0)).to_pylist()
     for module in [m for m in (_values_py, compiled) if m is not None]:
         _core.values, before = module, _core.values
         try:
@@ -533,12 +534,49 @@ def test_binary_taken_from_chunks_as_arrow_takes_it(chunks, data):
         taken.validate(full=True)
         assert taken.type == pa.binary()
         assert taken.to_pylist() == expected
-        assert taken.buffers()[2].size == sum(len(v) for v in expected if v is not None)
+        if len(expected) and not all(v is None for v in expected):
+            assert taken.buffers()[2].size == sum(len(v) for v in expected if v is not None)
+        wide = take_binary(column, index, wide=True)
+        assert wide.type == pa.large_binary() and wide.to_pylist() == expected
     if len(column):
         with pytest.raises(IndexError):
             take_binary(column, np.array([len(column)]))
         with pytest.raises(TypeError):                # another layout: refused, not read
             take_binary(column.cast(pa.binary_view()), index)
+
+
+_maps = st.lists(st.one_of(st.none(), st.lists(st.tuples(st.text(max_size=4),
+                                                           st.text(max_size=6)),
+                                                 max_size=3)), max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(chunks=st.lists(st.tuples(_maps, st.integers(0, 2), st.integers(0, 2)), max_size=4),
+       large=st.booleans(), data=st.data())
+def test_maps_taken_from_chunks_as_arrow_takes_them(chunks, large, data):
+    """``take_map`` of a map column in chunks (sliced, with nulls and empty maps, string
+    or large_string) at any positions, nulls among them, gives what Arrow's ``take`` of
+    the joined column gives, of the column's type."""
+    from dcpfast.arrow import take_map
+
+    text = pa.large_string() if large else pa.string()
+    kind = pa.map_(text, text)
+    arrays = []
+    for maps, head, tail in chunks:
+        array = pa.array(maps, kind)
+        arrays.append(array.slice(min(head, len(array)), max(len(array) - head - tail, 0)))
+    column = pa.chunked_array(arrays, kind)
+    index = np.array(data.draw(st.lists(st.integers(-1, max(len(column) - 1, -1)),
+                                        max_size=20)), np.int64)
+    expected = column.combine_chunks().take(pa.array(index, pa.int64(), mask=index < 0))
+    for source in (column, *(arrays if len(arrays) == 1 else ())):
+        taken = take_map(source, index)
+        taken.validate(full=True)
+        assert taken.type == kind
+        assert taken.to_pylist() == expected.to_pylist()
+    if len(column):
+        with pytest.raises(IndexError):
+            take_map(column, np.array([len(column)]))
 
 
 nul_free = st.binary(max_size=12).map(lambda b: b.replace(b"\0", b"\1"))

@@ -31,6 +31,7 @@ cdef int XATTR_UTF8 = _VP.XATTR_UTF8, XATTR_DUPLICATE = _VP.XATTR_DUPLICATE
 # pairs compared pairwise for duplicate keys; longer sections use a set
 DEF SMALL_SECTION = 16
 DEF GATHER_AHEAD = 16        # values fetched ahead of the one copied (up to 4 lines each)
+DEF READ_AHEAD = 8           # values fetched ahead of the one read in order (stream order)
 cdef char _nothing[1]
 
 
@@ -54,8 +55,11 @@ def snappy_lengths(const uint8_t[::1] buf, const int64_t[::1] starts,
     cdef int shift
     cdef uint8_t byte
     _check(buf, starts, lengths, n)
+    cdef const uint8_t* base = _base(buf)
     problems = []
     for i in range(n):
+        if i + READ_AHEAD < n and base != NULL:
+            DCP_PREFETCH(base + starts[i + READ_AHEAD])
         size = lengths[i]
         declared = shift = used = 0
         while True:
@@ -179,6 +183,8 @@ def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1
     cdef uint8_t[::1] unsound = np.zeros(n, np.uint8)
     with nogil:
         for i in range(n):
+            if i + READ_AHEAD < n:
+                _fetch(<uint8_t*>src + starts[i + READ_AHEAD], lengths[i + READ_AHEAD])
             lo, hi = bounds[i], bounds[i + 1]
             if _snappy(<uint8_t*>src + starts[i], lengths[i], NULL, hi - lo, False):
                 _snappy(<uint8_t*>src + starts[i], lengths[i], <uint8_t*>dst + lo, hi - lo,
@@ -369,6 +375,9 @@ def parse_xattrs(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] 
     cdef int64_t[:, ::1] damaged = np.empty((0, 4), np.int64)
     with nogil:
         for i in range(n):
+            if i + READ_AHEAD < n:
+                _fetch(_at(pa, pb, source[i + READ_AHEAD], starts[i + READ_AHEAD]),
+                       lengths[i + READ_AHEAD])
             skip[i] = pairs[i] = 0
             v = _at(pa, pb, source[i], starts[i])
             da = db = 0
@@ -400,6 +409,16 @@ cdef inline const uint8_t* _at(const uint8_t* a, const uint8_t* b, uint8_t src,
 
 cdef inline const uint8_t* _base(const uint8_t[::1] buf) noexcept:
     return &buf[0] if buf.shape[0] else NULL
+
+
+cdef inline void _fetch(const uint8_t* p, int64_t size) noexcept nogil:
+    """Ask for the first lines (up to 4) of the ``size`` bytes at ``p`` ahead of their read:
+    values read in stream order lie a frame or more apart, a stride the hardware's own
+    prefetch does not follow."""
+    cdef int64_t line
+    if p != NULL:
+        for line in range(0, min(size, 256), 64):
+            DCP_PREFETCH(p + line)
 
 
 cdef void _check_sources(const uint8_t[::1] a, const uint8_t[::1] b,
@@ -442,6 +461,9 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
     key_offsets[0] = value_offsets[0] = 0
     with nogil:
         for i in range(n):
+            if i + READ_AHEAD < n:
+                _fetch(_at(pa, pb, source[i + READ_AHEAD], starts[i + READ_AHEAD]),
+                       lengths[i + READ_AHEAD])
             if pairs[i] <= 0:
                 continue
             v = _at(pa, pb, source[i], starts[i])

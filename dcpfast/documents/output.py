@@ -10,7 +10,7 @@ import json
 import numpy as np
 
 from ..arrays import unique as distinct
-from ..arrow import cast_map, take_binary
+from ..arrow import cast_map, take_binary, take_map
 from ..errors import SkippedRegion
 from ..events import Manifest
 from ..values import text_or_null
@@ -73,17 +73,6 @@ def _keys(index, doc: np.ndarray):
                                  [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _taken(versions: Versions, name: str, index: np.ndarray):
-    """Arrow column ``name`` at ``index``: one contiguous array first (faster to take
-    from than chunks; the chunks are let go at once, so that the peak is two copies)."""
-    import pyarrow as pa
-
-    column = versions[name]
-    if isinstance(column, pa.ChunkedArray):
-        column = versions[name] = column.combine_chunks()
-    return column.take(pa.array(index, pa.int64()))
-
-
 def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
           history: bool, include_deleted: bool, collections, metadata: dict):
     """The rows of ``state``: ``versions`` (of documents of ``index``) as the schema says,
@@ -96,21 +85,23 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
         out = schema.empty_table()
     else:
         order, same = ordered(versions, index, history=history)
-        # the columns the filters read, in order; then each column taken once
-        head = Versions({name: versions[name][order] for name in ("what", "deleted", "cid")})
+        # every numeric column taken once, in order; then the rows the filters keep
+        rows = versions.take(order, arrow=())
         keep = np.ones(len(order), bool)
         if not include_deleted:
-            keep &= ~tombstones(head)
+            keep &= ~tombstones(rows)
         if collections is not None:
-            keep &= wanted(head["cid"], manifest, collections)
-        rows = versions.take(order[keep], arrow=())
+            keep &= wanted(rows["cid"], manifest, collections)
+        validity = _validity(rows, same) if history else {}
+        if not keep.all():
+            kept = np.flatnonzero(keep)
+            rows = rows.take(kept, arrow=())
+            validity = {name: column.take(kept) for name, column in validity.items()}
         rows["key"] = _keys(index, rows["doc"])
-        columns = _columns(rows, manifest)
-        if history:
-            columns.update(_validity(versions, order, same, np.flatnonzero(keep)))
+        columns = _columns(rows, manifest) | validity
         if values:
             columns["body"] = take_binary(versions["body"], order[keep]).cast(pa.binary())
-            columns["xattrs"] = cast_map(_taken(versions, "xattrs", order[keep]),
+            columns["xattrs"] = cast_map(take_map(versions["xattrs"], order[keep]),
                                          pa.map_(pa.string(), pa.string()))
         out = pa.table(columns, schema=schema)
     return out.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()})
@@ -141,29 +132,24 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     }
 
 
-def _validity(versions: Versions, order: np.ndarray, same: np.ndarray,
-              kept: np.ndarray) -> dict:
-    """``valid_from``/``valid_to`` seqnos and times of the versions at ``order`` (``same``:
-    the next one is of the same document), of those at ``kept`` among them: a version
-    lasts until the next version of its document, or the collection clear that ended
-    it."""
+def _validity(rows: Versions, same: np.ndarray) -> dict:
+    """``valid_from``/``valid_to`` seqnos and times of ``rows`` (versions in order;
+    ``same``: the next one is of the same document) as Arrow columns: a version lasts
+    until the next version of its document, or the collection clear that ended it."""
     import pyarrow as pa
 
-    n = len(order)
     time = pa.timestamp("ns", tz="UTC")
-    seqno, gone = versions["seqno"][order], versions["gone"][order]
+    seqno, gone = rows["seqno"], rows["gone"]
     ended = (gone != ALIVE) & (gone != DISCARDED)
-    following = np.zeros(n, np.uint64)
-    following[:-1] = seqno[1:]
-    clock = (versions["cas"][order] & ~np.uint64(0xFFFF)).astype(np.int64)
-    next_clock = np.zeros(n, np.int64)
-    next_clock[:-1] = clock[1:]
-    to_seqno = np.where(ended, gone, following)
-    ended, same = ended[kept], same[kept]
-    return {"valid_from_seqno": pa.array(seqno[kept]),
-            "valid_to_seqno": pa.array(to_seqno[kept], mask=~(ended | same)),
-            "valid_from_time": pa.array(clock[kept], time),
-            "valid_to_time": pa.array(next_clock[kept], time, mask=ended | ~same)}
+    clock = (rows["cas"] & ~np.uint64(0xFFFF)).view(np.int64)
+    nxt = np.flatnonzero(same & ~ended)                 # ends where its next one begins
+    to_seqno = np.zeros(len(rows), np.uint64)
+    to_time = np.zeros(len(rows), np.int64)
+    to_seqno[nxt], to_time[nxt] = seqno[nxt + 1], clock[nxt + 1]
+    to_seqno[ended] = gone[ended]
+    return {"valid_from_seqno": pa.array(seqno), "valid_from_time": pa.array(clock, time),
+            "valid_to_seqno": pa.array(to_seqno, mask=~(ended | same)),
+            "valid_to_time": pa.array(to_time, time, mask=ended | ~same)}
 
 
 def _names(manifest: Manifest) -> dict[int, tuple[str | None, str | None]]:

@@ -320,6 +320,6 @@ def _values(batch: FrameBatch, doc_rows: np.ndarray, threads: int | None):
     table = batch.values(threads=threads)
     where = np.full(len(batch), -1, np.int64)
     where[table.column("index").to_numpy()] = np.arange(table.num_rows)
-    body = table.column("body").combine_chunks().cast(pa.large_binary())
+    body = arrow.joined(table.column("body")).cast(pa.large_binary())
     xattrs = arrow.cast_map(table.column("xattrs"), xattr_type())
     return where[doc_rows], body, xattrs

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _core
 from ..arrays import unique as distinct
+from ..arrow import joined, take_binary, take_map
 from .rows import DELETION, EXPIRATION, Rows
 from .segments import U64_MAX, Barriers, dense
 
@@ -59,8 +60,8 @@ class Versions:
         """The same versions with each Arrow column in one array."""
         out = dict(self.columns)
         for name in ARROW:
-            if hasattr(out[name], "combine_chunks"):
-                out[name] = out[name].combine_chunks()
+            if out[name] is not None:
+                out[name] = joined(out[name])
         return Versions(out)
 
     def take(self, index: np.ndarray, arrow=ARROW) -> Versions:
@@ -102,17 +103,13 @@ _FROM_ROWS = {"gpos": "pos", "unit": "unit", "cid": "cid", "seqno": "seqno", "re
 
 def from_rows(rows: Rows, index: np.ndarray, doc: np.ndarray) -> Versions:
     """The document-change rows at ``index`` (of documents ``doc``) as versions (alive)."""
-    import pyarrow as pa
-
     g = rows.gather
     index = np.asarray(index)
     out: dict = {name: g(source, index) for name, source in _FROM_ROWS.items()}
     out.update(doc=doc, gone=np.full(len(index), ALIVE, np.uint64))
-    at = g("value_at", index)
-    picks = pa.array(at, pa.int64(), mask=at < 0)
-    for name in ("body", "xattrs"):
-        column = getattr(rows, name)
-        out[name] = None if column is None else column.take(picks)
+    at = g("value_at", index)                     # -1: no value, a null
+    out["body"] = None if rows.body is None else take_binary(rows.body, at, wide=True)
+    out["xattrs"] = None if rows.xattrs is None else take_map(rows.xattrs, at)
     return Versions(out)
 
 
