@@ -122,10 +122,11 @@ cdef int64_t _tag(const uint8_t* src, int64_t n, int64_t* ip, int64_t* offset) n
     return 1 + (tag >> 2)
 
 
-cdef bint _snappy(const uint8_t* src, int64_t n, uint8_t* dst, int64_t size,
-                  bint write) noexcept nogil:
-    """Whether the raw Snappy block ``src[:n]`` inflates to exactly ``size`` bytes; with
-    ``write``, inflate it into ``dst`` (only after a pass without it said it would)."""
+cdef bint _snappy(const uint8_t* src, int64_t n, uint8_t* dst,
+                  int64_t size) noexcept nogil:
+    """Inflate the raw Snappy block ``src[:n]`` into ``dst[:size]``: whether it inflates to
+    exactly ``size`` bytes. Each write is checked to stay in ``dst[:size]`` before it is
+    made (an unsound block may leave part of it written)."""
     cdef int64_t ip = 0, op = 0, declared = 0, length, offset, j
     cdef int shift = 0
     cdef uint8_t byte
@@ -147,12 +148,11 @@ cdef bint _snappy(const uint8_t* src, int64_t n, uint8_t* dst, int64_t size,
         if offset < 0:
             if length > n - ip:
                 return False
-            if write:
-                memcpy(dst + op, src + ip, length)
+            memcpy(dst + op, src + ip, length)
             ip += length
         elif offset == 0 or offset > op:
             return False
-        elif write:
+        else:
             if offset >= length:
                 memcpy(dst + op, dst + op - offset, length)
             else:                                  # the copy overlaps what it makes
@@ -186,10 +186,8 @@ def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1
             if i + READ_AHEAD < n:
                 _fetch(<uint8_t*>src + starts[i + READ_AHEAD], lengths[i + READ_AHEAD])
             lo, hi = bounds[i], bounds[i + 1]
-            if _snappy(<uint8_t*>src + starts[i], lengths[i], NULL, hi - lo, False):
-                _snappy(<uint8_t*>src + starts[i], lengths[i], <uint8_t*>dst + lo, hi - lo,
-                        True)
-            else:
+            if not _snappy(<uint8_t*>src + starts[i], lengths[i], <uint8_t*>dst + lo,
+                           hi - lo):
                 unsound[i] = 1
     problems = []
     for i in range(n):

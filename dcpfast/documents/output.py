@@ -73,6 +73,11 @@ def _keys(index, doc: np.ndarray):
                                  [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+#: The numeric columns of ``Versions`` the table shows (or reads to show one).
+_SHOWN = ("doc", "unit", "cid", "seqno", "rev", "cas", "flags", "expiration", "datatype",
+          "delete_time", "timed_delete", "deleted", "what")
+
+
 def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
           history: bool, include_deleted: bool, collections, metadata: dict):
     """The rows of ``state``: ``versions`` (of documents of ``index``) as the schema says,
@@ -85,18 +90,18 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
         out = schema.empty_table()
     else:
         order, same = ordered(versions, index, history=history)
-        # every numeric column taken once, in order; then the rows the filters keep
-        rows = versions.take(order, arrow=())
-        keep = np.ones(len(order), bool)
+        # the rows the filters keep, then each column they need taken once, in order
+        keep = np.ones(len(versions), bool)
         if not include_deleted:
-            keep &= ~tombstones(rows)
+            keep &= ~tombstones(versions)
         if collections is not None:
-            keep &= wanted(rows["cid"], manifest, collections)
-        validity = _validity(rows, same) if history else {}
+            keep &= wanted(versions["cid"], manifest, collections)
+        keep = keep[order]
+        validity = _validity(versions, order, same) if history else {}
         if not keep.all():
             kept = np.flatnonzero(keep)
-            rows = rows.take(kept, arrow=())
             validity = {name: column.take(kept) for name, column in validity.items()}
+        rows = versions.take(order[keep], arrow=(), numeric=_SHOWN)
         rows["key"] = _keys(index, rows["doc"])
         columns = _columns(rows, manifest) | validity
         if values:
@@ -132,19 +137,19 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     }
 
 
-def _validity(rows: Versions, same: np.ndarray) -> dict:
-    """``valid_from``/``valid_to`` seqnos and times of ``rows`` (versions in order;
-    ``same``: the next one is of the same document) as Arrow columns: a version lasts
-    until the next version of its document, or the collection clear that ended it."""
+def _validity(versions: Versions, order: np.ndarray, same: np.ndarray) -> dict:
+    """``valid_from``/``valid_to`` seqnos and times of the versions at ``order`` (``same``:
+    the next one is of the same document) as Arrow columns: a version lasts until the
+    next version of its document, or the collection clear that ended it."""
     import pyarrow as pa
 
     time = pa.timestamp("ns", tz="UTC")
-    seqno, gone = rows["seqno"], rows["gone"]
+    seqno, gone = versions["seqno"][order], versions["gone"][order]
     ended = (gone != ALIVE) & (gone != DISCARDED)
-    clock = (rows["cas"] & ~np.uint64(0xFFFF)).view(np.int64)
+    clock = (versions["cas"][order] & ~np.uint64(0xFFFF)).view(np.int64)
     nxt = np.flatnonzero(same & ~ended)                 # ends where its next one begins
-    to_seqno = np.zeros(len(rows), np.uint64)
-    to_time = np.zeros(len(rows), np.int64)
+    to_seqno = np.zeros(len(order), np.uint64)
+    to_time = np.zeros(len(order), np.int64)
     to_seqno[nxt], to_time[nxt] = seqno[nxt + 1], clock[nxt + 1]
     to_seqno[ended] = gone[ended]
     return {"valid_from_seqno": pa.array(seqno), "valid_from_time": pa.array(clock, time),

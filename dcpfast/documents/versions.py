@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _core
 from ..arrays import unique as distinct
-from ..arrow import joined, take_binary, take_map
+from ..arrow import joined
 from .rows import DELETION, EXPIRATION, Rows
 from .segments import U64_MAX, Barriers, dense
 
@@ -44,7 +44,7 @@ class Versions:
     columns: dict
 
     def __len__(self):
-        return len(self.columns["gpos"])
+        return len(self.columns["doc"])
 
     def __getitem__(self, name):
         return self.columns[name]
@@ -64,11 +64,12 @@ class Versions:
                 out[name] = joined(out[name])
         return Versions(out)
 
-    def take(self, index: np.ndarray, arrow=ARROW) -> Versions:
-        """The versions at ``index``; of the Arrow columns only ``arrow`` (others None)."""
+    def take(self, index: np.ndarray, arrow=ARROW, numeric=tuple(NUMERIC)) -> Versions:
+        """The versions at ``index``; of the Arrow columns only ``arrow`` (others None),
+        of the numeric ones only ``numeric`` (the others left out)."""
         import pyarrow as pa
 
-        out = {name: self.columns[name][index] for name in NUMERIC}
+        out = {name: self.columns[name][index] for name in numeric}
         taken = [name for name in ARROW if name in arrow and self.columns[name] is not None]
         out.update({name: None for name in ARROW})
         if taken:
@@ -103,13 +104,19 @@ _FROM_ROWS = {"gpos": "pos", "unit": "unit", "cid": "cid", "seqno": "seqno", "re
 
 def from_rows(rows: Rows, index: np.ndarray, doc: np.ndarray) -> Versions:
     """The document-change rows at ``index`` (of documents ``doc``) as versions (alive)."""
+    import pyarrow as pa
+
     g = rows.gather
     index = np.asarray(index)
     out: dict = {name: g(source, index) for name, source in _FROM_ROWS.items()}
     out.update(doc=doc, gone=np.full(len(index), ALIVE, np.uint64))
-    at = g("value_at", index)                     # -1: no value, a null
-    out["body"] = None if rows.body is None else take_binary(rows.body, at, wide=True)
-    out["xattrs"] = None if rows.xattrs is None else take_map(rows.xattrs, at)
+    at = g("value_at", index)
+    # Arrow's take: rows in stream order, from one array each (take_binary's gather pays
+    # where the order is not the stream's, or the values are in chunks)
+    picks = pa.array(at, pa.int64(), mask=at < 0)
+    for name in ARROW:
+        column = getattr(rows, name)
+        out[name] = None if column is None else column.take(picks)
     return Versions(out)
 
 
