@@ -157,15 +157,15 @@ def take_map(column, index: np.ndarray) -> pa.Array:
     chunks = _chunks(column)
     kind = column.type
     size = sum(len(c) for c in chunks)
-    begin, end = np.empty(size, np.int64), np.empty(size, np.int64)
-    valid = np.ones(size, bool)
+    begin, count = np.empty(size, np.int64), np.empty(size, np.int64)
+    valid = np.ones(size, bool) if any(c.null_count for c in chunks) else None
     keys, items = [], []
     at = entries = 0
     for chunk in chunks:
         offsets = chunk.offsets.to_numpy().astype(np.int64)
         begin[at:at + len(chunk)] = offsets[:-1] + entries
-        end[at:at + len(chunk)] = offsets[1:] + entries
-        if chunk.null_count:
+        np.subtract(offsets[1:], offsets[:-1], out=count[at:at + len(chunk)])
+        if valid is not None and chunk.null_count:
             valid[at:at + len(chunk)] = chunk.is_valid().to_numpy(zero_copy_only=False)
         pairs = chunk.values
         keys.append(pairs.field(0).cast(_as_binary(kind.key_type)))
@@ -175,13 +175,19 @@ def take_map(column, index: np.ndarray) -> pa.Array:
     if not size:                             # nothing to take from: every index a null
         _positions(index, 0, "take_map")
         return pa.nulls(len(index), kind)
+    if valid is not None:
+        count[~valid] = 0                    # a null slot may span entries: none taken
     index, taken = _positions(index, size, "take_map")
-    taken = valid[index] if taken is None else taken & valid[index]
-    counts = np.where(taken, end[index] - begin[index], 0)
+    if valid is not None:
+        taken = valid[index] if taken is None else taken & valid[index]
+    counts = count[index]
+    if taken is not None:
+        counts[~taken] = 0
     offsets = np.zeros(len(index) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     # each taken map's entries, in order: its first entry's place, then the next ones
-    first = np.repeat(begin[index] - offsets[:-1], counts)
+    some = np.flatnonzero(counts)
+    first = np.repeat(begin[index[some]] - offsets[some], counts[some])
     entry = first + np.arange(int(offsets[-1]), dtype=np.int64)
     out_keys = _retyped(take_binary(pa.chunked_array(keys, _as_binary(kind.key_type)), entry,
                                     wide=pa.types.is_large_string(kind.key_type)),
@@ -190,7 +196,8 @@ def take_map(column, index: np.ndarray) -> pa.Array:
                                      entry, wide=pa.types.is_large_string(kind.item_type)),
                          kind.item_type)
     return pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), out_keys, out_items,
-                                   type=kind, mask=None if taken.all() else pa.array(~taken))
+                                   type=kind, mask=None if taken is None or taken.all()
+                                   else pa.array(~taken))
 
 
 def _chunks(column) -> list:
