@@ -33,10 +33,10 @@ def test_the_headers_work_in_every_mode(mode, tmp_path):
                    check=True, capture_output=True)
     found = subprocess.run([str(exe)], capture_output=True, text=True)
     assert found.returncode == 0 and found.stdout.startswith("ok"), found.stdout
-    if mode:                                  # the allocator neither grows nor trims
-        assert "grow=0 trim=0" in found.stdout and f"kept={1 << 22}" in found.stdout
-    elif sys.platform == "linux":             # mremap, munmap of a tail, MADV_HUGEPAGE
-        assert "grow=1 trim=1 huge=1" in found.stdout
+    if mode:                          # the allocator neither grows, trims nor splits
+        assert "grow=0 trim=0 split=0" in found.stdout and f"kept={1 << 22}" in found.stdout
+    elif sys.platform == "linux":     # mremap, munmap of a tail or a part, MADV_HUGEPAGE
+        assert "grow=1 trim=1 split=1 huge=1" in found.stdout
 
 
 @pytest.mark.parametrize("target", CROSS)

@@ -22,6 +22,7 @@
      dcp_unmap_tail(p, keep, size)
                                 gives back the pages of a span past its first keep bytes
                                 and returns the bytes it still holds (size where it cannot);
+     dcp_page()                 the size of a page (POSIX);
      DCP_GROW(p, old, new)      extends a span in place or moves it, or returns NULL and
                                 leaves it as it was; only where DCP_CAN_GROW (Linux mremap,
                                 _GNU_SOURCE comes from Python.h);
@@ -61,6 +62,11 @@
 #else
 #  define DCP_CAN_TRIM 0
 #endif
+#if defined(DCP_SPANS_POSIX)
+#  define DCP_CAN_SPLIT 1                /* a span's tail can be a span of its own */
+#else
+#  define DCP_CAN_SPLIT 0                /* Windows releases a reservation whole */
+#endif
 #if defined(DCP_SPANS_POSIX) && defined(__linux__) && defined(MREMAP_MAYMOVE)
 #  define DCP_CAN_GROW 1
 static void *DCP_GROW(void *p, size_t old, size_t new_size)
@@ -88,10 +94,14 @@ static void dcp_unmap(void *p, size_t size)
 {
     munmap(p, size);
 }
+static size_t dcp_page(void)
+{
+    return (size_t)sysconf(_SC_PAGESIZE);   /* 16 KiB on Apple silicon, 64 KiB on some
+                                               arm64 kernels */
+}
 static size_t dcp_unmap_tail(void *p, size_t keep, size_t size)
 {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);   /* 16 KiB on Apple silicon, 64 KiB on
-                                                      some arm64 kernels */
+    size_t page = dcp_page();
     keep = (keep + page - 1) / page * page;
     if (keep >= size || munmap((char *)p + keep, size - keep) != 0)
         return size;
@@ -354,15 +364,68 @@ static void dcp_spans_init(void) {
 #endif
 }
 
+/* Keep the span at..at+size (a cut-off tail, kept since ``since``) in its place by age,
+   where the cache has room for it within ``bound``; else unmap it. */
+static void dcp_keep_tail(char *at, size_t size, double since, size_t bound) {
+    int i;
+    dcp_lock_take(&dcp_spans.lock);
+    if (dcp_spans.n_kept == DCP_KEEP_SPANS
+            || dcp_spans.live_bytes + dcp_spans.kept_bytes + size > bound) {
+        dcp_lock_drop(&dcp_spans.lock);
+        dcp_unmap(at, size);
+        return;
+    }
+    for (i = dcp_spans.n_kept; i > 0 && dcp_spans.since[i - 1] > since; i--) {
+        dcp_spans.at[i] = dcp_spans.at[i - 1];
+        dcp_spans.size[i] = dcp_spans.size[i - 1];
+        dcp_spans.since[i] = dcp_spans.since[i - 1];
+    }
+    dcp_spans.at[i] = at;
+    dcp_spans.size[i] = size;
+    dcp_spans.since[i] = since;
+    dcp_spans.n_kept++;
+    dcp_spans.kept_bytes += size;
+    if (!dcp_spans.reaper)
+        dcp_spans.reaper = dcp_start(dcp_reap);
+    dcp_lock_drop(&dcp_spans.lock);
+}
+
+/* The first ``size`` bytes of a kept span of ``large`` bytes taken for a request: the
+   pages past them given back, or, where spans split, as many of them as ``bound`` leaves
+   room for kept as a span of their own (resident pages for the next request), the rest
+   given back. The bytes it holds now (``large`` where it cannot give pages back). */
+static size_t dcp_cut(char *at, size_t size, size_t large, double since, size_t bound) {
+#if DCP_CAN_SPLIT
+    size_t page = dcp_page(), head = (size + page - 1) / page * page, spare, tail, live;
+    dcp_lock_take(&dcp_spans.lock);
+    live = dcp_spans.live_bytes + dcp_spans.kept_bytes;
+    dcp_lock_drop(&dcp_spans.lock);
+    if (head >= large)
+        return large;
+    spare = live < bound ? (bound - live) / page * page : 0;
+    tail = large - head < spare ? large - head : spare;
+    if (tail >= ((size_t)1 << 20)) {       /* a tail worth keeping: at least 1 MiB */
+        if (head + tail < large)
+            munmap(at + head + tail, large - head - tail);
+        dcp_keep_tail(at + head, tail, since, bound);
+        return head;
+    }
+#else
+    (void)since; (void)bound;
+#endif
+    return dcp_unmap_tail(at, size, large);
+}
+
 /* A span of at least n bytes (its size in *got), from the cache when one will do, in this
    order: the smallest that holds it with at most a quarter to spare; the smallest that
    holds it at most DCP_OVER times over (whole: its pages stay resident, ready for a larger
    request once it is given back); where a fresh span would first give kept ones back
-   to stay within the cache's bounds, the smallest larger one still, its tail given back
-   (where pages can be: its head is resident, where a fresh span faults in every page);
+   to stay within the cache's bounds, the smallest larger one still, cut down to the
+   request (``dcp_cut``: its head is resident, where a fresh span faults in every page);
    the largest smaller one, grown (where mappings can grow). NULL when out of memory. */
 static char *dcp_span_take(size_t n, size_t *got) {
     size_t size = dcp_span_size(n), large = 0, bound;
+    double since = 0;
     void *at = NULL;
     int fit = -1, over = -1, huge = -1, under = -1;
     dcp_doomed d;
@@ -397,9 +460,10 @@ static char *dcp_span_take(size_t n, size_t *got) {
         size = dcp_spans.size[over];
         dcp_unkeep(over);
     } else if (huge >= 0 && dcp_spans.live_bytes + dcp_spans.kept_bytes + size > bound) {
-        /* its tail given back once the lock is let go */
+        /* cut down once the lock is let go */
         at = dcp_spans.at[huge];
         large = dcp_spans.size[huge];
+        since = dcp_spans.since[huge];
         dcp_unkeep(huge);
     } else if (under >= 0) {              /* its pages stay; only the new tail is fresh */
         char *old = dcp_spans.at[under];
@@ -424,8 +488,8 @@ static char *dcp_span_take(size_t n, size_t *got) {
     dcp_unmap_doomed(&d);
     if (at == NULL)
         return NULL;
-    if (large) {                          /* it may keep more: whole pages, or all of it */
-        size_t kept = dcp_unmap_tail(at, size, large);
+    if (large) {                          /* it may hold more: whole pages, or all of it */
+        size_t kept = dcp_cut((char *)at, size, large, since, bound);
         if (kept > size) {
             dcp_lock_take(&dcp_spans.lock);
             dcp_in_use(kept - size);

@@ -106,6 +106,43 @@ static int bounded(void)
     return 0;
 }
 
+/* Where spans split, a kept span cut down to a request keeps the tail that the cache's
+   bounds leave room for as a span of its own: the next request takes those very pages.
+   Elsewhere the tail is given back. */
+static int split(void)
+{
+    size_t got_x = 0, got_y = 0, got_z = 0, live, peak, kept, kept_before;
+    char *x, *y, *z;
+    x = dcp_span_take((size_t)16 << 20, &got_x);          /* 16 MiB in use at once */
+    if (x == NULL)
+        return 70;
+    memset(x, 5, got_x);
+    dcp_span_give(x, got_x);
+    dcp_span_stats(&live, &peak, &kept_before, 0);
+    y = dcp_span_take((size_t)2 << 20, &got_y);           /* far smaller: its head */
+    if (y == NULL)
+        return 71;
+    if (!DCP_CAN_TRIM) {                                  /* whole, or fresh */
+        dcp_span_give(y, got_y);
+        return 0;
+    }
+    if (y != x || got_y >= got_x)
+        return 76;
+    dcp_span_stats(&live, &peak, &kept, 0);
+    if (live + kept > live + kept_before)                 /* within what was there */
+        return 72;
+    if (DCP_CAN_SPLIT != (kept >= got_x - got_y - ((size_t)1 << 20) && kept > 0))
+        return 73;                                        /* the tail kept, or given back */
+    z = dcp_span_take((size_t)2 << 20, &got_z);           /* while y is in use */
+    if (z == NULL)
+        return 74;
+    if (DCP_CAN_SPLIT && (z != x + got_y || z[0] != 5 || z[got_z - 1] != 5))
+        return 75;                                        /* the tail's resident pages */
+    dcp_span_give(z, got_z);
+    dcp_span_give(y, got_y);
+    return 0;
+}
+
 static int wire(void)
 {
     const uint8_t bytes[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -174,6 +211,8 @@ int main(void)
     if (!failed)
         failed = bounded();
     if (!failed)
+        failed = split();
+    if (!failed)
         failed = wire();
     if (!failed)
         failed = bitmaps();
@@ -183,7 +222,8 @@ int main(void)
         printf("failed %d\n", failed);
         return failed;
     }
-    printf("ok grow=%d trim=%d huge=%d sse2=%d bitalg=%d kept=%lu\n", DCP_CAN_GROW,
-           DCP_CAN_TRIM, DCP_HUGE, DCP_SSE2, DCP_BITALG, (unsigned long)kept);
+    printf("ok grow=%d trim=%d split=%d huge=%d sse2=%d bitalg=%d kept=%lu\n",
+           DCP_CAN_GROW, DCP_CAN_TRIM, DCP_CAN_SPLIT, DCP_HUGE, DCP_SSE2, DCP_BITALG,
+           (unsigned long)kept);
     return 0;
 }
