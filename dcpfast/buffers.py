@@ -37,8 +37,8 @@ def recycled(shape, dtype) -> np.ndarray:
 
 def pooled(size: int) -> np.ndarray:
     """``size`` uninitialised bytes in Arrow's memory pool, for the data of an Arrow column
-    (``pa.py_buffer`` of it holds no copy): the pool keeps the pages it freed, where a
-    fresh array of this size costs a fault and a zeroing per page."""
+    (``pa.py_buffer`` of it holds no copy): the pool hands out again the pages it freed
+    lately, where a fresh array of this size costs a fault and a zeroing per page."""
     import pyarrow as pa
 
     return np.frombuffer(pa.allocate_buffer(size), np.uint8)
