@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -48,6 +49,7 @@ class Browser:
         def fds() -> None:                    # in the child: the pipe on fds 3 and 4
             os.dup2(to_browser, 3)
             os.dup2(from_browser, 4)
+            os.setsid()                       # a group of its own: close ends them all
 
         self.process = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={self.profile}",
@@ -116,8 +118,12 @@ class Browser:
         try:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            pass
+        # the browser's own processes too (a launcher script's child, renderers), which
+        # outlive a browser that did not answer
+        with contextlib.suppress(OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
         for fd in (self._send, self._receive):
             with contextlib.suppress(OSError):
                 os.close(fd)
