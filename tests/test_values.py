@@ -579,6 +579,52 @@ def test_maps_taken_from_chunks_as_arrow_takes_them(chunks, large, data):
             take_map(column, np.array([len(column)]))
 
 
+_bodies = st.lists(st.one_of(st.none(), st.binary(max_size=8)), max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(chunks=st.lists(st.tuples(_bodies, _maps), max_size=4), data=st.data())
+def test_state_values_by_reference(chunks, data):
+    """The state's values held by reference (``documents.bodies``): gathered at any refs
+    (-1 among them) from chunks that come together from several sets, they are the
+    values referred to; copied down (``owned``, ``compacted`` once chunks hold more than
+    twice what is used), they still are, and then in a chunk that holds only them."""
+    from dcpfast.documents import bodies
+
+    sets, expected_body, expected_maps = [], {}, {}
+    for body, maps in chunks:
+        n = min(len(body), len(maps))
+        chunk, held = bodies.register(pa.array(body[:n], pa.large_binary()),
+                                      pa.array(maps[:n], bodies.xattr_type()))
+        sets.append(held)
+        for i in range(n):
+            ref = int(bodies.refs(chunk, np.array([i]))[0])
+            expected_body[ref], expected_maps[ref] = body[i], maps[i]
+    every = bodies.union(sets)
+    refs = [-1, *expected_body]
+    vref = np.array(data.draw(st.lists(st.sampled_from(refs), max_size=12)), np.int64)
+
+    def check(held, vref_now):
+        body, maps = bodies.gather(held, vref_now)
+        assert body.to_pylist() == [expected_body.get(int(r)) for r in vref]
+        got = [None if m is None else dict(m) for m in maps.to_pylist()]
+        assert got == [None if expected_maps.get(int(r)) is None
+                       else dict(expected_maps[int(r)]) for r in vref]
+
+    check(every, vref)
+    for copy in (bodies.owned, lambda c, v: bodies.compacted(c, v, slack=0)):
+        held, moved = copy(every, vref)
+        check(held, moved)
+        if held is not every:
+            assert [len(b) for b, _ in held.values()] == [len(vref)]
+    if bodies.nbytes(every) and not (vref >= 0).any():     # chunks held for nothing
+        assert bodies.compacted(every, vref, slack=0)[0] is not every
+    assert bodies.compacted(every, vref, slack=bodies.nbytes(every))[0] is every
+    if every and any(r >= 0 for r in vref):
+        with pytest.raises(ValueError):
+            bodies.gather({}, vref)
+
+
 nul_free = st.binary(max_size=12).map(lambda b: b.replace(b"\0", b"\1"))
 
 

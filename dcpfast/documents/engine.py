@@ -153,7 +153,7 @@ class Engine:
             return from_rows(rows, docs[keep], ids[keep]), docs[keep] + 2
         t = _Tracked(rows, docs, ids, np.flatnonzero(tracked), held)
         c_ok, p_ok, waiting = self._paired(rows, t, barriers)
-        self.pending = t.build(np.sort(waiting)).combined() if len(waiting) else None
+        self.pending = t.build(np.sort(waiting)).owned() if len(waiting) else None
         cat = np.concatenate
         keep = self.store.select(cat([ids[plain], t.group[c_ok]]),
                                  cat([docs[plain] + 2, t.rel[c_ok]]))

@@ -10,10 +10,11 @@ import json
 import numpy as np
 
 from ..arrays import unique as distinct
-from ..arrow import cast_map, take_binary, take_map
+from ..arrow import cast_map
 from ..errors import SkippedRegion
 from ..events import Manifest
 from ..values import text_or_null
+from . import bodies
 from .rows import COMMIT, MUTATION
 from .versions import ALIVE, DISCARDED, Versions, tombstones
 
@@ -97,17 +98,15 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
         if collections is not None:
             keep &= wanted(versions["cid"], manifest, collections)
         keep = keep[order]
-        validity = _validity(versions, order, same) if history else {}
-        if not keep.all():
-            kept = np.flatnonzero(keep)
-            validity = {name: column.take(kept) for name, column in validity.items()}
-        rows = versions.take(order[keep], arrow=(), numeric=_SHOWN)
+        kept = None if keep.all() else np.flatnonzero(keep)
+        validity = _validity(versions, order, same, kept) if history else {}
+        rows = versions.take(order if kept is None else order[kept], numeric=_SHOWN)
         rows["key"] = _keys(index, rows["doc"])
         columns = _columns(rows, manifest) | validity
         if values:
-            columns["body"] = take_binary(versions["body"], order[keep]).cast(pa.binary())
-            columns["xattrs"] = cast_map(take_map(versions["xattrs"], order[keep]),
-                                         pa.map_(pa.string(), pa.string()))
+            body, xattrs = bodies.gather(rows.values, rows["vref"])
+            columns["body"] = body.cast(pa.binary())
+            columns["xattrs"] = cast_map(xattrs, pa.map_(pa.string(), pa.string()))
         out = pa.table(columns, schema=schema)
     return out.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()})
 
@@ -137,10 +136,12 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     }
 
 
-def _validity(versions: Versions, order: np.ndarray, same: np.ndarray) -> dict:
+def _validity(versions: Versions, order: np.ndarray, same: np.ndarray,
+              kept: np.ndarray | None) -> dict:
     """``valid_from``/``valid_to`` seqnos and times of the versions at ``order`` (``same``:
-    the next one is of the same document) as Arrow columns: a version lasts until the
-    next version of its document, or the collection clear that ended it."""
+    the next one is of the same document), of those at ``kept`` among them (None: all),
+    as Arrow columns: a version lasts until the next version of its document (kept or
+    not), or the collection clear that ended it."""
     import pyarrow as pa
 
     time = pa.timestamp("ns", tz="UTC")
@@ -152,6 +153,9 @@ def _validity(versions: Versions, order: np.ndarray, same: np.ndarray) -> dict:
     to_time = np.zeros(len(order), np.int64)
     to_seqno[nxt], to_time[nxt] = seqno[nxt + 1], clock[nxt + 1]
     to_seqno[ended] = gone[ended]
+    if kept is not None:
+        seqno, clock, to_seqno, to_time, ended, same = (
+            column[kept] for column in (seqno, clock, to_seqno, to_time, ended, same))
     return {"valid_from_seqno": pa.array(seqno), "valid_from_time": pa.array(clock, time),
             "valid_to_seqno": pa.array(to_seqno, mask=~(ended | same)),
             "valid_to_time": pa.array(to_time, time, mask=ended | ~same)}

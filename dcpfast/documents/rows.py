@@ -10,7 +10,8 @@ that may have held frames of any stream). ``pos``
 orders rows across stretches: twice the frame's number in the stream, one less for a
 restart placed just before the message that placed it or a loss just before the frame
 after it. A document change's key is ``keys[key_pos:key_pos + key_len]``; its value, where
-values are wanted, is entry ``value_at`` of ``body``/``xattrs``.
+values are wanted, is entry ``value_at`` of ``body``/``xattrs`` (chunk ``chunk`` of
+``bodies``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from .._core import contract as C
 from ..batch import FrameBatch, kinds_of, view_of
 from ..events import system_events
 from ..streams.checks import EVENT_OF_OPCODE, oso_events
+from . import bodies
+from .bodies import xattr_type
 
 MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT, ADVANCE, MARKER, OSO, \
     RESTART, END, LOSS, REQUEST = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE,
@@ -84,13 +87,18 @@ class _Columns(dict):
 class Rows:
     """Rows of a stretch in stream order: the numpy columns of ``NUMERIC`` (``columns``,
     made when first asked for), the buffer ``keys`` the document keys are in, and the
-    values ``body``/``xattrs`` (None when values are not wanted). ``gather(name, index)``
-    gives a column at a few rows without making the whole column."""
+    values ``body``/``xattrs`` (None when values are not wanted), held as chunk
+    ``chunks[chunk]`` (``bodies``). ``gather(name, index)`` gives a column at a few rows
+    without making the whole column."""
 
     def __init__(self, columns: dict, keys=None, body=None, xattrs=None, *, size=None,
-                 fill=None, pick=None):
+                 fill=None, pick=None, chunk: tuple | None = None):
         self.columns = _Columns(columns, fill)
         self.keys, self.body, self.xattrs = keys, body, xattrs
+        if chunk is None and body is not None:
+            chunk = bodies.register(body, xattrs)
+        #: (chunk id, chunks) of the values, or None
+        self.chunk = chunk
         self.size = len(columns["pos"]) if size is None else size
         self._pick = pick
 
@@ -125,13 +133,6 @@ NUMERIC = {"pos": np.int64, "what": np.uint8, "unit": np.uint32, "seqno": np.uin
            "oso": np.uint32, "end_status": np.uint32, "opaque": np.uint32, "info": np.uint8,
            "rolled": bool, "offset": np.uint64, "length": np.uint64, "key_pos": np.int64,
            "key_len": np.int64, "value_at": np.int64}
-
-
-def xattr_type():
-    """The Arrow type the state keeps xattrs in."""
-    import pyarrow as pa
-
-    return pa.map_(pa.large_string(), pa.large_string())
 
 
 def make_rows(n: int, values: bool, keys=None, body=None, xattrs=None, **columns) -> Rows:
@@ -172,7 +173,7 @@ def merged(rows: Rows, extra: Rows) -> Rows:
         return out
 
     return Rows({}, rows.keys, rows.body, rows.xattrs, size=len(rows) + len(extra),
-                fill=fill, pick=pick)
+                fill=fill, pick=pick, chunk=rows.chunk)
 
 
 def concat(parts: list[Rows]) -> Rows:
@@ -183,7 +184,7 @@ def concat(parts: list[Rows]) -> Rows:
 def take(rows: Rows, index: np.ndarray) -> Rows:
     """The rows at ``index`` (ascending); their keys and values stay where they are."""
     return Rows({name: rows.gather(name, index) for name in NUMERIC}, rows.keys, rows.body,
-                rows.xattrs)
+                rows.xattrs, chunk=rows.chunk)
 
 
 def sort(rows: Rows) -> Rows:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import _core
 from ..arrays import unique as distinct
-from ..arrow import joined
+from . import bodies
 from .rows import DELETION, EXPIRATION, Rows
 from .segments import U64_MAX, Barriers, dense
 
@@ -29,7 +29,6 @@ NUMERIC = {"gpos": np.int64, "doc": np.int64, "unit": np.uint32, "cid": np.uint3
            "rev": np.uint64, "cas": np.uint64, "flags": np.uint32, "expiration": np.uint32,
            "datatype": np.uint8, "delete_time": np.uint32, "timed_delete": bool,
            "deleted": bool, "what": np.uint8, "gone": np.uint64}
-ARROW = ("body", "xattrs")
 #: ``Latest`` merges its runs when they hold more than twice the versions (or the bytes)
 #: of its last merge, or of these floors.
 MERGE_FLOOR = 1 << 12
@@ -38,10 +37,12 @@ MERGE_FLOOR_BYTES = 16 << 20
 
 @dataclass
 class Versions:
-    """Versions of documents: the numpy columns of ``NUMERIC`` and the Arrow ``body`` and
-    ``xattrs`` (None without values)."""
+    """Versions of documents: the numpy columns of ``NUMERIC``, and with values the
+    ``vref`` of each (``bodies``) and the chunks ``values`` it refers to (None without
+    values)."""
 
     columns: dict
+    values: bodies.Chunks | None = None
 
     def __len__(self):
         return len(self.columns["doc"])
@@ -54,45 +55,41 @@ class Versions:
 
     @property
     def nbytes(self) -> int:
-        return sum(c.nbytes for c in self.columns.values() if c is not None)
+        """The bytes of the columns and of the value chunks referred to."""
+        return sum(c.nbytes for c in self.columns.values()) + bodies.nbytes(self.values)
 
-    def combined(self) -> Versions:
-        """The same versions with each Arrow column in one array."""
-        out = dict(self.columns)
-        for name in ARROW:
-            if out[name] is not None:
-                out[name] = joined(out[name])
-        return Versions(out)
+    def owned(self) -> Versions:
+        """The same versions with their values copied into a chunk of their own (that
+        holds nothing else)."""
+        if self.values is None:
+            return self
+        values, vref = bodies.owned(self.values, self.columns["vref"])
+        return Versions({**self.columns, "vref": vref}, values)
 
-    def take(self, index: np.ndarray, arrow=ARROW, numeric=tuple(NUMERIC)) -> Versions:
-        """The versions at ``index``; of the Arrow columns only ``arrow`` (others None),
-        of the numeric ones only ``numeric`` (the others left out)."""
-        import pyarrow as pa
+    def compacted(self) -> Versions:
+        """The same versions, their values copied down where the chunks they refer to
+        hold far more (``bodies.compacted``)."""
+        if self.values is None:
+            return self
+        values, vref = bodies.compacted(self.values, self.columns["vref"])
+        if values is self.values:
+            return self
+        return Versions({**self.columns, "vref": vref}, values)
 
-        out = {name: self.columns[name][index] for name in numeric}
-        taken = [name for name in ARROW if name in arrow and self.columns[name] is not None]
-        out.update({name: None for name in ARROW})
-        if taken:
-            arrow_index = pa.array(np.asarray(index, np.int64))
-            out.update({name: self.columns[name].take(arrow_index) for name in taken})
-        return Versions(out)
+    def take(self, index: np.ndarray, numeric=None) -> Versions:
+        """The versions at ``index`` (their values still where they are); of the numeric
+        columns only ``numeric`` (None: all; ``vref`` comes along with values)."""
+        names = list(self.columns) if numeric is None else [*numeric, *(
+            ("vref",) if self.values is not None else ())]
+        return Versions({name: self.columns[name][index] for name in names}, self.values)
 
 
 def concat(parts: list[Versions]) -> Versions:
-    """The versions of ``parts``, in order (at least one part); the Arrow columns become
-    chunked arrays of the parts' buffers, nothing copied."""
-    import pyarrow as pa
-
-    out: dict = {name: np.concatenate([p[name] for p in parts]) for name in NUMERIC}
-    for name in ARROW:
-        columns = [p[name] for p in parts]
-        if columns[0] is None:
-            out[name] = None
-            continue
-        chunks = [chunk for c in columns
-                  for chunk in (c.chunks if isinstance(c, pa.ChunkedArray) else [c])]
-        out[name] = pa.chunked_array(chunks, type=columns[0].type)
-    return Versions(out)
+    """The versions of ``parts``, in order (at least one part); no value is copied."""
+    values = bodies.union([p.values for p in parts])
+    names = [*NUMERIC, *(("vref",) if values is not None else ())]
+    return Versions({name: np.concatenate([p[name] for p in parts]) for name in names},
+                    values)
 
 
 #: The columns of ``Versions`` taken from rows, and the rows' columns they come from.
@@ -103,21 +100,17 @@ _FROM_ROWS = {"gpos": "pos", "unit": "unit", "cid": "cid", "seqno": "seqno", "re
 
 
 def from_rows(rows: Rows, index: np.ndarray, doc: np.ndarray) -> Versions:
-    """The document-change rows at ``index`` (of documents ``doc``) as versions (alive)."""
-    import pyarrow as pa
-
+    """The document-change rows at ``index`` (of documents ``doc``) as versions (alive);
+    their values are referred to where they are (``bodies``)."""
     g = rows.gather
     index = np.asarray(index)
     out: dict = {name: g(source, index) for name, source in _FROM_ROWS.items()}
     out.update(doc=doc, gone=np.full(len(index), ALIVE, np.uint64))
-    at = g("value_at", index)
-    # Arrow's take: rows in stream order, from one array each (take_binary's gather pays
-    # where the order is not the stream's, or the values are in chunks)
-    picks = pa.array(at, pa.int64(), mask=at < 0)
-    for name in ARROW:
-        column = getattr(rows, name)
-        out[name] = None if column is None else column.take(picks)
-    return Versions(out)
+    if rows.chunk is None:
+        return Versions(out)
+    chunk, chunks = rows.chunk
+    out["vref"] = bodies.refs(chunk, g("value_at", index))
+    return Versions(out, chunks)
 
 
 def newest(group: np.ndarray, order_key: np.ndarray) -> np.ndarray:
@@ -199,6 +192,7 @@ class Latest:
             out |= barriers.cleared(versions["unit"], versions["cid"], rel,
                                     np.full(len(rel), barriers.span - 1))
             versions["gone"][out] = DISCARDED
+        versions = versions.compacted()         # a few of a stretch's values: copied
         if not self.runs and barriers.empty:
             # one stretch's versions: one per document, all standing, as a merge leaves
             self.merged, self.merged_bytes = len(versions), versions.nbytes
@@ -222,7 +216,8 @@ class Latest:
         if not self.runs or (len(self.runs) == 1 and self.merged == len(self.runs[0])
                              and (self.runs[0]["gone"] == ALIVE).all()):
             return
-        parts = [run.take(keep) for run, keep in zip(self.runs, self._standing())]
+        parts = [run.take(keep).compacted()
+                 for run, keep in zip(self.runs, self._standing())]
         self.runs = [part for part in parts if len(part)]
         self.owner[:] = -1
         start = 0
@@ -322,7 +317,7 @@ class History:
             np.minimum(gone, barriers.gone_after(run["unit"], run["cid"], zero), out=gone)
             out = barriers.discarded(run["unit"], run["seqno"], zero)
             if out.any():
-                self.runs[i] = run.take(np.flatnonzero(~out))
+                self.runs[i] = run.take(np.flatnonzero(~out)).compacted()
 
     @staticmethod
     def select(group: np.ndarray, rel: np.ndarray) -> np.ndarray:
@@ -335,7 +330,7 @@ class History:
         if not barriers.empty:
             out = barriers.discarded(versions["unit"], versions["seqno"], rel)
             versions["gone"] = barriers.gone_after(versions["unit"], versions["cid"], rel)
-            versions = versions.take(np.flatnonzero(~out))
+            versions = versions.take(np.flatnonzero(~out)).compacted()
         self.runs.append(versions)
         self.held += len(versions)
         if self.futures is not None and self.held > 2 * max(self.compacted, MERGE_FLOOR):
@@ -358,7 +353,7 @@ class History:
         later = _any_after(later, groups)
         keep = np.sort(order[~later])
         bounds = np.cumsum([0, *map(len, self.runs)])
-        parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo)
+        parts = [run.take(keep[(keep >= lo) & (keep < hi)] - lo).compacted()
                  for run, lo, hi in zip(self.runs, bounds[:-1], bounds[1:])]
         self.runs = [part for part in parts if len(part)]
         self.held = self.compacted = len(keep)

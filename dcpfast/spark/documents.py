@@ -27,6 +27,7 @@ from .. import protocol as P
 from .._core import contract as C
 from ..arrow import cast_map
 from ..documents import StateBuilder, state_schema
+from ..documents.bodies import xattr_type
 from ..documents.output import metadata
 from ..documents.problems import LISTED, Problems
 from ..documents.rows import (
@@ -38,7 +39,6 @@ from ..documents.rows import (
     RESTART,
     Rows,
     make_rows,
-    xattr_type,
 )
 from ..errors import DcpFormatError, text
 from ..events import MalformedEvent, Manifest, event_fields, event_schema

@@ -1,0 +1,138 @@
+"""The values of versions, held by reference. Each stretch's decoded bodies and xattrs stay
+in the Arrow arrays they were decoded into (a chunk, under an id of its own), and a
+version holds ``vref``: its chunk's id << 40 | its entry there (-1: no value). Keeping,
+dropping and moving versions then copies no value; the table gathers each one once, in
+its own order (``gather``). Versions that hold few of a chunk's values copy them down
+(``compacted``), so that what is held stays in proportion to the versions.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..arrow import take_binary, take_map
+
+#: A ``Chunks``: chunk id -> (bodies, xattrs), the Arrow arrays of one stretch's values.
+Chunks = dict
+_SHIFT = 40
+_ENTRY = (1 << _SHIFT) - 1
+_ids = itertools.count(1)
+#: Chunks holding more than twice the bytes their versions use, and more than this, are
+#: copied down.
+SLACK_BYTES = 64 << 10
+
+
+def xattr_type():
+    """The Arrow type the state keeps xattrs in."""
+    import pyarrow as pa
+
+    return pa.map_(pa.large_string(), pa.large_string())
+
+
+def register(body, xattrs) -> tuple[int, Chunks]:
+    """A new chunk of ``body`` (``large_binary``) and ``xattrs`` (``xattr_type``), one
+    entry per value: its id, and the chunks that hold it."""
+    import pyarrow as pa
+
+    chunk = next(_ids)
+    return chunk, {chunk: (body.cast(pa.large_binary()), xattrs)}
+
+
+def refs(chunk: int, entry: np.ndarray) -> np.ndarray:
+    """The ``vref`` of the entries ``entry`` of chunk ``chunk`` (negative: no value)."""
+    entry = np.asarray(entry, np.int64)
+    return np.where(entry >= 0, (chunk << _SHIFT) | entry, -1)
+
+
+def union(parts: list[Chunks | None]) -> Chunks | None:
+    """The chunks of ``parts`` together (None where none holds values)."""
+    held = [p for p in parts if p is not None]
+    if not held:
+        return None
+    if all(p is held[0] for p in held):
+        return held[0]
+    out: Chunks = {}
+    for p in held:
+        out.update(p)
+    return out
+
+
+def nbytes(chunks: Chunks | None) -> int:
+    """The bytes ``chunks`` hold."""
+    if not chunks:
+        return 0
+    return sum(body.nbytes + xattrs.nbytes for body, xattrs in chunks.values())
+
+
+def gather(chunks: Chunks | None, vref: np.ndarray):
+    """The bodies (``binary``) and xattrs at ``vref`` (nulls where -1), each a new array in
+    that order; xattrs of the chunks' map type."""
+    import pyarrow as pa
+
+    ids = sorted(chunks or {})
+    bodies = [chunks[c][0] for c in ids] if chunks else []
+    xattrs = [chunks[c][1] for c in ids] if chunks else []
+    index = _positions(ids, [len(b) for b in bodies], vref)
+    body = take_binary(pa.chunked_array(bodies, pa.large_binary()), index)
+    maps = take_map(pa.chunked_array(xattrs, xattr_type()), index)
+    return body, maps
+
+
+def compacted(chunks: Chunks | None, vref: np.ndarray, slack: int | None = None
+              ) -> tuple[Chunks | None, np.ndarray]:
+    """``chunks`` and ``vref`` as they are, or, where the chunks hold more than twice the
+    bytes of the values at ``vref`` (and more than ``slack``, by default
+    ``SLACK_BYTES``), those values copied into a chunk of their own."""
+    if not chunks:
+        return chunks, vref
+    held = nbytes(chunks)
+    if held <= (SLACK_BYTES if slack is None else slack) or held <= 2 * _used(chunks, vref):
+        return chunks, vref
+    return owned(chunks, vref)
+
+
+def owned(chunks: Chunks | None, vref: np.ndarray) -> tuple[Chunks | None, np.ndarray]:
+    """The values at ``vref`` copied into a chunk of their own, and their new refs."""
+    if chunks is None:
+        return None, vref
+    body, xattrs = gather(chunks, vref)
+    chunk, out = register(body, xattrs)
+    return out, refs(chunk, np.where(vref >= 0, np.arange(len(vref)), -1))
+
+
+def _positions(ids: list[int], sizes: list[int], vref: np.ndarray) -> np.ndarray:
+    """``vref`` as positions in the chunks ``ids`` (of ``sizes`` entries) one after the
+    other (-1 stays -1)."""
+    vref = np.asarray(vref, np.int64)
+    if not len(vref):
+        return vref
+    ids_arr = np.array(ids, np.int64)
+    starts = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    some = vref >= 0
+    chunk = vref >> _SHIFT
+    rank = np.searchsorted(ids_arr, chunk)
+    rank[~some] = 0
+    if some.any() and (not ids or (ids_arr[np.minimum(rank, len(ids) - 1)][some]
+                                   != chunk[some]).any()):
+        raise ValueError("a version refers to a value chunk it does not hold")
+    return np.where(some, starts[rank] + (vref & _ENTRY), -1)
+
+
+def _used(chunks: Chunks, vref: np.ndarray) -> int:
+    """About the bytes of the values at ``vref``: their bodies' lengths, and each one's
+    share of its chunk's xattrs."""
+    total = 0
+    some = vref[vref >= 0]
+    chunk = some >> _SHIFT
+    for c, (body, xattrs) in chunks.items():
+        entry = some[chunk == c] & _ENTRY
+        if not len(entry):
+            continue
+        offsets = np.frombuffer(body.buffers()[1], np.int64)[
+            body.offset:body.offset + len(body) + 1]
+        total += int((offsets[entry + 1] - offsets[entry]).sum())
+        total += xattrs.nbytes * len(entry) // max(len(xattrs), 1)
+    return total
