@@ -587,8 +587,9 @@ _bodies = st.lists(st.one_of(st.none(), st.binary(max_size=8)), max_size=6)
 def test_state_values_by_reference(chunks, data):
     """The state's values held by reference (``documents.bodies``): gathered at any refs
     (-1 among them) from chunks that come together from several sets, they are the
-    values referred to; copied down (``owned``, ``compacted`` once chunks hold more than
-    twice what is used), they still are, and then in a chunk that holds only them."""
+    values referred to; copied down (``owned``: into a chunk that holds only them;
+    ``compacted``: those of chunks holding more than twice what is used), they still
+    are, and a compacted set has nothing more to copy down."""
     from dcpfast.documents import bodies
 
     sets, expected_body, expected_maps = [], {}, {}
@@ -612,11 +613,13 @@ def test_state_values_by_reference(chunks, data):
                        else dict(expected_maps[int(r)]) for r in vref]
 
     check(every, vref)
-    for copy in (bodies.owned, lambda c, v: bodies.compacted(c, v, slack=0)):
-        held, moved = copy(every, vref)
-        check(held, moved)
-        if held is not every:
-            assert [len(b) for b, _ in held.values()] == [len(vref)]
+    held, moved = bodies.owned(every, vref)
+    check(held, moved)
+    assert held is None or [len(b) for b, _ in held.values()] == [len(vref)]
+    held, moved = bodies.compacted(every, vref, slack=0)
+    check(held, moved)
+    again = bodies.compacted(held, moved, slack=0)
+    assert again[0] is held and (again[1] == moved).all()
     if bodies.nbytes(every) and not (vref >= 0).any():     # chunks held for nothing
         assert bodies.compacted(every, vref, slack=0)[0] is not every
     assert bodies.compacted(every, vref, slack=bodies.nbytes(every))[0] is every

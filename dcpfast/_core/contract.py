@@ -112,12 +112,14 @@ C_FIELDS = 7
 
 #: Rows of the state engine (``documents.rows``): what each one is.
 W_MUTATION, W_DELETION, W_EXPIRATION, W_PREPARE, W_COMMIT, W_ABORT, W_EVENT, W_ADVANCE, \
-    W_MARKER, W_OSO, W_RESTART, W_END, W_LOSS, W_REQUEST = range(14)
+    W_MARKER, W_OSO, W_RESTART, W_END, W_LOSS, W_REQUEST, W_SKIP = range(15)
 W_NONE = 15
 #: ``W_LOSS``: bytes were lost there (a capture gap, skipped damage) that may have held
 #: frames of any stream; ``W_REQUEST``: a Stream Request in the stream (its start seqno in
 #: ``seqno``), which the walk passes over; ``W_NONE``: a row both pass over (a Stream
-#: Request whose value does not decode).
+#: Request whose value does not decode); ``W_SKIP``: a frame of no stream the state reads
+#: (a response, an opcode it has no use for), which has no stream slot (-1) and both pass
+#: over.
 
 #: Columns of a stream's walk state (``walk_state``'s ``carry``).
 K_BITS, K_CHAIN, K_CUT, K_START, K_END, K_CONSISTENT, K_FLOOR = range(7)

@@ -61,6 +61,7 @@ cdef enum:
     W_RESTART = 10
     W_END = 11
     W_LOSS = 12
+    W_SKIP = 14
     K_BITS = 0
     K_CHAIN = 1
     K_CUT = 2
@@ -86,7 +87,8 @@ _CODES = {"GIVEN_FOUND": GIVEN_FOUND, "GIVEN_RANGE": GIVEN_RANGE, "EV_ITEM": EV_
           "W_DELETION": W_DELETION, "W_EXPIRATION": W_EXPIRATION, "W_PREPARE": W_PREPARE,
           "W_COMMIT": W_COMMIT,
           "W_ADVANCE": W_ADVANCE, "W_MARKER": W_MARKER, "W_OSO": W_OSO,
-          "W_RESTART": W_RESTART, "W_END": W_END, "W_LOSS": W_LOSS, "K_BITS": K_BITS,
+          "W_RESTART": W_RESTART, "W_END": W_END, "W_LOSS": W_LOSS, "W_SKIP": W_SKIP,
+          "K_BITS": K_BITS,
           "K_CHAIN": K_CHAIN,
           "K_CUT": K_CUT, "K_START": K_START, "K_END": K_END, "K_CONSISTENT": K_CONSISTENT,
           "K_FLOOR": K_FLOOR, "K_LOST": K_LOST, "K_FRESH": K_FRESH,

@@ -212,8 +212,8 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
     (``contract.W_*``), ``slot`` the stream's row in ``carry`` (uint64, ``K_FIELDS``
     columns, updated in place), the rows' fields, ``limit`` each row's at_seqno limit,
     ``lost`` whether frames of its stream were lost just before it (a ``W_LOSS`` row:
-    bytes that may have held frames of any stream), ``at_time`` the time cut
-    (nanoseconds; 2**64 - 1: none).
+    bytes that may have held frames of any stream; a ``W_SKIP`` row, of no stream, is
+    passed over), ``at_time`` the time cut (nanoseconds; 2**64 - 1: none).
 
     Fills, per row: ``bad`` (an item whose seqno is not above its stream's previous one,
     outside OSO: ``previous`` holds that one), ``applies`` (a change within the cuts, not
@@ -229,7 +229,7 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
     if carry.shape[1] != C.K_FIELDS:
         raise ValueError("the walk state has K_FIELDS columns")
     for w, s in zip(what, slot):
-        if w != C.W_LOSS and not 0 <= s < len(carry):
+        if w != C.W_LOSS and w != C.W_SKIP and not 0 <= s < len(carry):
             raise ValueError(f"slot {s} outside the walk state")
     carried_slots: list[int] = []
     carried_points: list[int] = []
@@ -237,6 +237,8 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
     every_lost = False
     for i in range(len(what)):
         w = int(what[i])
+        if w == C.W_SKIP:
+            continue
         if w == C.W_LOSS:                     # bytes lost that may have held any stream's
             if not every_lost:
                 every_lost = True

@@ -72,7 +72,7 @@ def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[
     if carry.shape[1] != C.K_FIELDS:
         raise ValueError("the walk state has K_FIELDS columns")
     for i in range(n):
-        if what[i] != W_LOSS and not 0 <= slot[i] < slots:
+        if what[i] != W_LOSS and what[i] != W_SKIP and not 0 <= slot[i] < slots:
             raise ValueError(f"slot {slot[i]} outside the walk state")
     carried_slots, carried_points = [], []
     pending = <int64_t*>malloc((slots + 1) * sizeof(int64_t))
@@ -83,6 +83,8 @@ def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[
             pending[k] = -1
         for i in range(n):
             w = what[i]
+            if w == W_SKIP:
+                continue
             if w == W_LOSS:
                 if not every_lost:
                     every_lost = True

@@ -82,15 +82,27 @@ def gather(chunks: Chunks | None, vref: np.ndarray):
 
 def compacted(chunks: Chunks | None, vref: np.ndarray, slack: int | None = None
               ) -> tuple[Chunks | None, np.ndarray]:
-    """``chunks`` and ``vref`` as they are, or, where the chunks hold more than twice the
-    bytes of the values at ``vref`` (and more than ``slack``, by default
-    ``SLACK_BYTES``), those values copied into a chunk of their own."""
-    if not chunks:
+    """``chunks`` and ``vref`` with the values of each chunk that holds more than twice the
+    bytes the values at ``vref`` use of it copied into a chunk of their own (and chunks no
+    value uses let go); as they are where the chunks hold no more than ``slack`` (by
+    default ``SLACK_BYTES``) or none is so."""
+    if not chunks or nbytes(chunks) <= (SLACK_BYTES if slack is None else slack):
         return chunks, vref
-    held = nbytes(chunks)
-    if held <= (SLACK_BYTES if slack is None else slack) or held <= 2 * _used(chunks, vref):
+    used = _used(chunks, vref)
+    sparse = {c for c, (body, xattrs) in chunks.items()
+              if body.nbytes + xattrs.nbytes > 2 * used.get(c, 0)}
+    if not sparse:
         return chunks, vref
-    return owned(chunks, vref)
+    out = {c: chunk for c, chunk in chunks.items() if c not in sparse}
+    moved = np.flatnonzero(np.isin(vref >> _SHIFT, np.array(sorted(sparse), np.int64))
+                           & (vref >= 0))
+    vref = vref.copy()
+    if len(moved):
+        body, xattrs = gather({c: chunks[c] for c in sparse}, vref[moved])
+        chunk, mine = register(body, xattrs)
+        out.update(mine)
+        vref[moved] = refs(chunk, np.arange(len(moved)))
+    return out or None, vref
 
 
 def owned(chunks: Chunks | None, vref: np.ndarray) -> tuple[Chunks | None, np.ndarray]:
@@ -121,18 +133,24 @@ def _positions(ids: list[int], sizes: list[int], vref: np.ndarray) -> np.ndarray
     return np.where(some, starts[rank] + (vref & _ENTRY), -1)
 
 
-def _used(chunks: Chunks, vref: np.ndarray) -> int:
-    """About the bytes of the values at ``vref``: their bodies' lengths, and each one's
-    share of its chunk's xattrs."""
-    total = 0
-    some = vref[vref >= 0]
-    chunk = some >> _SHIFT
-    for c, (body, xattrs) in chunks.items():
-        entry = some[chunk == c] & _ENTRY
-        if not len(entry):
-            continue
+def _used(chunks: Chunks, vref: np.ndarray) -> dict[int, int]:
+    """Per chunk, about the bytes the values at ``vref`` use of it: their bodies' lengths,
+    and each one's share of the rest of the chunk (its offsets, its validity, its
+    xattrs), so that a chunk whose every entry is used uses all of it."""
+    ids = sorted(chunks)
+    bodies = [chunks[c][0] for c in ids]
+    index = _positions(ids, [len(b) for b in bodies], vref)
+    some = index >= 0
+    lengths, shares = [], []
+    for body, xattrs in (chunks[c] for c in ids):
         offsets = np.frombuffer(body.buffers()[1], np.int64)[
-            body.offset:body.offset + len(body) + 1]
-        total += int((offsets[entry + 1] - offsets[entry]).sum())
-        total += xattrs.nbytes * len(entry) // max(len(xattrs), 1)
-    return total
+            body.offset:body.offset + len(body) + 1] if len(body) else np.zeros(1, np.int64)
+        lengths.append(np.diff(offsets))
+        rest = max(body.nbytes - int(offsets[-1] - offsets[0]), 0) + xattrs.nbytes
+        shares.append(-(-rest // max(len(body), 1)))
+    rank = np.searchsorted(np.array(ids, np.int64), vref[some] >> _SHIFT)
+    data = np.bincount(rank, np.concatenate(lengths)[index[some]], minlength=len(ids)) \
+        if len(rank) else np.zeros(len(ids))
+    count = np.bincount(rank, minlength=len(ids))
+    return {c: int(data[k]) + int(count[k]) * shares[k]
+            for k, c in enumerate(ids) if count[k]}

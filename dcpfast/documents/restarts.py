@@ -40,12 +40,13 @@ class Placer:
     def place(self, batch: FrameBatch, first: int, rows: Rows, *, values: bool) -> Rows:
         """The ``RESTART`` rows of ``batch`` (whose first frame is number ``first``, and
         whose ``batch_rows`` are ``rows``: its stream messages)."""
-        counts = np.bincount(batch["opcode"], minlength=256)
-        asked = counts[_ASKING].any()
+        opcode = batch["opcode"]
+        requested = bool(np.count_nonzero(opcode == P.Opcode.STREAM_REQUEST))
+        asked = requested or any(np.count_nonzero(opcode == o) for o in _ASKING)
         decoded = F.decoded_requests(batch) if asked else {}
         opaques = _opaques(rows, first)
         found: list[tuple[int, int, bool, int, int, int, int]] = []
-        answers = self._answers(batch) if counts[P.Opcode.STREAM_REQUEST] else {}
+        answers = self._answers(batch) if requested else {}
         if answers:
             match = Matcher(batch, self.tracker, decoded, prefix=True, opaques=opaques)
             for i, (rolled, seqno) in answers.items():
@@ -61,7 +62,7 @@ class Placer:
                                   opaque))
         found += self._resolve(rows, first)
         learn(self.tracker, batch_requests(batch, decoded) if asked else {}, opaques)
-        if counts[P.Opcode.STREAM_REQUEST]:
+        if requested:
             _requested(rows, first, decoded, batch.collections)
         if not found:
             return make_rows(0, values)
@@ -150,6 +151,7 @@ def _requested(rows: Rows, first: int, decoded: dict, collections: bool) -> None
         return
     c["what"][asked] = C.W_NONE             # a request whose value does not decode
     at = np.searchsorted(c["pos"], [(first + i) * 2 for i in decoded])
+    c["seqno"] = c["seqno"].copy()          # the batch's own column: not written to
     c["what"][at] = REQUEST
     c["seqno"][at] = [r["start_seqno"] for r in decoded.values()]
     c["unit"][at] = [stream_key(r["vbucket"], r["stream_id"] or 0) for r in decoded.values()]

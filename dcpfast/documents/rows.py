@@ -5,8 +5,10 @@ the stream's position, in stream order, as numpy columns (``Rows``), and how a
 Each row has a ``what`` (``_core.contract.W_*``): a document change (mutation, deletion,
 expiration, prepare, commit, abort), a system event, a seqno advance, a snapshot marker,
 an OSO marker, a Stream End, a Stream Request (its start seqno in ``seqno``), a restart
-(a Stream Request response placed on its stream, ``restarts``) or a loss (bytes skipped
-that may have held frames of any stream). ``pos``
+(a Stream Request response placed on its stream, ``restarts``), a loss (bytes skipped
+that may have held frames of any stream), or a frame of no stream the state reads (a
+response, an opcode it has no use for: ``SKIP``), so that a batch's rows are its frames
+and their columns the batch's own. ``pos``
 orders rows across stretches: twice the frame's number in the stream, one less for a
 restart placed just before the message that placed it or a loss just before the frame
 after it. A document change's key is ``keys[key_pos:key_pos + key_len]``; its value, where
@@ -28,9 +30,10 @@ from . import bodies
 from .bodies import xattr_type
 
 MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT, ADVANCE, MARKER, OSO, \
-    RESTART, END, LOSS, REQUEST = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE,
-                                   C.W_COMMIT, C.W_ABORT, C.W_EVENT, C.W_ADVANCE, C.W_MARKER,
-                                   C.W_OSO, C.W_RESTART, C.W_END, C.W_LOSS, C.W_REQUEST)
+    RESTART, END, LOSS, REQUEST, SKIP = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION,
+                                         C.W_PREPARE, C.W_COMMIT, C.W_ABORT, C.W_EVENT,
+                                         C.W_ADVANCE, C.W_MARKER, C.W_OSO, C.W_RESTART,
+                                         C.W_END, C.W_LOSS, C.W_REQUEST, C.W_SKIP)
 #: ``what`` below this is a document change.
 DOCUMENTS = EVENT
 #: Changes whose frame carries the document's CAS.
@@ -52,8 +55,8 @@ _WHAT = {"mutation": MUTATION, "deletion_v1": DELETION, "deletion_v2": DELETION,
          "expiration": EXPIRATION, "prepare": PREPARE, "commit": COMMIT, "abort": ABORT,
          "system_event": EVENT, "seqno_advanced": ADVANCE, "oso_snapshot": OSO,
          "stream_end": END, "stream_request": REQUEST}
-#: Per frame kind: its ``what``, or 255 for the kinds the state does not read.
-WHAT_OF_KIND = np.full(len(P.KINDS), 255, np.uint8)
+#: Per frame kind: its ``what``, or ``SKIP`` for the kinds the state does not read.
+WHAT_OF_KIND = np.full(len(P.KINDS), SKIP, np.uint8)
 for _i, _kind in enumerate(P.KINDS):
     if _kind.name in _WHAT:
         WHAT_OF_KIND[_i] = _WHAT[_kind.name]
@@ -206,11 +209,11 @@ _STRAIGHT = {"seqno": "by_seqno", "prepared": "prepared_seqno", "rev": "rev_seqn
 
 def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
                threads: int | None = None) -> Rows:
-    """The rows of ``batch`` (its ``mode`` decides how damaged values and events are
-    reported); ``first`` is the number of its first frame in the stream, ``events`` its
-    ``system_events`` when already at hand, ``threads`` those that decode its values
-    (None: the cores idle now). Its columns are read from the batch when first asked for
-    (``_Source``)."""
+    """The rows of ``batch``, one per frame (its ``mode`` decides how damaged values and
+    events are reported); ``first`` is the number of its first frame in the stream,
+    ``events`` its ``system_events`` when already at hand, ``threads`` those that decode
+    its values (None: the cores idle now). Its columns are read from the batch when first
+    asked for (``_Source``): the batch's own, where the state reads them as they are."""
     missing = [name for name in NEEDED if name not in batch]
     if missing:
         raise ValueError(f"state needs the columns {', '.join(missing)}; this batch was "
@@ -220,77 +223,72 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
     magic = batch["magic"]
     requests = (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
     kinds = kinds_of(batch)
-    what_all = WHAT_OF_KIND[kinds]
-    at = np.flatnonzero(requests & (what_all != 255))
-    source = _Source(batch, first, at, what_all[at], kinds,
+    what = WHAT_OF_KIND[kinds]
+    what[~requests] = SKIP
+    source = _Source(batch, first, what, kinds,
                      system_events(batch) if events is None else events)
     body = xattrs = None
     if values:
-        docs = source.what < DOCUMENTS
-        source.value_at = np.full(len(at), -1, np.int64)
-        source.value_at[docs], body, xattrs = _values(batch, at[docs], threads)
-    return Rows({"what": source.what}, view_of(batch), body, xattrs, size=len(at),
+        docs = np.flatnonzero(what < DOCUMENTS)
+        source.value_at = np.full(len(what), -1, np.int64)
+        source.value_at[docs], body, xattrs = _values(batch, docs, threads)
+    return Rows({"what": what}, view_of(batch), body, xattrs, size=len(what),
                 fill=lambda name: source.column(name, None), pick=source.column)
 
 
 class _Source:
-    """The columns of a batch's rows (its frames at ``at``), read when asked for."""
+    """The columns of a batch's rows (one per frame), read when asked for."""
 
-    def __init__(self, batch: FrameBatch, first: int, at: np.ndarray, what: np.ndarray,
-                 kinds: np.ndarray, events):
-        self.batch, self.first, self.at, self.what, self.kinds = batch, first, at, what, kinds
+    def __init__(self, batch: FrameBatch, first: int, what: np.ndarray, kinds: np.ndarray,
+                 events):
+        self.batch, self.first, self.what, self.kinds = batch, first, what, kinds
         wiped = np.isin(events.column("event").to_numpy(zero_copy_only=False),
                         CLEARING_EVENTS) & events.column("collection_id").is_valid().to_numpy(
                             zero_copy_only=False)
         #: the rows of the events that clear a collection, and that collection
-        self.clears = np.searchsorted(at, events.column("index").to_numpy()[wiped])
+        self.clears = events.column("index").to_numpy()[wiped].astype(np.int64)
         self.cleared = events.column("collection_id").to_numpy(zero_copy_only=False)[wiped]
         self.value_at: np.ndarray | None = None
         self.info = C.INFO_COLLECTIONS if batch.collections else 0
-        self._last: tuple = (None, None)           # the rows last asked for, their frames
 
     def column(self, name: str, rows: np.ndarray | None) -> np.ndarray:
-        """Column ``name`` at ``rows`` (indices into ``at``; None: all)."""
-        batch, at = self.batch, self.at
-        if rows is None:
-            frames = at
-        elif rows is self._last[0]:
-            frames = self._last[1]
-        else:
-            frames = at[rows]
-            self._last = rows, frames
+        """Column ``name`` at ``rows`` (None: all; a whole column read as it is may be
+        the batch's own, not to be written to)."""
+        batch = self.batch
+        frames = slice(None) if rows is None else rows
         if name in _STRAIGHT:
             return batch[_STRAIGHT[name]][frames]
+        n = len(self.what) if rows is None else len(rows)
 
         def docs():
-            return (self.what if rows is None else self.what[rows]) < DOCUMENTS
+            return self.what[frames] < DOCUMENTS
         derived = {
             "unit": lambda: batch["vbucket"][frames].astype(np.uint32) << np.uint32(16)
             | batch["stream_id"][frames],
             "cid": lambda: self._cids(frames, rows),
-            "clear": lambda: np.isin(np.arange(len(at)) if rows is None else rows,
-                                     self.clears),
+            "clear": lambda: np.isin(np.arange(n) if rows is None else rows, self.clears),
             "key_pos": lambda: np.where(docs(), arrow.positions(
                 batch["key_offset"][frames], batch.base_offset).astype(np.int64), -1),
             "key_len": lambda: np.where(docs(), batch["key_len"][frames], 0).astype(np.int64),
-            "value_at": lambda: np.full(len(frames), -1, np.int64) if self.value_at is None
-            else self.value_at if rows is None else self.value_at[rows],
-            "pos": lambda: (self.first + frames.astype(np.int64)) * 2,
-            "what": lambda: self.what if rows is None else self.what[rows],
+            "value_at": lambda: np.full(n, -1, np.int64) if self.value_at is None
+            else self.value_at[frames],
+            "pos": lambda: (self.first + (np.arange(n, dtype=np.int64) if rows is None
+                                          else rows.astype(np.int64))) * 2,
+            "what": lambda: self.what[frames],
             "length": lambda: batch["body_len"][frames].astype(np.uint64)
             + np.uint64(P.HEADER_SIZE),
             "timed_delete": lambda: _DELETE_TIMES[self.kinds[frames]],
             "deleted": lambda: batch["deleted"][frames] != 0,
-            "info": lambda: np.full(len(frames), self.info, np.uint8),
-            "rolled": lambda: np.zeros(len(frames), bool),
+            "info": lambda: np.full(n, self.info, np.uint8),
+            "rolled": lambda: np.zeros(n, bool),
         }
         return derived[name]()
 
-    def _cids(self, frames: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+    def _cids(self, frames, rows: np.ndarray | None) -> np.ndarray:
         """Collection ids; a clearing event's is the collection it clears."""
         batch = self.batch
         out = batch["collection_id"][frames] if batch.collections \
-            else np.zeros(len(frames), np.uint32)
+            else np.zeros(len(self.what) if rows is None else len(rows), np.uint32)
         if not len(self.clears):
             return out
         out = out.copy()

@@ -16,7 +16,7 @@ from .. import _core
 from .._core import contract as C
 from ..arrays import unique as distinct
 from ..streams.checks import Checks, Found
-from .rows import LOSS, Rows
+from .rows import LOSS, SKIP, Rows
 
 U64_MAX = np.uint64(2**64 - 1)
 
@@ -43,18 +43,26 @@ class Streams:
         self.checks = Checks()
         self.every_lost = False                    # bytes were lost: every stream is
 
-    def slots(self, units: np.ndarray) -> np.ndarray:
-        """The slot of each stream (new streams get the next slots)."""
+    def slots(self, units: np.ndarray, streams: np.ndarray) -> np.ndarray:
+        """The slot of each row's stream, -1 where ``streams`` says the row has none (new
+        streams get the next slots)."""
         if not (units & np.uint32(0xFFFF)).any():
             vbuckets = units >> np.uint32(16)
             slots = self.by_vbucket[vbuckets]
-            new = slots < 0
+            new = (slots < 0) & streams
             if new.any():
                 seen = np.bincount(vbuckets[new], minlength=1 << 16)
                 for vb in np.flatnonzero(seen).tolist():
                     self.by_vbucket[vb] = self._new(vb << 16)
                 slots = self.by_vbucket[vbuckets]
+            slots[~streams] = -1
             return slots
+        out = np.full(len(units), -1, np.int64)
+        out[streams] = self._slots_of(units[streams])
+        return out
+
+    def _slots_of(self, units: np.ndarray) -> np.ndarray:
+        """The slot of each of ``units`` (streams with a stream id among them)."""
         unique, inverse = distinct(units, inverse=True)
         known = [self.by_unit.get(u) for u in unique.tolist()]
         for k, u in enumerate(unique.tolist()):
@@ -82,12 +90,8 @@ class Streams:
     def walk(self, rows: Rows, limit, at_time: int | None) -> Walk:
         """Check and walk ``rows`` (the next stretch), the streams' states updated."""
         n = len(rows)
-        streams = rows.what != LOSS
-        if streams.all():
-            slots = self.slots(rows.unit)
-        else:
-            slots = np.full(n, -1, np.int64)
-            slots[streams] = self.slots(rows.unit[streams])
+        what = rows.what
+        slots = self.slots(rows.unit, (what != LOSS) & (what != SKIP))
         found, _ = self.checks.run(rows.events(), slots, rows.info, rows.opaque, rows.seqno,
                                    rows.snap_start, rows.snap_end, rows.snap_flags,
                                    rows.end_status)
@@ -101,7 +105,7 @@ class Streams:
             rows.rolled.view(np.uint8), np.ascontiguousarray(lim, np.uint64), lost,
             int(U64_MAX) if at_time is None else at_time, self.carry[:len(self.units)], bad,
             previous, applies, point, known)
-        if not streams.all():
+        if (what == LOSS).any():
             self.every_lost = True
         done = np.flatnonzero(known)
         units = np.array(self.units, np.uint32)
