@@ -40,25 +40,26 @@ def state_schema(*, values: bool = True, history: bool = False):
     return pa.schema(fields)
 
 
-def ordered(versions: Versions, index, *, history: bool) -> tuple[np.ndarray, np.ndarray]:
+def ordered(versions: Versions, index, *, history: bool):
     """The rows to return, in order (vbucket, collection, key bytes, seqno): per document
     its version with the highest seqno (several streams of a vbucket can each hold one),
-    or with ``history`` each seqno once, as last sent; and whether each row's document is
-    the next row's. ``index`` is the engine's ``KeyIndex``."""
+    or with ``history`` each seqno once, as last sent; whether each row's document is
+    the next row's; and the rows' seqnos (None where they were not needed to order them).
+    ``index`` is the engine's ``KeyIndex``."""
     doc = versions["doc"]
     if not history and not (versions["unit"] & np.uint32(0xFFFF)).any():
         order, _ = index.order(doc)               # one version per document
-        return order, np.zeros(len(order), bool)
+        return order, np.zeros(len(order), bool), None
     first = np.lexsort((versions["gpos"], versions["seqno"]))
     order, ties = index.order(doc[first])
     order = first[order]
     same = np.append(ties[1:], False)             # the next row is the same document
     seqno = versions["seqno"][order]
     drop = same & np.append(seqno[1:] == seqno[:-1], False) if history else same
-    order, same = order[~drop], same[~drop]
+    order, same, seqno = order[~drop], same[~drop], seqno[~drop]
     if not history:
         same[:] = False
-    return order, same
+    return order, same, seqno
 
 
 def _keys(index, doc: np.ndarray):
@@ -90,7 +91,7 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
     if versions is None or not len(versions):
         out = schema.empty_table()
     else:
-        order, same = ordered(versions, index, history=history)
+        order, same, seqno = ordered(versions, index, history=history)
         # the rows the filters keep, then each column they need taken once, in order
         keep = np.ones(len(versions), bool)
         if not include_deleted:
@@ -99,8 +100,17 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
             keep &= wanted(versions["cid"], manifest, collections)
         keep = keep[order]
         kept = None if keep.all() else np.flatnonzero(keep)
-        validity = _validity(versions, order, same, kept) if history else {}
-        rows = versions.take(order if kept is None else order[kept], numeric=_SHOWN)
+        shown = order if kept is None else order[kept]
+        if seqno is None:
+            rows = versions.take(shown, numeric=_SHOWN)
+            validity = {}
+        else:                   # the seqnos and CASes at ``order``, taken once
+            rows = versions.take(shown, numeric=[n for n in _SHOWN if n not in ("seqno", "cas")])
+            cas = versions["cas"][order]
+            validity = _validity(seqno, cas, versions["gone"][order], same, kept) \
+                if history else {}
+            rows["seqno"], rows["cas"] = (seqno, cas) if kept is None \
+                else (seqno[kept], cas[kept])
         rows["key"] = _keys(index, rows["doc"])
         columns = _columns(rows, manifest) | validity
         if values:
@@ -136,21 +146,20 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     }
 
 
-def _validity(versions: Versions, order: np.ndarray, same: np.ndarray,
+def _validity(seqno: np.ndarray, cas: np.ndarray, gone: np.ndarray, same: np.ndarray,
               kept: np.ndarray | None) -> dict:
-    """``valid_from``/``valid_to`` seqnos and times of the versions at ``order`` (``same``:
-    the next one is of the same document), of those at ``kept`` among them (None: all),
-    as Arrow columns: a version lasts until the next version of its document (kept or
-    not), or the collection clear that ended it."""
+    """``valid_from``/``valid_to`` seqnos and times of versions in order (their ``seqno``,
+    ``cas`` and ``gone``; ``same``: the next one is of the same document), of those at
+    ``kept`` among them (None: all), as Arrow columns: a version lasts until the next
+    version of its document (kept or not), or the collection clear that ended it."""
     import pyarrow as pa
 
     time = pa.timestamp("ns", tz="UTC")
-    seqno, gone = versions["seqno"][order], versions["gone"][order]
     ended = (gone != ALIVE) & (gone != DISCARDED)
-    clock = (versions["cas"][order] & ~np.uint64(0xFFFF)).view(np.int64)
+    clock = (cas & ~np.uint64(0xFFFF)).view(np.int64)
     nxt = np.flatnonzero(same & ~ended)                 # ends where its next one begins
-    to_seqno = np.zeros(len(order), np.uint64)
-    to_time = np.zeros(len(order), np.int64)
+    to_seqno = np.zeros(len(seqno), np.uint64)
+    to_time = np.zeros(len(seqno), np.int64)
     to_seqno[nxt], to_time[nxt] = seqno[nxt + 1], clock[nxt + 1]
     to_seqno[ended] = gone[ended]
     if kept is not None:
