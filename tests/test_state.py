@@ -299,6 +299,11 @@ def test_restart_with_its_request_and_several_vbuckets():
     table = dcpfast.state(data)
     assert [(r["vbucket"], r["key"]) for r in table.to_pylist()] == \
         [(VB, b"a"), (VB, b"c"), (9, b"z")]
+    # a batch given to state is read, not written to (its rows are its own columns)
+    batch = dcpfast.scan(data)
+    before = {name: batch[name].copy() for name in batch.columns}
+    assert dcpfast.state(batch).equals(table)
+    assert all((batch[name] == column).all() for name, column in before.items())
 
 
 def test_cut_points_inside_snapshots():

@@ -58,9 +58,11 @@ _WHAT = {"mutation": MUTATION, "deletion_v1": DELETION, "deletion_v2": DELETION,
 #: Per frame kind: its ``what``, or ``SKIP`` for the kinds the state does not read.
 WHAT_OF_KIND = np.full(len(P.KINDS), SKIP, np.uint8)
 for _i, _kind in enumerate(P.KINDS):
+    if _kind.response:                  # responses are placed by ``restarts``
+        continue
     if _kind.name in _WHAT:
         WHAT_OF_KIND[_i] = _WHAT[_kind.name]
-    elif _kind.opcode == P.Opcode.SNAPSHOT_MARKER and not _kind.response:
+    elif _kind.opcode == P.Opcode.SNAPSHOT_MARKER:
         WHAT_OF_KIND[_i] = MARKER
 _DELETE_TIMES = P.kinds_where(lambda k: "delete_time" in k.columns)
 #: Columns of a batch that ``batch_rows`` reads.
@@ -220,11 +222,8 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
                          "scanned without them")
     if batch.collections and "collection_id" not in batch:
         raise ValueError("state needs the collection_id column on a collection stream")
-    magic = batch["magic"]
-    requests = (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
     kinds = kinds_of(batch)
     what = WHAT_OF_KIND[kinds]
-    what[~requests] = SKIP
     source = _Source(batch, first, what, kinds,
                      system_events(batch) if events is None else events)
     body = xattrs = None
