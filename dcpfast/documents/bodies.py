@@ -1,6 +1,6 @@
 """The values of versions, held by reference. Each stretch's decoded bodies and xattrs stay
 in the Arrow arrays they were decoded into (a chunk, under an id of its own), and a
-version holds ``vref``: its chunk's id << 40 | its entry there (-1: no value). Keeping,
+version holds ``vref``: its chunk's id << 32 | its entry there (-1: no value). Keeping,
 dropping and moving versions then copies no value; the table gathers each one once, in
 its own order (``gather``). Versions that hold few of a chunk's values copy them down
 (``compacted``), so that what is held stays in proportion to the versions.
@@ -16,9 +16,12 @@ from ..arrow import take_binary, take_map
 
 #: A ``Chunks``: chunk id -> (bodies, xattrs), the Arrow arrays of one stretch's values.
 Chunks = dict
-_SHIFT = 40
+_SHIFT = 32
 _ENTRY = (1 << _SHIFT) - 1
+#: Chunk ids count up and wrap at 2**31: two chunks of one id would have to be held at
+#: once across two billion others made between them.
 _ids = itertools.count(1)
+_ID_LIMIT = 1 << 31
 #: Chunks holding more than twice the bytes their versions use, and more than this, are
 #: copied down.
 SLACK_BYTES = 64 << 10
@@ -36,7 +39,9 @@ def register(body, xattrs) -> tuple[int, Chunks]:
     entry per value: its id, and the chunks that hold it."""
     import pyarrow as pa
 
-    chunk = next(_ids)
+    if len(body) > _ENTRY:
+        raise ValueError(f"a chunk of values holds at most {_ENTRY} of them")
+    chunk = next(_ids) % _ID_LIMIT
     return chunk, {chunk: (body.cast(pa.large_binary()), xattrs)}
 
 
