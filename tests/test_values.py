@@ -618,6 +618,7 @@ def test_state_values_by_reference(chunks, data):
     assert held is None or [len(b) for b, _ in held.values()] == [len(vref)]
     held, moved = bodies.compacted(every, vref, slack=0)
     check(held, moved)
+    assert (held is None) == (every is None)      # values stay values, even none used
     again = bodies.compacted(held, moved, slack=0)
     assert again[0] is held and (again[1] == moved).all()
     if bodies.nbytes(every) and not (vref >= 0).any():     # chunks held for nothing

@@ -107,7 +107,7 @@ def compacted(chunks: Chunks | None, vref: np.ndarray, slack: int | None = None
         chunk, mine = register(body, xattrs)
         out.update(mine)
         vref[moved] = refs(chunk, np.arange(len(moved)))
-    return out or None, vref
+    return out, vref
 
 
 def owned(chunks: Chunks | None, vref: np.ndarray) -> tuple[Chunks | None, np.ndarray]:
