@@ -76,10 +76,11 @@ def gather(chunks: Chunks | None, vref: np.ndarray):
     that order; xattrs of the chunks' map type."""
     import pyarrow as pa
 
-    ids = sorted(chunks or {})
-    bodies = [chunks[c][0] for c in ids] if chunks else []
-    xattrs = [chunks[c][1] for c in ids] if chunks else []
-    index = _positions(ids, [len(b) for b in bodies], vref)
+    chunks = chunks or {}
+    ids = sorted(chunks)
+    bodies = [chunks[c][0] for c in ids]
+    xattrs = [chunks[c][1] for c in ids]
+    index, _ = _positions(ids, [len(b) for b in bodies], vref)
     body = take_binary(pa.chunked_array(bodies, pa.large_binary()), index)
     maps = take_map(pa.chunked_array(xattrs, xattr_type()), index)
     return body, maps
@@ -119,12 +120,13 @@ def owned(chunks: Chunks | None, vref: np.ndarray) -> tuple[Chunks | None, np.nd
     return out, refs(chunk, np.where(vref >= 0, np.arange(len(vref)), -1))
 
 
-def _positions(ids: list[int], sizes: list[int], vref: np.ndarray) -> np.ndarray:
+def _positions(ids: list[int], sizes: list[int], vref: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
     """``vref`` as positions in the chunks ``ids`` (of ``sizes`` entries) one after the
-    other (-1 stays -1)."""
+    other (-1 stays -1), and each one's chunk as its place in ``ids`` (0 for -1)."""
     vref = np.asarray(vref, np.int64)
     if not len(vref):
-        return vref
+        return vref, vref
     ids_arr = np.array(ids, np.int64)
     starts = np.zeros(len(ids) + 1, np.int64)
     np.cumsum(sizes, out=starts[1:])
@@ -135,7 +137,7 @@ def _positions(ids: list[int], sizes: list[int], vref: np.ndarray) -> np.ndarray
     if some.any() and (not ids or (ids_arr[np.minimum(rank, len(ids) - 1)][some]
                                    != chunk[some]).any()):
         raise ValueError("a version refers to a value chunk it does not hold")
-    return np.where(some, starts[rank] + (vref & _ENTRY), -1)
+    return np.where(some, starts[rank] + (vref & _ENTRY), -1), rank
 
 
 def _used(chunks: Chunks, vref: np.ndarray) -> dict[int, int]:
@@ -144,8 +146,9 @@ def _used(chunks: Chunks, vref: np.ndarray) -> dict[int, int]:
     xattrs), so that a chunk whose every entry is used uses all of it."""
     ids = sorted(chunks)
     bodies = [chunks[c][0] for c in ids]
-    index = _positions(ids, [len(b) for b in bodies], vref)
+    index, rank = _positions(ids, [len(b) for b in bodies], vref)
     some = index >= 0
+    rank = rank[some]
     lengths, shares = [], []
     for body, xattrs in (chunks[c] for c in ids):
         offsets = np.frombuffer(body.buffers()[1], np.int64)[
@@ -153,7 +156,6 @@ def _used(chunks: Chunks, vref: np.ndarray) -> dict[int, int]:
         lengths.append(np.diff(offsets))
         rest = max(body.nbytes - int(offsets[-1] - offsets[0]), 0) + xattrs.nbytes
         shares.append(-(-rest // max(len(body), 1)))
-    rank = np.searchsorted(np.array(ids, np.int64), vref[some] >> _SHIFT)
     data = np.bincount(rank, np.concatenate(lengths)[index[some]], minlength=len(ids)) \
         if len(rank) else np.zeros(len(ids))
     count = np.bincount(rank, minlength=len(ids))

@@ -12,8 +12,7 @@ and their columns the batch's own. ``pos``
 orders rows across stretches: twice the frame's number in the stream, one less for a
 restart placed just before the message that placed it or a loss just before the frame
 after it. A document change's key is ``keys[key_pos:key_pos + key_len]``; its value, where
-values are wanted, is entry ``value_at`` of ``body``/``xattrs`` (chunk ``chunk`` of
-``bodies``).
+values are wanted, is entry ``value_at`` of the rows' chunk of values (``bodies``).
 """
 
 from __future__ import annotations
@@ -92,14 +91,15 @@ class _Columns(dict):
 class Rows:
     """Rows of a stretch in stream order: the numpy columns of ``NUMERIC`` (``columns``,
     made when first asked for), the buffer ``keys`` the document keys are in, and the
-    values ``body``/``xattrs`` (None when values are not wanted), held as chunk
-    ``chunks[chunk]`` (``bodies``). ``gather(name, index)`` gives a column at a few rows
-    without making the whole column."""
+    values (the ``body``/``xattrs`` given) as a chunk of ``bodies``: ``chunk``, its id and
+    the chunks that hold it (None when values are not wanted; given instead of
+    ``body``/``xattrs`` where rows share another's values). ``gather(name, index)`` gives
+    a column at a few rows without making the whole column."""
 
     def __init__(self, columns: dict, keys=None, body=None, xattrs=None, *, size=None,
                  fill=None, pick=None, chunk: tuple | None = None):
         self.columns = _Columns(columns, fill)
-        self.keys, self.body, self.xattrs = keys, body, xattrs
+        self.keys = keys
         if chunk is None and body is not None:
             chunk = bodies.register(body, xattrs)
         #: (chunk id, chunks) of the values, or None
@@ -177,8 +177,8 @@ def merged(rows: Rows, extra: Rows) -> Rows:
         out[hit] = extra.columns[name][after[hit] - 1]
         return out
 
-    return Rows({}, rows.keys, rows.body, rows.xattrs, size=len(rows) + len(extra),
-                fill=fill, pick=pick, chunk=rows.chunk)
+    return Rows({}, rows.keys, size=len(rows) + len(extra), fill=fill, pick=pick,
+                chunk=rows.chunk)
 
 
 def concat(parts: list[Rows]) -> Rows:
@@ -188,8 +188,8 @@ def concat(parts: list[Rows]) -> Rows:
 
 def take(rows: Rows, index: np.ndarray) -> Rows:
     """The rows at ``index`` (ascending); their keys and values stay where they are."""
-    return Rows({name: rows.gather(name, index) for name in NUMERIC}, rows.keys, rows.body,
-                rows.xattrs, chunk=rows.chunk)
+    return Rows({name: rows.gather(name, index) for name in NUMERIC}, rows.keys,
+                chunk=rows.chunk)
 
 
 def sort(rows: Rows) -> Rows:
