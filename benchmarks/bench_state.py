@@ -1,7 +1,7 @@
 """Speed of ``dcpfast.state`` next to the query a user would write instead, in the same run,
 on the suite's mixed corpus.
 
-    python benchmarks/bench_state.py [--items N] [--repeat R] [--threads T] [--cache DIR]
+    python benchmarks/bench_state.py [--items N] [--repeat R] [--threads T ...] [--cache DIR]
                                      [--json [PATH]]
     python benchmarks/bench_state.py --quick
 
@@ -13,9 +13,10 @@ restarts, collection drops, snapshots or checks) and is timed as the bar ``state
 clear. Then, taking turns (best of R after a warm-up, gc paused), one thread each:
 ``scan`` with all columns; ``state(values=False)``; ``state``; ``state(history=True,
 values=False)``; ``state(history=True)``; and ``state`` over ``iter_batches`` of 64 MiB;
-and, with ``--threads T`` (default: the usable cores), ``state(values=False)`` on T
-threads. Each row gives its time over the scan's and over ``state(values=False)``'s, and
-the anchor's time over its own. Before anything is timed it checks that the chunked state
+and, for each T of ``--threads T ...`` (default: the usable cores), ``state(values=False)``
+on T threads, then ``state`` and ``state(history=True)`` on the most. Each row gives its
+time over the scan's and over ``state(values=False)``'s, and the anchor's time over its
+own. Before anything is timed it checks that the chunked state
 equals the one-batch state, that nothing was skipped and every vbucket is consistent
 somewhere, and that the anchor found the same live documents as ``state`` where the
 corpus's last change of a document is not a durable write; it reports the peak memory of
@@ -128,9 +129,10 @@ def peak(fn) -> tuple[object, int]:
 def main(argv=None) -> int:
     parser = arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON)
     parser.add_argument("--cache", type=Path, help="directory to keep the corpus in")
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
-                        help="threads of the last state measurement (default: the usable "
-                        "cores)")
+    parser.add_argument("--threads", type=int, nargs="+", metavar="T",
+                        default=[len(os.sched_getaffinity(0))],
+                        help="thread counts of the last state measurements (default: the "
+                        "usable cores)")
     args = settle(parser, argv, DEFAULTS, QUICK)
     info = common.machine()
     common.print_machine(info)
@@ -145,6 +147,7 @@ def main(argv=None) -> int:
         return 1
     print(f"checks passed: {table.num_rows:,} documents; the state over 1 MiB batches "
           "equals the one-batch state; nothing skipped")
+    most = max(args.threads)
     runs = [
         ("scan, all columns", lambda: dcpfast.scan(data, collections=True, threads=1)),
         ("anchor: scan + to_arrow + DuckDB", lambda: anchor(data)),
@@ -156,8 +159,11 @@ def main(argv=None) -> int:
         ("state(iter_batches 64 MiB)",
          lambda: dcpfast.state(dcpfast.iter_batches(data, BATCH_BYTES, threads=1),
                                threads=1)),
-        (f"state(values=False), {args.threads} threads",
-         lambda: dcpfast.state(data, values=False, threads=args.threads)),
+        *((f"state(values=False), {n} thread{'s' * (n > 1)}",
+           lambda n=n: dcpfast.state(data, values=False, threads=n)) for n in args.threads),
+        (f"state, {most} threads", lambda: dcpfast.state(data, threads=most)),
+        (f"state(history=True), {most} threads",
+         lambda: dcpfast.state(data, history=True, threads=most)),
     ]
     timings = [Timing(label, frames, size) for label, _ in runs]
     take_turns(list(zip(timings, [fn for _, fn in runs])), args.repeat)

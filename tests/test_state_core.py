@@ -172,6 +172,39 @@ def test_key_index_agrees(keys, pieces):
     assert ties.tolist() == [p > 0 and ranked[p] == ranked[p - 1] for p in range(len(ranked))]
 
 
+@pytest.mark.parametrize("collections", [True, False])
+def test_key_index_of_frames(collections):
+    """``frame_ids`` reads the key place, stream and collection of the frames it is given
+    from a batch's columns: the ids ``ids`` gives those gathered by hand, in both cores,
+    for a batch that starts past the stream's first byte; a frame outside the columns or a
+    key before the batch is refused."""
+    stream = t.synthetic_stream(300, seed=5, vbuckets=3, collections=collections)
+    cut = int(dcpfast.scan(stream, collections=collections)["offset"][7])
+    batch = dcpfast.scan(stream[cut:], collections=collections, base_offset=cut)
+    rows = np.flatnonzero(batch["key_len"] > 0)[::2].copy()
+    cid = batch["collection_id"] if collections else None
+    columns = (batch["key_offset"], batch["key_len"], batch["vbucket"], batch["stream_id"],
+               cid)
+    starts = (batch["key_offset"][rows] - np.uint64(cut)).astype(np.int64)
+    unit = (batch["vbucket"][rows].astype(np.uint32) << 16) | batch["stream_id"][rows]
+    gathered = (starts, batch["key_len"][rows].astype(np.int64), unit,
+                cid[rows] if collections else np.zeros(len(rows), np.uint32))
+    data = stream[cut:]
+
+    def run(core):
+        index, by_hand = core.KeyIndex(), core.KeyIndex()
+        ids = index.frame_ids(data, cut, rows, *columns)
+        assert_same(ids, by_hand.ids(data, *gathered))
+        for bad in ([len(batch)], [-1]):
+            with pytest.raises(ValueError):
+                index.frame_ids(data, cut, np.array(bad, np.int64), *columns)
+        with pytest.raises(ValueError):
+            index.frame_ids(data, cut + (1 << 20), rows[:1], *columns)
+        return ids, index.keys(ids)
+    ids, _ = both(run)
+    assert 0 < len(set(ids.tolist())) < len(rows)
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_key_index_across_its_chunks(seed):
     """Thousands of keys scattered through the input out of order, seen again and again:

@@ -420,6 +420,22 @@ class KeyIndex:
             out[i] = found
         return out
 
+    def frame_ids(self, buf, base, rows, key_offset, key_len, vbucket, stream_id, cid):
+        """The id of the document of each frame ``rows`` of a batch: its key at
+        ``key_offset - base`` of ``key_len`` bytes in ``buf``, its stream (``vbucket``,
+        ``stream_id``) and collection (``cid``, None: 0), columns with one value per
+        frame."""
+        frames = len(key_offset)
+        _lengths(frames, key_len, vbucket, stream_id, *(() if cid is None else (cid,)))
+        rows = np.asarray(rows, np.int64)
+        if len(rows) and (rows.min() < 0 or rows.max() >= frames
+                          or (key_offset[rows] < np.uint64(base)).any()):
+            raise ValueError("a key outside the buffer")
+        unit = (vbucket[rows].astype(np.uint32) << np.uint32(16)) | stream_id[rows]
+        return self.ids(buf, (key_offset[rows] - np.uint64(base)).astype(np.int64),
+                        key_len[rows].astype(np.int64), unit,
+                        np.zeros(len(rows), np.uint32) if cid is None else cid[rows])
+
     def firsts(self, unit, cid):
         """The id of the first document of each (stream ``unit[i]``, collection
         ``cid[i]``), -1 for one without documents."""

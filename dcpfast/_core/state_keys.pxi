@@ -306,6 +306,41 @@ cdef class KeyIndex:
             raise MemoryError()
         return out
 
+    def frame_ids(self, buf, uint64_t base, const int64_t[::1] rows,
+                  const uint64_t[::1] key_offset, const uint16_t[::1] key_len,
+                  const uint16_t[::1] vbucket, const uint16_t[::1] stream_id, cid):
+        """The id of the document of each frame ``rows`` of a batch, read from the batch's
+        columns (``pystate.KeyIndex.frame_ids``): one pass that gathers each frame's key
+        place, stream and collection, then ``ids``."""
+        cdef Py_ssize_t frames = key_offset.shape[0], n = rows.shape[0], i
+        cdef int64_t r
+        cdef const uint32_t[::1] cids
+        if key_len.shape[0] != frames or vbucket.shape[0] != frames \
+                or stream_id.shape[0] != frames:
+            raise ValueError("every column needs one value per frame")
+        if cid is not None:
+            cids = cid
+            if cids.shape[0] != frames:
+                raise ValueError("every column needs one value per frame")
+        starts_arr = np.empty(n, np.int64)
+        lengths_arr = np.empty(n, np.int64)
+        units_arr = np.empty(n, np.uint32)
+        cids_arr = np.zeros(n, np.uint32)
+        cdef int64_t[::1] starts = starts_arr
+        cdef int64_t[::1] lengths = lengths_arr
+        cdef uint32_t[::1] units = units_arr
+        cdef uint32_t[::1] out_cids = cids_arr
+        for i in range(n):
+            r = rows[i]
+            if not 0 <= r < frames or key_offset[r] < base:
+                raise ValueError("a key outside the buffer")
+            starts[i] = <int64_t>(key_offset[r] - base)
+            lengths[i] = key_len[r]
+            units[i] = (<uint32_t>vbucket[r] << 16) | stream_id[r]
+            if cid is not None:
+                out_cids[i] = cids[r]
+        return self.ids(buf, starts_arr, lengths_arr, units_arr, cids_arr)
+
     cdef int _check(self, const int64_t[::1] ids) except -1:
         cdef Py_ssize_t i
         for i in range(ids.shape[0]):

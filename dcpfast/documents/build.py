@@ -99,11 +99,16 @@ class StateBuilder:
         self.manifest.update(events)
         rows = batch_rows(mine, self._frames, values=self.values, events=events,
                           threads=self.threads)
-        # the documents' ids worked out on another thread while the rows are placed and
-        # walked, where there is one (one engine only: the index is no one else's then)
+        # the documents' ids, from the batch's own columns (one engine only: the index is
+        # no one else's then), worked out on another thread while the rows are placed and
+        # walked where there is one
         engine = self.engine
-        keys = ahead(lambda: engine.keys(rows)) if self.exact is None \
-            and threads_of(self.threads) > 1 else None
+        keys: Callable[[], tuple[np.ndarray, int]] | None = None
+        if self.exact is None and threads_of(self.threads) > 1:
+            keys = ahead(lambda: engine.keys(rows))
+        elif self.exact is None:
+            found = engine.keys(rows)
+            keys = lambda: found  # noqa: E731
         try:
             value_errors = _new(mine.errors, [*scanned, *event_errors])
             restarts = self.placer.place(mine, self._frames, rows, values=self.values)

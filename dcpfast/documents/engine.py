@@ -59,9 +59,7 @@ class Engine:
         ``changes``: the rows of those changes, where known."""
         docs = np.flatnonzero(rows.columns["what"] < DOCUMENTS) if changes is None else changes
         known = len(self.index)
-        g = rows.gather
-        return self.index.ids(rows.keys if rows.keys is not None else b"", g("key_pos", docs),
-                              g("key_len", docs), g("unit", docs), g("cid", docs)), known
+        return rows.ids(self.index, docs), known
 
     def update(self, rows: Rows, keys: Callable[[], tuple[np.ndarray, int]] | None = None
                ) -> None:

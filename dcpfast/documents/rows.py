@@ -97,7 +97,7 @@ class Rows:
     a column at a few rows without making the whole column."""
 
     def __init__(self, columns: dict, keys=None, body=None, xattrs=None, *, size=None,
-                 fill=None, pick=None, chunk: tuple | None = None):
+                 fill=None, pick=None, picks=None, chunk: tuple | None = None, ids=None):
         self.columns = _Columns(columns, fill)
         self.keys = keys
         if chunk is None and body is not None:
@@ -105,7 +105,8 @@ class Rows:
         #: (chunk id, chunks) of the values, or None
         self.chunk = chunk
         self.size = len(columns["pos"]) if size is None else size
-        self._pick = pick
+        self._pick, self._picks = pick, picks
+        self._ids = ids
 
     def __len__(self):
         return self.size
@@ -120,6 +121,27 @@ class Rows:
         if self._pick is None or name in self.columns:
             return self.columns[name][index]
         return self._pick(name, index)
+
+    def gathers(self, names, index: np.ndarray) -> dict[str, np.ndarray]:
+        """Columns ``names`` at the rows ``index`` (where rows were put in, the places of
+        ``index`` worked out once for all of them)."""
+        made = [name for name in names if self._pick is None or name in self.columns]
+        out = {name: self.columns[name][index] for name in made}
+        rest = [name for name in names if name not in out]
+        if rest and self._picks is not None:
+            out.update(self._picks(rest, index))
+        elif rest:
+            out.update((name, self._pick(name, index)) for name in rest)
+        return out
+
+    def ids(self, index, docs: np.ndarray) -> np.ndarray:
+        """The id in ``index`` (a ``KeyIndex``) of the document of each of the rows
+        ``docs`` (document changes); rows of a batch read it from the batch's columns."""
+        if self._ids is not None:
+            return self._ids(index, docs)
+        g = self.gather
+        return index.ids(self.keys if self.keys is not None else b"", g("key_pos", docs),
+                         g("key_len", docs), g("unit", docs), g("cid", docs))
 
     def events(self) -> np.ndarray:
         """The stream checks' event of each row."""
@@ -165,20 +187,23 @@ def merged(rows: Rows, extra: Rows) -> Rows:
     def fill(name):
         return np.insert(rows.columns[name], at, extra.columns[name])
 
-    def pick(name, index):
+    def picks(names, index):
         after = np.searchsorted(moved, index, side="right")   # extra rows at or before
         source = index - after                                 # a row of ``rows``
         hit = moved[np.maximum(after - 1, 0)] == index          # an extra row (few)
         hit &= after > 0
-        if not hit.any():                   # document changes, say
-            return rows.gather(name, source)
-        source[hit] = 0
-        out = rows.gather(name, source)
-        out[hit] = extra.columns[name][after[hit] - 1]
+        hits = np.flatnonzero(hit)
+        source[hits] = 0
+        out = rows.gathers(names, source)
+        for name in names if len(hits) else ():
+            out[name][hits] = extra.columns[name][after[hits] - 1]
         return out
 
+    def pick(name, index):
+        return picks([name], index)[name]
+
     return Rows({}, rows.keys, size=len(rows) + len(extra), fill=fill, pick=pick,
-                chunk=rows.chunk)
+                picks=picks, chunk=rows.chunk)
 
 
 def concat(parts: list[Rows]) -> Rows:
@@ -188,8 +213,7 @@ def concat(parts: list[Rows]) -> Rows:
 
 def take(rows: Rows, index: np.ndarray) -> Rows:
     """The rows at ``index`` (ascending); their keys and values stay where they are."""
-    return Rows({name: rows.gather(name, index) for name in NUMERIC}, rows.keys,
-                chunk=rows.chunk)
+    return Rows(rows.gathers(list(NUMERIC), index), rows.keys, chunk=rows.chunk)
 
 
 def sort(rows: Rows) -> Rows:
@@ -231,8 +255,10 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
         docs = np.flatnonzero(what < DOCUMENTS)
         source.value_at = np.full(len(what), -1, np.int64)
         source.value_at[docs], body, xattrs = _values(batch, docs, threads)
-    return Rows({"what": what}, view_of(batch), body, xattrs, size=len(what),
-                fill=lambda name: source.column(name, None), pick=source.column)
+    keys = view_of(batch)
+    return Rows({"what": what}, keys, body, xattrs, size=len(what),
+                fill=lambda name: source.column(name, None), pick=source.column,
+                ids=lambda index, docs: source.ids(index, keys, docs))
 
 
 class _Source:
@@ -282,6 +308,14 @@ class _Source:
             "rolled": lambda: np.zeros(n, bool),
         }
         return derived[name]()
+
+    def ids(self, index, keys, docs: np.ndarray) -> np.ndarray:
+        """The id in ``index`` of the document of each frame ``docs`` (document changes,
+        whose collection is the batch's column), its key in ``keys``."""
+        batch = self.batch
+        return index.frame_ids(keys, batch.base_offset, docs, batch["key_offset"],
+                               batch["key_len"], batch["vbucket"], batch["stream_id"],
+                               batch["collection_id"] if batch.collections else None)
 
     def _cids(self, frames, rows: np.ndarray | None) -> np.ndarray:
         """Collection ids; a clearing event's is the collection it clears."""

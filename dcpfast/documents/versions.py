@@ -102,14 +102,15 @@ _FROM_ROWS = {"gpos": "pos", "unit": "unit", "cid": "cid", "seqno": "seqno", "re
 def from_rows(rows: Rows, index: np.ndarray, doc: np.ndarray) -> Versions:
     """The document-change rows at ``index`` (of documents ``doc``) as versions (alive);
     their values are referred to where they are (``bodies``)."""
-    g = rows.gather
     index = np.asarray(index)
-    out: dict = {name: g(source, index) for name, source in _FROM_ROWS.items()}
+    taken = rows.gathers([*_FROM_ROWS.values(), *(("value_at",) if rows.chunk else ())],
+                         index)
+    out: dict = {name: taken[source] for name, source in _FROM_ROWS.items()}
     out.update(doc=doc, gone=np.full(len(index), ALIVE, np.uint64))
     if rows.chunk is None:
         return Versions(out)
     chunk, chunks = rows.chunk
-    out["vref"] = bodies.refs(chunk, g("value_at", index))
+    out["vref"] = bodies.refs(chunk, taken["value_at"])
     return Versions(out, chunks)
 
 
