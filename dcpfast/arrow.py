@@ -121,28 +121,60 @@ def take_binary(column, index: np.ndarray, *, wide: bool = False) -> pa.Array:
     ``binary`` column (``large_binary`` past 2 GiB, or with ``wide``): gathered out of
     the chunks in one pass, without joining them first as ``take`` of a chunked array
     does (one copy of every value less)."""
+    chunks = _chunks(column)
+    firsts = np.cumsum([0, *(len(c) for c in chunks)])
+    index, taken = _positions(index, int(firsts[-1]), "take_binary")
+    chunk = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
+    entry = index - firsts[np.maximum(chunk, 0)] if len(chunks) else index
+    if taken is not None:
+        chunk[~taken] = -1
+    return take_binary_at(chunks, chunk, entry, wide=wide)
+
+
+def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
+                   wide: bool = False) -> pa.Array:
+    """Value ``entry[i]`` of ``chunks[chunk[i]]`` (``binary`` or ``large_binary`` arrays;
+    a negative ``chunk[i]`` gives a null) for each ``i``, as ``take_binary`` returns them:
+    where each one lies is read from its chunk's offsets (``spans_at``), then all are
+    copied at once (``gather_chunks``)."""
     import pyarrow as pa
 
-    chunks = _chunks(column)
-    begin, end, valid, firsts, datas = _binary_spans(chunks)
-    if not len(begin):                       # nothing to take from: every index a null
-        _positions(index, 0, "take_binary")
-        return pa.nulls(len(index), pa.large_binary() if wide else pa.binary())
-    index, taken_valid = _positions(index, len(begin), "take_binary")
-    starts = begin[index]
-    lengths = end[index] - starts
-    if valid is not None:
-        taken_valid = valid[index] if taken_valid is None else taken_valid & valid[index]
-    if taken_valid is not None:
-        lengths[~taken_valid] = 0            # a null slot may span bytes: none taken
-    bounds = np.zeros(len(index) + 1, np.int64)
-    np.cumsum(lengths, out=bounds[1:])
+    chunk = np.asarray(chunk, np.int32)
+    entry = np.asarray(entry, np.int64)
+    offsets, datas, valids = [], [], []
+    for k, piece in enumerate(chunks):
+        large = pa.types.is_large_binary(piece.type)
+        if not (large or pa.types.is_binary(piece.type)):
+            raise TypeError(f"take_binary: a {piece.type} column, not binary")
+        if not len(piece):
+            offsets.append(np.zeros(1, np.int64))
+            datas.append(np.zeros(0, np.uint8))
+            continue
+        _, offsets_buffer, data = piece.buffers()
+        where = np.frombuffer(offsets_buffer, np.int64 if large else np.int32,
+                              len(piece) + 1, piece.offset * (8 if large else 4))
+        offsets.append(where if large else where.astype(np.int64))
+        datas.append(np.frombuffer(data, np.uint8) if data is not None
+                     else np.zeros(0, np.uint8))
+        if piece.null_count:
+            valids.append((k, piece.is_valid().to_numpy(zero_copy_only=False)))
+    if valids:                               # a null of a chunk is taken as a null
+        chunk = chunk.copy()
+        for k, valid in valids:
+            mine = np.flatnonzero(chunk == k)
+            chunk[mine[~valid[entry[mine]]]] = -1
+    n = len(chunk)
+    taken = None if not n or chunk.min() >= 0 else chunk >= 0
+    starts = np.empty(n, np.int64)
+    bounds = np.zeros(n + 1, np.int64)
+    _core.values.spans_at(offsets, chunk, entry, starts, bounds)
     out = buffers.pooled(int(bounds[-1]))
-    chunk_of = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
-    _core.values.gather_chunks(datas, chunk_of, starts, bounds, out)
+    if n and datas:
+        _core.values.gather_chunks(datas, chunk if taken is None else np.maximum(chunk, 0),
+                                   starts, bounds, out)
     small = bounds[-1] <= buffers.INT32_MAX and not wide
-    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), len(index),
-                                 [*mask_bitmap(taken_valid),
+    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), n,
+                                 [*mask_bitmap(taken),
                                   pa.py_buffer(bounds.astype(np.int32) if small else bounds),
                                   pa.py_buffer(out)])
 
@@ -219,37 +251,6 @@ def _positions(index, size: int, name: str) -> tuple[np.ndarray, np.ndarray | No
     if not nulls.any():
         return index, None
     return np.where(nulls, 0, index), ~nulls
-
-
-def _binary_spans(chunks: list):
-    """Per value of ``chunks`` (binary or large_binary arrays) where its bytes begin and
-    end in its chunk's data, whether it is valid (None: all are), each chunk's first
-    value, and the chunks' data as numpy arrays."""
-    import pyarrow as pa
-
-    size = sum(len(c) for c in chunks)
-    begin = np.empty(size, np.int64)
-    end = np.empty(size, np.int64)
-    valid = np.ones(size, bool) if any(c.null_count for c in chunks) else None
-    firsts = np.zeros(len(chunks), np.int64)
-    datas = []
-    at = 0
-    for k, chunk in enumerate(chunks):
-        wide = pa.types.is_large_binary(chunk.type)
-        if not (wide or pa.types.is_binary(chunk.type)):
-            raise TypeError(f"take_binary: a {chunk.type} column, not binary")
-        _, offsets_buffer, data = chunk.buffers()
-        offsets = np.frombuffer(offsets_buffer, np.int64 if wide else np.int32,
-                                len(chunk) + 1, chunk.offset * (8 if wide else 4))
-        firsts[k] = at
-        begin[at:at + len(chunk)] = offsets[:-1]
-        end[at:at + len(chunk)] = offsets[1:]
-        if valid is not None and chunk.null_count:
-            valid[at:at + len(chunk)] = chunk.is_valid().to_numpy(zero_copy_only=False)
-        datas.append(np.frombuffer(data, np.uint8) if data is not None
-                     else np.zeros(0, np.uint8))
-        at += len(chunk)
-    return begin, end, valid, firsts, datas
 
 
 def _as_binary(text):

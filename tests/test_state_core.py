@@ -200,6 +200,9 @@ def test_key_index_of_frames(collections):
                 index.frame_ids(data, cut, np.array(bad, np.int64), *columns)
         with pytest.raises(ValueError):
             index.frame_ids(data, cut + (1 << 20), rows[:1], *columns)
+        for short in (data[:int(starts[-1])], b""):      # the last key past the end
+            with pytest.raises(ValueError):
+                index.frame_ids(short, cut, rows[-1:], *columns)
         return ids, index.keys(ids)
     ids, _ = both(run)
     assert 0 < len(set(ids.tolist())) < len(rows)

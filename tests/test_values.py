@@ -495,6 +495,18 @@ def test_helpers_reject_ranges_outside_their_buffers(core):
     with pytest.raises(ValueError):                # more rows than bounds
         module.gather_chunks(chunks, np.zeros(2, np.int32), np.zeros(2, np.int64),
                              np.array([0, 1], np.int64), np.empty(8, np.uint8))
+    offsets = [np.array([0, 4, 10], np.int64), np.array([0], np.int64)]
+    for chunk, entry in (([2], [0]), ([0], [2]), ([0], [-1]), ([1], [0])):
+        with pytest.raises(ValueError):            # no such chunk, or no such value
+            module.spans_at(offsets, np.array(chunk, np.int32), np.array(entry, np.int64),
+                            np.empty(1, np.int64), np.zeros(2, np.int64))
+    with pytest.raises(ValueError):                # more rows than bounds
+        module.spans_at(offsets, np.zeros(2, np.int32), np.zeros(2, np.int64),
+                        np.empty(2, np.int64), np.zeros(2, np.int64))
+    starts, bounds = np.empty(3, np.int64), np.zeros(4, np.int64)
+    module.spans_at(offsets, np.array([0, -1, 0], np.int32), np.array([1, 5, 0], np.int64),
+                    starts, bounds)
+    assert bounds.tolist() == [0, 6, 6, 10] and starts[[0, 2]].tolist() == [4, 0]
 
 
 _chunk = st.tuples(st.lists(st.one_of(st.none(), st.binary(max_size=9)), max_size=6),

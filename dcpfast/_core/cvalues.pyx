@@ -500,6 +500,53 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
         raise ValueError("xattr_strings: string buffers too short")
 
 
+def spans_at(list offsets, const int32_t[::1] chunk, const int64_t[::1] entry,
+             int64_t[::1] starts, int64_t[::1] bounds):
+    """Where value ``entry[i]`` of chunk ``chunk[i]`` lies (``offsets[k]``: a chunk's
+    int64 offsets, one more than its values): its first byte in ``starts[i]``, and the
+    running total of the lengths in ``bounds`` (``bounds[0]`` as given); a negative
+    ``chunk[i]`` gives an empty span (a null). ``gather_chunks`` then copies them."""
+    cdef Py_ssize_t i, j, n = chunk.shape[0], k = len(offsets)
+    cdef int64_t e, c
+    cdef const int64_t[::1] column
+    if entry.shape[0] != n or starts.shape[0] != n or bounds.shape[0] != n + 1:
+        raise ValueError("spans_at: one entry, start and bound per value")
+    held = []                               # the views that keep the offsets' pointers
+    cdef const int64_t** base = <const int64_t**>malloc((k + 1) * sizeof(int64_t*))
+    cdef int64_t* size = <int64_t*>malloc((k + 1) * sizeof(int64_t))
+    if base == NULL or size == NULL:
+        free(base)
+        free(size)
+        raise MemoryError()
+    try:
+        for j in range(k):
+            column = offsets[j]
+            if column.shape[0] < 1:
+                raise ValueError("spans_at: a chunk's offsets hold one more than its values")
+            held.append(column)
+            base[j] = &column[0]
+            size[j] = column.shape[0] - 1
+        for i in range(n):
+            c = chunk[i]
+            if c >= k or (c >= 0 and not 0 <= entry[i] < size[c]):
+                raise ValueError(f"spans_at: value {i} outside its chunk")
+        with nogil:
+            for i in range(n):
+                if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
+                    DCP_PREFETCH(base[chunk[i + GATHER_AHEAD]] + entry[i + GATHER_AHEAD])
+                c = chunk[i]
+                if c < 0:
+                    starts[i] = 0
+                    bounds[i + 1] = bounds[i]
+                else:
+                    e = entry[i]
+                    starts[i] = base[c][e]
+                    bounds[i + 1] = bounds[i] + base[c][e + 1] - base[c][e]
+    finally:
+        free(base)
+        free(size)
+
+
 def gather_chunks(list chunks, const int32_t[::1] chunk, const int64_t[::1] starts,
                   const int64_t[::1] bounds, uint8_t[::1] out):
     """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of buffer

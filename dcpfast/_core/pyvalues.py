@@ -167,6 +167,27 @@ def xattr_strings(a, b, source, starts, lengths, pairs, key_offsets, key_data, v
             value_offsets[n] = vpos
 
 
+def spans_at(offsets, chunk, entry, starts, bounds) -> None:
+    """Where value ``entry[i]`` of chunk ``chunk[i]`` lies (``offsets[k]``: a chunk's
+    int64 offsets, one more than its values): its first byte in ``starts[i]``, and the
+    running total of the lengths in ``bounds`` (``bounds[0]`` as given); a negative
+    ``chunk[i]`` gives an empty span (a null). ``gather_chunks`` then copies them."""
+    n = len(chunk)
+    if len(entry) != n or len(starts) != n or len(bounds) != n + 1:
+        raise ValueError("spans_at: one entry, start and bound per value")
+    if any(len(o) < 1 for o in offsets):
+        raise ValueError("spans_at: a chunk's offsets hold one more than its values")
+    for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
+        if c >= len(offsets) or (c >= 0 and not 0 <= e < len(offsets[c]) - 1):
+            raise ValueError(f"spans_at: value {i} outside its chunk")
+    for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
+        if c < 0:
+            starts[i], bounds[i + 1] = 0, bounds[i]
+        else:
+            lo, hi = int(offsets[c][e]), int(offsets[c][e + 1])
+            starts[i], bounds[i + 1] = lo, bounds[i] + hi - lo
+
+
 def gather_chunks(chunks, chunk, starts, bounds, out) -> None:
     """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of buffer
     ``chunks[chunk[i]]``) to ``out[bounds[i]:]``: one gather from many buffers (the

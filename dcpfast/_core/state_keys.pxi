@@ -310,36 +310,71 @@ cdef class KeyIndex:
                   const uint64_t[::1] key_offset, const uint16_t[::1] key_len,
                   const uint16_t[::1] vbucket, const uint16_t[::1] stream_id, cid):
         """The id of the document of each frame ``rows`` of a batch, read from the batch's
-        columns (``pystate.KeyIndex.frame_ids``): one pass that gathers each frame's key
-        place, stream and collection, then ``ids``."""
-        cdef Py_ssize_t frames = key_offset.shape[0], n = rows.shape[0], i
-        cdef int64_t r
+        columns (``pystate.KeyIndex.frame_ids``): each frame's key place, stream and
+        collection gathered ``CHUNK`` frames at a time, then found as ``ids`` finds them
+        (no column of every frame's key places is made). Every frame is checked first:
+        the index is left as it was where one is refused."""
+        view = memoryview(buf)
+        cdef const uint8_t[::1] data = view if view.format == "B" else view.cast("B")
+        cdef Py_ssize_t frames = key_offset.shape[0], n = rows.shape[0], i, first, count
+        cdef int64_t r, d = 0
+        cdef uint64_t size = data.shape[0]
         cdef const uint32_t[::1] cids
+        cdef bint collections = cid is not None
+        cdef const uint8_t* start
         if key_len.shape[0] != frames or vbucket.shape[0] != frames \
                 or stream_id.shape[0] != frames:
             raise ValueError("every column needs one value per frame")
-        if cid is not None:
+        if collections:
             cids = cid
             if cids.shape[0] != frames:
                 raise ValueError("every column needs one value per frame")
-        starts_arr = np.empty(n, np.int64)
-        lengths_arr = np.empty(n, np.int64)
-        units_arr = np.empty(n, np.uint32)
-        cids_arr = np.zeros(n, np.uint32)
-        cdef int64_t[::1] starts = starts_arr
-        cdef int64_t[::1] lengths = lengths_arr
-        cdef uint32_t[::1] units = units_arr
-        cdef uint32_t[::1] out_cids = cids_arr
         for i in range(n):
             r = rows[i]
-            if not 0 <= r < frames or key_offset[r] < base:
+            if not 0 <= r < frames or key_offset[r] < base or key_len[r] > size \
+                    or key_offset[r] - base > size - key_len[r]:
                 raise ValueError("a key outside the buffer")
-            starts[i] = <int64_t>(key_offset[r] - base)
-            lengths[i] = key_len[r]
-            units[i] = (<uint32_t>vbucket[r] << 16) | stream_id[r]
-            if cid is not None:
-                out_cids[i] = cids[r]
-        return self.ids(buf, starts_arr, lengths_arr, units_arr, cids_arr)
+        out = np.empty(n, np.int64)
+        cdef int64_t[::1] ids = out
+        if n == 0:
+            return out
+        start = &data[0] if data.shape[0] else <const uint8_t*>_nothing
+        cdef uint8_t* room = <uint8_t*>malloc(ROOM)
+        cdef const uint8_t** key = <const uint8_t**>malloc(CHUNK * sizeof(uint8_t*))
+        cdef uint64_t* hashes = <uint64_t*>malloc(CHUNK * sizeof(uint64_t))
+        cdef int64_t* starts = <int64_t*>malloc(CHUNK * sizeof(int64_t))
+        cdef int64_t* lengths = <int64_t*>malloc(CHUNK * sizeof(int64_t))
+        cdef uint32_t* units = <uint32_t*>malloc(CHUNK * sizeof(uint32_t))
+        cdef uint32_t* in_collection = <uint32_t*>calloc(CHUNK, sizeof(uint32_t))
+        try:
+            if room == NULL or key == NULL or hashes == NULL or starts == NULL \
+                    or lengths == NULL or units == NULL or in_collection == NULL:
+                raise MemoryError()
+            with nogil:
+                first = 0
+                while first < n and d == 0:
+                    count = min(<Py_ssize_t>CHUNK, n - first)
+                    for i in range(count):
+                        r = rows[first + i]
+                        starts[i] = <int64_t>(key_offset[r] - base)
+                        lengths[i] = key_len[r]
+                        units[i] = (<uint32_t>vbucket[r] << 16) | stream_id[r]
+                        if collections:
+                            in_collection[i] = cids[r]
+                    d = find_chunks(self, start, starts, lengths, units, in_collection,
+                                    count, &ids[first], room, key, hashes)
+                    first += count
+        finally:
+            free(room)
+            free(key)
+            free(hashes)
+            free(starts)
+            free(lengths)
+            free(units)
+            free(in_collection)
+        if d < 0:
+            raise MemoryError()
+        return out
 
     cdef int _check(self, const int64_t[::1] ids) except -1:
         cdef Py_ssize_t i

@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from ..arrow import take_binary, take_map
+from ..arrow import take_binary_at, take_map
 
 #: A ``Chunks``: chunk id -> (bodies, xattrs), the Arrow arrays of one stretch's values.
 Chunks = dict
@@ -80,8 +80,9 @@ def gather(chunks: Chunks | None, vref: np.ndarray):
     ids = sorted(chunks)
     bodies = [chunks[c][0] for c in ids]
     xattrs = [chunks[c][1] for c in ids]
-    index, _ = _positions(ids, [len(b) for b in bodies], vref)
-    body = take_binary(pa.chunked_array(bodies, pa.large_binary()), index)
+    index, rank = _positions(ids, [len(b) for b in bodies], vref)
+    body = take_binary_at(bodies, np.where(index >= 0, rank, -1),
+                          np.asarray(vref, np.int64) & _ENTRY)
     maps = take_map(pa.chunked_array(xattrs, xattr_type()), index)
     return body, maps
 
@@ -127,16 +128,25 @@ def _positions(ids: list[int], sizes: list[int], vref: np.ndarray
     vref = np.asarray(vref, np.int64)
     if not len(vref):
         return vref, vref
-    ids_arr = np.array(ids, np.int64)
     starts = np.zeros(len(ids) + 1, np.int64)
     np.cumsum(sizes, out=starts[1:])
     some = vref >= 0
-    chunk = vref >> _SHIFT
-    rank = np.searchsorted(ids_arr, chunk)
-    rank[~some] = 0
-    if some.any() and (not ids or (ids_arr[np.minimum(rank, len(ids) - 1)][some]
-                                   != chunk[some]).any()):
+    chunk = np.where(some, vref >> _SHIFT, ids[0] if ids else 0)
+    if ids and ids[-1] - ids[0] < 4 * len(ids) + 1024:   # ids made one after the other
+        ranks = np.full(ids[-1] - ids[0] + 1, -1, np.int64)
+        ranks[np.array(ids, np.int64) - ids[0]] = np.arange(len(ids))
+        rank = ranks[np.clip(chunk - ids[0], 0, len(ranks) - 1)]
+        rank[(chunk < ids[0]) | (chunk > ids[-1])] = -1
+    else:                                                 # ids that wrapped, or none
+        ids_arr = np.array(ids, np.int64)
+        rank = np.minimum(np.searchsorted(ids_arr, chunk), max(len(ids) - 1, 0))
+        if ids:
+            rank[ids_arr[rank] != chunk] = -1
+        else:
+            rank[:] = -1
+    if (some & (rank < 0)).any():
         raise ValueError("a version refers to a value chunk it does not hold")
+    rank[~some] = 0
     return np.where(some, starts[rank] + (vref & _ENTRY), -1), rank
 
 
