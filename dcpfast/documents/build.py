@@ -39,6 +39,17 @@ _NO_VALUE = P.OpenFlag.NO_VALUE | P.OpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
 _U64_MAX = 2**64 - 1
 #: The columns the state scans of a path or buffer.
 SCANNED = (*NEEDED, "collection_id")
+#: The most threads a state uses: the engine takes the batches on one; one more reads and
+#: scans the next batch meanwhile (a batch scans several times faster than the engine
+#: takes it); the values of a batch decode on up to this many. On a 16-core machine more
+#: threads made the state slower, and some states slower than on one (docs/benchmarks.md).
+MOST_THREADS = 4
+
+
+def state_threads(threads: int | None) -> int:
+    """The threads a state uses: ``threads`` (None: the cores idle now), at most
+    ``MOST_THREADS``."""
+    return min(threads_of(threads), MOST_THREADS)
 
 
 class StateBuilder:
@@ -60,7 +71,7 @@ class StateBuilder:
         self.include_deleted = flag("include_deleted", include_deleted)
         self.values = flag("values", values)
         self.history = flag("history", history)
-        self.threads = None if threads is None else threads_of(threads)
+        self.threads = None if threads is None else state_threads(threads)
         self.only_collections = chosen(only_collections)
         self.engine = Engine(limit=limits(self.at_seqno), at_time=self.at_time,
                              history=self.history, include_deleted=self.include_deleted)
@@ -98,13 +109,13 @@ class StateBuilder:
         event_errors = _new(mine.errors, scanned)
         self.manifest.update(events)
         rows = batch_rows(mine, self._frames, values=self.values, events=events,
-                          threads=self.threads)
+                          threads=state_threads(self.threads))
         # the documents' ids, from the batch's own columns (one engine only: the index is
         # no one else's then), worked out on another thread while the rows are placed and
         # walked where there is one
         engine = self.engine
         keys: Callable[[], tuple[np.ndarray, int]] | None = None
-        if self.exact is None and threads_of(self.threads) > 1:
+        if self.exact is None and state_threads(self.threads) > 1:
             keys = ahead(lambda: engine.keys(rows))
         elif self.exact is None:
             found = engine.keys(rows)
@@ -278,12 +289,13 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
     epoch, compared with the CAS's hybrid logical clock. ``include_deleted`` keeps
     tombstones; ``values`` adds ``body`` and ``xattrs``; ``only_collections`` keeps only
     these collections (ids, names or ``scope.collection``; one alone or several).
-    ``collections``, ``batch_bytes`` and ``threads`` are how a path or buffer is scanned
-    (as for ``iter_batches``); ``threads`` also decode the values. ``errors``: "strict"
-    raises ``DcpFormatError`` at the first damaged or inconsistent frame and where the
-    stream checks show lost frames; "skip" goes on, stops each vbucket's consistent seqno
-    before the frames it lost, and lists the first problems and counts them all in the
-    table's metadata (``state_errors``).
+    ``collections`` and ``batch_bytes`` are how a path or buffer is scanned (as for
+    ``iter_batches``); ``threads`` (None: the cores idle now; at most ``MOST_THREADS``)
+    read and scan the next batch ahead and decode the values. ``errors``: "strict" raises
+    ``DcpFormatError`` at the first damaged or inconsistent frame and where the stream
+    checks show lost frames; "skip" goes on, stops each vbucket's consistent seqno before
+    the frames it lost, and lists the first problems and counts them all in the table's
+    metadata (``state_errors``).
     Each vbucket's consistent seqno, and what its stream did not send: ``consistency``.
     """
     reading = dict(collections=scan_collections(collections),
@@ -299,14 +311,13 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
 def _feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
     """Feed ``builder`` the batches of ``source``: a capture's client-to-server batches to
     ``client``, the others to ``update``. Where a dump is scanned here and more than one
-    core may be used, the next batch is read and scanned on another thread (``ahead``,
-    on one core fewer) while ``builder`` takes this one."""
-    threads = threads_of(reading["threads"])
-    if threads == 1 or not _scanned_here(source):
-        for batch in _batches(source, errors, reading):
+    core may be used, the next batch is read and scanned on another thread (``ahead``)
+    while ``builder`` takes this one."""
+    if state_threads(reading["threads"]) == 1 or not _scanned_here(source):
+        for batch in _batches(source, errors, {**reading, "threads": 1}):
             _give(builder, batch)
         return
-    batches = iter(_batches(source, errors, {**reading, "threads": threads - 1}))
+    batches = iter(_batches(source, errors, {**reading, "threads": 1}))
     pending: Callable | None = ahead(lambda: next(batches, None))
     try:
         while pending is not None:
