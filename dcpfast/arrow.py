@@ -141,7 +141,9 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
 
     chunk = np.asarray(chunk, np.int32)
     entry = np.asarray(entry, np.int64)
-    offsets, datas, valids = [], [], []
+    offsets: list[np.ndarray] = []
+    datas: list[np.ndarray] = []
+    valids: list[tuple[int, np.ndarray]] = []
     for k, piece in enumerate(chunks):
         large = pa.types.is_large_binary(piece.type)
         if not (large or pa.types.is_binary(piece.type)):

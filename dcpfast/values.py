@@ -8,7 +8,7 @@ Python call made per value is the Snappy library's, for the values that are comp
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -111,6 +111,24 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
     within ``piece_bytes``. Damage is reported in stream order, before the piece that holds
     it is yielded.
     """
+    for piece in _pieces(batch, _piece, decompress=decompress, xattrs=xattrs, errors=errors,
+                         piece_bytes=piece_bytes, threads=threads):
+        yield piece
+
+
+def value_spans(batch: FrameBatch, *, errors: str | None = None,
+                threads: int | None = None) -> list[Spans]:
+    """Where the values of ``batch`` lie once decoded, without copying them: per piece
+    of ``iter_values`` (inflated, xattrs split), a ``Spans``. Damage is reported as
+    ``values`` reports it."""
+    return list(_pieces(batch, _spans, decompress=True, xattrs="split", errors=errors,
+                        piece_bytes=0, threads=threads))
+
+
+def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: str | None,
+            piece_bytes: int, threads: int | None) -> Iterator:
+    """``build(batch, rows, decompress, xattrs, large)`` of each piece of the values of
+    ``batch`` (see ``iter_values``), in order, damage reported before each."""
     threads = threads_of(threads)
     mode = batch.mode if errors is None else checked_mode(errors)
     if xattrs not in _XATTRS:
@@ -132,12 +150,12 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
         weights = sizes[at:stop] + _ROW_WEIGHT
         cuts = [at + cut for cut in shares(weights, parts_for(int(weights.sum()), threads,
                                                               _THREAD_BYTES))]
-        for table, damaged in run([lambda a=a, b=b: _piece(batch, rows[a:b], decompress,
-                                                           xattrs, large)
+        for piece, damaged in run([lambda a=a, b=b: build(batch, rows[a:b], decompress,
+                                                          xattrs, large)
                                    for a, b in zip(cuts, cuts[1:])], threads):
             for offset, length, reason in damaged:
                 reporter.report(offset, length, reason)
-            yield table
+            yield piece
         if stop >= len(rows):
             return
         at = stop
@@ -179,10 +197,51 @@ def _sizes(batch, rows, decompress) -> np.ndarray:
     return lengths
 
 
+class Spans(NamedTuple):
+    """Where the decoded values of some frames lie (``value_spans``): value ``i`` (of
+    frame ``rows[i]`` of its batch) is ``length[i]`` bytes at ``start[i]`` of ``view``
+    (``source[i]`` 0: the batch's bytes) or of ``inflated`` (1); ``valid`` is false where
+    it did not decode (length 0); ``xattrs`` its section as a map (null where none)."""
+
+    rows: np.ndarray
+    view: memoryview
+    inflated: np.ndarray
+    source: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    valid: np.ndarray
+    xattrs: pa.Array
+
+
 def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple]]:
     """The values table of the frames at ``rows`` (see ``values``), on one thread, and its
     damaged values as ``(frame offset, frame length, reason)`` in stream order; ``large``:
     the schema with 64-bit offsets, chosen for the whole batch."""
+    import pyarrow as pa
+
+    spans, damaged = _spans(batch, rows, decompress, xattrs, large)
+    n = len(rows)
+    bounds = np.zeros(n + 1, np.int64)
+    np.cumsum(spans.length, out=bounds[1:])
+    data = buffers.pooled(int(bounds[-1]))
+    core.values.gather_chunks([spans.view, spans.inflated], spans.source.astype(np.int32),
+                              spans.start, bounds, data)
+    schema = values_schema(large=large)
+    body = pa.Array.from_buffers(schema.field("body").type, n, [
+        *mask_bitmap(spans.valid), pa.py_buffer(bounds if large else bounds.astype(np.int32)),
+        pa.py_buffer(data)])
+    map_array = spans.xattrs
+    if map_array.type != schema.field("xattrs").type:     # large bodies, small xattrs
+        map_array = cast_map(map_array, schema.field("xattrs").type)
+    is_json = batch["datatype"][rows] & int(P.Datatype.JSON) != 0
+    return pa.Table.from_arrays([pa.array(rows), pa.array(batch["offset"][rows]), body,
+                                 map_array, pa.array(is_json)], schema=schema), damaged
+
+
+def _spans(batch, rows, decompress, xattrs, large) -> tuple[Spans, list[tuple]]:
+    """Where the values of the frames at ``rows`` lie decoded (Snappy inflated into a
+    buffer of their own, xattr sections checked and split off), on one thread, and the
+    damaged ones as ``(frame offset, frame length, reason)`` in stream order."""
     import pyarrow as pa
 
     view = view_of(batch)
@@ -216,22 +275,9 @@ def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple
 
     damaged = _damaged(batch, problems, offsets, frame_ends)
     lengths[failed] = 0
-    bounds = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=bounds[1:])
-    data = buffers.pooled(int(bounds[-1]))
-    core.values.gather_chunks([view, inflated], source.astype(np.int32), starts, bounds, data)
-
-    schema = values_schema(large=large)
-    body = pa.Array.from_buffers(schema.field("body").type, n, [
-        *mask_bitmap(~failed), pa.py_buffer(bounds if large else bounds.astype(np.int32)),
-        pa.py_buffer(data)])
     if map_array is None:
-        map_array = pa.nulls(n, schema.field("xattrs").type)
-    elif map_array.type != schema.field("xattrs").type:     # large bodies, small xattrs
-        map_array = cast_map(map_array, schema.field("xattrs").type)
-    is_json = datatype & int(P.Datatype.JSON) != 0
-    return pa.Table.from_arrays([pa.array(rows), pa.array(offsets), body, map_array,
-                                 pa.array(is_json)], schema=schema), damaged
+        map_array = pa.nulls(n, values_schema(large=large).field("xattrs").type)
+    return Spans(rows, view, inflated, source, starts, lengths, ~failed, map_array), damaged
 
 
 def _inflate(view, rows, starts, lengths, source, problems) -> np.ndarray:

@@ -607,8 +607,8 @@ def test_state_values_by_reference(chunks, data):
     sets, expected_body, expected_maps = [], {}, {}
     for body, maps in chunks:
         n = min(len(body), len(maps))
-        chunk, held = bodies.register(pa.array(body[:n], pa.large_binary()),
-                                      pa.array(maps[:n], bodies.xattr_type()))
+        chunk, held = bodies.register(bodies.arrow_chunk(
+            pa.array(body[:n], pa.large_binary()), pa.array(maps[:n], bodies.xattr_type())))
         sets.append(held)
         for i in range(n):
             ref = int(bodies.refs(chunk, np.array([i]))[0])
@@ -627,7 +627,7 @@ def test_state_values_by_reference(chunks, data):
     check(every, vref)
     held, moved = bodies.owned(every, vref)
     check(held, moved)
-    assert held is None or [len(b) for b, _ in held.values()] == [len(vref)]
+    assert held is None or [len(c) for c in held.values()] == [len(vref)]
     held, moved = bodies.compacted(every, vref, slack=0)
     check(held, moved)
     assert (held is None) == (every is None)      # values stay values, even none used
@@ -697,3 +697,29 @@ def test_map_columns_change_key_type_whatever_their_shape(shape):
         out.validate(full=True)
         assert out.type == to
         assert out.to_pylist() == expected
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_state_values_as_spans(threads, monkeypatch):
+    """The state's chunk of a batch's values (spans of the batch's bytes and of the
+    buffers its Snappy values were inflated into: no body copied) gathers, in any order,
+    to the bodies and xattrs ``values`` gives, in one piece or several."""
+    from dcpfast.documents import bodies
+
+    monkeypatch.setattr("dcpfast.pool.idle_threads", lambda: 3)
+    monkeypatch.setattr("dcpfast.pool.default_threads", lambda: 3)
+    data = t.synthetic_stream(6000, seed=9, value_size=600, snappy_ratio=0.5,
+                              xattr_ratio=0.5)
+    batch = dcpfast.scan(data)
+    expected = batch.values(threads=1)
+    rows, chunk = bodies.spans_chunk(V.value_spans(batch, threads=threads))
+    assert rows.tolist() == expected.column("index").to_pylist()
+    assert (len(chunk.buffers) > 2) == (threads > 1)     # a buffer inflated per piece
+    assert (chunk.source > 0).any() and (chunk.source == 0).any()
+    ident, held = bodies.register(chunk)
+    order = np.random.default_rng(1).permutation(len(rows))
+    body, maps = bodies.gather(held, bodies.refs(ident, order))
+    assert body.to_pylist() == expected.column("body").take(order).to_pylist()
+    assert [None if m is None else dict(m) for m in maps.to_pylist()] == \
+        [None if m is None else dict(m)
+         for m in expected.column("xattrs").take(order).to_pylist()]

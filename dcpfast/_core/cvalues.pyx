@@ -547,6 +547,73 @@ def spans_at(list offsets, const int32_t[::1] chunk, const int64_t[::1] entry,
         free(size)
 
 
+def chunk_spans(list sources, list starts, list lengths, const int32_t[::1] base,
+                const int32_t[::1] chunk, const int64_t[::1] entry, int32_t[::1] source,
+                int64_t[::1] start, int64_t[::1] bounds):
+    """Where value ``entry[i]`` of chunk ``chunk[i]`` lies, the chunks' values given as
+    spans (chunk ``k``'s value ``e``: ``lengths[k][e]`` bytes at ``starts[k][e]`` of its
+    buffer ``sources[k][e]``, which is buffer ``base[k] + sources[k][e]`` of all): that
+    buffer in ``source[i]``, its first byte in ``start[i]``, the running total of the
+    lengths in ``bounds`` (``bounds[0]`` as given); a negative ``chunk[i]`` gives an empty
+    span (a null). ``gather_chunks`` then copies them."""
+    cdef Py_ssize_t i, j, n = chunk.shape[0], k = len(starts)
+    cdef int64_t e, c
+    cdef const int32_t[::1] source_column
+    cdef const int64_t[::1] start_column
+    cdef const int64_t[::1] length_column
+    if entry.shape[0] != n or source.shape[0] != n or start.shape[0] != n \
+            or bounds.shape[0] != n + 1:
+        raise ValueError("chunk_spans: one entry, source, start and bound per value")
+    if len(sources) != k or len(lengths) != k or base.shape[0] != k:
+        raise ValueError("chunk_spans: one source, start, length column and base per chunk")
+    held = []                               # the views that keep the columns' pointers
+    cdef const int32_t** sources_at = <const int32_t**>malloc((k + 1) * sizeof(int32_t*))
+    cdef const int64_t** starts_at = <const int64_t**>malloc((k + 1) * sizeof(int64_t*))
+    cdef const int64_t** lengths_at = <const int64_t**>malloc((k + 1) * sizeof(int64_t*))
+    cdef int64_t* size = <int64_t*>malloc((k + 1) * sizeof(int64_t))
+    if sources_at == NULL or starts_at == NULL or lengths_at == NULL or size == NULL:
+        free(sources_at)
+        free(starts_at)
+        free(lengths_at)
+        free(size)
+        raise MemoryError()
+    try:
+        for j in range(k):
+            source_column, start_column, length_column = sources[j], starts[j], lengths[j]
+            size[j] = start_column.shape[0]
+            if source_column.shape[0] != size[j] or length_column.shape[0] != size[j]:
+                raise ValueError("chunk_spans: a chunk's columns differ in length")
+            held.extend((source_column, start_column, length_column))
+            sources_at[j] = &source_column[0] if size[j] else NULL
+            starts_at[j] = &start_column[0] if size[j] else NULL
+            lengths_at[j] = &length_column[0] if size[j] else NULL
+        for i in range(n):
+            c = chunk[i]
+            if c >= k or (c >= 0 and not 0 <= entry[i] < size[c]):
+                raise ValueError(f"chunk_spans: value {i} outside its chunk")
+        with nogil:
+            for i in range(n):
+                if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
+                    c = chunk[i + GATHER_AHEAD]
+                    DCP_PREFETCH(starts_at[c] + entry[i + GATHER_AHEAD])
+                    DCP_PREFETCH(lengths_at[c] + entry[i + GATHER_AHEAD])
+                c = chunk[i]
+                if c < 0:
+                    source[i] = 0
+                    start[i] = 0
+                    bounds[i + 1] = bounds[i]
+                else:
+                    e = entry[i]
+                    source[i] = base[c] + sources_at[c][e]
+                    start[i] = starts_at[c][e]
+                    bounds[i + 1] = bounds[i] + lengths_at[c][e]
+    finally:
+        free(sources_at)
+        free(starts_at)
+        free(lengths_at)
+        free(size)
+
+
 def gather_chunks(list chunks, const int32_t[::1] chunk, const int64_t[::1] starts,
                   const int64_t[::1] bounds, uint8_t[::1] out):
     """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of buffer

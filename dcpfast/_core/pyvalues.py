@@ -188,6 +188,32 @@ def spans_at(offsets, chunk, entry, starts, bounds) -> None:
             starts[i], bounds[i + 1] = lo, bounds[i] + hi - lo
 
 
+def chunk_spans(sources, starts, lengths, base, chunk, entry, source, start, bounds) -> None:
+    """Where value ``entry[i]`` of chunk ``chunk[i]`` lies, the chunks' values given as
+    spans (chunk ``k``'s value ``e``: ``lengths[k][e]`` bytes at ``starts[k][e]`` of its
+    buffer ``sources[k][e]``, which is buffer ``base[k] + sources[k][e]`` of all): that
+    buffer in ``source[i]``, its first byte in ``start[i]``, the running total of the
+    lengths in ``bounds`` (``bounds[0]`` as given); a negative ``chunk[i]`` gives an empty
+    span (a null). ``gather_chunks`` then copies them."""
+    n = len(chunk)
+    if len(entry) != n or len(source) != n or len(start) != n or len(bounds) != n + 1:
+        raise ValueError("chunk_spans: one entry, source, start and bound per value")
+    if len(sources) != len(starts) or len(lengths) != len(starts) or len(base) != len(starts):
+        raise ValueError("chunk_spans: one source, start, length column and base per chunk")
+    if any(len(a) != len(b) or len(a) != len(c) for a, b, c in zip(sources, starts, lengths)):
+        raise ValueError("chunk_spans: a chunk's columns differ in length")
+    for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
+        if c >= len(starts) or (c >= 0 and not 0 <= e < len(starts[c])):
+            raise ValueError(f"chunk_spans: value {i} outside its chunk")
+    for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
+        if c < 0:
+            source[i], start[i], bounds[i + 1] = 0, 0, bounds[i]
+        else:
+            source[i] = int(base[c]) + int(sources[c][e])
+            start[i] = int(starts[c][e])
+            bounds[i + 1] = bounds[i] + int(lengths[c][e])
+
+
 def gather_chunks(chunks, chunk, starts, bounds, out) -> None:
     """Copy value ``i`` (``bounds[i + 1] - bounds[i]`` bytes at ``starts[i]`` of buffer
     ``chunks[chunk[i]]``) to ``out[bounds[i]:]``: one gather from many buffers (the

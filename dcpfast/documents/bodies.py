@@ -1,21 +1,28 @@
-"""The values of versions, held by reference. Each stretch's decoded bodies and xattrs stay
-in the Arrow arrays they were decoded into (a chunk, under an id of its own), and a
-version holds ``vref``: its chunk's id << 32 | its entry there (-1: no value). Keeping,
-dropping and moving versions then copies no value; the table gathers each one once, in
-its own order (``gather``). Versions that hold few of a chunk's values copy them down
-(``compacted``), so that what is held stays in proportion to the versions.
+"""The values of versions, held by reference. Each stretch's values stay where decoding
+left them (a ``Chunk``, under an id of its own): the bodies as spans of the batch's own
+bytes or of the buffer its Snappy values were inflated into, the xattrs in an Arrow map
+array. A version holds ``vref``: its chunk's id << 32 | its entry there (-1: no value).
+Keeping, dropping and moving versions then copies no value; the table copies each body
+once, out of those buffers into its own order (``gather``). Versions that hold few of a
+chunk's values copy them down (``compacted``), so that what is held stays in proportion
+to the versions.
 """
 
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..arrow import take_binary_at, take_map
+from .. import _core, buffers
+from ..arrow import cast_map, mask_bitmap, take_map
 
-#: A ``Chunks``: chunk id -> (bodies, xattrs), the Arrow arrays of one stretch's values.
-Chunks = dict
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..values import Spans
+
 _SHIFT = 32
 _ENTRY = (1 << _SHIFT) - 1
 #: Chunk ids count up and wrap at 2**31: two chunks of one id would have to be held at
@@ -34,15 +41,85 @@ def xattr_type():
     return pa.map_(pa.large_string(), pa.large_string())
 
 
-def register(body, xattrs) -> tuple[int, Chunks]:
-    """A new chunk of ``body`` (``large_binary``) and ``xattrs`` (``xattr_type``), one
-    entry per value: its id, and the chunks that hold it."""
+class Chunk:
+    """The values of one stretch: entry ``i``'s body is ``length[i]`` bytes at
+    ``start[i]`` of ``buffers[source[i]]`` (a null where ``valid`` is false; None: none
+    is), its xattrs ``xattrs[i]`` (``xattr_type``)."""
+
+    __slots__ = ("buffers", "source", "start", "length", "valid", "xattrs")
+
+    def __init__(self, buffers: tuple, source: np.ndarray, start: np.ndarray,
+                 length: np.ndarray, valid: np.ndarray | None, xattrs: pa.Array):
+        if not len(start) == len(source) == len(length) == len(xattrs) \
+                or (valid is not None and len(valid) != len(start)):
+            raise ValueError("a chunk's columns need one value per entry")
+        if len(start) > _ENTRY:
+            raise ValueError(f"a chunk of values holds at most {_ENTRY} of them")
+        self.buffers, self.xattrs = buffers, xattrs
+        self.source = np.asarray(source, np.int32)
+        self.start = np.asarray(start, np.int64)
+        self.length = np.asarray(length, np.int64)
+        self.valid = None if valid is None or valid.all() else np.asarray(valid, bool)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes it holds: its buffers whole (a batch's bytes among them), its
+        columns and its xattrs."""
+        return sum(memoryview(b).nbytes for b in self.buffers) + self.source.nbytes \
+            + self.start.nbytes + self.length.nbytes \
+            + (0 if self.valid is None else self.valid.nbytes) + self.xattrs.nbytes
+
+
+#: A ``Chunks``: chunk id -> ``Chunk``.
+Chunks = dict
+
+
+def arrow_chunk(body, xattrs) -> Chunk:
+    """The chunk of the values ``body`` (``large_binary``) and ``xattrs``
+    (``xattr_type``), one entry per value, its bytes left where they are."""
     import pyarrow as pa
 
-    if len(body) > _ENTRY:
-        raise ValueError(f"a chunk of values holds at most {_ENTRY} of them")
-    chunk = next(_ids) % _ID_LIMIT
-    return chunk, {chunk: (body.cast(pa.large_binary()), xattrs)}
+    body = body.cast(pa.large_binary())
+    if not len(body):
+        return Chunk((), np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                     None, xattrs)
+    _, offsets_buffer, data = body.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int64, len(body) + 1, body.offset * 8)
+    valid = body.is_valid().to_numpy(zero_copy_only=False) if body.null_count else None
+    length = np.diff(offsets)
+    if valid is not None:
+        length[~valid] = 0
+    return Chunk((np.frombuffer(data, np.uint8) if data is not None
+                  else np.zeros(0, np.uint8),), np.zeros(len(body), np.int32), offsets[:-1],
+                 length, valid, xattrs)
+
+
+def spans_chunk(pieces: list[Spans]) -> tuple[np.ndarray, Chunk]:
+    """The chunk of the decoded values of a batch (``values.value_spans``), no body
+    copied: its entries in order, and the batch's row of each one."""
+    import pyarrow as pa
+
+    if not pieces:
+        return np.zeros(0, np.int64), arrow_chunk(pa.array([], pa.large_binary()),
+                                                  pa.array([], xattr_type()))
+    held = [pieces[0].view, *(p.inflated for p in pieces)]
+    source = np.concatenate([np.where(p.source == 0, 0, 1 + k).astype(np.int32)
+                             for k, p in enumerate(pieces)])
+    maps = [cast_map(p.xattrs, xattr_type()) for p in pieces]
+    return np.concatenate([p.rows for p in pieces]), Chunk(
+        tuple(held), source, np.concatenate([p.start for p in pieces]),
+        np.concatenate([p.length for p in pieces]),
+        np.concatenate([p.valid for p in pieces]),
+        maps[0] if len(maps) == 1 else pa.concat_arrays(maps))
+
+
+def register(chunk: Chunk) -> tuple[int, Chunks]:
+    """``chunk`` under a new id: that id, and the chunks that hold it."""
+    ident = next(_ids) % _ID_LIMIT
+    return ident, {ident: chunk}
 
 
 def refs(chunk: int, entry: np.ndarray) -> np.ndarray:
@@ -68,7 +145,7 @@ def nbytes(chunks: Chunks | None) -> int:
     """The bytes ``chunks`` hold."""
     if not chunks:
         return 0
-    return sum(body.nbytes + xattrs.nbytes for body, xattrs in chunks.values())
+    return sum(chunk.nbytes for chunk in chunks.values())
 
 
 def gather(chunks: Chunks | None, vref: np.ndarray):
@@ -76,14 +153,12 @@ def gather(chunks: Chunks | None, vref: np.ndarray):
     that order; xattrs of the chunks' map type."""
     import pyarrow as pa
 
-    chunks = chunks or {}
-    ids = sorted(chunks)
-    bodies = [chunks[c][0] for c in ids]
-    xattrs = [chunks[c][1] for c in ids]
-    index, rank = _positions(ids, [len(b) for b in bodies], vref)
-    body = take_binary_at(bodies, np.where(index >= 0, rank, -1),
-                          np.asarray(vref, np.int64) & _ENTRY)
-    maps = take_map(pa.chunked_array(xattrs, xattr_type()), index)
+    data, bounds, valid, maps = _gathered(chunks, vref)
+    small = bounds[-1] <= buffers.INT32_MAX
+    body = pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), len(bounds) - 1,
+                                 [*mask_bitmap(valid),
+                                  pa.py_buffer(bounds.astype(np.int32) if small else bounds),
+                                  pa.py_buffer(data)])
     return body, maps
 
 
@@ -96,8 +171,7 @@ def compacted(chunks: Chunks | None, vref: np.ndarray, slack: int | None = None
     if not chunks or nbytes(chunks) <= (SLACK_BYTES if slack is None else slack):
         return chunks, vref
     used = _used(chunks, vref)
-    sparse = {c for c, (body, xattrs) in chunks.items()
-              if body.nbytes + xattrs.nbytes > 2 * used.get(c, 0)}
+    sparse = {c for c, chunk in chunks.items() if chunk.nbytes > 2 * used.get(c, 0)}
     if not sparse:
         return chunks, vref
     out = {c: chunk for c, chunk in chunks.items() if c not in sparse}
@@ -105,8 +179,7 @@ def compacted(chunks: Chunks | None, vref: np.ndarray, slack: int | None = None
                            & (vref >= 0))
     vref = vref.copy()
     if len(moved):
-        body, xattrs = gather({c: chunks[c] for c in sparse}, vref[moved])
-        chunk, mine = register(body, xattrs)
+        chunk, mine = register(_copied({c: chunks[c] for c in sparse}, vref[moved]))
         out.update(mine)
         vref[moved] = refs(chunk, np.arange(len(moved)))
     return out, vref
@@ -116,9 +189,48 @@ def owned(chunks: Chunks | None, vref: np.ndarray) -> tuple[Chunks | None, np.nd
     """The values at ``vref`` copied into a chunk of their own, and their new refs."""
     if chunks is None:
         return None, vref
-    body, xattrs = gather(chunks, vref)
-    chunk, out = register(body, xattrs)
+    chunk, out = register(_copied(chunks, vref))
     return out, refs(chunk, np.where(vref >= 0, np.arange(len(vref)), -1))
+
+
+def _copied(chunks: Chunks, vref: np.ndarray) -> Chunk:
+    """The values at ``vref`` copied into a chunk of their own, one entry each."""
+    data, bounds, valid, maps = _gathered(chunks, vref)
+    return Chunk((data,), np.zeros(len(vref), np.int32), bounds[:-1], np.diff(bounds), valid,
+                 maps)
+
+
+def _gathered(chunks: Chunks | None, vref: np.ndarray):
+    """The bodies at ``vref`` copied out in that order (their bytes, their bounds, which
+    are not null: None where all are) and their xattrs (an Arrow map array)."""
+    import pyarrow as pa
+
+    chunks = chunks or {}
+    ids = sorted(chunks)
+    held = [chunks[c] for c in ids]
+    vref = np.asarray(vref, np.int64)
+    index, rank = _positions(ids, [len(c) for c in held], vref)
+    which = np.where(index >= 0, rank, -1).astype(np.int32)
+    entry = vref & _ENTRY
+    for k, chunk in enumerate(held):             # a null of a chunk is taken as a null
+        if chunk.valid is not None:
+            mine = np.flatnonzero(which == k)
+            which[mine[~chunk.valid[entry[mine]]]] = -1
+    base = np.cumsum([0, *(len(c.buffers) for c in held)])[:-1].astype(np.int32)
+    n = len(vref)
+    source = np.empty(n, np.int32)
+    start = np.empty(n, np.int64)
+    bounds = np.zeros(n + 1, np.int64)
+    _core.values.chunk_spans([c.source for c in held], [c.start for c in held],
+                             [c.length for c in held], base, which, entry, source, start,
+                             bounds)
+    data = buffers.pooled(int(bounds[-1]))
+    every = [b for c in held for b in c.buffers]
+    if n and every:
+        _core.values.gather_chunks(every, source, start, bounds, data)
+    valid = None if not n or which.min() >= 0 else which >= 0
+    maps = take_map(pa.chunked_array([c.xattrs for c in held], xattr_type()), index)
+    return data, bounds, valid, maps
 
 
 def _positions(ids: list[int], sizes: list[int], vref: np.ndarray
@@ -152,22 +264,16 @@ def _positions(ids: list[int], sizes: list[int], vref: np.ndarray
 
 def _used(chunks: Chunks, vref: np.ndarray) -> dict[int, int]:
     """Per chunk, about the bytes the values at ``vref`` use of it: their bodies' lengths,
-    and each one's share of the rest of the chunk (its offsets, its validity, its
-    xattrs), so that a chunk whose every entry is used uses all of it."""
+    and each one's share of the rest of the chunk (its buffers' other bytes, its columns,
+    its xattrs), so that a chunk whose every entry is used uses all of it."""
     ids = sorted(chunks)
-    bodies = [chunks[c][0] for c in ids]
-    index, rank = _positions(ids, [len(b) for b in bodies], vref)
+    held = [chunks[c] for c in ids]
+    index, rank = _positions(ids, [len(c) for c in held], vref)
     some = index >= 0
     rank = rank[some]
-    lengths, shares = [], []
-    for body, xattrs in (chunks[c] for c in ids):
-        offsets = np.frombuffer(body.buffers()[1], np.int64)[
-            body.offset:body.offset + len(body) + 1] if len(body) else np.zeros(1, np.int64)
-        lengths.append(np.diff(offsets))
-        rest = max(body.nbytes - int(offsets[-1] - offsets[0]), 0) + xattrs.nbytes
-        shares.append(-(-rest // max(len(body), 1)))
-    data = np.bincount(rank, np.concatenate(lengths)[index[some]], minlength=len(ids)) \
-        if len(rank) else np.zeros(len(ids))
+    shares = [-(-max(c.nbytes - int(c.length.sum()), 0) // max(len(c), 1)) for c in held]
+    data = np.bincount(rank, np.concatenate([c.length for c in held])[index[some]],
+                       minlength=len(ids)) if len(rank) else np.zeros(len(ids))
     count = np.bincount(rank, minlength=len(ids))
     return {c: int(data[k]) + int(count[k]) * shares[k]
             for k, c in enumerate(ids) if count[k]}

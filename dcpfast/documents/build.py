@@ -118,8 +118,8 @@ class StateBuilder:
         if self.exact is None and state_threads(self.threads) > 1:
             keys = ahead(lambda: engine.keys(rows))
         elif self.exact is None:
-            found = engine.keys(rows)
-            keys = lambda: found  # noqa: E731
+            known = engine.keys(rows)
+            keys = lambda: known  # noqa: E731
         try:
             value_errors = _new(mine.errors, [*scanned, *event_errors])
             restarts = self.placer.place(mine, self._frames, rows, values=self.values)

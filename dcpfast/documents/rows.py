@@ -25,6 +25,7 @@ from .._core import contract as C
 from ..batch import FrameBatch, kinds_of, view_of
 from ..events import system_events
 from ..streams.checks import EVENT_OF_OPCODE, oso_events
+from ..values import value_spans
 from . import bodies
 from .bodies import xattr_type
 
@@ -101,7 +102,7 @@ class Rows:
         self.columns = _Columns(columns, fill)
         self.keys = keys
         if chunk is None and body is not None:
-            chunk = bodies.register(body, xattrs)
+            chunk = bodies.register(bodies.arrow_chunk(body, xattrs))
         #: (chunk id, chunks) of the values, or None
         self.chunk = chunk
         self.size = len(columns["pos"]) if size is None else size
@@ -250,13 +251,14 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
     what = WHAT_OF_KIND[kinds]
     source = _Source(batch, first, what, kinds,
                      system_events(batch) if events is None else events)
-    body = xattrs = None
+    chunk = None
     if values:
         docs = np.flatnonzero(what < DOCUMENTS)
         source.value_at = np.full(len(what), -1, np.int64)
-        source.value_at[docs], body, xattrs = _values(batch, docs, threads)
+        source.value_at[docs], values_chunk = _values(batch, docs, threads)
+        chunk = bodies.register(values_chunk)
     keys = view_of(batch)
-    return Rows({"what": what}, keys, body, xattrs, size=len(what),
+    return Rows({"what": what}, keys, size=len(what), chunk=chunk,
                 fill=lambda name: source.column(name, None), pick=source.column,
                 ids=lambda index, docs: source.ids(index, keys, docs))
 
@@ -346,12 +348,9 @@ def losses(batch: FrameBatch, first: int, regions) -> Rows:
 
 def _values(batch: FrameBatch, doc_rows: np.ndarray, threads: int | None):
     """The entry of each document row in the values of the batch (-1 for commits and
-    aborts), and those values (bodies, xattrs; null where they do not decode)."""
-    import pyarrow as pa
-
-    table = batch.values(threads=threads)
+    aborts), and those values as a chunk (null where they do not decode): where they lie
+    decoded, none copied."""
+    rows, chunk = bodies.spans_chunk(value_spans(batch, threads=threads))
     where = np.full(len(batch), -1, np.int64)
-    where[table.column("index").to_numpy()] = np.arange(table.num_rows)
-    body = arrow.joined(table.column("body")).cast(pa.large_binary())
-    xattrs = arrow.cast_map(table.column("xattrs"), xattr_type())
-    return where[doc_rows], body, xattrs
+    where[rows] = np.arange(len(rows))
+    return where[doc_rows], chunk
