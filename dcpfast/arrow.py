@@ -143,8 +143,7 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
     entry = np.asarray(entry, np.int64)
     offsets: list[np.ndarray] = []
     datas: list[np.ndarray] = []
-    valids: list[tuple[int, np.ndarray]] = []
-    for k, piece in enumerate(chunks):
+    for piece in chunks:
         large = pa.types.is_large_binary(piece.type)
         if not (large or pa.types.is_binary(piece.type)):
             raise TypeError(f"take_binary: a {piece.type} column, not binary")
@@ -158,13 +157,7 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
         offsets.append(where if large else where.astype(np.int64))
         datas.append(np.frombuffer(data, np.uint8) if data is not None
                      else np.zeros(0, np.uint8))
-        if piece.null_count:
-            valids.append((k, piece.is_valid().to_numpy(zero_copy_only=False)))
-    if valids:                               # a null of a chunk is taken as a null
-        chunk = chunk.copy()
-        for k, valid in valids:
-            mine = np.flatnonzero(chunk == k)
-            chunk[mine[~valid[entry[mine]]]] = -1
+    chunk = valid_chunks(chunks, chunk, entry)
     n = len(chunk)
     taken = None if not n or chunk.min() >= 0 else chunk >= 0
     starts = np.empty(n, np.int64)
@@ -181,56 +174,71 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
                                   pa.py_buffer(out)])
 
 
+def valid_chunks(chunks: list, chunk: np.ndarray, entry: np.ndarray) -> np.ndarray:
+    """``chunk`` (int32) with -1 where value ``entry[i]`` of ``chunks[chunk[i]]`` (Arrow
+    arrays) is a null: a null is taken as a null."""
+    chunk = np.asarray(chunk, np.int32)
+    if not any(piece.null_count for piece in chunks):
+        return chunk
+    valid = np.empty(len(chunk), np.uint8)
+    _core.values.valid_at([piece.is_valid().to_numpy(zero_copy_only=False)
+                           if piece.null_count else None for piece in chunks],
+                          chunk, np.asarray(entry, np.int64), valid)
+    return np.where(valid.view(bool), chunk, np.int32(-1))
+
+
 def take_map(column, index: np.ndarray) -> pa.Array:
     """The maps of ``column`` (a map array of string keys and items, or a chunked one) at
     ``index`` (positions in the whole column; a negative one gives a null), of the
     column's type: the keys and items gathered as ``take_binary`` gathers (Arrow's own
     ``take`` of a map column walks it entry by entry, and joins chunks first)."""
+    chunks = _chunks(column)
+    firsts = np.cumsum([0, *(len(c) for c in chunks)])
+    index, taken = _positions(index, int(firsts[-1]), "take_map")
+    chunk = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
+    entry = index - firsts[np.maximum(chunk, 0)] if len(chunks) else index
+    if taken is not None:
+        chunk[~taken] = -1
+    return take_map_at(chunks, chunk, entry, column.type)
+
+
+def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.Array:
+    """Map ``entry[i]`` of ``chunks[chunk[i]]`` (map arrays of string keys and items, of
+    the type ``kind``; a negative ``chunk[i]`` gives a null) for each ``i``, as
+    ``take_map`` returns them: where each map's pairs lie is read from its chunk's
+    offsets (``spans_at``), then the keys and items are taken as ``take_binary_at`` takes
+    values."""
     import pyarrow as pa
 
-    chunks = _chunks(column)
-    kind = column.type
-    size = sum(len(c) for c in chunks)
-    begin, count = np.empty(size, np.int64), np.empty(size, np.int64)
-    valid = np.ones(size, bool) if any(c.null_count for c in chunks) else None
+    entry = np.asarray(entry, np.int64)
+    offsets: list[np.ndarray] = []
     keys, items = [], []
-    at = entries = 0
-    for chunk in chunks:
-        offsets = chunk.offsets.to_numpy().astype(np.int64)
-        begin[at:at + len(chunk)] = offsets[:-1] + entries
-        np.subtract(offsets[1:], offsets[:-1], out=count[at:at + len(chunk)])
-        if valid is not None and chunk.null_count:
-            valid[at:at + len(chunk)] = chunk.is_valid().to_numpy(zero_copy_only=False)
-        pairs = chunk.values
+    for piece in chunks:
+        offsets.append(piece.offsets.to_numpy().astype(np.int64) if len(piece)
+                       else np.zeros(1, np.int64))
+        pairs = piece.values
         keys.append(pairs.field(0).cast(_as_binary(kind.key_type)))
         items.append(pairs.field(1).cast(_as_binary(kind.item_type)))
-        at += len(chunk)
-        entries += len(pairs)
-    if not size:                             # nothing to take from: every index a null
-        _positions(index, 0, "take_map")
-        return pa.nulls(len(index), kind)
-    if valid is not None:
-        count[~valid] = 0                    # a null slot may span entries: none taken
-    index, taken = _positions(index, size, "take_map")
-    if valid is not None:
-        taken = valid[index] if taken is None else taken & valid[index]
-    counts = count[index]
-    if taken is not None:
-        counts[~taken] = 0
-    offsets = np.zeros(len(index) + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    # each taken map's entries, in order: its first entry's place, then the next ones
+    chunk = valid_chunks(chunks, chunk, entry)
+    n = len(chunk)
+    taken = None if not n or chunk.min() >= 0 else chunk >= 0
+    first = np.empty(n, np.int64)
+    bounds = np.zeros(n + 1, np.int64)
+    _core.values.spans_at(offsets, chunk, entry, first, bounds)
+    # each taken map's pairs, in order: its chunk, and its first pair's place there on
+    counts = np.diff(bounds)
     some = np.flatnonzero(counts)
-    first = np.repeat(begin[index[some]] - offsets[some], counts[some])
-    entry = first + np.arange(int(offsets[-1]), dtype=np.int64)
-    out_keys = _retyped(take_binary(pa.chunked_array(keys, _as_binary(kind.key_type)), entry,
-                                    wide=pa.types.is_large_string(kind.key_type)),
+    pair_chunk = np.repeat(chunk[some], counts[some])
+    pair_entry = np.repeat(first[some] - bounds[some], counts[some]) \
+        + np.arange(int(bounds[-1]), dtype=np.int64)
+    out_keys = _retyped(take_binary_at(keys, pair_chunk, pair_entry,
+                                       wide=pa.types.is_large_string(kind.key_type)),
                         kind.key_type)
-    out_items = _retyped(take_binary(pa.chunked_array(items, _as_binary(kind.item_type)),
-                                     entry, wide=pa.types.is_large_string(kind.item_type)),
+    out_items = _retyped(take_binary_at(items, pair_chunk, pair_entry,
+                                        wide=pa.types.is_large_string(kind.item_type)),
                          kind.item_type)
-    return pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), out_keys, out_items,
-                                   type=kind, mask=None if taken is None or taken.all()
+    return pa.MapArray.from_arrays(pa.array(bounds.astype(np.int32)), out_keys, out_items,
+                                   type=kind, mask=None if taken is None
                                    else pa.array(~taken))
 
 

@@ -507,6 +507,25 @@ def test_helpers_reject_ranges_outside_their_buffers(core):
     module.spans_at(offsets, np.array([0, -1, 0], np.int32), np.array([1, 5, 0], np.int64),
                     starts, bounds)
     assert bounds.tolist() == [0, 6, 6, 10] and starts[[0, 2]].tolist() == [4, 0]
+    valids = [np.array([True, False]), None]
+    for chunk, entry in (([2], [0]), ([0], [2]), ([0], [-1])):
+        with pytest.raises(ValueError):
+            module.valid_at(valids, np.array(chunk, np.int32), np.array(entry, np.int64),
+                            np.empty(1, np.uint8))
+    valid = np.empty(4, np.uint8)
+    module.valid_at(valids, np.array([0, 0, 1, -1], np.int32), np.array([0, 1, 7, 0], np.int64),
+                    valid)
+    assert valid.tolist() == [1, 0, 1, 0]
+    source, start, bounds = np.empty(2, np.int32), np.empty(2, np.int64), np.zeros(3, np.int64)
+    spans = ([np.array([0, 1], np.int32)], [np.array([3, 0], np.int64)],
+             [np.array([2, 5], np.int64)], np.array([4], np.int32))
+    for chunk, entry in (([1, 0], [0, 0]), ([0, 0], [2, 0])):
+        with pytest.raises(ValueError):
+            module.chunk_spans(*spans, np.array(chunk, np.int32), np.array(entry, np.int64),
+                               source, start, bounds)
+    module.chunk_spans(*spans, np.array([0, -1], np.int32), np.array([1, 9], np.int64), source,
+                       start, bounds)
+    assert (source[0], start[0], bounds.tolist()) == (5, 0, [0, 5, 5])
 
 
 _chunk = st.tuples(st.lists(st.one_of(st.none(), st.binary(max_size=9)), max_size=6),

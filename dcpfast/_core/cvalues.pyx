@@ -547,6 +547,45 @@ def spans_at(list offsets, const int32_t[::1] chunk, const int64_t[::1] entry,
         free(size)
 
 
+def valid_at(list valids, const int32_t[::1] chunk, const int64_t[::1] entry,
+             uint8_t[::1] out):
+    """Whether value ``entry[i]`` of chunk ``chunk[i]`` is valid, in ``out[i]``: false for a
+    negative ``chunk[i]``, true for a chunk whose ``valids`` entry is None (no nulls),
+    else that array's byte (``bool`` arrays, one per value)."""
+    cdef Py_ssize_t i, j, n = chunk.shape[0], k = len(valids)
+    cdef int64_t c
+    cdef const uint8_t[::1] column
+    if entry.shape[0] != n or out.shape[0] != n:
+        raise ValueError("valid_at: one entry and answer per value")
+    held = []
+    cdef const uint8_t** at = <const uint8_t**>malloc((k + 1) * sizeof(uint8_t*))
+    cdef int64_t* size = <int64_t*>malloc((k + 1) * sizeof(int64_t))
+    if at == NULL or size == NULL:
+        free(at)
+        free(size)
+        raise MemoryError()
+    try:
+        for j in range(k):
+            at[j], size[j] = NULL, -1
+            if valids[j] is not None:
+                column = valids[j].view(np.uint8) if isinstance(valids[j], np.ndarray) \
+                    else valids[j]
+                held.append(column)
+                size[j] = column.shape[0]
+                at[j] = &column[0] if size[j] else NULL
+        for i in range(n):
+            c = chunk[i]
+            if c >= k or (c >= 0 and size[c] >= 0 and not 0 <= entry[i] < size[c]):
+                raise ValueError(f"valid_at: value {i} outside its chunk")
+        with nogil:
+            for i in range(n):
+                c = chunk[i]
+                out[i] = c >= 0 and (at[c] == NULL or at[c][entry[i]] != 0)
+    finally:
+        free(at)
+        free(size)
+
+
 def chunk_spans(list sources, list starts, list lengths, const int32_t[::1] base,
                 const int32_t[::1] chunk, const int64_t[::1] entry, int32_t[::1] source,
                 int64_t[::1] start, int64_t[::1] bounds):

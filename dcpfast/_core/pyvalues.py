@@ -188,6 +188,21 @@ def spans_at(offsets, chunk, entry, starts, bounds) -> None:
             starts[i], bounds[i + 1] = lo, bounds[i] + hi - lo
 
 
+def valid_at(valids, chunk, entry, out) -> None:
+    """Whether value ``entry[i]`` of chunk ``chunk[i]`` is valid, in ``out[i]``: false for a
+    negative ``chunk[i]``, true for a chunk whose ``valids`` entry is None (no nulls),
+    else that array's byte (``bool`` arrays, one per value)."""
+    n = len(chunk)
+    if len(entry) != n or len(out) != n:
+        raise ValueError("valid_at: one entry and answer per value")
+    for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
+        if c >= len(valids) or (c >= 0 and valids[c] is not None
+                                and not 0 <= e < len(valids[c])):
+            raise ValueError(f"valid_at: value {i} outside its chunk")
+    for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
+        out[i] = c >= 0 and (valids[c] is None or bool(valids[c][e]))
+
+
 def chunk_spans(sources, starts, lengths, base, chunk, entry, source, start, bounds) -> None:
     """Where value ``entry[i]`` of chunk ``chunk[i]`` lies, the chunks' values given as
     spans (chunk ``k``'s value ``e``: ``lengths[k][e]`` bytes at ``starts[k][e]`` of its

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import _core, buffers
-from ..arrow import cast_map, mask_bitmap, take_map
+from ..arrow import cast_map, mask_bitmap, take_map_at
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -203,8 +203,6 @@ def _copied(chunks: Chunks, vref: np.ndarray) -> Chunk:
 def _gathered(chunks: Chunks | None, vref: np.ndarray):
     """The bodies at ``vref`` copied out in that order (their bytes, their bounds, which
     are not null: None where all are) and their xattrs (an Arrow map array)."""
-    import pyarrow as pa
-
     chunks = chunks or {}
     ids = sorted(chunks)
     held = [chunks[c] for c in ids]
@@ -212,10 +210,10 @@ def _gathered(chunks: Chunks | None, vref: np.ndarray):
     index, rank = _positions(ids, [len(c) for c in held], vref)
     which = np.where(index >= 0, rank, -1).astype(np.int32)
     entry = vref & _ENTRY
-    for k, chunk in enumerate(held):             # a null of a chunk is taken as a null
-        if chunk.valid is not None:
-            mine = np.flatnonzero(which == k)
-            which[mine[~chunk.valid[entry[mine]]]] = -1
+    if any(chunk.valid is not None for chunk in held):    # a null is taken as a null
+        whole = np.empty(len(vref), np.uint8)
+        _core.values.valid_at([chunk.valid for chunk in held], which, entry, whole)
+        which = np.where(whole.view(bool), which, np.int32(-1))
     base = np.cumsum([0, *(len(c.buffers) for c in held)])[:-1].astype(np.int32)
     n = len(vref)
     source = np.empty(n, np.int32)
@@ -229,7 +227,8 @@ def _gathered(chunks: Chunks | None, vref: np.ndarray):
     if n and every:
         _core.values.gather_chunks(every, source, start, bounds, data)
     valid = None if not n or which.min() >= 0 else which >= 0
-    maps = take_map(pa.chunked_array([c.xattrs for c in held], xattr_type()), index)
+    maps = take_map_at([c.xattrs for c in held], np.where(index >= 0, rank, -1), entry,
+                       xattr_type())
     return data, bounds, valid, maps
 
 
