@@ -283,6 +283,41 @@ def test_key_order_of_large_groups(seed):
             assert order[p] > order[p - 1]
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_versions_ordered_within_their_document(seed):
+    """``order_versions(ids, seqno, gpos)``: by key, then seqno, then gpos, then
+    position, and the seqnos in that order, in both cores: a document of one version, of
+    a few out of order (sorted in place), of thousands out of order (sorted apart), of
+    hundreds in order; seqnos and gposes that tie."""
+    rng = np.random.default_rng(seed)
+    counts = {b"one": 1, b"few": 12, b"many": 5000, b"sorted": 400}
+    keys = [k for k, c in counts.items() for _ in range(c)]
+    place = rng.permutation(len(keys))
+    keys = [keys[i] for i in place]
+    data = b"".join(keys)
+    lengths = np.array([len(k) for k in keys], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    unit = np.full(len(keys), 3 << 16, np.uint32)
+    cid = np.zeros(len(keys), np.uint32)
+    seqno = rng.integers(0, 900, len(keys)).astype(np.uint64)
+    gpos = rng.integers(0, 3, len(keys)).astype(np.int64)
+    ranked = np.array([k == b"sorted" for k in keys])
+    seqno[ranked] = np.arange(ranked.sum(), dtype=np.uint64)   # already in order
+
+    def run(core):
+        index = core.KeyIndex()
+        ids = index.ids(data, starts, lengths, unit, cid)
+        with pytest.raises(ValueError):
+            index.order_versions(ids, seqno[:-1], gpos[:-1])
+        return index.order_versions(ids, seqno, gpos)
+    order, ties, in_order = both(run)
+    expected = sorted(range(len(keys)), key=lambda p: (keys[p], int(seqno[p]), int(gpos[p]), p))
+    assert order.tolist() == expected
+    assert in_order.tolist() == seqno[expected].tolist()
+    assert ties.tolist() == [p > 0 and keys[expected[p]] == keys[expected[p - 1]]
+                             for p in range(len(keys))]
+
+
 @needs_compiled
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 5)), max_size=50))
 def test_newest_agrees(pairs):

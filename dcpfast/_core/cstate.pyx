@@ -13,7 +13,7 @@ The module is one compilation unit in pieces: ``state_checks.pxi`` (the stream c
 
 cimport cython
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np

@@ -465,11 +465,25 @@ class KeyIndex:
         """The positions of ``ids`` sorted by vbucket, collection id and key bytes (then
         by position), and per position of that order whether its document has the
         vbucket, collection and key of the one before (``ties``, bool)."""
+        return self._order(ids, None, None)
+
+    def order_versions(self, ids, seqno, gpos):
+        """``order``, the positions of a document sorted by (``seqno``, ``gpos``: one per
+        position) before their position, and the seqnos in that order."""
+        if len(seqno) != len(ids) or len(gpos) != len(ids):
+            raise ValueError("one seqno and gpos per position")
+        order, ties = self._order(ids, seqno, gpos)
+        return order, ties, np.asarray(seqno, np.uint64)[order]
+
+    def _order(self, ids, seqno, gpos):
         self._check(ids)
 
         def key(p):
             d = int(ids[p])
             return self._units[d] >> 16, self._cids[d], self._keys[d]
-        order = sorted(range(len(ids)), key=lambda p: (*key(p), p))
+
+        def within(p):
+            return () if seqno is None else (int(seqno[p]), int(gpos[p]))
+        order = sorted(range(len(ids)), key=lambda p: (*key(p), *within(p), p))
         ties = [k > 0 and key(order[k]) == key(order[k - 1]) for k in range(len(order))]
         return np.array(order, np.int64).reshape(len(ids)), np.array(ties, bool)

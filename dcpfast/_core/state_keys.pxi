@@ -437,27 +437,47 @@ cdef class KeyIndex:
         """``ids``' positions in key order, and the ties (``pystate.KeyIndex.order``): each
         document named gets the rank of its key (``_ranks``), then the positions are
         placed by rank (a counting sort, which keeps the positions of a rank in order)."""
+        return self._order(ids, None, None)
+
+    def order_versions(self, const int64_t[::1] ids, const uint64_t[::1] seqno,
+                       const int64_t[::1] gpos):
+        """``order`` with the positions of a document in the order of their (``seqno``,
+        ``gpos``), and the seqnos in that order (``pystate.KeyIndex.order_versions``)."""
+        if seqno.shape[0] != ids.shape[0] or gpos.shape[0] != ids.shape[0]:
+            raise ValueError("one seqno and gpos per position")
+        return self._order(ids, seqno, gpos)
+
+    cdef tuple _order(self, const int64_t[::1] ids, const uint64_t[::1] seqno,
+                      const int64_t[::1] gpos):
         cdef Py_ssize_t n = ids.shape[0]
         cdef int64_t ranks
         cdef int64_t* at = NULL                # per id: the rank of its key
+        cdef bint within = seqno is not None
         self._check(ids)
         out = np.empty(n, np.int64)
         ties_arr = np.ones(n, np.uint8)
+        seqno_arr = np.empty(n if within else 0, np.uint64)
         cdef int64_t[::1] order = out
         cdef uint8_t[::1] ties = ties_arr
+        cdef uint64_t[::1] in_order = seqno_arr
         if n == 0:
-            return out, ties_arr.view(bool)
+            return (out, ties_arr.view(bool), seqno_arr) if within \
+                else (out, ties_arr.view(bool))
         at = <int64_t*>malloc((self.n + 1) * sizeof(int64_t))
         try:
             if at == NULL:
                 raise MemoryError()
             ranks = self._ranks(ids, at)
             with nogil:
-                if place_by_rank(&ids[0], n, at, ranks, &order[0], &ties[0]) < 0:
+                if place_by_rank(&ids[0], n, at, ranks, &order[0], &ties[0]) < 0 \
+                        or (within and sort_within(&order[0], &ties[0], n, &seqno[0],
+                                                   &gpos[0], &in_order[0]) < 0):
                     with gil:
                         raise MemoryError()
         finally:
             free(at)
+        if within:
+            return out, ties_arr.view(bool), seqno_arr
         return out, ties_arr.view(bool)
 
     cdef int64_t _ranks(self, const int64_t[::1] ids, int64_t* at) except -1:

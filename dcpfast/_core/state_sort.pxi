@@ -245,3 +245,84 @@ cdef int place_by_rank(const int64_t* ids, Py_ssize_t n, const int64_t* rank,
         start[k] += 1
     free(start)
     return 0
+
+
+# -- versions of a document in seqno order -----------------------------------------------
+
+DEF FEW = 16                # versions of a document sorted in place (insertion)
+
+
+cdef struct Version:        # a version being ordered within its document
+    uint64_t seqno
+    int64_t gpos
+    int64_t pos
+
+
+cdef inline bint version_before(uint64_t sa, int64_t ga, int64_t pa, uint64_t sb, int64_t gb,
+                                int64_t pb) noexcept nogil:
+    if sa != sb:
+        return sa < sb
+    if ga != gb:
+        return ga < gb
+    return pa < pb
+
+
+cdef int version_cmp(const void* a, const void* b) noexcept nogil:
+    cdef const Version* x = <const Version*>a
+    cdef const Version* y = <const Version*>b
+    if version_before(x.seqno, x.gpos, x.pos, y.seqno, y.gpos, y.pos):
+        return -1
+    return 1 if version_before(y.seqno, y.gpos, y.pos, x.seqno, x.gpos, x.pos) else 0
+
+
+cdef int sort_within(int64_t* order, const uint8_t* ties, Py_ssize_t n, const uint64_t* seqno,
+                     const int64_t* gpos, uint64_t* in_order) noexcept nogil:
+    """Each run of ``order`` of one rank (``ties`` 1 after its first) in the order of its
+    positions' (``seqno``, ``gpos``), positions in order where both tie, and the seqnos
+    in that order in ``in_order``: the seqnos are gathered first (loads that do not wait
+    on each other), runs already in order are passed over in one look, a few out of
+    order sorted in place, more by ``qsort`` (never quadratic, whatever the stream). -1:
+    no memory."""
+    cdef Py_ssize_t lo = 0, hi, i, j, size, room_size = 0
+    cdef int64_t p
+    cdef uint64_t s
+    cdef bint ordered
+    cdef Version* room = NULL
+    cdef Version* grown
+    for i in range(n):
+        in_order[i] = seqno[order[i]]
+    while lo < n:
+        hi = lo + 1
+        ordered = True
+        while hi < n and ties[hi]:
+            if ordered and (in_order[hi] < in_order[hi - 1]
+                            or (in_order[hi] == in_order[hi - 1]
+                                and gpos[order[hi]] < gpos[order[hi - 1]])):
+                ordered = False
+            hi += 1
+        size = hi - lo
+        if not ordered and size <= FEW:
+            for i in range(lo + 1, hi):
+                p, s = order[i], in_order[i]
+                j = i
+                while j > lo and version_before(s, gpos[p], p, in_order[j - 1],
+                                                gpos[order[j - 1]], order[j - 1]):
+                    order[j], in_order[j] = order[j - 1], in_order[j - 1]
+                    j -= 1
+                order[j], in_order[j] = p, s
+        elif not ordered:
+            if size > room_size:
+                grown = <Version*>realloc(room, size * sizeof(Version))
+                if grown == NULL:
+                    free(room)
+                    return -1
+                room, room_size = grown, size
+            for i in range(size):
+                p = order[lo + i]
+                room[i].seqno, room[i].gpos, room[i].pos = in_order[lo + i], gpos[p], p
+            qsort(room, size, sizeof(Version), version_cmp)
+            for i in range(size):
+                order[lo + i], in_order[lo + i] = room[i].pos, room[i].seqno
+        lo = hi
+    free(room)
+    return 0

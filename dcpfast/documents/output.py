@@ -50,11 +50,8 @@ def ordered(versions: Versions, index, *, history: bool):
     if not history and not (versions["unit"] & np.uint32(0xFFFF)).any():
         order, _ = index.order(doc)               # one version per document
         return order, np.zeros(len(order), bool), None
-    first = np.lexsort((versions["gpos"], versions["seqno"]))
-    order, ties = index.order(doc[first])
-    order = first[order]
+    order, ties, seqno = index.order_versions(doc, versions["seqno"], versions["gpos"])
     same = np.append(ties[1:], False)             # the next row is the same document
-    seqno = versions["seqno"][order]
     drop = same & np.append(seqno[1:] == seqno[:-1], False) if history else same
     order, same, seqno = order[~drop], same[~drop], seqno[~drop]
     if not history:
