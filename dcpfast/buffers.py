@@ -44,6 +44,24 @@ def pooled(size: int) -> np.ndarray:
     return np.frombuffer(pa.allocate_buffer(size), np.uint8)
 
 
+def pooled_take(columns: dict, names, index: np.ndarray) -> dict[str, np.ndarray]:
+    """``columns[name][index]`` for each of ``names`` (columns of one length), each into
+    Arrow's memory pool (``pooled``): the pages it freed lately, not fresh ones that cost a
+    fault and a zeroing each. ``index``: positions, or a mask."""
+    index = np.asarray(index)
+    if index.dtype == bool:
+        index = np.flatnonzero(index)
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        column = columns[name]
+        if not out and len(index) and (int(index.max()) >= len(column)
+                                        or int(index.min()) < -len(column)):
+            raise IndexError(f"an index outside the {len(column)} rows of {name}")
+        into = pooled(len(index) * column.itemsize).view(column.dtype)
+        out[name] = np.take(column, index, out=into, mode="wrap")   # bounds checked above
+    return out
+
+
 def window_bits(size: int) -> int:
     """Log2 of the data buffers of binary views over ``size`` bytes (one buffer, or windows
     overlapping by half past 2 GiB, since a view's offset is a signed 32-bit number)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arrow
+from .. import arrow, buffers
 from .. import protocol as P
 from .._core import contract as C
 from ..batch import FrameBatch, kinds_of, view_of
@@ -127,7 +127,7 @@ class Rows:
         """Columns ``names`` at the rows ``index`` (where rows were put in, the places of
         ``index`` worked out once for all of them)."""
         made = [name for name in names if self._pick is None or name in self.columns]
-        out = {name: self.columns[name][index] for name in made}
+        out = buffers.pooled_take(self.columns, made, index)
         rest = [name for name in names if name not in out]
         if rest and self._picks is not None:
             out.update(self._picks(rest, index))
@@ -260,7 +260,7 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
     keys = view_of(batch)
     return Rows({"what": what}, keys, size=len(what), chunk=chunk,
                 fill=lambda name: source.column(name, None), pick=source.column,
-                ids=lambda index, docs: source.ids(index, keys, docs))
+                picks=source.columns, ids=lambda index, docs: source.ids(index, keys, docs))
 
 
 class _Source:
@@ -310,6 +310,14 @@ class _Source:
             "rolled": lambda: np.zeros(n, bool),
         }
         return derived[name]()
+
+    def columns(self, names, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Columns ``names`` at ``rows``: those read as they are taken together."""
+        straight = [name for name in names if name in _STRAIGHT]
+        out = buffers.pooled_take({name: self.batch[_STRAIGHT[name]] for name in straight},
+                                  straight, rows)
+        out.update((name, self.column(name, rows)) for name in names if name not in out)
+        return out
 
     def ids(self, index, keys, docs: np.ndarray) -> np.ndarray:
         """The id in ``index`` of the document of each frame ``docs`` (document changes,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _core
+from .. import _core, buffers
 from ..arrays import unique as distinct
 from . import bodies
 from .rows import DELETION, EXPIRATION, Rows
@@ -81,14 +81,16 @@ class Versions:
         columns only ``numeric`` (None: all; ``vref`` comes along with values)."""
         names = list(self.columns) if numeric is None else [*numeric, *(
             ("vref",) if self.values is not None else ())]
-        return Versions({name: self.columns[name][index] for name in names}, self.values)
+        return Versions(buffers.pooled_take(self.columns, names, index), self.values)
 
 
 def concat(parts: list[Versions]) -> Versions:
     """The versions of ``parts``, in order (at least one part); no value is copied."""
     values = bodies.union([p.values for p in parts])
     names = [*NUMERIC, *(("vref",) if values is not None else ())]
-    return Versions({name: np.concatenate([p[name] for p in parts]) for name in names},
+    size = sum(len(p) for p in parts)
+    return Versions({name: np.concatenate([p[name] for p in parts], out=buffers.pooled(
+        size * parts[0][name].itemsize).view(parts[0][name].dtype)) for name in names},
                     values)
 
 
