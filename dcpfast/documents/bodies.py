@@ -216,9 +216,10 @@ def _gathered(chunks: Chunks | None, vref: np.ndarray):
         which = np.where(whole.view(bool), which, np.int32(-1))
     base = np.cumsum([0, *(len(c.buffers) for c in held)])[:-1].astype(np.int32)
     n = len(vref)
-    source = np.empty(n, np.int32)
-    start = np.empty(n, np.int64)
-    bounds = np.zeros(n + 1, np.int64)
+    source = buffers.pooled(4 * n).view(np.int32)
+    start = buffers.pooled(8 * n).view(np.int64)
+    bounds = buffers.pooled(8 * (n + 1)).view(np.int64)
+    bounds[0] = 0
     _core.values.chunk_spans([c.source for c in held], [c.start for c in held],
                              [c.length for c in held], base, which, entry, source, start,
                              bounds)

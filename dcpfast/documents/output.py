@@ -11,6 +11,7 @@ import numpy as np
 
 from ..arrays import unique as distinct
 from ..arrow import cast_map
+from ..buffers import pooled, pooled_take
 from ..errors import SkippedRegion
 from ..events import Manifest
 from ..values import text_or_null
@@ -103,11 +104,11 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
             validity = {}
         else:                   # the seqnos and CASes at ``order``, taken once
             rows = versions.take(shown, numeric=[n for n in _SHOWN if n not in ("seqno", "cas")])
-            cas = versions["cas"][order]
-            validity = _validity(seqno, cas, versions["gone"][order], same, kept) \
-                if history else {}
-            rows["seqno"], rows["cas"] = (seqno, cas) if kept is None \
-                else (seqno[kept], cas[kept])
+            at = pooled_take(versions.columns, ("cas", "gone"), order)
+            validity = _validity(seqno, at["cas"], at["gone"], same, kept) if history else {}
+            rows["seqno"], rows["cas"] = (seqno, at["cas"]) if kept is None \
+                else pooled_take({"seqno": seqno, "cas": at["cas"]}, ("seqno", "cas"),
+                                 kept).values()
         rows["key"] = _keys(index, rows["doc"])
         columns = _columns(rows, manifest) | validity
         if values:
@@ -153,15 +154,20 @@ def _validity(seqno: np.ndarray, cas: np.ndarray, gone: np.ndarray, same: np.nda
 
     time = pa.timestamp("ns", tz="UTC")
     ended = (gone != ALIVE) & (gone != DISCARDED)
-    clock = (cas & ~np.uint64(0xFFFF)).view(np.int64)
+    clock = np.bitwise_and(cas, ~np.uint64(0xFFFF), out=pooled(cas.nbytes).view(np.uint64)
+                           ).view(np.int64)
     nxt = np.flatnonzero(same & ~ended)                 # ends where its next one begins
-    to_seqno = np.zeros(len(seqno), np.uint64)
-    to_time = np.zeros(len(seqno), np.int64)
+    to_seqno = pooled(seqno.nbytes).view(np.uint64)
+    to_time = pooled(seqno.nbytes).view(np.int64)
+    to_seqno.fill(0)
+    to_time.fill(0)
     to_seqno[nxt], to_time[nxt] = seqno[nxt + 1], clock[nxt + 1]
     to_seqno[ended] = gone[ended]
     if kept is not None:
-        seqno, clock, to_seqno, to_time, ended, same = (
-            column[kept] for column in (seqno, clock, to_seqno, to_time, ended, same))
+        seqno, clock, to_seqno, to_time, ended, same = pooled_take(
+            dict(seqno=seqno, clock=clock, to_seqno=to_seqno, to_time=to_time, ended=ended,
+                 same=same), ("seqno", "clock", "to_seqno", "to_time", "ended", "same"),
+            kept).values()
     return {"valid_from_seqno": pa.array(seqno), "valid_from_time": pa.array(clock, time),
             "valid_to_seqno": pa.array(to_seqno, mask=~(ended | same)),
             "valid_to_time": pa.array(to_time, time, mask=ended | ~same)}
