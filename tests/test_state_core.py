@@ -478,3 +478,43 @@ def test_rows_with_extra_rows_give_every_row_gathered(n, places, data):
         assert taken.columns[name].tolist() == whole.columns[name][index].tolist(), name
         assert merged(lazy, extra).gather(name, anyhow).tolist() \
             == whole.columns[name][anyhow].tolist(), name
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2**20),
+                          st.sampled_from([0, 2**64 - 1, 7, 12]), st.booleans(),
+                          st.booleans()), max_size=40))
+def test_validity_agrees(rows):
+    """When the versions of a history last, in both cores, against the rule: a version
+    ended by a collection clear lasts to the clear's seqno; else, where the next version
+    is of its document, to that one's seqno and clock; else it is open-ended. Only the
+    versions kept are answered for."""
+    n = len(rows)
+    seqno, cas, gone = (np.array([r[k] for r in rows], np.uint64).reshape(n) for k in range(3))
+    same = np.array([r[3] for r in rows], bool).reshape(n)
+    if n:
+        same[-1] = False
+    kept = np.array([i for i, r in enumerate(rows) if r[4]], np.int64)
+    alive, discarded = 2**64 - 1, 0
+
+    def run(core, chosen):
+        m = n if chosen is None else len(chosen)
+        out = (np.zeros(m, np.uint64), np.zeros(m, np.int64), np.zeros(m, np.uint64),
+               np.zeros(m, np.int64), np.zeros(m, np.uint8), np.zeros(m, np.uint8))
+        core.validity(seqno, cas, gone, same.view(np.uint8), chosen, alive, discarded, *out)
+        return out
+    for chosen in (None, kept):
+        answers = both(lambda core: run(core, chosen))
+        rows_at = range(n) if chosen is None else chosen.tolist()
+        clock = [int(c) & ~0xFFFF for c in cas]
+        for j, i in enumerate(rows_at):
+            ended = int(gone[i]) not in (alive, discarded)
+            follows = bool(same[i]) and not ended
+            assert answers[0][j] == seqno[i] and answers[1][j] == clock[i]
+            assert answers[4][j] == (ended or follows)
+            assert answers[5][j] == follows
+            if ended:
+                assert answers[2][j] == gone[i]
+            elif follows:
+                assert (answers[2][j], answers[3][j]) == (seqno[i + 1], clock[i + 1])
+    with pytest.raises(ValueError):
+        run(CORES[-1], np.array([n], np.int64))

@@ -359,6 +359,34 @@ def newest(ids, order_key, size):
     return best
 
 
+def validity(seqno, cas, gone, same, kept, alive, discarded, from_seqno, from_time, to_seqno,
+             to_time, seqno_valid, time_valid) -> None:
+    """When the versions at ``kept`` (None: all) of a history, in order (their ``seqno``,
+    ``cas`` and ``gone``; ``same``: the next one is of the same document), last, written
+    into the arrays given: ``from_seqno`` and ``from_time`` (the CAS's clock, its low 16
+    bits cleared); ``to_seqno``, the end of the collection clear that ended it (``gone``
+    neither ``alive`` nor ``discarded``) or the next version's seqno, and ``to_time``, the
+    next version's clock, each with whether it is known (``seqno_valid``,
+    ``time_valid``): a version lasts until the next version of its document, kept or not."""
+    n = len(seqno)
+    if len(cas) != n or len(gone) != n or len(same) != n:
+        raise ValueError("one seqno, CAS, end and next flag per version")
+    rows = np.arange(n) if kept is None else np.asarray(kept, np.int64)
+    if any(len(a) != len(rows) for a in (from_seqno, from_time, to_seqno, to_time,
+                                          seqno_valid, time_valid)):
+        raise ValueError("one answer per version kept")
+    if len(rows) and (rows.min() < 0 or rows.max() >= n):
+        raise ValueError("a version outside the history")
+    clock = (np.asarray(cas, np.uint64) & ~np.uint64(0xFFFF)).view(np.int64)
+    for j, i in enumerate(rows.tolist()):
+        ended = int(gone[i]) not in (int(alive), int(discarded))
+        follows = bool(same[i]) and not ended and i + 1 < n
+        from_seqno[j], from_time[j] = seqno[i], clock[i]
+        to_seqno[j] = gone[i] if ended else (seqno[i + 1] if follows else 0)
+        to_time[j] = clock[i + 1] if follows else 0
+        seqno_valid[j], time_valid[j] = ended or bool(same[i]), follows
+
+
 def pair_durable(group, what, seqno, prepared, size):
     """Durable writes paired, the elements of each group (an id in ``0..size-1``) being in
     the order of their indices: each commit (``what`` ``W_COMMIT``), the element before

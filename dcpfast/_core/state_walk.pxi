@@ -221,3 +221,34 @@ def pair_durable(const int64_t[::1] group, const uint8_t[::1] what, const uint64
                 waiting[w] = i
                 w += 1
     return commits_arr, before_arr, ok_arr.view(bool), waiting_arr
+
+
+def validity(const uint64_t[::1] seqno, const uint64_t[::1] cas, const uint64_t[::1] gone,
+             const uint8_t[::1] same, const int64_t[::1] kept, uint64_t alive,
+             uint64_t discarded, uint64_t[::1] from_seqno, int64_t[::1] from_time,
+             uint64_t[::1] to_seqno, int64_t[::1] to_time, uint8_t[::1] seqno_valid,
+             uint8_t[::1] time_valid):
+    """When the versions ``kept`` (None: all) of a history last (``pystate.validity``),
+    written into the arrays given, in one pass."""
+    cdef Py_ssize_t n = seqno.shape[0], m, i, j
+    cdef bint ended, follows
+    if cas.shape[0] != n or gone.shape[0] != n or same.shape[0] != n:
+        raise ValueError("one seqno, CAS, end and next flag per version")
+    m = n if kept is None else kept.shape[0]
+    if from_seqno.shape[0] != m or from_time.shape[0] != m or to_seqno.shape[0] != m \
+            or to_time.shape[0] != m or seqno_valid.shape[0] != m or time_valid.shape[0] != m:
+        raise ValueError("one answer per version kept")
+    for j in range(m if kept is not None else 0):
+        if not 0 <= kept[j] < n:
+            raise ValueError(f"version {kept[j]} outside 0..{n - 1}")
+    with nogil:
+        for j in range(m):
+            i = j if kept is None else kept[j]
+            ended = gone[i] != alive and gone[i] != discarded
+            follows = same[i] != 0 and not ended and i + 1 < n
+            from_seqno[j] = seqno[i]
+            from_time[j] = <int64_t>(cas[i] & CLOCK)
+            to_seqno[j] = gone[i] if ended else (seqno[i + 1] if follows else 0)
+            to_time[j] = <int64_t>(cas[i + 1] & CLOCK) if follows else 0
+            seqno_valid[j] = ended or same[i] != 0
+            time_valid[j] = follows

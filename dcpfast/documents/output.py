@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from .. import _core
 from ..arrays import unique as distinct
 from ..arrow import cast_map
 from ..buffers import pooled, pooled_take
@@ -149,28 +150,21 @@ def _validity(seqno: np.ndarray, cas: np.ndarray, gone: np.ndarray, same: np.nda
     """``valid_from``/``valid_to`` seqnos and times of versions in order (their ``seqno``,
     ``cas`` and ``gone``; ``same``: the next one is of the same document), of those at
     ``kept`` among them (None: all), as Arrow columns: a version lasts until the next
-    version of its document (kept or not), or the collection clear that ended it."""
+    version of its document (kept or not), or the collection clear that ended it
+    (``_core.state.validity``, one pass, into Arrow's memory pool)."""
     import pyarrow as pa
 
     time = pa.timestamp("ns", tz="UTC")
-    ended = (gone != ALIVE) & (gone != DISCARDED)
-    clock = np.bitwise_and(cas, ~np.uint64(0xFFFF), out=pooled(cas.nbytes).view(np.uint64)
-                           ).view(np.int64)
-    nxt = np.flatnonzero(same & ~ended)                 # ends where its next one begins
-    to_seqno = pooled(seqno.nbytes).view(np.uint64)
-    to_time = pooled(seqno.nbytes).view(np.int64)
-    to_seqno.fill(0)
-    to_time.fill(0)
-    to_seqno[nxt], to_time[nxt] = seqno[nxt + 1], clock[nxt + 1]
-    to_seqno[ended] = gone[ended]
-    if kept is not None:
-        seqno, clock, to_seqno, to_time, ended, same = pooled_take(
-            dict(seqno=seqno, clock=clock, to_seqno=to_seqno, to_time=to_time, ended=ended,
-                 same=same), ("seqno", "clock", "to_seqno", "to_time", "ended", "same"),
-            kept).values()
-    return {"valid_from_seqno": pa.array(seqno), "valid_from_time": pa.array(clock, time),
-            "valid_to_seqno": pa.array(to_seqno, mask=~(ended | same)),
-            "valid_to_time": pa.array(to_time, time, mask=ended | ~same)}
+    m = len(seqno) if kept is None else len(kept)
+    from_seqno, to_seqno = (pooled(8 * m).view(np.uint64) for _ in range(2))
+    from_time, to_time = (pooled(8 * m).view(np.int64) for _ in range(2))
+    seqno_valid, time_valid = (pooled(m).view(np.uint8) for _ in range(2))
+    _core.state.validity(seqno, cas, gone, same.view(np.uint8), kept, int(ALIVE),
+                         int(DISCARDED), from_seqno, from_time, to_seqno, to_time,
+                         seqno_valid, time_valid)
+    return {"valid_from_seqno": pa.array(from_seqno), "valid_from_time": pa.array(from_time, time),
+            "valid_to_seqno": pa.array(to_seqno, mask=~seqno_valid.view(bool)),
+            "valid_to_time": pa.array(to_time, time, mask=~time_valid.view(bool))}
 
 
 def _names(manifest: Manifest) -> dict[int, tuple[str | None, str | None]]:
