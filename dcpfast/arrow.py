@@ -152,21 +152,16 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
             datas.append(np.zeros(0, np.uint8))
             continue
         _, offsets_buffer, data = piece.buffers()
-        where = np.frombuffer(offsets_buffer, np.int64 if large else np.int32,
-                              len(piece) + 1, piece.offset * (8 if large else 4))
-        offsets.append(where if large else where.astype(np.int64))
+        offsets.append(np.frombuffer(offsets_buffer, np.int64 if large else np.int32,
+                                     len(piece) + 1, piece.offset * (8 if large else 4)))
         datas.append(np.frombuffer(data, np.uint8) if data is not None
                      else np.zeros(0, np.uint8))
-    chunk = valid_chunks(chunks, chunk, entry)
     n = len(chunk)
-    taken = None if not n or chunk.min() >= 0 else chunk >= 0
-    starts = np.empty(n, np.int64)
-    bounds = np.zeros(n + 1, np.int64)
-    _core.values.spans_at(offsets, chunk, entry, starts, bounds)
+    starts, bounds, valid = _spans(chunks, offsets, chunk, entry)
+    taken = None if valid.all() else valid.view(bool)
     out = buffers.pooled(int(bounds[-1]))
     if n and datas:
-        _core.values.gather_chunks(datas, chunk if taken is None else np.maximum(chunk, 0),
-                                   starts, bounds, out)
+        _core.values.gather_chunks(datas, np.maximum(chunk, 0), starts, bounds, out)
     small = bounds[-1] <= buffers.INT32_MAX and not wide
     return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), n,
                                  [*mask_bitmap(taken),
@@ -174,17 +169,18 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
                                   pa.py_buffer(out)])
 
 
-def valid_chunks(chunks: list, chunk: np.ndarray, entry: np.ndarray) -> np.ndarray:
-    """``chunk`` (int32) with -1 where value ``entry[i]`` of ``chunks[chunk[i]]`` (Arrow
-    arrays) is a null: a null is taken as a null."""
-    chunk = np.asarray(chunk, np.int32)
-    if not any(piece.null_count for piece in chunks):
-        return chunk
-    valid = np.empty(len(chunk), np.uint8)
-    _core.values.valid_at([piece.is_valid().to_numpy(zero_copy_only=False)
-                           if piece.null_count else None for piece in chunks],
-                          chunk, np.asarray(entry, np.int64), valid)
-    return np.where(valid.view(bool), chunk, np.int32(-1))
+def _spans(chunks: list, offsets: list, chunk: np.ndarray, entry: np.ndarray):
+    """Where value ``entry[i]`` of ``chunks[chunk[i]]`` (Arrow arrays whose ``offsets``
+    are given) lies: its start, the running total of the lengths, and whether it is not
+    null (a null of a chunk is taken as a null, and so is a negative ``chunk[i]``)."""
+    n = len(chunk)
+    starts = np.empty(n, np.int64)
+    bounds = np.zeros(n + 1, np.int64)
+    valid = np.empty(n, np.uint8)
+    _core.values.spans_at(offsets, [piece.is_valid().to_numpy(zero_copy_only=False)
+                                    if piece.null_count else None for piece in chunks],
+                          chunk, entry, starts, bounds, valid)
+    return starts, bounds, valid
 
 
 def take_map(column, index: np.ndarray) -> pa.Array:
@@ -210,21 +206,17 @@ def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.
     values."""
     import pyarrow as pa
 
+    chunk = np.asarray(chunk, np.int32)
     entry = np.asarray(entry, np.int64)
     offsets: list[np.ndarray] = []
     keys, items = [], []
     for piece in chunks:
-        offsets.append(piece.offsets.to_numpy().astype(np.int64) if len(piece)
-                       else np.zeros(1, np.int64))
+        offsets.append(piece.offsets.to_numpy() if len(piece) else np.zeros(1, np.int32))
         pairs = piece.values
         keys.append(pairs.field(0).cast(_as_binary(kind.key_type)))
         items.append(pairs.field(1).cast(_as_binary(kind.item_type)))
-    chunk = valid_chunks(chunks, chunk, entry)
-    n = len(chunk)
-    taken = None if not n or chunk.min() >= 0 else chunk >= 0
-    first = np.empty(n, np.int64)
-    bounds = np.zeros(n + 1, np.int64)
-    _core.values.spans_at(offsets, chunk, entry, first, bounds)
+    first, bounds, valid = _spans(chunks, offsets, chunk, entry)
+    taken = None if valid.all() else valid.view(bool)
     # each taken map's pairs, in order: its chunk, and its first pair's place there on
     counts = np.diff(bounds)
     some = np.flatnonzero(counts)

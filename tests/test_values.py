@@ -495,18 +495,26 @@ def test_helpers_reject_ranges_outside_their_buffers(core):
     with pytest.raises(ValueError):                # more rows than bounds
         module.gather_chunks(chunks, np.zeros(2, np.int32), np.zeros(2, np.int64),
                              np.array([0, 1], np.int64), np.empty(8, np.uint8))
-    offsets = [np.array([0, 4, 10], np.int64), np.array([0], np.int64)]
-    for chunk, entry in (([2], [0]), ([0], [2]), ([0], [-1]), ([1], [0])):
+    offsets = [np.array([0, 4, 10], np.int64), np.array([0], np.int64),
+               np.array([2, 3, 7], np.int32)]
+    valids = [None, None, np.array([False, True])]
+    for chunk, entry in (([3], [0]), ([0], [2]), ([0], [-1]), ([1], [0])):
         with pytest.raises(ValueError):            # no such chunk, or no such value
-            module.spans_at(offsets, np.array(chunk, np.int32), np.array(entry, np.int64),
-                            np.empty(1, np.int64), np.zeros(2, np.int64))
+            module.spans_at(offsets, valids, np.array(chunk, np.int32),
+                            np.array(entry, np.int64), np.empty(1, np.int64),
+                            np.zeros(2, np.int64), np.empty(1, np.uint8))
     with pytest.raises(ValueError):                # more rows than bounds
-        module.spans_at(offsets, np.zeros(2, np.int32), np.zeros(2, np.int64),
-                        np.empty(2, np.int64), np.zeros(2, np.int64))
-    starts, bounds = np.empty(3, np.int64), np.zeros(4, np.int64)
-    module.spans_at(offsets, np.array([0, -1, 0], np.int32), np.array([1, 5, 0], np.int64),
-                    starts, bounds)
-    assert bounds.tolist() == [0, 6, 6, 10] and starts[[0, 2]].tolist() == [4, 0]
+        module.spans_at(offsets, valids, np.zeros(2, np.int32), np.zeros(2, np.int64),
+                        np.empty(2, np.int64), np.zeros(2, np.int64), np.empty(2, np.uint8))
+    with pytest.raises(ValueError):                # a validity of another length
+        module.spans_at(offsets, [None, None, np.array([True])], np.zeros(1, np.int32),
+                        np.zeros(1, np.int64), np.empty(1, np.int64), np.zeros(2, np.int64),
+                        np.empty(1, np.uint8))
+    starts, bounds, valid = np.empty(5, np.int64), np.zeros(6, np.int64), np.empty(5, np.uint8)
+    module.spans_at(offsets, valids, np.array([0, -1, 0, 2, 2], np.int32),
+                    np.array([1, 5, 0, 0, 1], np.int64), starts, bounds, valid)
+    assert bounds.tolist() == [0, 6, 6, 10, 10, 14] and valid.tolist() == [1, 0, 1, 0, 1]
+    assert starts[[0, 2, 4]].tolist() == [4, 0, 3]
     valids = [np.array([True, False]), None]
     for chunk, entry in (([2], [0]), ([0], [2]), ([0], [-1])):
         with pytest.raises(ValueError):

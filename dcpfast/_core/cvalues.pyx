@@ -8,7 +8,7 @@ copied, without the GIL (threads decode runs of values at once).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memchr
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
@@ -500,32 +500,55 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
         raise ValueError("xattr_strings: string buffers too short")
 
 
-def spans_at(list offsets, const int32_t[::1] chunk, const int64_t[::1] entry,
-             int64_t[::1] starts, int64_t[::1] bounds):
+def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[::1] entry,
+             int64_t[::1] starts, int64_t[::1] bounds, uint8_t[::1] valid):
     """Where value ``entry[i]`` of chunk ``chunk[i]`` lies (``offsets[k]``: a chunk's
-    int64 offsets, one more than its values): its first byte in ``starts[i]``, and the
-    running total of the lengths in ``bounds`` (``bounds[0]`` as given); a negative
-    ``chunk[i]`` gives an empty span (a null). ``gather_chunks`` then copies them."""
+    int32 or int64 offsets, one more than its values; ``valids[k]``: which of its values
+    are not null, a ``bool`` array, or None where none is): its first byte in
+    ``starts[i]``, the running total of the lengths in ``bounds`` (``bounds[0]`` as
+    given), and whether it is not null in ``valid[i]``; a null, or a negative
+    ``chunk[i]``, gives an empty span. ``gather_chunks`` then copies them."""
     cdef Py_ssize_t i, j, n = chunk.shape[0], k = len(offsets)
-    cdef int64_t e, c
-    cdef const int64_t[::1] column
-    if entry.shape[0] != n or starts.shape[0] != n or bounds.shape[0] != n + 1:
-        raise ValueError("spans_at: one entry, start and bound per value")
-    held = []                               # the views that keep the offsets' pointers
-    cdef const int64_t** base = <const int64_t**>malloc((k + 1) * sizeof(int64_t*))
+    cdef int64_t e, c, lo, hi
+    cdef const int64_t[::1] wide
+    cdef const int32_t[::1] narrow
+    cdef const uint8_t[::1] flags
+    if entry.shape[0] != n or starts.shape[0] != n or bounds.shape[0] != n + 1 \
+            or valid.shape[0] != n:
+        raise ValueError("spans_at: one entry, start, bound and answer per value")
+    if len(valids) != k:
+        raise ValueError("spans_at: one validity per chunk")
+    held = []                               # the views that keep the columns' pointers
+    cdef const int64_t** at64 = <const int64_t**>calloc(k + 1, sizeof(int64_t*))
+    cdef const int32_t** at32 = <const int32_t**>calloc(k + 1, sizeof(int32_t*))
+    cdef const uint8_t** ok = <const uint8_t**>calloc(k + 1, sizeof(uint8_t*))
     cdef int64_t* size = <int64_t*>malloc((k + 1) * sizeof(int64_t))
-    if base == NULL or size == NULL:
-        free(base)
+    if at64 == NULL or at32 == NULL or ok == NULL or size == NULL:
+        free(at64)
+        free(at32)
+        free(ok)
         free(size)
         raise MemoryError()
     try:
         for j in range(k):
-            column = offsets[j]
-            if column.shape[0] < 1:
+            if offsets[j].dtype == np.int32:
+                narrow = offsets[j]
+                held.append(narrow)
+                size[j] = narrow.shape[0] - 1
+                at32[j] = &narrow[0] if narrow.shape[0] else NULL
+            else:
+                wide = offsets[j]
+                held.append(wide)
+                size[j] = wide.shape[0] - 1
+                at64[j] = &wide[0] if wide.shape[0] else NULL
+            if size[j] < 0:
                 raise ValueError("spans_at: a chunk's offsets hold one more than its values")
-            held.append(column)
-            base[j] = &column[0]
-            size[j] = column.shape[0] - 1
+            if valids[j] is not None:
+                flags = valids[j].view(np.uint8)
+                if flags.shape[0] != size[j]:
+                    raise ValueError("spans_at: a chunk's validity needs one flag per value")
+                held.append(flags)
+                ok[j] = &flags[0] if size[j] else NULL
         for i in range(n):
             c = chunk[i]
             if c >= k or (c >= 0 and not 0 <= entry[i] < size[c]):
@@ -533,17 +556,32 @@ def spans_at(list offsets, const int32_t[::1] chunk, const int64_t[::1] entry,
         with nogil:
             for i in range(n):
                 if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
-                    DCP_PREFETCH(base[chunk[i + GATHER_AHEAD]] + entry[i + GATHER_AHEAD])
+                    c = chunk[i + GATHER_AHEAD]
+                    if at64[c] != NULL:
+                        DCP_PREFETCH(at64[c] + entry[i + GATHER_AHEAD])
+                    else:
+                        DCP_PREFETCH(at32[c] + entry[i + GATHER_AHEAD])
                 c = chunk[i]
+                if c >= 0:
+                    e = entry[i]
+                    if ok[c] != NULL and not ok[c][e]:
+                        c = -1
+                    elif at64[c] != NULL:
+                        lo, hi = at64[c][e], at64[c][e + 1]
+                    else:
+                        lo, hi = at32[c][e], at32[c][e + 1]
                 if c < 0:
                     starts[i] = 0
                     bounds[i + 1] = bounds[i]
+                    valid[i] = 0
                 else:
-                    e = entry[i]
-                    starts[i] = base[c][e]
-                    bounds[i + 1] = bounds[i] + base[c][e + 1] - base[c][e]
+                    starts[i] = lo
+                    bounds[i + 1] = bounds[i] + hi - lo
+                    valid[i] = 1
     finally:
-        free(base)
+        free(at64)
+        free(at32)
+        free(ok)
         free(size)
 
 

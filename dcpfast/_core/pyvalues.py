@@ -167,25 +167,31 @@ def xattr_strings(a, b, source, starts, lengths, pairs, key_offsets, key_data, v
             value_offsets[n] = vpos
 
 
-def spans_at(offsets, chunk, entry, starts, bounds) -> None:
+def spans_at(offsets, valids, chunk, entry, starts, bounds, valid) -> None:
     """Where value ``entry[i]`` of chunk ``chunk[i]`` lies (``offsets[k]``: a chunk's
-    int64 offsets, one more than its values): its first byte in ``starts[i]``, and the
-    running total of the lengths in ``bounds`` (``bounds[0]`` as given); a negative
-    ``chunk[i]`` gives an empty span (a null). ``gather_chunks`` then copies them."""
+    int32 or int64 offsets, one more than its values; ``valids[k]``: which of its values
+    are not null, a ``bool`` array, or None where none is): its first byte in
+    ``starts[i]``, the running total of the lengths in ``bounds`` (``bounds[0]`` as
+    given), and whether it is not null in ``valid[i]``; a null, or a negative
+    ``chunk[i]``, gives an empty span. ``gather_chunks`` then copies them."""
     n = len(chunk)
-    if len(entry) != n or len(starts) != n or len(bounds) != n + 1:
-        raise ValueError("spans_at: one entry, start and bound per value")
+    if len(entry) != n or len(starts) != n or len(bounds) != n + 1 or len(valid) != n:
+        raise ValueError("spans_at: one entry, start, bound and answer per value")
+    if len(valids) != len(offsets):
+        raise ValueError("spans_at: one validity per chunk")
     if any(len(o) < 1 for o in offsets):
         raise ValueError("spans_at: a chunk's offsets hold one more than its values")
+    if any(v is not None and len(v) != len(o) - 1 for o, v in zip(offsets, valids)):
+        raise ValueError("spans_at: a chunk's validity needs one flag per value")
     for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
         if c >= len(offsets) or (c >= 0 and not 0 <= e < len(offsets[c]) - 1):
             raise ValueError(f"spans_at: value {i} outside its chunk")
     for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
-        if c < 0:
-            starts[i], bounds[i + 1] = 0, bounds[i]
+        if c < 0 or (valids[c] is not None and not valids[c][e]):
+            starts[i], bounds[i + 1], valid[i] = 0, bounds[i], 0
         else:
             lo, hi = int(offsets[c][e]), int(offsets[c][e + 1])
-            starts[i], bounds[i + 1] = lo, bounds[i] + hi - lo
+            starts[i], bounds[i + 1], valid[i] = lo, bounds[i] + hi - lo, 1
 
 
 def valid_at(valids, chunk, entry, out) -> None:
