@@ -500,6 +500,38 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
         raise ValueError("xattr_strings: string buffers too short")
 
 
+cdef list _offset_tables(list offsets, list valids, const int64_t** at64,
+                         const int32_t** at32, const uint8_t** ok, int64_t* size):
+    """Each chunk's offsets (int32 or int64: one of ``at32``/``at64`` is set), validity
+    flags (None: no nulls) and number of values, for ``spans_at``: the views that keep
+    those pointers."""
+    cdef Py_ssize_t j
+    cdef const int64_t[::1] wide
+    cdef const int32_t[::1] narrow
+    cdef const uint8_t[::1] flags
+    held = []
+    for j in range(len(offsets)):
+        if offsets[j].dtype == np.int32:
+            narrow = offsets[j]
+            held.append(narrow)
+            size[j] = narrow.shape[0] - 1
+            at32[j] = &narrow[0] if narrow.shape[0] else NULL
+        else:
+            wide = offsets[j]
+            held.append(wide)
+            size[j] = wide.shape[0] - 1
+            at64[j] = &wide[0] if wide.shape[0] else NULL
+        if size[j] < 0:
+            raise ValueError("spans_at: a chunk's offsets hold one more than its values")
+        if valids[j] is not None:
+            flags = valids[j].view(np.uint8)
+            if flags.shape[0] != size[j]:
+                raise ValueError("spans_at: a chunk's validity needs one flag per value")
+            held.append(flags)
+            ok[j] = &flags[0] if size[j] else NULL
+    return held
+
+
 def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[::1] entry,
              int64_t[::1] starts, int64_t[::1] bounds, uint8_t[::1] valid):
     """Where value ``entry[i]`` of chunk ``chunk[i]`` lies (``offsets[k]``: a chunk's
@@ -508,17 +540,13 @@ def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[
     ``starts[i]``, the running total of the lengths in ``bounds`` (``bounds[0]`` as
     given), and whether it is not null in ``valid[i]``; a null, or a negative
     ``chunk[i]``, gives an empty span. ``gather_chunks`` then copies them."""
-    cdef Py_ssize_t i, j, n = chunk.shape[0], k = len(offsets)
-    cdef int64_t e, c, lo, hi
-    cdef const int64_t[::1] wide
-    cdef const int32_t[::1] narrow
-    cdef const uint8_t[::1] flags
+    cdef Py_ssize_t i, n = chunk.shape[0], k = len(offsets)
+    cdef int64_t e, c, lo = 0, hi = 0
     if entry.shape[0] != n or starts.shape[0] != n or bounds.shape[0] != n + 1 \
             or valid.shape[0] != n:
         raise ValueError("spans_at: one entry, start, bound and answer per value")
     if len(valids) != k:
         raise ValueError("spans_at: one validity per chunk")
-    held = []                               # the views that keep the columns' pointers
     cdef const int64_t** at64 = <const int64_t**>calloc(k + 1, sizeof(int64_t*))
     cdef const int32_t** at32 = <const int32_t**>calloc(k + 1, sizeof(int32_t*))
     cdef const uint8_t** ok = <const uint8_t**>calloc(k + 1, sizeof(uint8_t*))
@@ -530,25 +558,7 @@ def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[
         free(size)
         raise MemoryError()
     try:
-        for j in range(k):
-            if offsets[j].dtype == np.int32:
-                narrow = offsets[j]
-                held.append(narrow)
-                size[j] = narrow.shape[0] - 1
-                at32[j] = &narrow[0] if narrow.shape[0] else NULL
-            else:
-                wide = offsets[j]
-                held.append(wide)
-                size[j] = wide.shape[0] - 1
-                at64[j] = &wide[0] if wide.shape[0] else NULL
-            if size[j] < 0:
-                raise ValueError("spans_at: a chunk's offsets hold one more than its values")
-            if valids[j] is not None:
-                flags = valids[j].view(np.uint8)
-                if flags.shape[0] != size[j]:
-                    raise ValueError("spans_at: a chunk's validity needs one flag per value")
-                held.append(flags)
-                ok[j] = &flags[0] if size[j] else NULL
+        held = _offset_tables(offsets, valids, at64, at32, ok, size)
         for i in range(n):
             c = chunk[i]
             if c >= k or (c >= 0 and not 0 <= entry[i] < size[c]):
