@@ -13,6 +13,11 @@ from .errors import text
 #: The largest offset of an Arrow ``binary`` array (and of a binary view's buffer).
 INT32_MAX = 2**31 - 1
 _WINDOW_BITS = 30                     # binary_view data buffers for inputs over 2 GiB
+#: Columns from this size up are taken into Arrow's memory pool (``pooled_take``); the C
+#: library serves smaller ones from pages it keeps. In one profile, joining the versions
+#: of a one-version state (278,403) took 17 ms in the pool and 7 ms without it; those of a
+#: history (871,200), 5 ms in the pool and 15 ms without.
+POOLED_FROM = 4 << 20
 
 
 def byte_view(data) -> memoryview:
@@ -45,9 +50,10 @@ def pooled(size: int) -> np.ndarray:
 
 
 def pooled_take(columns: dict, names, index: np.ndarray) -> dict[str, np.ndarray]:
-    """``columns[name][index]`` for each of ``names`` (columns of one length), each into
-    Arrow's memory pool (``pooled``): the pages it freed lately, not fresh ones that cost a
-    fault and a zeroing each. ``index``: positions, or a mask."""
+    """``columns[name][index]`` for each of ``names`` (columns of one length), each of
+    ``POOLED_FROM`` bytes or more into Arrow's memory pool (``pooled``): the pages it freed
+    lately, not fresh ones that cost a fault and a zeroing each. ``index``: positions, or
+    a mask."""
     index = np.asarray(index)
     if index.dtype == bool:
         index = np.flatnonzero(index)
@@ -57,6 +63,9 @@ def pooled_take(columns: dict, names, index: np.ndarray) -> dict[str, np.ndarray
         if not out and len(index) and (int(index.max()) >= len(column)
                                         or int(index.min()) < -len(column)):
             raise IndexError(f"an index outside the {len(column)} rows of {name}")
+        if len(index) * column.itemsize < POOLED_FROM:
+            out[name] = column[index]
+            continue
         into = pooled(len(index) * column.itemsize).view(column.dtype)
         out[name] = np.take(column, index, out=into, mode="wrap")   # bounds checked above
     return out

@@ -89,9 +89,10 @@ def concat(parts: list[Versions]) -> Versions:
     values = bodies.union([p.values for p in parts])
     names = [*NUMERIC, *(("vref",) if values is not None else ())]
     size = sum(len(p) for p in parts)
-    return Versions({name: np.concatenate([p[name] for p in parts], out=buffers.pooled(
-        size * parts[0][name].itemsize).view(parts[0][name].dtype)) for name in names},
-                    values)
+    return Versions({name: np.concatenate([p[name] for p in parts], out=None if (
+        size * parts[0][name].itemsize < buffers.POOLED_FROM) else buffers.pooled(
+            size * parts[0][name].itemsize).view(parts[0][name].dtype)) for name in names},
+        values)
 
 
 #: The columns of ``Versions`` taken from rows, and the rows' columns they come from.
