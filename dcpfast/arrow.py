@@ -122,13 +122,7 @@ def take_binary(column, index: np.ndarray, *, wide: bool = False) -> pa.Array:
     the chunks in one pass, without joining them first as ``take`` of a chunked array
     does (one copy of every value less)."""
     chunks = _chunks(column)
-    firsts = np.cumsum([0, *(len(c) for c in chunks)])
-    index, taken = _positions(index, int(firsts[-1]), "take_binary")
-    chunk = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
-    entry = index - firsts[np.maximum(chunk, 0)] if len(chunks) else index
-    if taken is not None:
-        chunk[~taken] = -1
-    return take_binary_at(chunks, chunk, entry, wide=wide)
+    return take_binary_at(chunks, *_chunk_entries(chunks, index, "take_binary"), wide=wide)
 
 
 def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
@@ -189,13 +183,7 @@ def take_map(column, index: np.ndarray) -> pa.Array:
     column's type: the keys and items gathered as ``take_binary`` gathers (Arrow's own
     ``take`` of a map column walks it entry by entry, and joins chunks first)."""
     chunks = _chunks(column)
-    firsts = np.cumsum([0, *(len(c) for c in chunks)])
-    index, taken = _positions(index, int(firsts[-1]), "take_map")
-    chunk = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
-    entry = index - firsts[np.maximum(chunk, 0)] if len(chunks) else index
-    if taken is not None:
-        chunk[~taken] = -1
-    return take_map_at(chunks, chunk, entry, column.type)
+    return take_map_at(chunks, *_chunk_entries(chunks, index, "take_map"), column.type)
 
 
 def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.Array:
@@ -240,6 +228,18 @@ def _chunks(column) -> list:
 
     return [c for c in (column.chunks if isinstance(column, pa.ChunkedArray) else [column])
             if len(c)]
+
+
+def _chunk_entries(chunks: list, index, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``index`` (positions in ``chunks`` one after the other; a negative one: a null) as
+    each one's chunk (int32, -1 for a null) and entry there."""
+    firsts = np.cumsum([0, *(len(c) for c in chunks)])
+    index, taken = _positions(index, int(firsts[-1]), name)
+    chunk = (np.searchsorted(firsts, index, side="right") - 1).astype(np.int32)
+    entry = index - firsts[np.maximum(chunk, 0)] if len(chunks) else index
+    if taken is not None:
+        chunk[~taken] = -1
+    return chunk, entry
 
 
 def _positions(index, size: int, name: str) -> tuple[np.ndarray, np.ndarray | None]:

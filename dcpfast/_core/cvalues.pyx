@@ -500,6 +500,19 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
         raise ValueError("xattr_strings: string buffers too short")
 
 
+cdef int _check_entries(const int32_t[::1] chunk, const int64_t[::1] entry,
+                        const int64_t* size, Py_ssize_t k, str name) except -1:
+    """Each ``chunk[i]`` negative (a null) or one of the ``k`` chunks, and ``entry[i]``
+    one of its ``size[chunk[i]]`` values."""
+    cdef Py_ssize_t i
+    cdef int64_t c
+    for i in range(chunk.shape[0]):
+        c = chunk[i]
+        if c >= k or (c >= 0 and not 0 <= entry[i] < size[c]):
+            raise ValueError(f"{name}: value {i} outside its chunk")
+    return 0
+
+
 cdef list _offset_tables(list offsets, list valids, const int64_t** at64,
                          const int32_t** at32, const uint8_t** ok, int64_t* size):
     """Each chunk's offsets (int32 or int64: one of ``at32``/``at64`` is set), validity
@@ -559,10 +572,7 @@ def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[
         raise MemoryError()
     try:
         held = _offset_tables(offsets, valids, at64, at32, ok, size)
-        for i in range(n):
-            c = chunk[i]
-            if c >= k or (c >= 0 and not 0 <= entry[i] < size[c]):
-                raise ValueError(f"spans_at: value {i} outside its chunk")
+        _check_entries(chunk, entry, size, k, "spans_at")
         with nogil:
             for i in range(n):
                 if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
@@ -674,10 +684,7 @@ def chunk_spans(list sources, list starts, list lengths, const int32_t[::1] base
             sources_at[j] = &source_column[0] if size[j] else NULL
             starts_at[j] = &start_column[0] if size[j] else NULL
             lengths_at[j] = &length_column[0] if size[j] else NULL
-        for i in range(n):
-            c = chunk[i]
-            if c >= k or (c >= 0 and not 0 <= entry[i] < size[c]):
-                raise ValueError(f"chunk_spans: value {i} outside its chunk")
+        _check_entries(chunk, entry, size, k, "chunk_spans")
         with nogil:
             for i in range(n):
                 if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
