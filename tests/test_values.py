@@ -750,3 +750,25 @@ def test_state_values_as_spans(threads, monkeypatch):
     assert [None if m is None else dict(m) for m in maps.to_pylist()] == \
         [None if m is None else dict(m)
          for m in expected.column("xattrs").take(order).to_pylist()]
+
+
+def test_pooled_take_is_a_take(monkeypatch):
+    """``buffers.pooled_take`` gives what numpy's indexing gives, small columns and those
+    taken into Arrow's pool alike, by positions (negative ones among them) or a mask, and
+    refuses a position outside the columns whatever their size."""
+    rng = np.random.default_rng(4)
+    columns = {"a": rng.integers(0, 2**63, 5000, np.uint64),
+               "b": rng.integers(0, 2**31, 5000).astype(np.int32),
+               "c": rng.random(5000) < 0.5}
+    index = rng.integers(-5000, 5000, 3000)
+    mask = rng.random(5000) < 0.3
+    for pooled_from in (buffers.POOLED_FROM, 0):          # each column small, then pooled
+        monkeypatch.setattr(buffers, "POOLED_FROM", pooled_from)
+        for chosen in (index, mask):
+            taken = buffers.pooled_take(columns, ["a", "b", "c"], chosen)
+            for name, column in columns.items():
+                assert taken[name].dtype == column.dtype
+                np.testing.assert_array_equal(taken[name], column[chosen])
+        for outside in ([5000], [-5001]):
+            with pytest.raises(IndexError):
+                buffers.pooled_take(columns, ["a", "b"], np.array(outside))
