@@ -111,9 +111,8 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
     within ``piece_bytes``. Damage is reported in stream order, before the piece that holds
     it is yielded.
     """
-    for piece in _pieces(batch, _piece, decompress=decompress, xattrs=xattrs, errors=errors,
-                         piece_bytes=piece_bytes, threads=threads):
-        yield piece
+    yield from _pieces(batch, _piece, decompress=decompress, xattrs=xattrs, errors=errors,
+                       piece_bytes=piece_bytes, threads=threads)
 
 
 def value_spans(batch: FrameBatch, *, errors: str | None = None,

@@ -515,25 +515,30 @@ def test_helpers_reject_ranges_outside_their_buffers(core):
                     np.array([1, 5, 0, 0, 1], np.int64), starts, bounds, valid)
     assert bounds.tolist() == [0, 6, 6, 10, 10, 14] and valid.tolist() == [1, 0, 1, 0, 1]
     assert starts[[0, 2, 4]].tolist() == [4, 0, 3]
-    valids = [np.array([True, False]), None]
-    for chunk, entry in (([2], [0]), ([0], [2]), ([0], [-1])):
-        with pytest.raises(ValueError):
-            module.valid_at(valids, np.array(chunk, np.int32), np.array(entry, np.int64),
-                            np.empty(1, np.uint8))
-    valid = np.empty(4, np.uint8)
-    module.valid_at(valids, np.array([0, 0, 1, -1], np.int32), np.array([0, 1, 7, 0], np.int64),
-                    valid)
-    assert valid.tolist() == [1, 0, 1, 0]
     source, start, bounds = np.empty(2, np.int32), np.empty(2, np.int64), np.zeros(3, np.int64)
+    taken = np.empty(2, np.uint8)
     spans = ([np.array([0, 1], np.int32)], [np.array([3, 0], np.int64)],
-             [np.array([2, 5], np.int64)], np.array([4], np.int32))
-    for chunk, entry in (([1, 0], [0, 0]), ([0, 0], [2, 0])):
+             [np.array([2, 5], np.int64)], [None], np.array([4], np.int32))
+    for chunk, entry in (([1, 0], [0, 0]), ([0, 0], [2, 0]), ([0, 0], [-1, 0])):
         with pytest.raises(ValueError):
             module.chunk_spans(*spans, np.array(chunk, np.int32), np.array(entry, np.int64),
-                               source, start, bounds)
+                               source, start, bounds, taken)
+    with pytest.raises(ValueError):                # a validity of another length
+        module.chunk_spans(*spans[:3], [np.array([True])], spans[4], np.zeros(2, np.int32),
+                           np.zeros(2, np.int64), source, start, bounds, taken)
     module.chunk_spans(*spans, np.array([0, -1], np.int32), np.array([1, 9], np.int64), source,
-                       start, bounds)
-    assert (source[0], start[0], bounds.tolist()) == (5, 0, [0, 5, 5])
+                       start, bounds, taken)
+    assert (source[0], start[0], bounds.tolist(), taken.tolist()) == (5, 0, [0, 5, 5], [1, 0])
+    two = ([np.array([0, 1], np.int32), np.array([0], np.int32)],
+           [np.array([3, 0], np.int64), np.array([7], np.int64)],
+           [np.array([2, 5], np.int64), np.array([1], np.int64)],
+           [np.array([True, False]), None], np.array([4, 6], np.int32))
+    source, start = np.empty(4, np.int32), np.empty(4, np.int64)
+    bounds, taken = np.zeros(5, np.int64), np.empty(4, np.uint8)
+    module.chunk_spans(*two, np.array([0, 0, 1, -1], np.int32), np.array([0, 1, 0, 0], np.int64),
+                       source, start, bounds, taken)
+    assert taken.tolist() == [1, 0, 1, 0]           # a null of a chunk is taken as a null
+    assert bounds.tolist() == [0, 2, 2, 3, 3] and (source[2], start[2]) == (6, 7)
 
 
 _chunk = st.tuples(st.lists(st.one_of(st.none(), st.binary(max_size=9)), max_size=6),

@@ -516,12 +516,11 @@ cdef int _check_entries(const int32_t[::1] chunk, const int64_t[::1] entry,
 cdef list _offset_tables(list offsets, list valids, const int64_t** at64,
                          const int32_t** at32, const uint8_t** ok, int64_t* size):
     """Each chunk's offsets (int32 or int64: one of ``at32``/``at64`` is set), validity
-    flags (None: no nulls) and number of values, for ``spans_at``: the views that keep
+    flags (``_valid_table``) and number of values, for ``spans_at``: the views that keep
     those pointers."""
     cdef Py_ssize_t j
     cdef const int64_t[::1] wide
     cdef const int32_t[::1] narrow
-    cdef const uint8_t[::1] flags
     held = []
     for j in range(len(offsets)):
         if offsets[j].dtype == np.int32:
@@ -536,10 +535,21 @@ cdef list _offset_tables(list offsets, list valids, const int64_t** at64,
             at64[j] = &wide[0] if wide.shape[0] else NULL
         if size[j] < 0:
             raise ValueError("spans_at: a chunk's offsets hold one more than its values")
+    held.extend(_valid_table(valids, ok, size, "spans_at"))
+    return held
+
+
+cdef list _valid_table(list valids, const uint8_t** ok, const int64_t* size, str name):
+    """Each chunk's validity flags (``bool``, one per value; None: no nulls, ``ok``
+    left NULL), for ``spans_at`` and ``chunk_spans``: the views that keep the pointers."""
+    cdef Py_ssize_t j
+    cdef const uint8_t[::1] flags
+    held = []
+    for j in range(len(valids)):
         if valids[j] is not None:
             flags = valids[j].view(np.uint8)
             if flags.shape[0] != size[j]:
-                raise ValueError("spans_at: a chunk's validity needs one flag per value")
+                raise ValueError(f"{name}: a chunk's validity needs one flag per value")
             held.append(flags)
             ok[j] = &flags[0] if size[j] else NULL
     return held
@@ -547,12 +557,8 @@ cdef list _offset_tables(list offsets, list valids, const int64_t** at64,
 
 def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[::1] entry,
              int64_t[::1] starts, int64_t[::1] bounds, uint8_t[::1] valid):
-    """Where value ``entry[i]`` of chunk ``chunk[i]`` lies (``offsets[k]``: a chunk's
-    int32 or int64 offsets, one more than its values; ``valids[k]``: which of its values
-    are not null, a ``bool`` array, or None where none is): its first byte in
-    ``starts[i]``, the running total of the lengths in ``bounds`` (``bounds[0]`` as
-    given), and whether it is not null in ``valid[i]``; a null, or a negative
-    ``chunk[i]``, gives an empty span. ``gather_chunks`` then copies them."""
+    """Where each value taken lies, read from its chunk's offsets and validity
+    (``pyvalues.spans_at``)."""
     cdef Py_ssize_t i, n = chunk.shape[0], k = len(offsets)
     cdef int64_t e, c, lo = 0, hi = 0
     if entry.shape[0] != n or starts.shape[0] != n or bounds.shape[0] != n + 1 \
@@ -605,73 +611,35 @@ def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[
         free(size)
 
 
-def valid_at(list valids, const int32_t[::1] chunk, const int64_t[::1] entry,
-             uint8_t[::1] out):
-    """Whether value ``entry[i]`` of chunk ``chunk[i]`` is valid, in ``out[i]``: false for a
-    negative ``chunk[i]``, true for a chunk whose ``valids`` entry is None (no nulls),
-    else that array's byte (``bool`` arrays, one per value)."""
-    cdef Py_ssize_t i, j, n = chunk.shape[0], k = len(valids)
-    cdef int64_t c
-    cdef const uint8_t[::1] column
-    if entry.shape[0] != n or out.shape[0] != n:
-        raise ValueError("valid_at: one entry and answer per value")
-    held = []
-    cdef const uint8_t** at = <const uint8_t**>malloc((k + 1) * sizeof(uint8_t*))
-    cdef int64_t* size = <int64_t*>malloc((k + 1) * sizeof(int64_t))
-    if at == NULL or size == NULL:
-        free(at)
-        free(size)
-        raise MemoryError()
-    try:
-        for j in range(k):
-            at[j], size[j] = NULL, -1
-            if valids[j] is not None:
-                column = valids[j].view(np.uint8) if isinstance(valids[j], np.ndarray) \
-                    else valids[j]
-                held.append(column)
-                size[j] = column.shape[0]
-                at[j] = &column[0] if size[j] else NULL
-        for i in range(n):
-            c = chunk[i]
-            if c >= k or (c >= 0 and size[c] >= 0 and not 0 <= entry[i] < size[c]):
-                raise ValueError(f"valid_at: value {i} outside its chunk")
-        with nogil:
-            for i in range(n):
-                c = chunk[i]
-                out[i] = c >= 0 and (at[c] == NULL or at[c][entry[i]] != 0)
-    finally:
-        free(at)
-        free(size)
-
-
-def chunk_spans(list sources, list starts, list lengths, const int32_t[::1] base,
-                const int32_t[::1] chunk, const int64_t[::1] entry, int32_t[::1] source,
-                int64_t[::1] start, int64_t[::1] bounds):
-    """Where value ``entry[i]`` of chunk ``chunk[i]`` lies, the chunks' values given as
-    spans (chunk ``k``'s value ``e``: ``lengths[k][e]`` bytes at ``starts[k][e]`` of its
-    buffer ``sources[k][e]``, which is buffer ``base[k] + sources[k][e]`` of all): that
-    buffer in ``source[i]``, its first byte in ``start[i]``, the running total of the
-    lengths in ``bounds`` (``bounds[0]`` as given); a negative ``chunk[i]`` gives an empty
-    span (a null). ``gather_chunks`` then copies them."""
+def chunk_spans(list sources, list starts, list lengths, list valids,
+                const int32_t[::1] base, const int32_t[::1] chunk, const int64_t[::1] entry,
+                int32_t[::1] source, int64_t[::1] start, int64_t[::1] bounds,
+                uint8_t[::1] valid):
+    """Where each value taken lies, its chunk's values given as spans
+    (``pyvalues.chunk_spans``)."""
     cdef Py_ssize_t i, j, n = chunk.shape[0], k = len(starts)
     cdef int64_t e, c
     cdef const int32_t[::1] source_column
     cdef const int64_t[::1] start_column
     cdef const int64_t[::1] length_column
     if entry.shape[0] != n or source.shape[0] != n or start.shape[0] != n \
-            or bounds.shape[0] != n + 1:
-        raise ValueError("chunk_spans: one entry, source, start and bound per value")
-    if len(sources) != k or len(lengths) != k or base.shape[0] != k:
-        raise ValueError("chunk_spans: one source, start, length column and base per chunk")
+            or bounds.shape[0] != n + 1 or valid.shape[0] != n:
+        raise ValueError("chunk_spans: one entry, source, start, bound and answer per value")
+    if len(sources) != k or len(lengths) != k or len(valids) != k or base.shape[0] != k:
+        raise ValueError("chunk_spans: one source, start, length, validity column and base "
+                         "per chunk")
     held = []                               # the views that keep the columns' pointers
     cdef const int32_t** sources_at = <const int32_t**>malloc((k + 1) * sizeof(int32_t*))
     cdef const int64_t** starts_at = <const int64_t**>malloc((k + 1) * sizeof(int64_t*))
     cdef const int64_t** lengths_at = <const int64_t**>malloc((k + 1) * sizeof(int64_t*))
+    cdef const uint8_t** ok = <const uint8_t**>calloc(k + 1, sizeof(uint8_t*))
     cdef int64_t* size = <int64_t*>malloc((k + 1) * sizeof(int64_t))
-    if sources_at == NULL or starts_at == NULL or lengths_at == NULL or size == NULL:
+    if sources_at == NULL or starts_at == NULL or lengths_at == NULL or ok == NULL \
+            or size == NULL:
         free(sources_at)
         free(starts_at)
         free(lengths_at)
+        free(ok)
         free(size)
         raise MemoryError()
     try:
@@ -684,6 +652,7 @@ def chunk_spans(list sources, list starts, list lengths, const int32_t[::1] base
             sources_at[j] = &source_column[0] if size[j] else NULL
             starts_at[j] = &start_column[0] if size[j] else NULL
             lengths_at[j] = &length_column[0] if size[j] else NULL
+        held.extend(_valid_table(valids, ok, size, "chunk_spans"))
         _check_entries(chunk, entry, size, k, "chunk_spans")
         with nogil:
             for i in range(n):
@@ -692,19 +661,24 @@ def chunk_spans(list sources, list starts, list lengths, const int32_t[::1] base
                     DCP_PREFETCH(starts_at[c] + entry[i + GATHER_AHEAD])
                     DCP_PREFETCH(lengths_at[c] + entry[i + GATHER_AHEAD])
                 c = chunk[i]
+                if c >= 0 and ok[c] != NULL and not ok[c][entry[i]]:
+                    c = -1
                 if c < 0:
                     source[i] = 0
                     start[i] = 0
                     bounds[i + 1] = bounds[i]
+                    valid[i] = 0
                 else:
                     e = entry[i]
                     source[i] = base[c] + sources_at[c][e]
                     start[i] = starts_at[c][e]
                     bounds[i + 1] = bounds[i] + lengths_at[c][e]
+                    valid[i] = 1
     finally:
         free(sources_at)
         free(starts_at)
         free(lengths_at)
+        free(ok)
         free(size)
 
 

@@ -194,45 +194,38 @@ def spans_at(offsets, valids, chunk, entry, starts, bounds, valid) -> None:
             starts[i], bounds[i + 1], valid[i] = lo, bounds[i] + hi - lo, 1
 
 
-def valid_at(valids, chunk, entry, out) -> None:
-    """Whether value ``entry[i]`` of chunk ``chunk[i]`` is valid, in ``out[i]``: false for a
-    negative ``chunk[i]``, true for a chunk whose ``valids`` entry is None (no nulls),
-    else that array's byte (``bool`` arrays, one per value)."""
-    n = len(chunk)
-    if len(entry) != n or len(out) != n:
-        raise ValueError("valid_at: one entry and answer per value")
-    for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
-        if c >= len(valids) or (c >= 0 and valids[c] is not None
-                                and not 0 <= e < len(valids[c])):
-            raise ValueError(f"valid_at: value {i} outside its chunk")
-    for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
-        out[i] = c >= 0 and (valids[c] is None or bool(valids[c][e]))
-
-
-def chunk_spans(sources, starts, lengths, base, chunk, entry, source, start, bounds) -> None:
+def chunk_spans(sources, starts, lengths, valids, base, chunk, entry, source, start, bounds,
+                valid) -> None:
     """Where value ``entry[i]`` of chunk ``chunk[i]`` lies, the chunks' values given as
     spans (chunk ``k``'s value ``e``: ``lengths[k][e]`` bytes at ``starts[k][e]`` of its
-    buffer ``sources[k][e]``, which is buffer ``base[k] + sources[k][e]`` of all): that
-    buffer in ``source[i]``, its first byte in ``start[i]``, the running total of the
-    lengths in ``bounds`` (``bounds[0]`` as given); a negative ``chunk[i]`` gives an empty
-    span (a null). ``gather_chunks`` then copies them."""
+    buffer ``sources[k][e]``, which is buffer ``base[k] + sources[k][e]`` of all;
+    ``valids[k]`` as for ``spans_at``): that buffer in ``source[i]``, its first byte in
+    ``start[i]``, the running total of the lengths in ``bounds`` (``bounds[0]`` as
+    given), whether it is not null in ``valid[i]``; a null, or a negative ``chunk[i]``,
+    gives an empty span. ``gather_chunks`` then copies them."""
     n = len(chunk)
-    if len(entry) != n or len(source) != n or len(start) != n or len(bounds) != n + 1:
-        raise ValueError("chunk_spans: one entry, source, start and bound per value")
-    if len(sources) != len(starts) or len(lengths) != len(starts) or len(base) != len(starts):
-        raise ValueError("chunk_spans: one source, start, length column and base per chunk")
+    if len(entry) != n or len(source) != n or len(start) != n or len(bounds) != n + 1 \
+            or len(valid) != n:
+        raise ValueError("chunk_spans: one entry, source, start, bound and answer per value")
+    if len(sources) != len(starts) or len(lengths) != len(starts) \
+            or len(valids) != len(starts) or len(base) != len(starts):
+        raise ValueError("chunk_spans: one source, start, length, validity column and base "
+                         "per chunk")
     if any(len(a) != len(b) or len(a) != len(c) for a, b, c in zip(sources, starts, lengths)):
         raise ValueError("chunk_spans: a chunk's columns differ in length")
+    if any(v is not None and len(v) != len(s) for v, s in zip(valids, starts)):
+        raise ValueError("chunk_spans: a chunk's validity needs one flag per value")
     for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
         if c >= len(starts) or (c >= 0 and not 0 <= e < len(starts[c])):
             raise ValueError(f"chunk_spans: value {i} outside its chunk")
     for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
-        if c < 0:
-            source[i], start[i], bounds[i + 1] = 0, 0, bounds[i]
+        if c < 0 or (valids[c] is not None and not valids[c][e]):
+            source[i], start[i], bounds[i + 1], valid[i] = 0, 0, bounds[i], 0
         else:
             source[i] = int(base[c]) + int(sources[c][e])
             start[i] = int(starts[c][e])
             bounds[i + 1] = bounds[i] + int(lengths[c][e])
+            valid[i] = 1
 
 
 def gather_chunks(chunks, chunk, starts, bounds, out) -> None:

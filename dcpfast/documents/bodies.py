@@ -210,24 +210,21 @@ def _gathered(chunks: Chunks | None, vref: np.ndarray):
     index, rank = _positions(ids, [len(c) for c in held], vref)
     which = np.where(index >= 0, rank, -1).astype(np.int32)
     entry = vref & _ENTRY
-    if any(chunk.valid is not None for chunk in held):    # a null is taken as a null
-        whole = np.empty(len(vref), np.uint8)
-        _core.values.valid_at([chunk.valid for chunk in held], which, entry, whole)
-        which = np.where(whole.view(bool), which, np.int32(-1))
     base = np.cumsum([0, *(len(c.buffers) for c in held)])[:-1].astype(np.int32)
     n = len(vref)
     source = buffers.pooled(4 * n).view(np.int32)
     start = buffers.pooled(8 * n).view(np.int64)
     bounds = buffers.pooled(8 * (n + 1)).view(np.int64)
     bounds[0] = 0
+    taken = np.empty(n, np.uint8)                  # a null of a chunk is taken as a null
     _core.values.chunk_spans([c.source for c in held], [c.start for c in held],
-                             [c.length for c in held], base, which, entry, source, start,
-                             bounds)
+                             [c.length for c in held], [c.valid for c in held], base, which,
+                             entry, source, start, bounds, taken)
     data = buffers.pooled(int(bounds[-1]))
     every = [b for c in held for b in c.buffers]
     if n and every:
         _core.values.gather_chunks(every, source, start, bounds, data)
-    valid = None if not n or which.min() >= 0 else which >= 0
+    valid = None if taken.all() else taken.view(bool)
     maps = take_map_at([c.xattrs for c in held], np.where(index >= 0, rank, -1), entry,
                        xattr_type())
     return data, bounds, valid, maps
