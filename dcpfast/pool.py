@@ -280,6 +280,8 @@ def _outcome(call) -> tuple[object, BaseException | None]:
 def shares(weights, parts: int) -> list[int]:
     """Cuts ``0 = c0 <= c1 <= ... <= c_parts = len(weights)`` of ``weights`` (numbers
     of work per item) into ``parts`` runs of about equal work."""
+    if parts == 1:
+        return [0, len(weights)]
     total = np.cumsum(weights, dtype=np.float64)
     if not len(total) or total[-1] <= 0:
         return [len(weights) * k // parts for k in range(parts + 1)]

@@ -138,7 +138,8 @@ def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: 
                          f"scanned without {', '.join(missing)}")
 
     rows = np.flatnonzero(P.DOCUMENT_VALUE_KINDS[kinds_of(batch)])
-    sizes = _sizes(batch, rows, decompress)
+    declared = _sizes(batch, rows, decompress)
+    sizes = np.maximum(declared, 0)
     large = int(sizes.sum()) > buffers.INT32_MAX
     ends = np.cumsum(sizes)
     reporter = Reporter(mode, batch.errors)
@@ -149,8 +150,8 @@ def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: 
         weights = sizes[at:stop] + _ROW_WEIGHT
         cuts = [at + cut for cut in shares(weights, parts_for(int(weights.sum()), threads,
                                                               _THREAD_BYTES))]
-        for piece, damaged in run([lambda a=a, b=b: build(batch, rows[a:b], decompress,
-                                                          xattrs, large)
+        for piece, damaged in run([lambda a=a, b=b: build(batch, rows[a:b], declared[a:b],
+                                                          decompress, xattrs, large)
                                    for a, b in zip(cuts, cuts[1:])], threads):
             for offset, length, reason in damaged:
                 reporter.report(offset, length, reason)
@@ -162,15 +163,17 @@ def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: 
 
 def text_or_null(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Binary values (keys) as strings; one that is not valid UTF-8 becomes null. The
-    buffers are taken as they are where every value is valid (the usual case)."""
+    buffers are taken as they are where every value is valid (the usual case); where
+    every byte they hold is ASCII (keys mostly are) no value needs a closer look."""
     import pyarrow as pa
 
     keys = keys.cast(pa.binary())
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
-    text = pa.Array.from_buffers(pa.string(), len(keys), keys.buffers(), offset=keys.offset)
+    buffers = keys.buffers()
+    text = pa.Array.from_buffers(pa.string(), len(keys), buffers, offset=keys.offset)
     try:
-        text.validate(full=True)
+        text.validate(full=not _ascii(buffers[2]))
         return text
     except pa.ArrowInvalid:
         out = []
@@ -182,9 +185,14 @@ def text_or_null(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         return pa.array(out, pa.string())
 
 
+def _ascii(data) -> bool:
+    """Whether every byte of ``data`` (an Arrow buffer, or None) is ASCII."""
+    return data is None or not data.size or int(np.frombuffer(data, np.uint8).max()) < 0x80
+
+
 def _sizes(batch, rows, decompress) -> np.ndarray:
-    """What each value at ``rows`` takes inflated: its length, or the length its Snappy
-    block declares (0 when it declares none that can be)."""
+    """What each value at ``rows`` takes inflated: its length, or with ``decompress`` the
+    length its Snappy block declares (-1 when it declares none that can be)."""
     lengths = batch["value_len"][rows].astype(np.int64)
     snappy = np.flatnonzero((lengths > 0) &
                             (batch["datatype"][rows] & int(P.Datatype.SNAPPY) != 0))
@@ -192,7 +200,7 @@ def _sizes(batch, rows, decompress) -> np.ndarray:
         starts = batch["value_offset"][rows[snappy]].astype(np.int64) - batch.base_offset
         declared = np.empty(len(snappy), np.int64)
         core.values.snappy_lengths(view_of(batch), starts, lengths[snappy], declared)
-        lengths[snappy] = np.maximum(declared, 0)
+        lengths[snappy] = declared
     return lengths
 
 
@@ -212,13 +220,14 @@ class Spans(NamedTuple):
     xattrs: pa.Array
 
 
-def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple]]:
-    """The values table of the frames at ``rows`` (see ``values``), on one thread, and its
-    damaged values as ``(frame offset, frame length, reason)`` in stream order; ``large``:
-    the schema with 64-bit offsets, chosen for the whole batch."""
+def _piece(batch, rows, sizes, decompress, xattrs, large) -> tuple[pa.Table, list[tuple]]:
+    """The values table of the frames at ``rows`` (see ``values``; ``sizes``: ``_sizes``
+    of them), on one thread, and its damaged values as ``(frame offset, frame length,
+    reason)`` in stream order; ``large``: the schema with 64-bit offsets, chosen for the
+    whole batch."""
     import pyarrow as pa
 
-    spans, damaged = _spans(batch, rows, decompress, xattrs, large)
+    spans, damaged = _spans(batch, rows, sizes, decompress, xattrs, large)
     n = len(rows)
     bounds = np.zeros(n + 1, np.int64)
     np.cumsum(spans.length, out=bounds[1:])
@@ -237,10 +246,11 @@ def _piece(batch, rows, decompress, xattrs, large) -> tuple[pa.Table, list[tuple
                                  map_array, pa.array(is_json)], schema=schema), damaged
 
 
-def _spans(batch, rows, decompress, xattrs, large) -> tuple[Spans, list[tuple]]:
-    """Where the values of the frames at ``rows`` lie decoded (Snappy inflated into a
-    buffer of their own, xattr sections checked and split off), on one thread, and the
-    damaged ones as ``(frame offset, frame length, reason)`` in stream order."""
+def _spans(batch, rows, sizes, decompress, xattrs, large) -> tuple[Spans, list[tuple]]:
+    """Where the values of the frames at ``rows`` (of ``_sizes`` ``sizes``) lie decoded
+    (Snappy inflated into a buffer of their own, xattr sections checked and split off), on
+    one thread, and the damaged ones as ``(frame offset, frame length, reason)`` in stream
+    order."""
     import pyarrow as pa
 
     view = view_of(batch)
@@ -258,8 +268,8 @@ def _spans(batch, rows, decompress, xattrs, large) -> tuple[Spans, list[tuple]]:
     compressed = present & (datatype & int(P.Datatype.SNAPPY) != 0)
     inflated = np.empty(0, np.uint8)
     if decompress and compressed.any():
-        inflated = _inflate(view, np.flatnonzero(compressed), starts, lengths, source,
-                            problems)
+        at = np.flatnonzero(compressed)
+        inflated = _inflate(view, at, sizes[at], starts, lengths, source, problems)
         compressed[:] = False           # every block is inflated or failed
         present = lengths > 0
     failed = np.zeros(n, bool)
@@ -279,15 +289,19 @@ def _spans(batch, rows, decompress, xattrs, large) -> tuple[Spans, list[tuple]]:
     return Spans(rows, view, inflated, source, starts, lengths, ~failed, map_array), damaged
 
 
-def _inflate(view, rows, starts, lengths, source, problems) -> np.ndarray:
-    """Inflate the Snappy values at ``rows`` into one buffer; point their ``starts``,
-    ``lengths`` and ``source`` at it. Failures join ``problems`` with a zero length."""
+def _inflate(view, rows, declared, starts, lengths, source, problems) -> np.ndarray:
+    """Inflate the Snappy values at ``rows`` (which declare the lengths ``declared``, -1
+    where unsound) into one buffer; point their ``starts``, ``lengths`` and ``source`` at
+    it. Failures join ``problems`` with a zero length."""
     import cramjam
 
-    declared = np.empty(len(rows), np.int64)
-    for i, *problem in core.values.snappy_lengths(view, starts[rows], lengths[rows], declared):
-        problems.append((int(rows[i]), *problem))
     sound = declared >= 0
+    unsound = rows[~sound]
+    if len(unsound):               # what is wrong with them, as snappy_lengths words it
+        for i, *problem in core.values.snappy_lengths(view, starts[unsound],
+                                                      lengths[unsound],
+                                                      np.empty(len(unsound), np.int64)):
+            problems.append((int(unsound[i]), *problem))
     rows, declared = rows[sound], declared[sound]
     bounds = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(declared, out=bounds[1:])
