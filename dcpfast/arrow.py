@@ -205,12 +205,10 @@ def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.
         items.append(pairs.field(1).cast(_as_binary(kind.item_type)))
     first, bounds, valid = _spans(chunks, offsets, chunk, entry)
     taken = None if valid.all() else valid.view(bool)
-    # each taken map's pairs, in order: its chunk, and its first pair's place there on
-    counts = np.diff(bounds)
-    some = np.flatnonzero(counts)
-    pair_chunk = np.repeat(chunk[some], counts[some])
-    pair_entry = np.repeat(first[some] - bounds[some], counts[some]) \
-        + np.arange(int(bounds[-1]), dtype=np.int64)
+    # each taken map's pairs, in order: its chunk, and its place there
+    pair_chunk = np.empty(int(bounds[-1]), np.int32)
+    pair_entry = np.empty(int(bounds[-1]), np.int64)
+    _core.values.spread_spans(chunk, first, bounds, pair_chunk, pair_entry)
     out_keys = _retyped(take_binary_at(keys, pair_chunk, pair_entry,
                                        wide=pa.types.is_large_string(kind.key_type)),
                         kind.key_type)

@@ -541,6 +541,31 @@ def test_helpers_reject_ranges_outside_their_buffers(core):
     assert bounds.tolist() == [0, 2, 2, 3, 3] and (source[2], start[2]) == (6, 7)
 
 
+@pytest.mark.parametrize("core", ["compiled", "twin"])
+def test_spread_spans_lists_every_item_of_its_span(core):
+    """``spread_spans`` gives each item of each span its chunk and place, spans of no item
+    (nulls) giving none, counted from ``bounds[0]``; bounds that go down or answers of
+    another length are refused."""
+    module = _values_py if core == "twin" else compiled
+    if module is None:
+        pytest.skip("compiled helper not built")
+    chunk = np.array([2, -1, 0, 1], np.int32)
+    starts = np.array([5, 0, 0, 9], np.int64)
+    bounds = np.array([3, 6, 6, 7, 9], np.int64)
+    item_chunk, item_entry = np.empty(6, np.int32), np.empty(6, np.int64)
+    module.spread_spans(chunk, starts, bounds, item_chunk, item_entry)
+    assert item_chunk.tolist() == [2, 2, 2, 0, 1, 1]
+    assert item_entry.tolist() == [5, 6, 7, 0, 9, 10]
+    with pytest.raises(ValueError):                 # bounds that go down
+        module.spread_spans(chunk, starts, np.array([0, 2, 1, 3, 4], np.int64),
+                            np.empty(4, np.int32), np.empty(4, np.int64))
+    with pytest.raises(ValueError):                 # answers of another length
+        module.spread_spans(chunk, starts, bounds, np.empty(5, np.int32), np.empty(6, np.int64))
+    with pytest.raises(ValueError):                 # one bound too few
+        module.spread_spans(chunk, starts, bounds[:-1], np.empty(3, np.int32),
+                            np.empty(3, np.int64))
+
+
 _chunk = st.tuples(st.lists(st.one_of(st.none(), st.binary(max_size=9)), max_size=6),
                    st.booleans(), st.integers(0, 3), st.integers(0, 3))
 
@@ -777,3 +802,19 @@ def test_pooled_take_is_a_take(monkeypatch):
         for outside in ([5000], [-5001]):
             with pytest.raises(IndexError):
                 buffers.pooled_take(columns, ["a", "b"], np.array(outside))
+
+
+def test_text_or_null_keeps_valid_text_and_nulls_the_rest():
+    """Keys as strings: all ASCII (taken as they are), other valid UTF-8, bytes that are
+    not UTF-8 (null), nulls, a slice whose buffer holds other bytes, chunks."""
+    from dcpfast.values import text_or_null
+
+    assert text_or_null(pa.array([b"doc-1", b"", None, b"k"])).to_pylist() == \
+        ["doc-1", "", None, "k"]
+    assert text_or_null(pa.array(["k\u00e9".encode(), b"a"])).to_pylist() == ["k\u00e9", "a"]
+    assert text_or_null(pa.array([b"k\xff", b"ok", b"\xc3"])).to_pylist() == [None, "ok", None]
+    sliced = pa.array([b"\xff\xfe", b"ok", b"fine", b"\xc3"]).slice(1, 2)
+    assert text_or_null(sliced).to_pylist() == ["ok", "fine"]
+    chunked = pa.chunked_array([pa.array([b"a"]), pa.array([b"b\xff", b"c"])])
+    assert text_or_null(chunked).to_pylist() == ["a", None, "c"]
+    assert text_or_null(pa.array([], pa.binary())).to_pylist() == []

@@ -20,6 +20,8 @@ def xattr_strings(a: Buffer, b: Buffer, source: np.ndarray, starts: np.ndarray,
 def spans_at(offsets: list[np.ndarray], valids: list[np.ndarray | None], chunk: np.ndarray,
              entry: np.ndarray, starts: np.ndarray, bounds: np.ndarray,
              valid: np.ndarray) -> None: ...
+def spread_spans(chunk: np.ndarray, starts: np.ndarray, bounds: np.ndarray,
+                 item_chunk: np.ndarray, item_entry: np.ndarray) -> None: ...
 def chunk_spans(sources: list[np.ndarray], starts: list[np.ndarray],
                 lengths: list[np.ndarray], valids: list[np.ndarray | None], base: np.ndarray,
                 chunk: np.ndarray, entry: np.ndarray, source: np.ndarray, start: np.ndarray,

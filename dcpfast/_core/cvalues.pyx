@@ -611,6 +611,29 @@ def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[
         free(size)
 
 
+def spread_spans(const int32_t[::1] chunk, const int64_t[::1] starts,
+                 const int64_t[::1] bounds, int32_t[::1] item_chunk, int64_t[::1] item_entry):
+    """Each span's items one by one: their chunk and place there
+    (``pyvalues.spread_spans``)."""
+    cdef Py_ssize_t i, n = chunk.shape[0]
+    cdef int64_t k, at, count
+    if starts.shape[0] != n or bounds.shape[0] != n + 1:
+        raise ValueError("spread_spans: one start and bound per span")
+    for i in range(n):
+        if bounds[i + 1] < bounds[i]:
+            raise ValueError("spread_spans: bounds go down")
+    if item_chunk.shape[0] != bounds[n] - bounds[0] \
+            or item_entry.shape[0] != bounds[n] - bounds[0]:
+        raise ValueError("spread_spans: one answer per item")
+    with nogil:
+        for i in range(n):
+            at = bounds[i] - bounds[0]
+            count = bounds[i + 1] - bounds[i]
+            for k in range(count):
+                item_chunk[at + k] = chunk[i]
+                item_entry[at + k] = starts[i] + k
+
+
 def chunk_spans(list sources, list starts, list lengths, list valids,
                 const int32_t[::1] base, const int32_t[::1] chunk, const int64_t[::1] entry,
                 int32_t[::1] source, int64_t[::1] start, int64_t[::1] bounds,

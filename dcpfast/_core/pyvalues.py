@@ -9,6 +9,8 @@ Values that are xattr-parsed live in one of two buffers, chosen per row by
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import protocol as P
 
 _VP = P.ValueProblem
@@ -192,6 +194,25 @@ def spans_at(offsets, valids, chunk, entry, starts, bounds, valid) -> None:
         else:
             lo, hi = int(offsets[c][e]), int(offsets[c][e + 1])
             starts[i], bounds[i + 1], valid[i] = lo, bounds[i] + hi - lo, 1
+
+
+def spread_spans(chunk, starts, bounds, item_chunk, item_entry) -> None:
+    """Span ``i`` (``bounds[i + 1] - bounds[i]`` items from item ``starts[i]`` of chunk
+    ``chunk[i]``; ``spans_at`` gives them) item by item: item ``j`` of all, counted from
+    ``bounds[0]``, in ``item_chunk[j]`` (its chunk) and ``item_entry[j]`` (its place
+    there): the items of the maps ``spans_at`` found."""
+    n = len(chunk)
+    if len(starts) != n or len(bounds) != n + 1:
+        raise ValueError("spread_spans: one start and bound per span")
+    counts = np.diff(bounds)
+    if (counts < 0).any():
+        raise ValueError("spread_spans: bounds go down")
+    total = int(bounds[-1] - bounds[0])
+    if len(item_chunk) != total or len(item_entry) != total:
+        raise ValueError("spread_spans: one answer per item")
+    item_chunk[:] = np.repeat(chunk, counts)
+    item_entry[:] = np.repeat(starts - (bounds[:-1] - bounds[0]), counts) \
+        + np.arange(total, dtype=np.int64)
 
 
 def chunk_spans(sources, starts, lengths, valids, base, chunk, entry, source, start, bounds,

@@ -106,7 +106,8 @@ def spans_chunk(pieces: list[Spans]) -> tuple[np.ndarray, Chunk]:
         return np.zeros(0, np.int64), arrow_chunk(pa.array([], pa.large_binary()),
                                                   pa.array([], xattr_type()))
     held = [pieces[0].view, *(p.inflated for p in pieces)]
-    source = np.concatenate([np.where(p.source == 0, 0, 1 + k).astype(np.int32)
+    # a piece's source 0 is the batch's bytes, buffer 0; its 1, its inflated values, 1 + k
+    source = np.concatenate([np.multiply(p.source, 1 + k, dtype=np.int32)
                              for k, p in enumerate(pieces)])
     maps = [cast_map(p.xattrs, xattr_type()) for p in pieces]
     return np.concatenate([p.rows for p in pieces]), Chunk(
@@ -207,8 +208,7 @@ def _gathered(chunks: Chunks | None, vref: np.ndarray):
     ids = sorted(chunks)
     held = [chunks[c] for c in ids]
     vref = np.asarray(vref, np.int64)
-    index, rank = _positions(ids, [len(c) for c in held], vref)
-    which = np.where(index >= 0, rank, -1).astype(np.int32)
+    which = _places(ids, vref)
     entry = vref & _ENTRY
     base = np.cumsum([0, *(len(c.buffers) for c in held)])[:-1].astype(np.int32)
     n = len(vref)
@@ -225,9 +225,31 @@ def _gathered(chunks: Chunks | None, vref: np.ndarray):
     if n and every:
         _core.values.gather_chunks(every, source, start, bounds, data)
     valid = None if taken.all() else taken.view(bool)
-    maps = take_map_at([c.xattrs for c in held], np.where(index >= 0, rank, -1), entry,
-                       xattr_type())
+    maps = take_map_at([c.xattrs for c in held], which, entry, xattr_type())
     return data, bounds, valid, maps
+
+
+def _places(ids: list[int], vref: np.ndarray) -> np.ndarray:
+    """The chunk of each of ``vref`` as its place in ``ids`` (int32; -1 for -1)."""
+    if not ids:
+        if (vref >= 0).any():
+            raise ValueError("a version refers to a value chunk it does not hold")
+        return np.full(len(vref), -1, np.int32)
+    lowest, span = ids[0], ids[-1] - ids[0] + 1
+    if span > 4 * len(ids) + 1024:                          # ids that wrapped
+        _, rank = _positions(ids, [0] * len(ids), vref)
+        return np.where(vref >= 0, rank, -1).astype(np.int32)
+    # place of chunk id lowest + k at k + 1; -1 below (a -1 ref), -2 where no chunk is
+    table = np.full(span + 2, -2, np.int32)
+    table[0] = -1
+    table[np.array(ids, np.int64) - lowest + 1] = np.arange(len(ids), dtype=np.int32)
+    shifted = vref >> _SHIFT
+    shifted -= lowest - 1
+    np.clip(shifted, 0, span + 1, out=shifted)
+    out = table[shifted]
+    if len(out) and int(out.min()) < 0 and ((out < 0) & (vref >= 0)).any():
+        raise ValueError("a version refers to a value chunk it does not hold")
+    return out
 
 
 def _positions(ids: list[int], sizes: list[int], vref: np.ndarray
