@@ -399,8 +399,11 @@ cdef class KeyIndex:
         cdef Py_ssize_t n = ids.shape[0], i
         cdef int64_t total = 0, d, length
         self._check(ids)
-        for i in range(n):
-            total += self.docs[ids[i]].length
+        with nogil:
+            for i in range(n):
+                if i + AHEAD < n:
+                    DCP_PREFETCH(&self.docs[ids[i + AHEAD]])
+                total += self.docs[ids[i]].length
         offsets_arr = np.empty(n + 1, np.int64)
         data_arr = np.empty(total, np.uint8)
         cdef int64_t[::1] offsets = offsets_arr

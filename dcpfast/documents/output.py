@@ -55,7 +55,8 @@ def ordered(versions: Versions, index, *, history: bool):
     order, ties, seqno = index.order_versions(doc, versions["seqno"], versions["gpos"])
     same = np.append(ties[1:], False)             # the next row is the same document
     drop = same & np.append(seqno[1:] == seqno[:-1], False) if history else same
-    order, same, seqno = order[~drop], same[~drop], seqno[~drop]
+    if drop.any():
+        order, same, seqno = order[~drop], same[~drop], seqno[~drop]
     if not history:
         same[:] = False
     return order, same, seqno
