@@ -18,6 +18,11 @@ _WINDOW_BITS = 30                     # binary_view data buffers for inputs over
 #: of a one-version state (278,403) took 17 ms in the pool and 7 ms without it; those of a
 #: history (871,200), 5 ms in the pool and 15 ms without.
 POOLED_FROM = 4 << 20
+#: A column of up to ``READ_THROUGH_MAX`` bytes that a take of ``READ_THROUGH_FROM`` rows
+#: or more reads a quarter of or more is read through once, in order, first
+#: (``pooled_take``).
+READ_THROUGH_MAX = 16 << 20
+READ_THROUGH_FROM = 1 << 16
 
 
 def byte_view(data) -> memoryview:
@@ -52,8 +57,8 @@ def pooled(size: int) -> np.ndarray:
 def pooled_take(columns: dict, names, index: np.ndarray) -> dict[str, np.ndarray]:
     """``columns[name][index]`` for each of ``names`` (columns of one length), each of
     ``POOLED_FROM`` bytes or more into Arrow's memory pool (``pooled``): the pages it freed
-    lately, not fresh ones that cost a fault and a zeroing each. ``index``: positions, or
-    a mask."""
+    lately, not fresh ones that cost a fault and a zeroing each; a column that fits in the
+    cache read through first (``_read_through``). ``index``: positions, or a mask."""
     index = np.asarray(index)
     if index.dtype == bool:
         index = np.flatnonzero(index)
@@ -63,7 +68,7 @@ def pooled_take(columns: dict, names, index: np.ndarray) -> dict[str, np.ndarray
         if not out and len(index) and (int(index.max()) >= len(column)
                                         or int(index.min()) < -len(column)):
             raise IndexError(f"an index outside the {len(column)} rows of {name}")
-        if len(index) >= _READ_THROUGH_FROM and column.nbytes <= _READ_THROUGH_MAX \
+        if len(index) >= READ_THROUGH_FROM and column.nbytes <= READ_THROUGH_MAX \
                 and 4 * len(index) >= len(column):
             _read_through(column)
         if len(index) * column.itemsize < POOLED_FROM:
@@ -72,12 +77,6 @@ def pooled_take(columns: dict, names, index: np.ndarray) -> dict[str, np.ndarray
         into = pooled(len(index) * column.itemsize).view(column.dtype)
         out[name] = np.take(column, index, out=into, mode="wrap")   # bounds checked above
     return out
-
-
-#: A column of up to this many bytes that a take of this many rows or more reads much of
-#: is read once in order first (``_read_through``).
-_READ_THROUGH_MAX = 16 << 20
-_READ_THROUGH_FROM = 1 << 16
 
 
 def _read_through(column: np.ndarray) -> None:
