@@ -305,6 +305,20 @@ def mask_bitmap(valid) -> list:
     return [pa.py_buffer(np.packbits(valid, bitorder="little"))]
 
 
+def masked(values: np.ndarray, valid: np.ndarray, kind=None) -> pa.Array:
+    """``values`` (a contiguous numeric array) as an Arrow array of their type (or
+    ``kind``, of the same width), null where ``valid`` (bool, one per value) is false: the
+    values' buffer taken as it is, the validity packed straight from ``valid``."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    if len(valid) != len(values):
+        raise ValueError("one validity flag per value")
+    return pa.Array.from_buffers(kind or pa.from_numpy_dtype(values.dtype), len(values),
+                                 [*mask_bitmap(np.asarray(valid, bool)),
+                                  pa.py_buffer(values)])
+
+
 def joined(column) -> pa.Array:
     """``column`` (an array, or a chunked one) as one array: a lone chunk as it is
     (``combine_chunks`` copies even that one)."""

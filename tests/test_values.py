@@ -821,3 +821,26 @@ def test_text_or_null_keeps_valid_text_and_nulls_the_rest():
     chunked = pa.chunked_array([pa.array([b"a"]), pa.array([b"b\xff", b"c"])])
     assert text_or_null(chunked).to_pylist() == ["a", None, "c"]
     assert text_or_null(pa.array([], pa.binary())).to_pylist() == []
+
+
+def test_masked_is_pyarrow_with_a_mask():
+    """``arrow.masked`` gives what ``pa.array(values, mask=~valid)`` gives, of the values'
+    type or one given of their width, none null or some; a mask of another length is
+    refused."""
+    import pyarrow as pa
+
+    from dcpfast.arrow import masked
+
+    rng = np.random.default_rng(5)
+    for values in (rng.integers(0, 2**32, 1000).astype(np.uint32),
+                   rng.integers(0, 2**63, 1000).astype(np.uint64)):
+        for valid in (rng.random(1000) < 0.7, np.ones(1000, bool), np.zeros(1000, bool)):
+            got = masked(values, valid)
+            got.validate(full=True)
+            assert got.equals(pa.array(values, mask=~valid))
+    times = rng.integers(0, 2**62, 10)
+    valid = rng.random(10) < 0.5
+    kind = pa.timestamp("ns", tz="UTC")
+    assert masked(times, valid, kind).equals(pa.array(times, kind, mask=~valid))
+    with pytest.raises(ValueError):
+        masked(times, valid[:9])

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _core
 from ..arrays import unique as distinct
-from ..arrow import cast_map
+from ..arrow import cast_map, masked
 from ..buffers import pooled, pooled_take
 from ..errors import SkippedRegion
 from ..events import Manifest
@@ -139,10 +139,10 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
         "collection_id": cid, "scope": scopes, "collection": names, "key": key,
         "key_str": text_or_null(key), "by_seqno": versions["seqno"], "rev_seqno": versions["rev"],
         "cas": versions["cas"],
-        "flags": pa.array(versions["flags"], mask=~carries_flags),
-        "expiration": pa.array(versions["expiration"], mask=~carries_flags),
+        "flags": masked(versions["flags"], carries_flags),
+        "expiration": masked(versions["expiration"], carries_flags),
         "datatype": versions["datatype"], "deleted": tombstones(versions),
-        "delete_time": pa.array(versions["delete_time"], mask=~versions["timed_delete"]),
+        "delete_time": masked(versions["delete_time"], versions["timed_delete"]),
     }
 
 
@@ -164,8 +164,8 @@ def _validity(seqno: np.ndarray, cas: np.ndarray, gone: np.ndarray, same: np.nda
                          int(DISCARDED), from_seqno, from_time, to_seqno, to_time,
                          seqno_valid, time_valid)
     return {"valid_from_seqno": pa.array(from_seqno), "valid_from_time": pa.array(from_time, time),
-            "valid_to_seqno": pa.array(to_seqno, mask=~seqno_valid.view(bool)),
-            "valid_to_time": pa.array(to_time, time, mask=~time_valid.view(bool))}
+            "valid_to_seqno": masked(to_seqno, seqno_valid.view(bool)),
+            "valid_to_time": masked(to_time, time_valid.view(bool), time)}
 
 
 def _names(manifest: Manifest) -> dict[int, tuple[str | None, str | None]]:
