@@ -844,3 +844,26 @@ def test_masked_is_pyarrow_with_a_mask():
     assert masked(times, valid, kind).equals(pa.array(times, kind, mask=~valid))
     with pytest.raises(ValueError):
         masked(times, valid[:9])
+
+
+def test_state_values_gathered_whatever_their_chunk_ids():
+    """Values are gathered from chunks whose ids follow each other, leave gaps, or lie far
+    apart (ids that wrapped past 2**31), and a ref to a chunk not held (below, between or
+    above those held) is refused."""
+    from dcpfast.documents import bodies
+
+    def chunk(i):
+        return bodies.arrow_chunk(pa.array([b"a%d" % i, None, b"b%d" % i], pa.large_binary()),
+                                  pa.array([None, None, [("k", "v")]], bodies.xattr_type()))
+    for ids, missing in (((7, 8, 9), (6, 10)), ((2, 4), (1, 3, 5)),
+                         ((3, 2**30, 2**31 - 5), (4, 2**31 - 4)), ((1, 5000), (2, 4999))):
+        held = {i: chunk(i) for i in ids}
+        vref = np.array([*(int(bodies.refs(i, np.array([e]))[0]) for i in ids
+                           for e in (2, 0, 1)), -1], np.int64)
+        body, maps = bodies.gather(held, vref)
+        assert body.to_pylist() == [*(v for i in ids for v in (b"b%d" % i, b"a%d" % i, None)),
+                                    None]
+        assert maps.to_pylist() == [*([[("k", "v")], None, None] * len(ids)), None]
+        for i in missing:
+            with pytest.raises(ValueError):
+                bodies.gather(held, bodies.refs(i, np.array([0])))
