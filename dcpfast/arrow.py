@@ -100,19 +100,25 @@ def binary(view, starts: np.ndarray, lengths: np.ndarray, bitmap: list) -> pa.Ar
     """The bytes at ``starts`` (positions in ``view``) of ``lengths`` as a ``binary``
     column, gathered out of ``view`` (frames without the field are null and hold no bytes:
     their length is 0); ``bitmap`` is its Arrow validity buffer (from ``validity``)."""
-    import pyarrow as pa
 
     bounds = np.zeros(len(lengths) + 1, np.int64)
     np.cumsum(lengths, dtype=np.int64, out=bounds[1:])
     data = np.empty(int(bounds[-1]), np.uint8)
     _core.scan.gather(view, starts, bounds, data)
-    offsets: np.ndarray
-    if bounds[-1] <= buffers.INT32_MAX:
-        kind, offsets = pa.binary(), bounds.astype(np.int32)
-    else:
-        kind, offsets = pa.large_binary(), bounds
-    return pa.Array.from_buffers(kind, len(lengths), [*bitmap, pa.py_buffer(offsets),
-                                                      pa.py_buffer(data)])
+    return binary_column(data, bounds, bitmap)
+
+
+def binary_column(data: np.ndarray, bounds: np.ndarray, bitmap: list, *,
+                  wide: bool = False) -> pa.Array:
+    """Value ``i`` = ``data[bounds[i]:bounds[i + 1]]`` (``bounds`` int64, from 0) as a
+    ``binary`` column, ``large_binary`` past 2 GiB or with ``wide``; ``bitmap`` is its
+    Arrow validity buffer (``[None]``: none null)."""
+    import pyarrow as pa
+
+    small = bounds[-1] <= buffers.INT32_MAX and not wide
+    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), len(bounds) - 1,
+                                 [*bitmap, pa.py_buffer(bounds.astype(np.int32) if small
+                                                        else bounds), pa.py_buffer(data)])
 
 
 def take_binary(column, index: np.ndarray, *, wide: bool = False) -> pa.Array:
@@ -156,11 +162,7 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
     out = buffers.pooled(int(bounds[-1]))
     if n and datas:
         _core.values.gather_chunks(datas, np.maximum(chunk, 0), starts, bounds, out)
-    small = bounds[-1] <= buffers.INT32_MAX and not wide
-    return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), n,
-                                 [*mask_bitmap(taken),
-                                  pa.py_buffer(bounds.astype(np.int32) if small else bounds),
-                                  pa.py_buffer(out)])
+    return binary_column(out, bounds, mask_bitmap(taken), wide=wide)
 
 
 def _spans(chunks: list, offsets: list, chunk: np.ndarray, entry: np.ndarray):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import _core, buffers
-from ..arrow import cast_map, mask_bitmap, take_map_at
+from ..arrow import binary_column, cast_map, mask_bitmap, take_map_at
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -152,15 +152,8 @@ def nbytes(chunks: Chunks | None) -> int:
 def gather(chunks: Chunks | None, vref: np.ndarray):
     """The bodies (``binary``) and xattrs at ``vref`` (nulls where -1), each a new array in
     that order; xattrs of the chunks' map type."""
-    import pyarrow as pa
-
     data, bounds, valid, maps = _gathered(chunks, vref)
-    small = bounds[-1] <= buffers.INT32_MAX
-    body = pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), len(bounds) - 1,
-                                 [*mask_bitmap(valid),
-                                  pa.py_buffer(bounds.astype(np.int32) if small else bounds),
-                                  pa.py_buffer(data)])
-    return body, maps
+    return binary_column(data, bounds, mask_bitmap(valid)), maps
 
 
 def compacted(chunks: Chunks | None, vref: np.ndarray, slack: int | None = None

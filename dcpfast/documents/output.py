@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _core
 from ..arrays import unique as distinct
-from ..arrow import cast_map, masked
+from ..arrow import binary_column, cast_map, masked
 from ..buffers import pooled, pooled_take
 from ..errors import SkippedRegion
 from ..events import Manifest
@@ -64,15 +64,8 @@ def ordered(versions: Versions, index, *, history: bool):
 
 def _keys(index, doc: np.ndarray):
     """The keys of documents ``doc`` (ids in ``index``) as a ``binary`` column."""
-    import pyarrow as pa
-
     offsets, data = index.keys(np.ascontiguousarray(doc, np.int64))
-    if offsets[-1] < 2**31:
-        return pa.Array.from_buffers(pa.binary(), len(doc),
-                                     [None, pa.py_buffer(offsets.astype(np.int32)),
-                                      pa.py_buffer(data)])
-    return pa.Array.from_buffers(pa.large_binary(), len(doc),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return binary_column(data, offsets, [None])
 
 
 #: The numeric columns of ``Versions`` the table shows (or reads to show one).
