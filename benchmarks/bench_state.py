@@ -2,7 +2,7 @@
 on the suite's mixed corpus.
 
     python benchmarks/bench_state.py [--items N] [--repeat R] [--threads T ...] [--cache DIR]
-                                     [--json [PATH]]
+                                     [--processes P ...] [--vbuckets V] [--json [PATH]]
     python benchmarks/bench_state.py --quick
 
 The anchor is what a user without ``state`` would write: ``dcpfast.scan`` (one thread),
@@ -14,7 +14,10 @@ clear. Then, taking turns (best of R after a warm-up, gc paused), one thread eac
 ``scan`` with all columns; ``state(values=False)``; ``state``; ``state(history=True,
 values=False)``; ``state(history=True)``; and ``state`` over ``iter_batches`` of 64 MiB;
 and, for each T of ``--threads T ...`` (default: the usable cores), ``state(values=False)``
-on T threads, then ``state`` and ``state(history=True)`` on the most. Each row gives its
+on T threads, then ``state`` and ``state(history=True)`` on the most; and with
+``--processes P ...``, ``state(values=False)`` and ``state`` of the corpus's path (written
+to a file) in one process and shared among P processes (``--vbuckets V``: a corpus of V
+vbuckets instead of 4, so that more processes have a share each). Each row gives its
 time over the scan's and over ``state(values=False)``'s, and the anchor's time over its
 own. Before anything is timed it checks that the chunked state
 equals the one-batch state, that nothing was skipped and every vbucket is consistent
@@ -31,8 +34,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import json
 import sys
+import tempfile
 import tracemalloc
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -80,7 +84,7 @@ def anchor_query():
     return run
 
 
-def verify(data: bytes, anchor) -> pa.Table:
+def verify(data: bytes, anchor, vbuckets: int) -> pa.Table:
     """The state of the corpus, checked: chunked equals whole, nothing skipped, every
     vbucket consistent somewhere, and the anchor's live documents those of the state
     whose last change is not a durable write."""
@@ -90,7 +94,7 @@ def verify(data: bytes, anchor) -> pa.Table:
           "state over 1 MiB batches differs from state over one batch")
     check(not state_errors(whole), "state skipped frames of a clean corpus")
     points = consistency(whole).column("consistent_seqno").to_pylist()
-    check(len(points) == 4 and min(points) > 0, f"consistent seqnos {points}")
+    check(len(points) == vbuckets and min(points) > 0, f"consistent seqnos {points}")
     check(not any(consistency(whole).column("frames_lost").to_pylist()),
           "the stream checks found frames lost in a complete corpus")
     mine = {(r["vbucket"], r["collection_id"], r["key"]): r["by_seqno"]
@@ -126,6 +130,25 @@ def peak(fn) -> tuple[object, int]:
     return result, held
 
 
+def _shared(data: bytes, processes: list[int]) -> list[tuple[str, object]]:
+    """The runs of the corpus's path (written to a file kept for the process) in one
+    process and shared among each of ``processes``."""
+    if not processes:
+        return []
+    held = tempfile.NamedTemporaryFile(suffix=".dcp")  # noqa: SIM115 (kept to the end)
+    held.write(data)
+    held.flush()
+    _FILES.append(held)
+    path = held.name
+    return [(f"{label}, path, {n} process{'es' * (n > 1)}",
+             lambda n=n, kw=kw: dcpfast.state(path, processes=n, threads=1, **kw))
+            for label, kw in (("state(values=False)", {"values": False}), ("state", {}))
+            for n in sorted({1, *processes})]
+
+
+_FILES: list = []    # the files the runs of a path read
+
+
 def main(argv=None) -> int:
     parser = arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON)
     parser.add_argument("--cache", type=Path, help="directory to keep the corpus in")
@@ -133,15 +156,21 @@ def main(argv=None) -> int:
                         default=[len(os.sched_getaffinity(0))],
                         help="thread counts of the last state measurements (default: the "
                         "usable cores)")
+    parser.add_argument("--processes", type=int, nargs="+", metavar="P", default=[],
+                        help="also time the state of the corpus's path shared among P "
+                        "processes")
+    parser.add_argument("--vbuckets", type=int, default=MIXED.params["vbuckets"],
+                        help="vbuckets of the corpus (default: %(default)s)")
     args = settle(parser, argv, DEFAULTS, QUICK)
     info = common.machine()
     common.print_machine(info)
-    data, expected, origin = load_corpus(MIXED, args.items, args.cache)
-    print_corpus(MIXED, args.items, expected, origin)
+    corpus = replace(MIXED, params={**MIXED.params, "vbuckets": args.vbuckets})
+    data, expected, origin = load_corpus(corpus, args.items, args.cache)
+    print_corpus(corpus, args.items, expected, origin)
     frames, size = expected["frames"], expected["bytes"]
     anchor = anchor_query()
     try:
-        table = verify(data, anchor)
+        table = verify(data, anchor, args.vbuckets)
     except CheckFailed as failure:
         print(f"\nCHECK FAILED: {failure}", file=sys.stderr)
         return 1
@@ -164,6 +193,7 @@ def main(argv=None) -> int:
         (f"state, {most} threads", lambda: dcpfast.state(data, threads=most)),
         (f"state(history=True), {most} threads",
          lambda: dcpfast.state(data, history=True, threads=most)),
+        *_shared(data, args.processes),
     ]
     timings = [Timing(label, frames, size) for label, _ in runs]
     take_turns(list(zip(timings, [fn for _, fn in runs])), args.repeat)

@@ -32,7 +32,7 @@ __all__ = [
 #: The module each name of ``__all__`` comes from (as the imports below say to typing).
 _HOMES = {
     **dict.fromkeys(("IMPLEMENTATION", "Frame", "FrameBatch"), "batch"),
-    "state": "documents.build",
+    "state": "documents.api",
     "report": "reporting.build",
     "diff": "compare.build",
     **dict.fromkeys(("CaptureFormatError", "DcpFormatError", "SkippedRegion"), "errors"),
@@ -47,7 +47,7 @@ _HOMES = {
 if TYPE_CHECKING:
     from .batch import IMPLEMENTATION, Frame, FrameBatch
     from .compare.build import diff
-    from .documents.build import state
+    from .documents.api import state
     from .errors import CaptureFormatError, DcpFormatError, SkippedRegion
     from .io.dumps import iter_batches, read, scan
     from .io.lazy import scan_polars

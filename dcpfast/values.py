@@ -116,18 +116,20 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
 
 
 def value_spans(batch: FrameBatch, *, errors: str | None = None,
-                threads: int | None = None) -> list[Spans]:
+                threads: int | None = None, frames: np.ndarray | None = None) -> list[Spans]:
     """Where the values of ``batch`` lie once decoded, without copying them: per piece
     of ``iter_values`` (inflated, xattrs split), a ``Spans``. Damage is reported as
-    ``values`` reports it."""
+    ``values`` reports it. ``frames`` (a flag per frame) limits it to those frames."""
     return list(_pieces(batch, _spans, decompress=True, xattrs="split", errors=errors,
-                        piece_bytes=0, threads=threads))
+                        piece_bytes=0, threads=threads, frames=frames))
 
 
 def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: str | None,
-            piece_bytes: int, threads: int | None) -> Iterator:
+            piece_bytes: int, threads: int | None,
+            frames: np.ndarray | None = None) -> Iterator:
     """``build(batch, rows, decompress, xattrs, large)`` of each piece of the values of
-    ``batch`` (see ``iter_values``), in order, damage reported before each."""
+    ``batch`` (see ``iter_values``; of ``frames`` only, a flag per frame, where given),
+    in order, damage reported before each."""
     threads = threads_of(threads)
     mode = batch.mode if errors is None else checked_mode(errors)
     if xattrs not in _XATTRS:
@@ -137,7 +139,8 @@ def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: 
         raise ValueError(f"values() needs the columns {', '.join(_NEEDED)}; this batch was "
                          f"scanned without {', '.join(missing)}")
 
-    rows = np.flatnonzero(P.DOCUMENT_VALUE_KINDS[kinds_of(batch)])
+    valued = P.DOCUMENT_VALUE_KINDS[kinds_of(batch)]
+    rows = np.flatnonzero(valued if frames is None else valued & frames)
     declared = _sizes(batch, rows, decompress)
     sizes = np.maximum(declared, 0)
     large = int(sizes.sum()) > buffers.INT32_MAX

@@ -8,10 +8,13 @@ import json
 import os
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from ..documents import StateBuilder, consistency
+from ..documents.api import state as state_of
+from ..documents.feeding import is_capture_path
 from ..errors import DcpFormatError, is_capture_gap, text
 from ..pcap import CLIENT_TO_SERVER
 from .app import (
@@ -31,6 +34,9 @@ from .app import (
     write_table,
     writing,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The formats ``state`` writes (without --spark), by the output's extension.
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
@@ -63,10 +69,13 @@ REPORT_SUFFIX = ".report.json"
 @click.option("--spark", is_flag=True, help="Run on Spark (dcpfast[spark]).")
 @click.option("--master", help="With --spark: the Spark master (default: local[*]).")
 @threads_option
+@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes that share the vbuckets of one dump (each reads it whole; "
+              "pays on many cores and big dumps: docs/state.md).")
 @sample_option
 @scan_options
 def state(files, output, force, at_seqno, at_time, include_deleted, history, no_values, only,
-          spark, master, threads, sample, collections, errors):
+          spark, master, threads, processes, sample, collections, errors):
     """Rebuild the documents of the DCP dumps FILES (read in order, as one stream): one row
     per document as it stood at the end, at --at-seqno or at --at-time.
 
@@ -91,7 +100,22 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
         _on_spark(files, output, master, options, collections)
         return
     began = time.perf_counter()
+    if processes > 1 and len(files) == 1 and files[0] != "-" \
+            and not is_capture_path(files[0]):
+        with reported(shown(files[0]), errors), _collections_named():
+            table = state_of(files[0], **options, collections=collections, threads=threads,
+                             processes=processes)
+    else:
+        table = _built(builder, files, collections=collections, errors=errors,
+                       threads=threads)
+    with writing(output):
+        write_table(table, output, fmt)
+    _summary(table, output, time.perf_counter() - began)
 
+
+def _built(builder: StateBuilder, files: list[str], *, collections, errors: str,
+           threads) -> pa.Table:
+    """The state of ``files`` (read in order, as one stream) built here by ``builder``."""
     def feed(builder: StateBuilder) -> None:
         for name in files:
             with reported(name, errors), opened(name, errors) as source:
@@ -106,14 +130,19 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
                         builder.update(batch)
 
     feed(builder)
-    with reported(shown(files[-1]), errors):
-        try:
-            table = builder.table(None if "-" in files else feed)   # standard input: once
-        except ValueError as e:                  # collection names the stream never gave
-            raise click.BadParameter(str(e), param_hint="--collection") from None
-    with writing(output):
-        write_table(table, output, fmt)
-    _summary(table, output, time.perf_counter() - began)
+    with reported(shown(files[-1]), errors), _collections_named():
+        return builder.table(None if "-" in files else feed)   # standard input: once
+
+
+@contextlib.contextmanager
+def _collections_named():
+    """Collection names the stream never gave: a usage error of --collection."""
+    try:
+        yield
+    except DcpFormatError:
+        raise
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--collection") from None
 
 
 @contextlib.contextmanager

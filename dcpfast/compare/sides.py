@@ -18,7 +18,7 @@ import numpy as np
 
 from ..arrays import unique as distinct
 from ..documents import consistency, state_errors
-from ..documents.build import state
+from ..documents.api import state
 from ..errors import DcpFormatError, SkippedRegion, text
 from ..pool import beside
 from .rules import label

@@ -2,7 +2,9 @@
 per document (or per version, with ``history``) as of the end of the dump, a seqno or a
 time; ``StateBuilder`` builds it batch by batch.
 
-``build`` holds ``state`` and ``StateBuilder``, ``options`` checks their options;
+``api`` holds ``state``, ``build`` ``StateBuilder``, ``feeding`` how a builder is fed from
+a source, ``processes`` the split of a dump's vbuckets among processes; ``options`` checks
+their options;
 ``rows`` turns batches into the rows the engine reads, ``restarts`` places Stream Request
 responses on their streams, ``walk`` follows each stream (the stream checks, restart
 points, seqno order, cut points, snapshots), ``versions`` holds the documents' versions,

@@ -5,7 +5,6 @@ and cannot claim in its metadata."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -15,17 +14,14 @@ from .. import protocol as P
 from ..batch import FrameBatch, parts_of
 from ..errors import DcpFormatError, SkippedRegion, checked_mode, is_capture_gap, text
 from ..events import Manifest, system_events
-from ..io import DEFAULT_BATCH_BYTES, is_capture
-from ..io.dumps import iter_batches
-from ..pcap import CLIENT_TO_SERVER, read_pcap
 from ..pool import ahead, threads_of
 from ..streams import opens
 from .engine import Engine
-from .options import chosen, flag, limits, nanoseconds, positive, scan_collections, seqnos
+from .options import chosen, flag, limits, nanoseconds, seqnos
 from .output import known_names, table, unknown_names
 from .problems import Problems
 from .restarts import Placer
-from .rows import NEEDED, batch_rows, concat, losses, merged, take
+from .rows import NEEDED, SKIP, batch_rows, concat, losses, merged, subset, take
 from .segments import dense
 from .versions import Lost, Versions, standing
 from .versions import concat as concat_versions
@@ -37,6 +33,10 @@ if TYPE_CHECKING:
 #: initial backfill.
 _NO_VALUE = P.OpenFlag.NO_VALUE | P.OpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
 _U64_MAX = 2**64 - 1
+#: The kinds of problem that concern the whole stream, not one vbucket: every share of a
+#: state split among processes finds them (``StateBuilder.share``).
+_WHOLE_STREAM = frozenset({"skipped_bytes", "capture_gap", "damaged_event",
+                           "malformed_response", "unplaced_rollback"})
 #: The columns the state scans of a path or buffer.
 SCANNED = (*NEEDED, "collection_id")
 #: The most threads a state uses: the engine takes the batches on one; one more reads and
@@ -89,6 +89,19 @@ class StateBuilder:
         self.open_flags = 0                       # the DCP Open flags seen (client side)
         self._frames = 0
         self._table: pa.Table | None = None
+        #: a flag per vbucket id: the vbuckets whose documents this builder keeps (None:
+        #: all), and whether it reports the problems of the whole stream (``share``)
+        self._vbuckets: np.ndarray | None = None
+        self._lead = True
+
+    def share(self, vbuckets: np.ndarray, *, lead: bool) -> StateBuilder:
+        """Keep the documents and streams of ``vbuckets`` only (a flag per vbucket id,
+        65,536): one share of a state split by vbucket among processes. Every frame is
+        still read for what concerns the whole stream (collection names, responses
+        placed on their streams, bytes skipped); ``lead``: this share reports those
+        problems, which every share finds."""
+        self._vbuckets, self._lead = np.asarray(vbuckets, bool), lead
+        return self
 
     def client(self, batch: FrameBatch) -> StateBuilder:
         """Take a batch of the client's side (a capture's client-to-server direction): its
@@ -108,27 +121,37 @@ class StateBuilder:
         events = system_events(mine)
         event_errors = _new(mine.errors, scanned)
         self.manifest.update(events)
+        shared = self._vbuckets
         rows = batch_rows(mine, self._frames, values=self.values, events=events,
-                          threads=state_threads(self.threads))
+                          threads=state_threads(self.threads),
+                          valued=None if shared is None else shared[mine["vbucket"]])
+        kept = None if shared is None else np.flatnonzero(
+            shared[rows.columns["unit"] >> np.uint32(16)] & (rows.columns["what"] != SKIP))
+        own = rows if kept is None else subset(rows, kept)
         # the documents' ids, from the batch's own columns (one engine only: the index is
         # no one else's then), worked out on another thread while the rows are placed and
         # walked where there is one
         engine = self.engine
         keys: Callable[[], tuple[np.ndarray, int]] | None = None
         if self.exact is None and state_threads(self.threads) > 1:
-            keys = ahead(lambda: engine.keys(rows))
+            keys = ahead(lambda: engine.keys(own))
         elif self.exact is None:
-            known = engine.keys(rows)
+            known = engine.keys(own)
             keys = lambda: known  # noqa: E731
         try:
             value_errors = _new(mine.errors, [*scanned, *event_errors])
             restarts = self.placer.place(mine, self._frames, rows, values=self.values)
+            if kept is not None and shared is not None:   # this share's rows as placing
+                # left them (the requests)
+                own = subset(rows, kept)
+                restarts = take(restarts, np.flatnonzero(
+                    shared[restarts.columns["unit"] >> np.uint32(16)]))
             response_errors = _new(mine.errors, [*scanned, *event_errors, *value_errors])
             extra = [restarts] if len(restarts) else []
             if scanned:
                 extra.append(losses(batch, self._frames, scanned))
             self._frames += len(batch)
-            self.feed(merged(rows, concat(extra)) if extra else rows, keys)
+            self.feed(merged(own, concat(extra)) if extra else own, keys)
         finally:
             if keys is not None:         # the index is left alone once this returns
                 with contextlib.suppress(BaseException):
@@ -156,6 +179,8 @@ class StateBuilder:
     def _report(self, problems: list[tuple[int, int, str, str, str]]) -> None:
         """Raise the first of ``problems`` ((offset, length, reason, kind, strict note))
         in strict mode; count and keep them in skip mode, in stream order."""
+        if not self._lead and self.mode == "skip":     # the lead share reports these
+            problems = [p for p in problems if p[3] not in _WHOLE_STREAM]
         if not problems:
             return
         problems.sort(key=lambda p: p[0])
@@ -233,6 +258,8 @@ class StateBuilder:
         exact = StateBuilder(at_seqno=self.at_seqno, at_time=self.at_time,
                              values=self.values, errors="skip", history=True,
                              threads=self.threads)
+        if self._vbuckets is not None:
+            exact.share(self._vbuckets, lead=False)
         exact.engine = Engine(limit=self.engine.limit, at_time=self.at_time, history=True,
                               only=lost, index=self.engine.index,
                               futures=self.engine.futures())
@@ -271,130 +298,3 @@ def _joined(versions: Versions | None, lost: Lost | None,
     if found is not None and len(found):
         parts.append(found.take(standing(found, include_deleted=True)))
     return concat_versions(parts) if parts else None
-
-
-# long: the one entry point, its options checked before any work and its docstring whole
-def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
-          values: bool = True, only_collections=None, collections: bool | None = None,
-          errors: str = "strict", history: bool = False,
-          batch_bytes: int = DEFAULT_BATCH_BYTES, threads: int | None = None) -> pa.Table:
-    """The documents of a DCP stream as they stood at its end, at ``at_seqno`` or at
-    ``at_time``: one row per document (``history``: per version). See docs/state.md.
-
-    ``source``: a dump's path (a pcap/pcapng capture's: its server-to-client side is the
-    stream, its client-to-server side places the responses), a buffer, a ``FrameBatch``
-    or an iterable of the batches of one stream in order (``iter_batches``; a capture's
-    batches). ``at_seqno``: an int, or a mapping vbucket -> seqno (vbuckets it leaves out
-    give no rows); ``at_time``: a ``datetime``, an ISO 8601 string or nanoseconds since the
-    epoch, compared with the CAS's hybrid logical clock. ``include_deleted`` keeps
-    tombstones; ``values`` adds ``body`` and ``xattrs``; ``only_collections`` keeps only
-    these collections (ids, names or ``scope.collection``; one alone or several).
-    ``collections`` and ``batch_bytes`` are how a path or buffer is scanned (as for
-    ``iter_batches``); ``threads`` (None: the cores idle now; at most ``MOST_THREADS``)
-    read and scan the next batch ahead and decode the values. ``errors``: "strict" raises
-    ``DcpFormatError`` at the first damaged or inconsistent frame and where the stream
-    checks show lost frames; "skip" goes on, stops each vbucket's consistent seqno before
-    the frames it lost, and lists the first problems and counts them all in the table's
-    metadata (``state_errors``).
-    Each vbucket's consistent seqno, and what its stream did not send: ``consistency``.
-    """
-    reading = dict(collections=scan_collections(collections),
-                   batch_bytes=positive("batch_bytes", batch_bytes),
-                   threads=None if threads is None else positive("threads", threads))
-    builder = StateBuilder(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
-                           values=values, only_collections=only_collections, errors=errors,
-                           history=history, threads=reading["threads"])
-    _feed(builder, source, errors, reading)
-    return builder.table(_again(source, errors, reading))
-
-
-def _feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
-    """Feed ``builder`` the batches of ``source``: a capture's client-to-server batches to
-    ``client``, the others to ``update``. Where a dump is scanned here and more than one
-    core may be used, the next batch is read and scanned on another thread (``ahead``)
-    while ``builder`` takes this one."""
-    if state_threads(reading["threads"]) == 1 or not _scanned_here(source):
-        for batch in _batches(source, errors, {**reading, "threads": 1}):
-            _give(builder, batch)
-        return
-    batches = iter(_batches(source, errors, {**reading, "threads": 1}))
-    pending: Callable | None = ahead(lambda: next(batches, None))
-    try:
-        while pending is not None:
-            batch, pending = pending(), None
-            if batch is None:
-                return
-            pending = ahead(lambda: next(batches, None))
-            _give(builder, batch)
-    finally:
-        if pending is not None:       # a batch still being read when the builder raised
-            with contextlib.suppress(BaseException):
-                pending()
-
-
-def _give(builder: StateBuilder, batch: FrameBatch) -> None:
-    connection = getattr(batch, "connection", None)
-    if connection is not None and connection.direction == CLIENT_TO_SERVER:
-        builder.client(batch)
-    else:
-        builder.update(batch)
-
-
-def _scanned_here(source) -> bool:
-    """Whether ``state`` reads and scans ``source`` itself: a dump's path or buffer."""
-    return (_is_buffer(source) or isinstance(source, (str, os.PathLike))) \
-        and not isinstance(source, FrameBatch)
-
-
-def _again(source, errors: str, reading: dict) -> Callable[[StateBuilder], object] | None:
-    """A function that feeds a builder ``source``'s batches once more, where ``source``
-    can be read twice: a path, a buffer, a batch or a list or tuple of batches (not a
-    file object or an iterator)."""
-    if hasattr(source, "read") or not (isinstance(source, (str, os.PathLike, FrameBatch,
-                                                            list, tuple))
-                                       or _is_buffer(source)):
-        return None
-    return lambda builder: _feed(builder, source, errors, reading)
-
-
-def _is_buffer(source) -> bool:
-    try:
-        memoryview(source)
-    except TypeError:
-        return False
-    return True
-
-
-def _batches(source, errors: str, reading: dict) -> Iterable[FrameBatch]:
-    """The batches of ``source``: a batch, a capture, a dump (path, file or buffer), or
-    batches."""
-    if isinstance(source, FrameBatch):
-        return [source]
-    if isinstance(source, (str, os.PathLike)) and _capture(source):
-        return read_pcap(source, collections=reading["collections"], errors=errors,
-                         batch_bytes=reading["batch_bytes"], columns=SCANNED)
-    if _is_buffer(source) or isinstance(source, (str, os.PathLike)) \
-            or hasattr(source, "read") or not isinstance(source, Iterable):
-        if _is_buffer(source) and is_capture(_head(source)):
-            raise ValueError(text("state_capture_buffer"))
-        return iter_batches(source, reading["batch_bytes"], errors=errors,
-                            collections=reading["collections"], threads=reading["threads"],
-                            columns=SCANNED)
-    return source
-
-
-def _head(buffer) -> bytes:
-    """The first bytes of ``buffer``."""
-    view = memoryview(buffer)
-    return view.tobytes()[:8] if view.nbytes <= 8 or not view.c_contiguous \
-        else bytes(view.cast("B")[:8])
-
-
-def _capture(path) -> bool:
-    """Whether the file at ``path`` is a pcap or pcapng capture (an unreadable one is not:
-    reading it says why)."""
-    try:
-        with open(path, "rb") as f:
-            return is_capture(f.read(8))
-    except OSError:
-        return False

@@ -217,6 +217,16 @@ def take(rows: Rows, index: np.ndarray) -> Rows:
     return Rows(rows.gathers(list(NUMERIC), index), rows.keys, chunk=rows.chunk)
 
 
+def subset(rows: Rows, index: np.ndarray) -> Rows:
+    """The rows at ``index`` (ascending), each column but ``what`` taken when first asked
+    for; their keys and values stay where they are."""
+    return Rows({"what": rows.columns["what"][index]}, rows.keys, size=len(index),
+                fill=lambda name: rows.gather(name, index),
+                pick=lambda name, at: rows.gather(name, index[at]),
+                picks=lambda names, at: rows.gathers(names, index[at]), chunk=rows.chunk,
+                ids=lambda key_index, docs: rows.ids(key_index, index[docs]))
+
+
 def sort(rows: Rows) -> Rows:
     """The rows in ``pos`` order."""
     order = np.argsort(rows.pos, kind="stable")
@@ -235,12 +245,14 @@ _STRAIGHT = {"seqno": "by_seqno", "prepared": "prepared_seqno", "rev": "rev_seqn
 
 
 def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
-               threads: int | None = None) -> Rows:
+               threads: int | None = None, valued: np.ndarray | None = None) -> Rows:
     """The rows of ``batch``, one per frame (its ``mode`` decides how damaged values and
     events are reported); ``first`` is the number of its first frame in the stream,
     ``events`` its ``system_events`` when already at hand, ``threads`` those that decode
-    its values (None: the cores idle now). Its columns are read from the batch when first
-    asked for (``_Source``): the batch's own, where the state reads them as they are."""
+    its values (None: the cores idle now), ``valued`` (a flag per frame) the frames whose
+    values are decoded where not all (the others' ``value_at`` is -1). Its columns are
+    read from the batch when first asked for (``_Source``): the batch's own, where the
+    state reads them as they are."""
     missing = [name for name in NEEDED if name not in batch]
     if missing:
         raise ValueError(f"state needs the columns {', '.join(missing)}; this batch was "
@@ -253,9 +265,10 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
                      system_events(batch) if events is None else events)
     chunk = None
     if values:
-        docs = np.flatnonzero(what < DOCUMENTS)
+        wanted = what < DOCUMENTS
+        docs = np.flatnonzero(wanted if valued is None else wanted & valued)
         source.value_at = np.full(len(what), -1, np.int64)
-        source.value_at[docs], values_chunk = _values(batch, docs, threads)
+        source.value_at[docs], values_chunk = _values(batch, docs, threads, valued)
         chunk = bodies.register(values_chunk)
     keys = view_of(batch)
     return Rows({"what": what}, keys, size=len(what), chunk=chunk,
@@ -354,11 +367,12 @@ def losses(batch: FrameBatch, first: int, regions) -> Rows:
                      length=np.array([r.length for r in regions], np.uint64))
 
 
-def _values(batch: FrameBatch, doc_rows: np.ndarray, threads: int | None):
+def _values(batch: FrameBatch, doc_rows: np.ndarray, threads: int | None,
+            valued: np.ndarray | None):
     """The entry of each document row in the values of the batch (-1 for commits and
-    aborts), and those values as a chunk (null where they do not decode): where they lie
-    decoded, none copied."""
-    rows, chunk = bodies.spans_chunk(value_spans(batch, threads=threads))
+    aborts), and those values (of the frames ``valued`` flags, where given) as a chunk
+    (null where they do not decode): where they lie decoded, none copied."""
+    rows, chunk = bodies.spans_chunk(value_spans(batch, threads=threads, frames=valued))
     where = np.full(len(batch), -1, np.int64)
     where[rows] = np.arange(len(rows))
     return where[doc_rows], chunk

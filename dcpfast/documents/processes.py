@@ -1,0 +1,252 @@
+"""A state split by vbucket among processes, so that a big dump uses every core: vbuckets
+are independent, but one process's engine holds the GIL for most of its work.
+
+The dump's frames are counted per vbucket (a scan of two columns), and the vbuckets cut
+into contiguous ranges of about as many frames each. Each range is one share: this
+process builds one, worker processes (``python -c``, not ``multiprocessing``: nothing of
+the caller's ``__main__`` is run again) the others. Every share reads the whole dump, keeps
+the documents and streams of its vbuckets (``StateBuilder.share``) and gives its table back
+as an Arrow IPC file, which this process maps without copying. The tables in vbucket
+order are the state's rows (the table is ordered by vbucket first); their metadata add up
+to the one-process metadata: the consistent seqnos of disjoint vbuckets, the first
+problems in stream order and their counts (the problems of the whole stream, which every
+share finds, counted by one). A strict error is the one the stream meets first: a share's
+error while reading before one found at the end, then the lowest offset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import protocol as P
+from ..errors import DcpFormatError
+from ..io.dumps import iter_batches
+from ..pool import threads_of
+from .build import StateBuilder
+from .feeding import again, feed, is_capture_path
+from .output import METADATA_KEY, metadata
+from .problems import LISTED
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_VBUCKETS = 1 << 16
+_REQUESTS = (int(P.Magic.CLIENT_REQUEST), int(P.Magic.ALT_CLIENT_REQUEST))
+
+
+def state_processes(processes: int, source) -> int:
+    """How many processes build the state of ``source``: ``processes`` (at most the cores)
+    for a dump's path, one for anything else (a capture, a buffer, batches)."""
+    if processes == 1 or not isinstance(source, (str, os.PathLike)) \
+            or is_capture_path(source):
+        return 1
+    return threads_of(processes)
+
+
+def shares(weights: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """Contiguous ranges ``[low, high)`` of vbucket ids covering them all, at most
+    ``parts``, each with about as much of ``weights`` (frames per vbucket id) and none
+    without any."""
+    ends = np.cumsum(weights, dtype=np.float64)
+    total = ends[-1] if len(ends) else 0.0
+    if total <= 0:
+        return [(0, _VBUCKETS)]
+    cuts = np.searchsorted(ends, total * np.arange(1, parts) / parts, side="left") + 1
+    bounds = sorted({0, *cuts.tolist(), _VBUCKETS})
+    out: list[tuple[int, int]] = []
+    for low, high in zip(bounds, bounds[1:]):
+        if out and not ends[high - 1] - (ends[low - 1] if low else 0):
+            out[-1] = (out[-1][0], high)          # no frames: joins the range before
+        else:
+            out.append((low, high))
+    return out
+
+
+def _frames_per_vbucket(path, reading: dict) -> np.ndarray:
+    """How many frames of the dump at ``path`` each vbucket id has (requests: the stream's
+    messages; damage skipped)."""
+    counts = np.zeros(_VBUCKETS, np.int64)
+    for batch in iter_batches(path, reading["batch_bytes"], errors="skip",
+                              collections=reading["collections"], threads=1,
+                              columns=("magic", "vbucket")):
+        requests = np.isin(batch["magic"], _REQUESTS)
+        counts += np.bincount(batch["vbucket"][requests], minlength=_VBUCKETS)
+    return counts
+
+
+def split_state(path, options: dict, reading: dict, processes: int) -> pa.Table | None:
+    """The state of the dump at ``path`` (``options``: a ``StateBuilder``'s, checked;
+    ``reading``: how it is scanned) built in up to ``processes`` shares; None where its
+    frames are all of one share (the caller builds it in one)."""
+    workers: list[_Worker] = []
+    folder = tempfile.mkdtemp(prefix="dcpfast-state-")
+    try:
+        workers = [_Worker(Path(folder) / f"{i}.arrow") for i in range(1, processes)]
+        ranges = shares(_frames_per_vbucket(path, reading), processes)
+        if len(ranges) < 2:
+            return None
+        for worker, (low, high) in zip(workers, ranges[1:]):
+            worker.send(dict(path=os.fspath(path), options=options, reading=reading,
+                             low=low, high=high))
+        outcomes = [_share(path, options, reading, *ranges[0], lead=True)]
+        outcomes += [w.outcome() for w in workers[:len(ranges) - 1]]
+        return _joined(outcomes)
+    finally:
+        for worker in workers:
+            worker.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _share(path, options: dict, reading: dict, low: int, high: int, *,
+           lead: bool) -> tuple:
+    """The table of the vbuckets ``[low, high)`` of the dump at ``path``, as (table, None),
+    or (None, (phase, the error)): 0 met while reading the batches, 1 at the end."""
+    vbuckets = np.zeros(_VBUCKETS, bool)
+    vbuckets[low:high] = True
+    reading = {**reading, "threads": 1}
+    phase = 0
+    try:
+        builder = StateBuilder(**options, threads=1).share(vbuckets, lead=lead)
+        feed(builder, path, options["errors"], reading)
+        phase = 1
+        return builder.table(again(path, options["errors"], reading)), None
+    except Exception as e:          # the one raised is chosen among the shares' errors
+        return None, (phase, e)
+
+
+def _first(errors: list[tuple[int, Exception]]) -> Exception:
+    """The error of the shares' that the stream meets first: while reading before at the
+    end, another error before a ``DcpFormatError``, then the lowest offset."""
+    return min(errors, key=lambda pe: (pe[0], isinstance(pe[1], DcpFormatError),
+                                       getattr(pe[1], "offset", 0)))[1]
+
+
+def _joined(outcomes: list[tuple]) -> pa.Table:
+    """The shares' tables, in vbucket order, as one table with their metadata as one."""
+    import pyarrow as pa
+
+    errors = [e for _, e in outcomes if e is not None]
+    if errors:
+        raise _first(errors)
+    tables = [t for t, _ in outcomes]
+    parts = [metadata(t) for t in tables]
+    joined = pa.concat_tables([t.replace_schema_metadata(None) for t in tables])
+    return joined.replace_schema_metadata({METADATA_KEY: json.dumps(_merged(parts)).encode()})
+
+
+def _merged(parts: list[dict]) -> dict:
+    """The metadata of the shares' tables as the metadata of one."""
+    out = dict(parts[0])
+    out["consistency"] = sorted(p for m in parts for p in m["consistency"])
+    out["errors"] = list(heapq.merge(*(m["errors"] for m in parts),
+                                     key=lambda e: e[0]))[:LISTED]
+    counts: dict[str, int] = {}
+    for m in parts:
+        for kind, n in m["error_counts"].items():
+            counts[kind] = counts.get(kind, 0) + n
+    out["error_counts"] = dict(sorted(counts.items()))
+    out["errors_total"] = sum(m["errors_total"] for m in parts)
+    out["unrestored"] = sorted({v for m in parts for v in m["unrestored"]})
+    out["lost"] = sorted({v for m in parts for v in m["lost"]})
+    out["lacks"] = {**parts[0]["lacks"],
+                    "history": sorted(p for m in parts for p in m["lacks"]["history"])}
+    return out
+
+
+#: A worker's program, run with this process's ``sys.path`` (``{path}``), so that it
+#: imports the same dcpfast.
+_WORKER = ("import sys; sys.path[:] = {path}; "
+           "from dcpfast.documents.processes import work; work()")
+
+
+class _Worker:
+    """A worker process that builds one share and writes its table to ``out``."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self._log = open(out.with_suffix(".log"), "w+b")  # noqa: SIM115 (closed in stop)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _WORKER.format(path=repr([str(p) for p in sys.path]))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
+
+    def send(self, spec: dict) -> None:
+        """Give the worker its share (it has been importing meanwhile)."""
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):   # it ended: ``outcome`` says why
+            self.process.stdin.write(json.dumps({**spec, "out": str(self.out)}).encode())
+            self.process.stdin.close()
+
+    def outcome(self) -> tuple:
+        """(its table, None) or (None, the error it met)."""
+        import pyarrow as pa
+
+        assert self.process.stdout is not None
+        out = self.process.stdout.read()
+        self.process.wait()
+        try:
+            result = json.loads(out)
+        except ValueError:
+            self._log.seek(0)
+            tail = self._log.read().decode(errors="replace").strip().splitlines()[-3:]
+            return None, (0, RuntimeError(f"a state worker process ended with exit code "
+                                          f"{self.process.returncode}: {' '.join(tail)}"))
+        if "error" in result:
+            return None, _error(result)
+        with pa.memory_map(str(self.out)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        self.out.unlink()                    # the mapping keeps the pages
+        return table, None
+
+    def stop(self) -> None:
+        """End the process where it still runs."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+_ERRORS = (DcpFormatError, ValueError, TypeError, OSError, MemoryError, RuntimeError)
+
+
+def _error(result: dict) -> tuple[int, Exception]:
+    """The phase and exception a worker reported."""
+    if result["error"] == "DcpFormatError":
+        return result["phase"], DcpFormatError(result["offset"], result["reason"])
+    kind = next(e for e in _ERRORS[1:] if e.__name__ == result["error"])
+    return result["phase"], kind(result["message"])
+
+
+def work() -> None:
+    """A worker process: build the share read from standard input, write its table to the
+    file it names and say on standard output how it went."""
+    import pyarrow as pa
+
+    spec = json.loads(sys.stdin.buffer.read())
+    options = spec["options"]
+    if isinstance(options["at_seqno"], dict):
+        options["at_seqno"] = {int(k): v for k, v in options["at_seqno"].items()}
+    table, failed = _share(spec["path"], options, spec["reading"], spec["low"], spec["high"],
+                           lead=False)
+    result: dict = {}
+    if failed is None:
+        with pa.OSFile(spec["out"], "wb") as sink, \
+                pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    else:
+        phase, e = failed
+        kind = next((k for k in _ERRORS if isinstance(e, k)), RuntimeError)  # first: the
+        # most precise (a DcpFormatError is a ValueError)
+        result = {"error": kind.__name__, "phase": phase, "message": str(e),
+                  "offset": getattr(e, "offset", 0), "reason": getattr(e, "reason", "")}
+    sys.stdout.write(json.dumps(result))
