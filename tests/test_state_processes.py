@@ -16,7 +16,7 @@ from state_scenarios import scenario
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.documents.output import metadata
-from dcpfast.documents.processes import _first, shares
+from dcpfast.documents.processes import first_error, vbucket_ranges
 from dcpfast.protocol import Opcode
 
 
@@ -40,19 +40,19 @@ def synthetic(seed: int, **kw) -> list:
     return t.synthetic_frames(kw.pop("items", 3000), seed=seed, **kw)
 
 
-def test_shares_are_contiguous_ranges_of_about_as_many_frames():
+def test_vbucket_ranges_are_contiguous_with_about_as_many_frames_each():
     weights = np.zeros(1 << 16, np.int64)
     weights[[3, 5, 9, 700]] = [100, 100, 100, 100]
-    assert shares(weights, 2) == [(0, 6), (6, 1 << 16)]
-    assert shares(weights, 4) == [(0, 4), (4, 6), (6, 10), (10, 1 << 16)]
-    assert shares(weights, 9) == shares(weights, 4)         # one vbucket is one share
+    assert vbucket_ranges(weights, 2) == [(0, 9), (9, 1 << 16)]
+    assert vbucket_ranges(weights, 4) == [(0, 5), (5, 9), (9, 700), (700, 1 << 16)]
+    assert vbucket_ranges(weights, 9) == vbucket_ranges(weights, 4)   # a vbucket: one share
     one = np.zeros(1 << 16, np.int64)
     one[7] = 50
-    assert shares(one, 4) == [(0, 1 << 16)]
-    assert shares(np.zeros(1 << 16, np.int64), 3) == [(0, 1 << 16)]
+    assert vbucket_ranges(one, 4) == [(0, 1 << 16)]
+    assert vbucket_ranges(np.zeros(1 << 16, np.int64), 3) == [(0, 1 << 16)]
     skewed = np.zeros(1 << 16, np.int64)
     skewed[[0, 1, 2]] = [1000, 1, 1]
-    got = shares(skewed, 3)
+    got = vbucket_ranges(skewed, 3)
     assert got[0][0] == 0 and got[-1][1] == 1 << 16
     assert all(a[1] == b[0] for a, b in zip(got, got[1:]))
     assert all(skewed[lo:hi].sum() for lo, hi in got)
@@ -135,10 +135,10 @@ def test_the_loss_the_stream_meets_first_is_raised(tmp_path):
 def test_the_error_raised_is_the_first_the_stream_meets():
     late, early, end = (dcpfast.DcpFormatError(900, "a"), dcpfast.DcpFormatError(100, "b"),
                         dcpfast.DcpFormatError(5, "c"))
-    assert _first([(0, late), (1, end), (0, early)]) is early    # reading before the end
-    assert _first([(1, end), (1, late)]) is end
+    assert first_error([(0, late), (1, end), (0, early)]) is early    # reading before the end
+    assert first_error([(1, end), (1, late)]) is end
     failed = OSError("gone")
-    assert _first([(0, early), (0, failed), (1, end)]) is failed
+    assert first_error([(0, early), (0, failed), (1, end)]) is failed
 
 
 def test_what_is_not_a_dump_path_stays_in_this_process(tmp_path):

@@ -23,11 +23,11 @@ def feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
     ``client``, the others to ``update``. Where a dump is scanned here and more than one
     core may be used, the next batch is read and scanned on another thread (``ahead``)
     while ``builder`` takes this one."""
-    if state_threads(reading["threads"]) == 1 or not scanned_here(source):
-        for batch in batches(source, errors, {**reading, "threads": 1}):
+    if state_threads(reading["threads"]) == 1 or not _scanned_here(source):
+        for batch in _batches(source, errors, {**reading, "threads": 1}):
             _give(builder, batch)
         return
-    stream = iter(batches(source, errors, {**reading, "threads": 1}))
+    stream = iter(_batches(source, errors, {**reading, "threads": 1}))
     pending: Callable | None = ahead(lambda: next(stream, None))
     try:
         while pending is not None:
@@ -50,9 +50,9 @@ def _give(builder: StateBuilder, batch: FrameBatch) -> None:
         builder.update(batch)
 
 
-def scanned_here(source) -> bool:
+def _scanned_here(source) -> bool:
     """Whether ``state`` reads and scans ``source`` itself: a dump's path or buffer."""
-    return (is_buffer(source) or isinstance(source, (str, os.PathLike))) \
+    return (_is_buffer(source) or isinstance(source, (str, os.PathLike))) \
         and not isinstance(source, FrameBatch)
 
 
@@ -62,12 +62,12 @@ def again(source, errors: str, reading: dict) -> Callable[[StateBuilder], object
     file object or an iterator)."""
     if hasattr(source, "read") or not (isinstance(source, (str, os.PathLike, FrameBatch,
                                                             list, tuple))
-                                       or is_buffer(source)):
+                                       or _is_buffer(source)):
         return None
     return lambda builder: feed(builder, source, errors, reading)
 
 
-def is_buffer(source) -> bool:
+def _is_buffer(source) -> bool:
     try:
         memoryview(source)
     except TypeError:
@@ -75,7 +75,7 @@ def is_buffer(source) -> bool:
     return True
 
 
-def batches(source, errors: str, reading: dict) -> Iterable[FrameBatch]:
+def _batches(source, errors: str, reading: dict) -> Iterable[FrameBatch]:
     """The batches of ``source``: a batch, a capture, a dump (path, file or buffer), or
     batches."""
     if isinstance(source, FrameBatch):
@@ -83,9 +83,9 @@ def batches(source, errors: str, reading: dict) -> Iterable[FrameBatch]:
     if isinstance(source, (str, os.PathLike)) and is_capture_path(source):
         return read_pcap(source, collections=reading["collections"], errors=errors,
                          batch_bytes=reading["batch_bytes"], columns=SCANNED)
-    if is_buffer(source) or isinstance(source, (str, os.PathLike)) \
+    if _is_buffer(source) or isinstance(source, (str, os.PathLike)) \
             or hasattr(source, "read") or not isinstance(source, Iterable):
-        if is_buffer(source) and is_capture(_head(source)):
+        if _is_buffer(source) and is_capture(_head(source)):
             raise ValueError(text("state_capture_buffer"))
         return iter_batches(source, reading["batch_bytes"], errors=errors,
                             collections=reading["collections"], threads=reading["threads"],

@@ -32,7 +32,7 @@ import numpy as np
 from .. import protocol as P
 from ..errors import DcpFormatError
 from ..io.dumps import iter_batches
-from ..pool import threads_of
+from ..pool import shares, threads_of
 from .build import StateBuilder
 from .feeding import again, feed, is_capture_path
 from .output import METADATA_KEY, metadata
@@ -54,23 +54,19 @@ def state_processes(processes: int, source) -> int:
     return threads_of(processes)
 
 
-def shares(weights: np.ndarray, parts: int) -> list[tuple[int, int]]:
+def vbucket_ranges(weights: np.ndarray, parts: int) -> list[tuple[int, int]]:
     """Contiguous ranges ``[low, high)`` of vbucket ids covering them all, at most
-    ``parts``, each with about as much of ``weights`` (frames per vbucket id) and none
-    without any."""
-    ends = np.cumsum(weights, dtype=np.float64)
-    total = ends[-1] if len(ends) else 0.0
-    if total <= 0:
-        return [(0, _VBUCKETS)]
-    cuts = np.searchsorted(ends, total * np.arange(1, parts) / parts, side="left") + 1
-    bounds = sorted({0, *cuts.tolist(), _VBUCKETS})
-    out: list[tuple[int, int]] = []
-    for low, high in zip(bounds, bounds[1:]):
-        if out and not ends[high - 1] - (ends[low - 1] if low else 0):
-            out[-1] = (out[-1][0], high)          # no frames: joins the range before
-        else:
-            out.append((low, high))
-    return out
+    ``parts``, each with about as much of ``weights`` (frames per vbucket id, the cuts of
+    ``pool.shares``) and none without any."""
+    ends = np.cumsum(weights)
+    total = int(ends[-1]) if len(ends) else 0
+    bounds, before = [0], 0
+    for cut in shares(weights, parts)[1:-1]:
+        now = int(ends[cut - 1]) if cut else 0      # the frames below the cut
+        if before < now < total:                     # frames on either side, new ones below
+            bounds.append(cut)
+            before = now
+    return list(zip(bounds, [*bounds[1:], _VBUCKETS]))
 
 
 def _frames_per_vbucket(path, reading: dict) -> np.ndarray:
@@ -93,7 +89,7 @@ def split_state(path, options: dict, reading: dict, processes: int) -> pa.Table 
     folder = tempfile.mkdtemp(prefix="dcpfast-state-")
     try:
         workers = [_Worker(Path(folder) / f"{i}.arrow") for i in range(1, processes)]
-        ranges = shares(_frames_per_vbucket(path, reading), processes)
+        ranges = vbucket_ranges(_frames_per_vbucket(path, reading), processes)
         if len(ranges) < 2:
             return None
         for worker, (low, high) in zip(workers, ranges[1:]):
@@ -125,7 +121,7 @@ def _share(path, options: dict, reading: dict, low: int, high: int, *,
         return None, (phase, e)
 
 
-def _first(errors: list[tuple[int, Exception]]) -> Exception:
+def first_error(errors: list[tuple[int, Exception]]) -> Exception:
     """The error of the shares' that the stream meets first: while reading before at the
     end, another error before a ``DcpFormatError``, then the lowest offset."""
     return min(errors, key=lambda pe: (pe[0], isinstance(pe[1], DcpFormatError),
@@ -138,7 +134,7 @@ def _joined(outcomes: list[tuple]) -> pa.Table:
 
     errors = [e for _, e in outcomes if e is not None]
     if errors:
-        raise _first(errors)
+        raise first_error(errors)
     tables = [t for t, _ in outcomes]
     parts = [metadata(t) for t in tables]
     joined = pa.concat_tables([t.replace_schema_metadata(None) for t in tables])
