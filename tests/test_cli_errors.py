@@ -226,15 +226,16 @@ def write_all(writer):
         writer.flush()
     writer.close()
 
-# the moments are drawn within what a whole round takes on this machine (the median of
-# three uninterrupted ones), so that most rounds are interrupted however fast it is
+# the moments are drawn within what a whole round takes on this machine (the fastest of
+# five uninterrupted ones: a process's first rounds, its memory still fresh, can take
+# several times the later ones), so that most rounds are interrupted however fast it is
 took = []
-for _ in range(3):
+for _ in range(5):
     start = time.perf_counter()
     write_all(_Writer(path, "parquet", background=True))
     took.append(time.perf_counter() - start)
     os.unlink(path)
-whole = sorted(took)[1]
+whole = min(took)
 interrupted = 0
 for _ in range(rounds):
     writer = _Writer(path, "parquet", background=True)
