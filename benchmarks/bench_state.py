@@ -190,8 +190,8 @@ def main(argv=None) -> int:
                                threads=1)),
         *((f"state(values=False), {n} thread{'s' * (n > 1)}",
            lambda n=n: dcpfast.state(data, values=False, threads=n)) for n in args.threads),
-        (f"state, {most} threads", lambda: dcpfast.state(data, threads=most)),
-        (f"state(history=True), {most} threads",
+        (f"state, {most} thread{'s' * (most > 1)}", lambda: dcpfast.state(data, threads=most)),
+        (f"state(history=True), {most} thread{'s' * (most > 1)}",
          lambda: dcpfast.state(data, history=True, threads=most)),
         *_shared(data, args.processes),
     ]
