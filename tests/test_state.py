@@ -289,6 +289,27 @@ def test_restart_without_its_request():
     assert live[b"c"]["body"] == b"again"
 
 
+def test_a_response_is_placed_by_its_opaques_first_message_however_far():
+    """A response without its request waits for the first stream message with its opaque
+    after it: here behind hundreds of another vbucket's messages, in one batch and in
+    many."""
+    other = dict(vbucket=9, opaque=0x1009)
+    data = b"".join([
+        marker(1, 4), mutation(b"a", 1), mutation(b"b", 2), mutation(b"c", 3),
+        mutation(b"d", 4), t.stream_end(**HDR), marker(1, 700, **other),
+        success(opaque=0x42),
+        *(mutation(b"z%d" % i, i + 2, **other) for i in range(699)),
+        marker(3, 5, opaque=0x42), mutation(b"c", 3, opaque=0x42, body=b"again"),
+        mutation(b"e", 5, opaque=0x42)])
+    for size in (len(data), 2048, 1 << 16):
+        source = dcpfast.iter_batches(data, size)
+        live = docs(dcpfast.state(source).filter(pa.compute.equal(
+            pa.compute.field("vbucket"), VB)))
+        assert {k: r["by_seqno"] for k, r in live.items()} == \
+            {b"a": 1, b"b": 2, b"c": 3, b"e": 5}
+        assert live[b"c"]["body"] == b"again"
+
+
 def test_restart_with_its_request_and_several_vbuckets():
     other = dict(vbucket=9, opaque=0x1009)
     data = b"".join([

@@ -60,7 +60,7 @@ class Placer:
                 else:
                     found.append((pos, stream_key(*where), rolled, seqno, offset, length,
                                   opaque))
-        found += self._resolve(rows, first)
+        found += self._resolve(rows)
         learn(self.tracker, batch_requests(batch, decoded) if asked else {}, opaques)
         if requested:
             _requested(rows, first, decoded, batch.collections)
@@ -90,27 +90,23 @@ class Placer:
                     F.malformed(batch, i, str(e))
         return out
 
-    def _resolve(self, rows: Rows, first: int) -> list:
-        """Place the waiting responses that a stream message of ``rows`` places."""
+    def _resolve(self, rows: Rows) -> list:
+        """Place the waiting responses that a stream message of ``rows`` places: the first
+        one with the response's opaque after it."""
         if not self.waiting or not len(rows):
             return []
         c = rows.columns
-        messages = np.flatnonzero(c["what"] < RESTART)
-        if not len(messages):
-            return []
-        opaques = c["opaque"][messages].astype(np.int64)
-        frames = rows.gather("pos", messages) // 2 - first
+        pos = c["pos"]
         found, kept = [], []
-        for opaque, pos, rolled, seqno, offset, length in self.waiting:
-            after = pos // 2 - first                  # the response's frame, or before
-            hits = np.flatnonzero(opaques == opaque)
-            hits = hits[frames[hits] > after]
-            if not len(hits):
-                kept.append((opaque, pos, rolled, seqno, offset, length))
+        for opaque, at, rolled, seqno, offset, length in self.waiting:
+            # the rows of frames after the response's (rows of no frame have odd places)
+            row = _first_message(c, int(np.searchsorted(pos, at // 2 * 2 + 1, "right")),
+                                 opaque)
+            if row is None:
+                kept.append((opaque, at, rolled, seqno, offset, length))
                 continue
-            row = messages[hits[0]]
-            found.append((int(frames[hits[0]] + first) * 2 - 1, int(c["unit"][row]), rolled,
-                          seqno, offset, length, opaque))
+            found.append((int(pos[row]) // 2 * 2 - 1, int(c["unit"][row]), rolled, seqno, offset,
+                          length, opaque))
         self.waiting = kept
         return found
 
@@ -118,6 +114,20 @@ class Placer:
         """(offset, length, rollback seqno) of the Rollback responses nothing placed."""
         return [(offset, length, seqno) for _, _, rolled, seqno, offset, length
                 in self.waiting if rolled]
+
+
+def _first_message(c, start: int, opaque: int) -> int | None:
+    """The first row from ``start`` on of a stream message with ``opaque`` (None: none),
+    looked for in windows that grow (it is most often the next row)."""
+    n, width = len(c["what"]), 64
+    while start < n:
+        stop = min(n, start + width)
+        hit = np.flatnonzero((c["opaque"][start:stop] == opaque) & (c["what"][start:stop]
+                                                                     < RESTART))
+        if len(hit):
+            return start + int(hit[0])
+        start, width = stop, width * 8
+    return None
 
 
 def _opaques(rows: Rows, first: int) -> dict[int, list[tuple[int, int]]]:

@@ -178,6 +178,10 @@ def make_rows(n: int, values: bool, keys=None, body=None, xattrs=None, **columns
     return Rows(out, keys, body, xattrs)
 
 
+#: Up to this many rows put in among others, each column is copied run by run between them.
+_FEW_PUT_IN = 64
+
+
 def merged(rows: Rows, extra: Rows) -> Rows:
     """``rows`` (in ``pos`` order) with the few rows ``extra`` (restarts, losses: no
     document changes) put in their places by ``pos``."""
@@ -186,7 +190,17 @@ def merged(rows: Rows, extra: Rows) -> Rows:
     moved = at + np.arange(len(at))                   # where each extra row lands
 
     def fill(name):
-        return np.insert(rows.columns[name], at, extra.columns[name])
+        column, more = rows.columns[name], extra.columns[name]
+        if len(at) > _FEW_PUT_IN:
+            return np.insert(column, at, more)
+        out = np.empty(len(column) + len(at), column.dtype)   # the runs between, copied
+        start = 0
+        for k, (a, m) in enumerate(zip(at.tolist(), moved.tolist())):
+            out[start + k:m] = column[start:a]
+            out[m] = more[k]
+            start = a
+        out[start + len(at):] = column[start:]
+        return out
 
     def picks(names, index):
         after = np.searchsorted(moved, index, side="right")   # extra rows at or before

@@ -84,15 +84,27 @@ class Versions:
         return Versions(buffers.pooled_take(self.columns, names, index), self.values)
 
 
-def concat(parts: list[Versions]) -> Versions:
-    """The versions of ``parts``, in order (at least one part); no value is copied."""
+def concat(parts: list[Versions], index: list[np.ndarray] | None = None) -> Versions:
+    """The versions of ``parts`` (at least one), in order; with ``index``, those at
+    ``index[k]`` of each part ``parts[k]``, each column taken once into its place. No value
+    is copied."""
     values = bodies.union([p.values for p in parts])
     names = [*NUMERIC, *(("vref",) if values is not None else ())]
-    size = sum(len(p) for p in parts)
-    return Versions({name: np.concatenate([p[name] for p in parts], out=None if (
-        size * parts[0][name].itemsize < buffers.POOLED_FROM) else buffers.pooled(
-            size * parts[0][name].itemsize).view(parts[0][name].dtype)) for name in names},
-        values)
+    size = sum(len(p) for p in (parts if index is None else index))
+    out = {}
+    for name in names:
+        dtype = parts[0][name].dtype
+        column = np.empty(size, dtype) if size * dtype.itemsize < buffers.POOLED_FROM \
+            else buffers.pooled(size * dtype.itemsize).view(dtype)
+        if index is None:
+            np.concatenate([p[name] for p in parts], out=column)
+        else:
+            start = 0
+            for part, at in zip(parts, index):
+                np.take(part[name], at, out=column[start:start + len(at)])
+                start += len(at)
+        out[name] = column
+    return Versions(out, values)
 
 
 #: The columns of ``Versions`` taken from rows, and the rows' columns they come from.
@@ -256,10 +268,10 @@ class Latest:
         """The versions that stand, handed over: the store is empty after."""
         if not self.runs:
             return None
-        parts = [run.take(keep) for run, keep in zip(self.runs, self._standing())]
+        runs, keep = self.runs, self._standing()
         self.runs, self.owner = [], np.zeros(0, np.int64)
         self.held = self.held_bytes = self.merged = self.merged_bytes = 0
-        return concat(parts)
+        return concat(runs, keep)
 
 
 class Futures:
