@@ -255,7 +255,7 @@ _NAMED = {
     "state_lost": "frames of vbucket {vbucket} were lost before this one: {details} "
                   "(expected {expected}, found {found})",
     "state_keep_going": "; errors=\"skip\" keeps going, the consistent seqno of vbucket "
-                        "{vbucket} stopped before the loss",
+                        "{vbucket} stops before the loss",
     "state_skip_hint": "; errors=\"skip\" keeps going",
     "state_unknown_collections": "only_collections names {names}, which the stream never "
                                  "names (its system events name: {known}); give collection "

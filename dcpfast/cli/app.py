@@ -339,6 +339,8 @@ def opened(name: str, errors: str):
 
 #: What a strict command adds to the error of damaged input.
 SKIP_HINT = " (--errors skip keeps every intact frame)"
+#: How the library's errors name skip mode, and how the command line names it.
+_LIBRARY_SKIP, _COMMAND_SKIP = 'errors="skip"', "--errors skip"
 
 
 @contextlib.contextmanager
@@ -348,8 +350,10 @@ def reported(name: str, errors: str | None = None):
     try:
         yield
     except DcpFormatError as e:
-        hint = SKIP_HINT if errors == "strict" else ""
-        raise click.ClickException(f"{shown(name)}: {e}{hint}") from None
+        message = str(e)
+        hint = SKIP_HINT if errors == "strict" and _LIBRARY_SKIP not in message else ""
+        message = message.replace(_LIBRARY_SKIP, _COMMAND_SKIP)
+        raise click.ClickException(f"{shown(name)}: {message}{hint}") from None
     except BrokenPipeError:
         raise
     except OSError as e:
