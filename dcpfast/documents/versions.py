@@ -91,6 +91,9 @@ def concat(parts: list[Versions], index: list[np.ndarray] | None = None) -> Vers
     values = bodies.union([p.values for p in parts])
     names = [*NUMERIC, *(("vref",) if values is not None else ())]
     size = sum(len(p) for p in (parts if index is None else index))
+    for part, at in zip(parts, index or ()):
+        if len(at) and not 0 <= int(at.min()) <= int(at.max()) < len(part):
+            raise IndexError(f"an index outside the {len(part)} versions")
     out = {}
     for name in names:
         dtype = parts[0][name].dtype
@@ -101,7 +104,8 @@ def concat(parts: list[Versions], index: list[np.ndarray] | None = None) -> Vers
         else:
             start = 0
             for part, at in zip(parts, index):
-                np.take(part[name], at, out=column[start:start + len(at)])
+                # checked above: "wrap" takes straight into ``out`` ("raise" buffers it)
+                np.take(part[name], at, out=column[start:start + len(at)], mode="wrap")
                 start += len(at)
         out[name] = column
     return Versions(out, values)
