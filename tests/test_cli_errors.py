@@ -239,9 +239,9 @@ whole = min(took)
 interrupted = 0
 for _ in range(rounds):
     writer = _Writer(path, "parquet", background=True)
-    signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0001, 0.9 * whole))
     try:
-        try:
+        try:               # armed inside: an early moment then lands in these blocks too
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0001, 0.9 * whole))
             write_all(writer)
         finally:                  # the timer may fire here too: then the round is abandoned
             signal.setitimer(signal.ITIMER_REAL, 0)

@@ -9,7 +9,7 @@ copied, without the GIL (threads decode runs of values at once).
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memchr
+from libc.string cimport memchr, memcmp, memcpy, memset
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.buffer cimport PyBUF_READ, PyBUF_WRITE
 
@@ -167,8 +167,8 @@ def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1
     """Inflate block ``i`` into ``out[bounds[i]:bounds[i + 1]]``: without the GIL by the
     loop here, and a block it finds unsound with ``decompress_into(source, destination)``
     (the library's, which words the problem, and has the last word); a block the library
-    rejects, or that fills its slot short, is a problem (its slot is then left as the
-    library left it)."""
+    rejects, or that fills its slot short, is a problem, and its slot zeros (what either
+    inflater wrote of it before it gave up is not kept)."""
     cdef Py_ssize_t i, n = starts.shape[0]
     cdef int64_t lo, hi
     # never hand the library a NULL pointer, even for an empty slot
@@ -200,9 +200,11 @@ def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1
                 PyMemoryView_FromMemory(dst + lo, hi - lo, PyBUF_WRITE))
         except Exception as exc:        # the library's own error types vary by version
             problems.append((i, _VP.SNAPPY, str(exc), 0))
-            continue
-        if written != hi - lo:
+        else:
+            if written == hi - lo:
+                continue
             problems.append((i, _VP.SNAPPY, f"inflated to {written} of {hi - lo} bytes", 0))
+        memset(dst + lo, 0, hi - lo)
     return problems
 
 

@@ -57,7 +57,8 @@ def snappy_lengths(buf, starts, lengths, out) -> list[tuple]:
 def inflate(buf, starts, lengths, out, bounds, decompress_into) -> list[tuple]:
     """Inflate block ``i`` into ``out[bounds[i]:bounds[i + 1]]`` with
     ``decompress_into(source, destination)``; a block the library rejects, or that fills
-    its slot short, is a problem (its slot is then left as it was)."""
+    its slot short, is a problem, and its slot zeros (what the library wrote of it before
+    it gave up is not kept)."""
     buf, out = _flat(buf), _flat(out)
     problems = []
     for i, (start, size) in enumerate(zip(starts.tolist(), lengths.tolist())):
@@ -66,9 +67,11 @@ def inflate(buf, starts, lengths, out, bounds, decompress_into) -> list[tuple]:
             written = decompress_into(buf[start:start + size], out[lo:hi])
         except Exception as exc:        # the library's own error types vary by version
             problems.append((i, _VP.SNAPPY, str(exc), 0))
-            continue
-        if written != hi - lo:
+        else:
+            if written == hi - lo:
+                continue
             problems.append((i, _VP.SNAPPY, f"inflated to {written} of {hi - lo} bytes", 0))
+        out[lo:hi] = b"\0" * (hi - lo)
     return problems
 
 
