@@ -12,6 +12,7 @@ import os
 import sys
 from glob import glob
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -37,13 +38,15 @@ if flag("DCPFAST_SANITIZE"):
 core = "dcpfast/_core/"
 wire = [core + "wire.pxd", core + "wire.h"]
 depends = {
-    "cscan": [*sorted(glob(core + "scan_*.pxi")), core + "spans.h", core + "bitmaps.h", *wire],
+    "cscan": [*sorted(glob(core + "scan_*.pxi")), core + "spans.h", core + "span_api.h",
+              core + "numpy_spans.h",
+              core + "bitmaps.h", *wire],
     "cpcap": wire,
     "cvalues": [core + "xattr_keys.h", *wire],
-    "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", core + "pages.h", *wire],
+    "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", core + "span_api.h", *wire],
 }
 extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=files,
-                        include_dirs=["dcpfast/_core"],
+                        include_dirs=["dcpfast/_core", numpy.get_include()],
                         extra_compile_args=compile_args, extra_link_args=link_args)
               for name, files in depends.items()]
 

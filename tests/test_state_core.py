@@ -363,8 +363,9 @@ def test_durable_pairs_agree(changes):
 
 
 def test_key_index_of_many_documents():
-    """An index of 300,000 documents, whose table, records and key bytes outgrow the size
-    from which they are asked for huge pages (and move there as they grow): every document
+    """An index of 300,000 documents, whose table, records and key bytes (spans of the
+    scan core's cache) outgrow the size from which fresh ones are asked for huge pages,
+    moving to larger spans as they grow: every document
     keeps its id and its key bytes, in both cores, through stretches that add new ones
     and look old ones up again out of order."""
     n = 300_000
@@ -393,15 +394,13 @@ def test_key_index_of_many_documents():
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "sanitized"])
-@pytest.mark.parametrize("probe", ["keys", "pages"])
+@pytest.mark.parametrize("probe", ["keys"])
 def test_key_index_c_on_its_own(probe, sanitize, tmp_path):
-    """The key index's C headers on their own. keys.h, its hash and comparison: every byte
+    """The key index's C header on its own. keys.h, its hash and comparison: every byte
     of a key counts in both, at every alignment, and none outside it is read. The index
     only compares two keys whose hashes share a table slot and 24 bits, which the suite's
-    keys never do, so only this reaches a wrong comparison. pages.h, its blocks on huge
-    pages: zeroed, writable to the end, and the bytes in use kept as a block grows and
-    shrinks across the size from which huge pages are asked for, which only indexes of
-    hundreds of thousands of documents reach. Under AddressSanitizer too, where the
+    keys never do, so only this reaches a wrong comparison. (Its tables live in spans,
+    grown as tests/c/platform_probe.c checks.) Under AddressSanitizer too, where the
     compiler links it."""
     cc = compiler()
     if not (CORE / f"{probe}.h").is_file() or cc is None:

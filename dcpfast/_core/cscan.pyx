@@ -19,6 +19,7 @@ from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.pythread cimport (PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_release_lock, PyThread_type_lock, WAIT_LOCK)
 from libc.stdlib cimport free, realloc

@@ -15,6 +15,7 @@ cimport cython
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
+from cpython.pycapsule cimport PyCapsule_GetPointer
 
 import numpy as np
 

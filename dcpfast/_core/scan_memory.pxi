@@ -11,8 +11,11 @@ DEF ALIGN = 64                # each part of a Columns starts on a cache line
 cdef extern from "spans.h":
     bint DCP_CAN_GROW
     void dcp_spans_init() nogil
-    char* dcp_span_take(size_t n, size_t* got) nogil
-    void dcp_span_give(char* at, size_t size) nogil
+    char* dcp_span_take(size_t n, size_t* got, int flags) nogil
+    void dcp_span_give(char* at, size_t size, int flags) nogil
+    ctypedef struct dcp_span_api:
+        pass
+    dcp_span_api dcp_span_functions
     void dcp_span_shrunk(size_t size) nogil
     size_t dcp_span_size(size_t n) nogil
     void dcp_span_stats(size_t* live, size_t* peak, size_t* kept, int reset) nogil
@@ -20,6 +23,15 @@ cdef extern from "spans.h":
     size_t dcp_unmap_tail(void* p, size_t keep, size_t size) nogil
 
 dcp_spans_init()
+
+cdef object _SPAN_API = PyCapsule_New(&dcp_span_functions, "dcpfast._core.cscan.span_api",
+                                      NULL)
+
+
+def span_api():
+    """The span cache's functions (span_api.h's table) as a capsule, for the compiled cores
+    that keep memory in it: the state core's key index keeps its tables there."""
+    return _SPAN_API
 
 
 cdef class _Room:
@@ -35,7 +47,7 @@ cdef class _Room:
         if self.at == NULL:
             return
         if self.mapped:
-            dcp_span_give(self.at, self.mapped)
+            dcp_span_give(self.at, self.mapped, 0)
         else:
             PyMem_RawFree(self.at)
 
@@ -58,7 +70,7 @@ cdef _Room new_room(size_t n):
         r.at = <char*>PyMem_RawMalloc(n if n else 1)
     else:
         with nogil:
-            r.at = dcp_span_take(n, &got)
+            r.at = dcp_span_take(n, &got, 0)
         r.mapped = got
     if r.at == NULL:
         raise MemoryError()
@@ -74,10 +86,44 @@ def room(Py_ssize_t n):
 
 def mapped(bint reset=False):
     """Bytes of mapped spans in use now, the most in use at once since the last reset, and
-    the bytes kept for reuse (the allocator's share is visible to tracemalloc)."""
+    the bytes kept for reuse (the allocator's share, and numpy's arrays in spans, are
+    visible to tracemalloc)."""
     cdef size_t live, peak, kept
     dcp_span_stats(&live, &peak, &kept, reset)
     return live, peak, kept
+
+
+cdef extern from "numpy_spans.h":
+    object dcp_np_capsule()
+    object dcp_np_set_handler(object handler)
+    bint dcp_np_replaceable(object handler)
+
+cdef object _NUMPY_SPANS = dcp_np_capsule()
+
+
+@cython.auto_pickle(False)
+cdef class numpy_spans:
+    """A context in which numpy's arrays of 64 KiB and more made by this thread's current
+    context take their memory from the span cache (numpy_spans.h says why): work that
+    makes and drops many large arrays runs in it. The handler before it comes back on
+    leaving; a context that set one of its own keeps it."""
+    cdef object previous
+    cdef bint installed
+
+    def __enter__(self):
+        current = dcp_np_set_handler(_NUMPY_SPANS)
+        self.installed = dcp_np_replaceable(current)
+        if self.installed:
+            self.previous = current
+        else:                       # someone's own handler: theirs stays
+            dcp_np_set_handler(current)
+        return self
+
+    def __exit__(self, *exc):
+        if self.installed:
+            dcp_np_set_handler(self.previous)
+            self.installed, self.previous = False, None
+        return False
 
 
 cdef inline size_t aligned(size_t n) noexcept nogil:

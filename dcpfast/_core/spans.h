@@ -170,6 +170,7 @@ static double dcp_now(void)
 
 #include <stdint.h>
 #include <string.h>
+#include "span_api.h"                     /* the flags of a request */
 #if defined(__SSE2__) || defined(_M_X64)
 #  include <emmintrin.h>
 #  define DCP_STREAM 1
@@ -250,6 +251,33 @@ static int dcp_start(void *(*body)(void *))
 }
 #endif
 
+#define DCP_GROW_MIN ((size_t)32 << 20)   /* spans grown in place (DCP_GROW) from here */
+
+/* Huge pages for a fresh span of DCP_HUGE_MIN bytes or more, where the system gives them on
+   request (Linux's MADV_HUGEPAGE, "madvise" or "always" in
+   /sys/kernel/mm/transparent_hugepage/enabled): its 2 MiB-aligned part is advised before
+   its first touch, and the kernel then takes one fault where it took 512. A hint: the
+   system may say no. */
+#define DCP_HUGE_MIN ((size_t)4 << 20)
+#if defined(DCP_SPANS_POSIX) && defined(__linux__) && defined(MADV_HUGEPAGE)
+#  define DCP_CAN_HUGE 1
+static void dcp_huge_advise(void *p, size_t n)
+{
+    const uintptr_t page = (uintptr_t)2 << 20;
+    uintptr_t first = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t)p + n) & ~(page - 1);
+    if (n >= DCP_HUGE_MIN && end > first)
+        (void)madvise((void *)first, end - first, MADV_HUGEPAGE);
+}
+#else
+#  define DCP_CAN_HUGE 0
+static void dcp_huge_advise(void *p, size_t n)
+{
+    (void)p;
+    (void)n;
+}
+#endif
+
 #define DCP_KEEP_SPANS 128
 #define DCP_KEEP_BYTES ((size_t)512 << 20)
 #define DCP_KEEP_SECONDS 2.0
@@ -272,6 +300,8 @@ static struct {
     int n_kept;
     size_t kept_bytes;
     size_t live_bytes, peak_bytes;        /* spans in use; the most since the last reset */
+    size_t traced_bytes;                  /* those of them tracemalloc sees (numpy_spans.h),
+                                             which peak_bytes leaves out */
     size_t window_peak;                   /* the most in use at once in the current window */
     double window_since;
     int reaper;                           /* a reaper thread is running */
@@ -316,10 +346,12 @@ static void dcp_expire(double now, dcp_doomed *d) {
     }
 }
 
-static void dcp_in_use(size_t bytes) {
+static void dcp_in_use(size_t bytes, int traced) {
     dcp_spans.live_bytes += bytes;
-    if (dcp_spans.live_bytes > dcp_spans.peak_bytes)
-        dcp_spans.peak_bytes = dcp_spans.live_bytes;
+    if (traced)
+        dcp_spans.traced_bytes += bytes;
+    if (dcp_spans.live_bytes - dcp_spans.traced_bytes > dcp_spans.peak_bytes)
+        dcp_spans.peak_bytes = dcp_spans.live_bytes - dcp_spans.traced_bytes;
     if (dcp_spans.live_bytes > dcp_spans.window_peak)
         dcp_spans.window_peak = dcp_spans.live_bytes;
 }
@@ -422,8 +454,12 @@ static size_t dcp_cut(char *at, size_t size, size_t large, double since, size_t 
    request once it is given back); where a fresh span would first give kept ones back
    to stay within the cache's bounds, the smallest larger one still, cut down to the
    request (``dcp_cut``: its head is resident, where a fresh span faults in every page);
-   the largest smaller one, grown (where mappings can grow). NULL when out of memory. */
-static char *dcp_span_take(size_t n, size_t *got) {
+   the largest smaller one, grown (where mappings can grow). NULL when out of memory.
+   ``flags``: DCP_SPAN_TRACED, tracemalloc sees the span's use (numpy's arrays);
+   DCP_SPAN_HUGE, fresh pages of a large span are asked for as huge pages (a table
+   touched at random). */
+static char *dcp_span_take(size_t n, size_t *got, int flags) {
+    int traced = flags & DCP_SPAN_TRACED, fresh = 0;
     size_t size = dcp_span_size(n), large = 0, bound;
     double since = 0;
     void *at = NULL;
@@ -481,18 +517,21 @@ static char *dcp_span_take(size_t n, size_t *got) {
             dcp_unkeep(0);
         }
         at = dcp_map(size);
+        fresh = 1;
     }
     if (at != NULL)
-        dcp_in_use(size);
+        dcp_in_use(size, traced);
     dcp_lock_drop(&dcp_spans.lock);
     dcp_unmap_doomed(&d);
     if (at == NULL)
         return NULL;
+    if (fresh && (flags & DCP_SPAN_HUGE))
+        dcp_huge_advise(at, size);
     if (large) {                          /* it may hold more: whole pages, or all of it */
         size_t kept = dcp_cut((char *)at, size, large, since, bound);
         if (kept > size) {
             dcp_lock_take(&dcp_spans.lock);
-            dcp_in_use(kept - size);
+            dcp_in_use(kept - size, traced);
             dcp_lock_drop(&dcp_spans.lock);
             size = kept;
         }
@@ -501,9 +540,11 @@ static char *dcp_span_take(size_t n, size_t *got) {
     return (char *)at;
 }
 
-/* Give back a span taken with dcp_span_take (of its current size): kept for reuse within
-   the cache's bounds, evicting the oldest, or unmapped. */
-static void dcp_span_give(char *at, size_t size) {
+/* Give back a span taken with dcp_span_take (of its current size, with the flags it was
+   taken with): kept for reuse within the cache's bounds, evicting the oldest, or
+   unmapped. */
+static void dcp_span_give(char *at, size_t size, int flags) {
+    int traced = flags & DCP_SPAN_TRACED;
     dcp_doomed d;
     size_t limit;
     double now = dcp_now();
@@ -511,6 +552,8 @@ static void dcp_span_give(char *at, size_t size) {
     dcp_lock_take(&dcp_spans.lock);
     dcp_expire(now, &d);
     dcp_spans.live_bytes -= size;
+    if (traced)
+        dcp_spans.traced_bytes -= size;
     limit = dcp_spans.window_peak < DCP_KEEP_BYTES ? dcp_spans.window_peak : DCP_KEEP_BYTES;
     if (size > limit) {
         dcp_doom(&d, at, size);
@@ -534,6 +577,37 @@ static void dcp_span_give(char *at, size_t size) {
     dcp_unmap_doomed(&d);
 }
 
+/* A span in use (at, of size bytes, taken with ``flags``) made to hold n bytes, its first
+   ``keep`` kept: from DCP_GROW_MIN bytes up, where mappings can grow, moved by the system
+   (its pages change place, none is copied); else a span taken anew, the bytes copied and
+   the old span given back. NULL, the span as it was, when out of memory. */
+static char *dcp_span_grow(char *at, size_t size, size_t keep, size_t n, size_t *got,
+                           int flags) {
+    char *moved;
+    size_t want = dcp_span_size(n);
+    if (DCP_CAN_GROW && size >= DCP_GROW_MIN && want > size) {
+        moved = (char *)DCP_GROW(at, size, want);
+        if (moved != NULL) {
+            if (flags & DCP_SPAN_HUGE)
+                dcp_huge_advise(moved, want);
+            dcp_lock_take(&dcp_spans.lock);
+            dcp_in_use(want - size, flags & DCP_SPAN_TRACED);
+            dcp_lock_drop(&dcp_spans.lock);
+            *got = want;
+            return moved;
+        }
+    }
+    moved = dcp_span_take(n, got, flags);
+    if (moved == NULL)
+        return NULL;
+    memcpy(moved, at, keep < size ? keep : size);
+    dcp_span_give(at, size, flags);
+    return moved;
+}
+
+/* The cache's functions for the cores that borrow it (span_api.h). */
+static dcp_span_api dcp_span_functions = {dcp_span_take, dcp_span_grow, dcp_span_give};
+
 /* A span in use gave back ``bytes`` of its tail (unmapped by the caller). */
 static void dcp_span_shrunk(size_t bytes) {
     dcp_lock_take(&dcp_spans.lock);
@@ -542,14 +616,15 @@ static void dcp_span_shrunk(size_t bytes) {
 }
 
 /* The bytes of spans in use, the most in use at once since the last reset, the bytes
-   kept for reuse; with reset, the peak starts again from what is in use. */
+   kept for reuse, those in use and the peak leaving out the spans tracemalloc sees; with
+   reset, the peak starts again from what is in use. */
 static void dcp_span_stats(size_t *live, size_t *peak, size_t *kept, int reset) {
     dcp_lock_take(&dcp_spans.lock);
-    *live = dcp_spans.live_bytes;
+    *live = dcp_spans.live_bytes - dcp_spans.traced_bytes;
     *peak = dcp_spans.peak_bytes;
     *kept = dcp_spans.kept_bytes;
     if (reset)
-        dcp_spans.peak_bytes = dcp_spans.live_bytes;
+        dcp_spans.peak_bytes = *live;
     dcp_lock_drop(&dcp_spans.lock);
 }
 

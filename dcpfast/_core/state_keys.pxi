@@ -12,6 +12,7 @@ DEF AHEAD = 16              # keys whose table slot is fetched ahead of the one 
 DEF CHUNK = 4096            # keys copied out of their frames, then found, at a time
 DEF ROOM = 1 << 17          # the bytes they are copied to (a longer key stays in place)
 DEF FAR = 64                # frames whose key is fetched ahead of the one copied
+DEF SCRATCH_SPAN = 1 << 16  # working memory from this size up comes from spans
 
 
 cdef extern from "keys.h":
@@ -24,10 +25,52 @@ cdef extern from "keys.h":
                                      int64_t n) noexcept nogil
 
 
-cdef extern from "pages.h":
-    # large tables on huge pages where the system gives them
-    void* huge_calloc "dcp_huge_calloc"(size_t count, size_t size) noexcept nogil
-    void* huge_realloc "dcp_huge_realloc"(void* p, size_t used, size_t n) noexcept nogil
+cdef extern from "span_api.h":
+    # the key index's tables live in spans of cscan's cache: a state call's next index
+    # finds its pages resident instead of faulting in and zeroing fresh ones
+    int SPAN_HUGE "DCP_SPAN_HUGE"
+    ctypedef struct dcp_span_api:
+        char* (*take)(size_t n, size_t* got, int flags) noexcept nogil
+        char* (*grow)(char* at, size_t size, size_t keep, size_t n, size_t* got,
+                      int flags) noexcept nogil
+        void (*give)(char* at, size_t size, int flags) noexcept nogil
+
+from .cscan import span_api
+
+cdef dcp_span_api* spans = <dcp_span_api*>PyCapsule_GetPointer(span_api(),
+                                                               "dcpfast._core.cscan.span_api")
+
+
+cdef int block(char** at, size_t* span, size_t keep, size_t n) noexcept nogil:
+    """The table at ``at[0]`` (a span of ``span[0]`` bytes, or NULL) made to hold ``n``
+    bytes, its first ``keep`` kept; -1, the table as it was, where memory ran out."""
+    cdef size_t got = 0
+    cdef char* moved
+    if at[0] == NULL:
+        moved = spans.take(n, &got, SPAN_HUGE)
+    else:
+        moved = spans.grow(at[0], span[0], keep, n, &got, SPAN_HUGE)
+    if moved == NULL:
+        return -1
+    at[0], span[0] = moved, got
+    return 0
+
+
+cdef char* scratch(size_t n, size_t* got) noexcept nogil:
+    """``n`` bytes of working memory, uninitialised: from 64 KiB up a span (resident
+    where the cache has one), below that the allocator's (``got`` 0). NULL: no memory."""
+    got[0] = 0
+    if n < SCRATCH_SPAN:
+        return <char*>malloc(n if n else 1)
+    return spans.take(n, got, 0)
+
+
+cdef void unscratch(void* at, size_t got) noexcept nogil:
+    """Give back what ``scratch`` gave (``at`` may be NULL)."""
+    if got:
+        spans.give(<char*>at, got, 0)
+    else:
+        free(at)
 
 
 cdef struct Record:         # the head of a document's record in a KeyIndex's data
@@ -82,31 +125,30 @@ cdef int rehash_pairs(KeyIndex ix, int64_t size) noexcept nogil:
 
 
 cdef int grow_docs(KeyIndex ix, int64_t cap) noexcept nogil:
-    cdef Doc* grown
     if <uint64_t>cap >= LOW:
         return -1                            # ids must fit a table entry's 32 bits
-    grown = <Doc*>huge_realloc(ix.docs, ix.n * sizeof(Doc), cap * sizeof(Doc))
-    if grown == NULL:
+    if block(<char**>&ix.docs, &ix.docs_span, ix.n * sizeof(Doc), cap * sizeof(Doc)) < 0:
         return -1
-    ix.docs, ix.cap = grown, cap
+    ix.cap = min(<int64_t>(ix.docs_span // sizeof(Doc)), <int64_t>LOW - 1)
     return 0
 
 
 cdef int grow_data(KeyIndex ix, int64_t cap) noexcept nogil:
-    cdef uint8_t* grown = <uint8_t*>huge_realloc(ix.data, ix.data_len, cap)
-    if grown == NULL:
+    if block(<char**>&ix.data, &ix.data_span, ix.data_len, cap) < 0:
         return -1
-    ix.data, ix.data_cap = grown, cap
+    ix.data_cap = ix.data_span
     return 0
 
 
 cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
     """The table at ``size`` entries (a power of two), every document placed again."""
-    cdef uint64_t* table = <uint64_t*>huge_calloc(size, sizeof(uint64_t))
+    cdef size_t got = 0
+    cdef uint64_t* table = <uint64_t*>spans.take(size * sizeof(uint64_t), &got, SPAN_HUGE)
     cdef uint64_t mask = <uint64_t>size - 1, at, h
     cdef int64_t d
     if table == NULL:
         return -1
+    memset(table, 0, size * sizeof(uint64_t))
     for d in range(ix.n):
         if d + AHEAD < ix.n:                 # the slot of a document further on
             DCP_PREFETCH(&table[ix.docs[d + AHEAD].hash & mask])
@@ -115,8 +157,9 @@ cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
         while table[at]:
             at = (at + 1) & mask
         table[at] = (h & TAG) | <uint64_t>(ix.docs[d].off - HEADER + 1)
-    free(ix.table)
-    ix.table, ix.mask = table, mask
+    if ix.table != NULL:
+        spans.give(<char*>ix.table, ix.table_span, SPAN_HUGE)
+    ix.table, ix.mask, ix.table_span = table, mask, got
     return 0
 
 
@@ -247,12 +290,14 @@ cdef class KeyIndex:
     cdef int64_t n, cap
     cdef uint64_t* table
     cdef uint64_t mask
+    cdef size_t data_span, docs_span, table_span   # the spans of the three tables
     cdef Pair* pairs                # (stream, collection) -> its first document
     cdef int64_t n_pairs
     cdef uint64_t pair_mask
 
     def __cinit__(self):
         self.n = self.cap = self.data_len = self.data_cap = self.n_pairs = 0
+        self.data_span = self.docs_span = self.table_span = 0
         self.data = NULL
         self.docs = NULL
         self.table = NULL
@@ -262,9 +307,12 @@ cdef class KeyIndex:
             raise MemoryError()
 
     def __dealloc__(self):
-        free(self.data)
-        free(self.docs)
-        free(self.table)
+        if self.data != NULL:
+            spans.give(<char*>self.data, self.data_span, SPAN_HUGE)
+        if self.docs != NULL:
+            spans.give(<char*>self.docs, self.docs_span, SPAN_HUGE)
+        if self.table != NULL:
+            spans.give(<char*>self.table, self.table_span, SPAN_HUGE)
         free(self.pairs)
 
     def __len__(self):
@@ -455,6 +503,7 @@ cdef class KeyIndex:
         cdef Py_ssize_t n = ids.shape[0]
         cdef int64_t ranks
         cdef int64_t* at = NULL                # per id: the rank of its key
+        cdef size_t at_span = 0
         cdef bint within = seqno is not None
         self._check(ids)
         out = np.empty(n, np.int64)
@@ -466,7 +515,7 @@ cdef class KeyIndex:
         if n == 0:
             return (out, ties_arr.view(bool), seqno_arr) if within \
                 else (out, ties_arr.view(bool))
-        at = <int64_t*>malloc((self.n + 1) * sizeof(int64_t))
+        at = <int64_t*>scratch((self.n + 1) * sizeof(int64_t), &at_span)
         try:
             if at == NULL:
                 raise MemoryError()
@@ -478,7 +527,7 @@ cdef class KeyIndex:
                     with gil:
                         raise MemoryError()
         finally:
-            free(at)
+            unscratch(at, at_span)
         if within:
             return out, ties_arr.view(bool), seqno_arr
         return out, ties_arr.view(bool)
@@ -494,6 +543,7 @@ cdef class KeyIndex:
         cdef Sorted* a = NULL
         cdef Sorted* b = NULL
         cdef Sorted* done
+        cdef size_t a_span = 0, b_span = 0
         cdef Keys keys
         keys.data, keys.docs = self.data, self.docs
         with nogil:
@@ -504,8 +554,8 @@ cdef class KeyIndex:
                     at[ids[i]] = 0
                     u += 1
         try:
-            a = <Sorted*>malloc(u * sizeof(Sorted))
-            b = <Sorted*>malloc(u * sizeof(Sorted))
+            a = <Sorted*>scratch(u * sizeof(Sorted), &a_span)
+            b = <Sorted*>scratch(u * sizeof(Sorted), &b_span)
             if a == NULL or b == NULL:
                 raise MemoryError()
             with nogil:
@@ -530,6 +580,6 @@ cdef class KeyIndex:
                         rank += 1
                     at[done[k].doc] = rank
         finally:
-            free(a)
-            free(b)
+            unscratch(a, a_span)
+            unscratch(b, b_span)
         return rank + 1

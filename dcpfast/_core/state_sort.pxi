@@ -229,11 +229,13 @@ cdef int place_by_rank(const int64_t* ids, Py_ssize_t n, const int64_t* rank,
     """``order``: the positions of ``ids`` by the rank of each id (``rank``, of
     ``ranks``), in order within a rank (a counting sort); ``ties`` (all 1 before) 0 at each
     rank's first. -1: no memory."""
-    cdef int64_t* start = <int64_t*>calloc(ranks + 1, sizeof(int64_t))
+    cdef size_t span = 0
+    cdef int64_t* start = <int64_t*>scratch((ranks + 1) * sizeof(int64_t), &span)
     cdef Py_ssize_t i
     cdef int64_t k
     if start == NULL:
         return -1
+    memset(start, 0, (ranks + 1) * sizeof(int64_t))
     for i in range(n):
         start[rank[ids[i]] + 1] += 1
     for k in range(ranks):                   # where each rank's positions start
@@ -243,7 +245,7 @@ cdef int place_by_rank(const int64_t* ids, Py_ssize_t n, const int64_t* rank,
         k = rank[ids[i]]
         order[start[k]] = i
         start[k] += 1
-    free(start)
+    unscratch(start, span)
     return 0
 
 

@@ -320,7 +320,7 @@ class _Source:
             "unit": lambda: batch["vbucket"][frames].astype(np.uint32) << np.uint32(16)
             | batch["stream_id"][frames],
             "cid": lambda: self._cids(frames, rows),
-            "clear": lambda: np.isin(np.arange(n) if rows is None else rows, self.clears),
+            "clear": lambda: self._clearing(n, rows),
             "key_pos": lambda: np.where(docs(), arrow.positions(
                 batch["key_offset"][frames], batch.base_offset).astype(np.int64), -1),
             "key_len": lambda: np.where(docs(), batch["key_len"][frames], 0).astype(np.int64),
@@ -353,6 +353,16 @@ class _Source:
         return index.frame_ids(keys, batch.base_offset, docs, batch["key_offset"],
                                batch["key_len"], batch["vbucket"], batch["stream_id"],
                                batch["collection_id"] if batch.collections else None)
+
+    def _clearing(self, n: int, rows: np.ndarray | None) -> np.ndarray:
+        """Whether each row (of ``rows``, None: all ``n``) is an event that clears a
+        collection."""
+        if rows is not None and len(self.clears):
+            return np.isin(rows, self.clears)
+        out = np.zeros(n, bool)
+        if rows is None:
+            out[self.clears] = True
+        return out
 
     def _cids(self, frames, rows: np.ndarray | None) -> np.ndarray:
         """Collection ids; a clearing event's is the collection it clears."""

@@ -1,6 +1,7 @@
 /* Exercises the C headers of dcpfast._core on their own, as each platform compiles them:
    the span cache and its platform layer (spans.h), the byte-order macros (wire.h), the
-   portable bitmap kernel (bitmaps.h) and the state core's blocks on huge pages (pages.h).
+   portable bitmap kernel (bitmaps.h), and spans grown with their bytes kept, through the
+   table the other cores call (span_api.h).
    Prints "ok" and what it found; exits non-zero at the first check that fails.
    tests/test_platform.py builds it in every mode it can. */
 #define _GNU_SOURCE 1                           /* as Python.h defines it */
@@ -11,7 +12,6 @@
 #include "spans.h"
 #include "wire.h"
 #include "bitmaps.h"
-#include "pages.h"
 
 static int spans(size_t *kept_out)
 {
@@ -52,20 +52,20 @@ static int cache(void)
     size_t got = 0, again = 0, live, peak, kept;
     char *p, *q;
     dcp_spans_init();
-    p = dcp_span_take((size_t)1 << 20, &got);
+    p = dcp_span_take((size_t)1 << 20, &got, 0);
     if (p == NULL || got < ((size_t)1 << 20))
         return 40;
     memset(p, 3, got);
-    dcp_span_give(p, got);
+    dcp_span_give(p, got, 0);
     dcp_span_stats(&live, &peak, &kept, 0);
     if (live != 0 || peak < got || kept != got)
         return 41;
-    q = dcp_span_take((size_t)1 << 20, &again);
+    q = dcp_span_take((size_t)1 << 20, &again, 0);
     if (q != p || again != got)
         return 42;
     dcp_put(q, p + 1, 0);
-    dcp_span_give(q, again);
-    q = dcp_span_take((size_t)1 << 16, &again);  /* else fresh, the kept one given back */
+    dcp_span_give(q, again, 0);
+    q = dcp_span_take((size_t)1 << 16, &again, 0);  /* else fresh, the kept one given back */
     if (q == NULL || again < ((size_t)1 << 16) || (DCP_CAN_TRIM && (q != p || again >= got)))
         return 43;
     dcp_span_stats(&live, &peak, &kept, 0);
@@ -73,7 +73,7 @@ static int cache(void)
         return 44;
     if (DCP_CAN_TRIM && (q[0] != 3 || q[again - 1] != 3))      /* its head, as it was */
         return 45;
-    dcp_span_give(q, again);
+    dcp_span_give(q, again, 0);
     return 0;
 }
 
@@ -84,25 +84,25 @@ static int bounded(void)
 {
     size_t got_x = 0, got_y = 0, got_z = 0, left, live, peak, kept, kept_before;
     char *x, *y, *z;
-    x = dcp_span_take((size_t)8 << 20, &got_x);           /* 8 MiB in use at once */
+    x = dcp_span_take((size_t)8 << 20, &got_x, 0);           /* 8 MiB in use at once */
     if (x == NULL)
         return 60;
     left = dcp_unmap_tail(x, (size_t)1 << 20, got_x);     /* then 1 MiB of it */
     if (left < got_x)
         dcp_span_shrunk(got_x - left);
-    y = dcp_span_take((size_t)4 << 20, &got_y);
+    y = dcp_span_take((size_t)4 << 20, &got_y, 0);
     if (y == NULL)
         return 61;
-    dcp_span_give(y, got_y);
+    dcp_span_give(y, got_y, 0);
     dcp_span_stats(&live, &peak, &kept_before, 0);
-    z = dcp_span_take((size_t)1 << 19, &got_z);           /* far smaller than y */
+    z = dcp_span_take((size_t)1 << 19, &got_z, 0);           /* far smaller than y */
     if (z == NULL)
         return 62;
     dcp_span_stats(&live, &peak, &kept, 0);
     if (live + kept_before + got_z <= peak && (z == y || kept < got_y))
         return 63;                                        /* y cut down within bounds */
-    dcp_span_give(z, got_z);
-    dcp_span_give(x, left);
+    dcp_span_give(z, got_z, 0);
+    dcp_span_give(x, left, 0);
     return 0;
 }
 
@@ -113,17 +113,17 @@ static int split(void)
 {
     size_t got_x = 0, got_y = 0, got_z = 0, live, peak, kept, kept_before;
     char *x, *y, *z;
-    x = dcp_span_take((size_t)16 << 20, &got_x);          /* 16 MiB in use at once */
+    x = dcp_span_take((size_t)16 << 20, &got_x, 0);          /* 16 MiB in use at once */
     if (x == NULL)
         return 70;
     memset(x, 5, got_x);
-    dcp_span_give(x, got_x);
+    dcp_span_give(x, got_x, 0);
     dcp_span_stats(&live, &peak, &kept_before, 0);
-    y = dcp_span_take((size_t)2 << 20, &got_y);           /* far smaller: its head */
+    y = dcp_span_take((size_t)2 << 20, &got_y, 0);           /* far smaller: its head */
     if (y == NULL)
         return 71;
     if (!DCP_CAN_TRIM) {                                  /* whole, or fresh */
-        dcp_span_give(y, got_y);
+        dcp_span_give(y, got_y, 0);
         return 0;
     }
     if (y != x || got_y >= got_x)
@@ -133,13 +133,13 @@ static int split(void)
         return 72;
     if (DCP_CAN_SPLIT != (kept >= got_x - got_y - ((size_t)1 << 20) && kept > 0))
         return 73;                                        /* the tail kept, or given back */
-    z = dcp_span_take((size_t)2 << 20, &got_z);           /* while y is in use */
+    z = dcp_span_take((size_t)2 << 20, &got_z, 0);           /* while y is in use */
     if (z == NULL)
         return 74;
     if (DCP_CAN_SPLIT && (z != x + got_y || z[0] != 5 || z[got_z - 1] != 5))
         return 75;                                        /* the tail's resident pages */
-    dcp_span_give(z, got_z);
-    dcp_span_give(y, got_y);
+    dcp_span_give(z, got_z, 0);
+    dcp_span_give(y, got_y, 0);
     return 0;
 }
 
@@ -183,23 +183,43 @@ static int bitmaps(void)
     return 0;
 }
 
-/* A block large enough to be asked for huge pages: zeroed, grown with its bytes kept. */
-static int pages(void)
+/* Spans grown through the table of span_api.h as the state core's key index grows its
+   tables (asked for huge pages): each size in a chain that crosses DCP_HUGE_MIN and
+   DCP_GROW_MIN (moved in place where mappings can grow) keeps the bytes before it and is
+   writable to its end; the spans in use add up, and none is left in use at the end. */
+static int grown(void)
 {
-    size_t n = DCP_HUGE_MIN + 4096;
-    char *p = (char *)dcp_huge_calloc(n, 1), *q;
-    if (p == NULL)
-        return 50;
-    if (p[0] != 0 || p[n - 1] != 0)
-        return 51;
-    p[n - 1] = 9;
-    q = (char *)dcp_huge_realloc(p, n, 2 * n);
-    if (q == NULL)
-        return 52;
-    if (q[n - 1] != 9)
-        return 53;
-    free(q);
-    return 0;
+    const dcp_span_api *api = &dcp_span_functions;
+    size_t sizes[] = {(size_t)16 << 10, (size_t)3 << 20, (size_t)9 << 20, (size_t)40 << 20,
+                      (size_t)90 << 20};
+    size_t got = 0, size = 0, kept = 0, live, peak, cached, before;
+    char *p = NULL;
+    int i;
+    dcp_span_stats(&before, &peak, &cached, 0);
+    for (i = 0; i < 5; i++) {
+        char *q = p == NULL ? api->take(sizes[i], &got, DCP_SPAN_HUGE)
+                            : api->grow(p, size, kept, sizes[i], &got, DCP_SPAN_HUGE);
+        size_t k;
+        if (q == NULL || got < sizes[i])
+            return 50 + i;
+        for (k = 0; k < kept; k += 4093)
+            if (q[k] != (char)(k % 251))
+                return 56;
+        if (kept && q[kept - 1] != (char)((kept - 1) % 251))
+            return 57;
+        q[got - 1] = 0;                         /* writable to its end */
+        for (k = kept; k < sizes[i]; k++)
+            q[k] = (char)(k % 251);
+        p = q;
+        size = got;
+        kept = sizes[i];
+        dcp_span_stats(&live, &peak, &cached, 0);
+        if (live != before + size)
+            return 58;
+    }
+    api->give(p, size, DCP_SPAN_HUGE);
+    dcp_span_stats(&live, &peak, &cached, 0);
+    return live == before ? 0 : 59;
 }
 
 int main(void)
@@ -217,13 +237,13 @@ int main(void)
     if (!failed)
         failed = bitmaps();
     if (!failed)
-        failed = pages();
+        failed = grown();
     if (failed) {
         printf("failed %d\n", failed);
         return failed;
     }
     printf("ok grow=%d trim=%d split=%d huge=%d sse2=%d bitalg=%d kept=%lu\n",
-           DCP_CAN_GROW, DCP_CAN_TRIM, DCP_CAN_SPLIT, DCP_HUGE, DCP_SSE2, DCP_BITALG,
+           DCP_CAN_GROW, DCP_CAN_TRIM, DCP_CAN_SPLIT, DCP_CAN_HUGE, DCP_SSE2, DCP_BITALG,
            (unsigned long)kept);
     return 0;
 }
