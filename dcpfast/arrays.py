@@ -3,7 +3,8 @@ element's place among them (``unique``), as numpy's ``np.unique`` answers but wi
 cost: numpy 2.4 finds them by hashing, 30 to 60 times slower than a sort on a million
 elements (310 ms against 10 ms for 871,200 ids of 300,000 documents), and sorts stably for
 ``return_index`` (95 ms for a million values of 16 streams; 7 ms here). Here values that
-span a small range are counted, the others sorted once.
+span a small range are counted, the others sorted once. And a column at some of its rows
+(``at``), by ``np.take``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ def unique(values: np.ndarray, *, first: bool = False, inverse: bool = False):
     if inverse:
         out.append(rank)
     return tuple(out)
+
+
+def at(column: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``column[index]`` for an array of indices: by ``np.take`` where they are integers
+    numpy takes as they are (1.5 to 1.7 times faster than indexing for a gather of 250,000
+    of 300,000 rows, 1.7 for a lookup table read at 300,000 bytes), else by indexing."""
+    kind, size = index.dtype.kind, index.dtype.itemsize
+    if kind == "i" or (kind == "u" and size < 8):
+        return column.take(index)
+    return column[index]
 
 
 def _distinct(values: np.ndarray, inverse: bool):

@@ -62,18 +62,22 @@ def pooled_take(columns: dict, names, index: np.ndarray) -> dict[str, np.ndarray
     index = np.asarray(index)
     if index.dtype == bool:
         index = np.flatnonzero(index)
+    elif index.dtype == np.uint64:            # which np.take does not cast to positions
+        index = index.astype(np.intp)
     out: dict[str, np.ndarray] = {}
+    checked = not len(index)
     for name in names:
         column = columns[name]
-        if not out and len(index) and (int(index.max()) >= len(column)
-                                        or int(index.min()) < -len(column)):
-            raise IndexError(f"an index outside the {len(column)} rows of {name}")
         if len(index) >= READ_THROUGH_FROM and column.nbytes <= READ_THROUGH_MAX \
                 and 4 * len(index) >= len(column):
             _read_through(column)
         if len(index) * column.itemsize < POOLED_FROM:
-            out[name] = column[index]
+            out[name] = np.take(column, index)          # the bounds checked as it takes
             continue
+        if not checked and (int(index.max()) >= len(column)
+                            or int(index.min()) < -len(column)):
+            raise IndexError(f"an index outside the {len(column)} rows of {name}")
+        checked = True
         into = pooled(len(index) * column.itemsize).view(column.dtype)
         out[name] = np.take(column, index, out=into, mode="wrap")   # bounds checked above
     return out

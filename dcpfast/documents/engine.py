@@ -75,7 +75,7 @@ class Engine:
         every, known = self.keys(rows, changes) if keys is None else keys()
         if len(every) != len(changes):
             raise ValueError("the keys given are not those of these rows")
-        applies = found.applies[changes]
+        applies = found.applies.take(changes)
         docs, ids = changes[applies], every[applies]
         g = rows.gather
         clears = self._clears(rows, np.flatnonzero(c["clear"] & found.applies), changes,
@@ -142,7 +142,7 @@ class Engine:
         The plain changes are versions as they are; the durable writes (prepares,
         commits, aborts, with the prepares held from earlier stretches) are paired
         (``_paired``). Only the versions the store keeps are built."""
-        what = rows.columns["what"][docs]
+        what = rows.columns["what"].take(docs)
         tracked = (what == PREPARE) | (what == COMMIT) | (what == ABORT)
         plain = np.flatnonzero(~tracked)
         held = self.pending

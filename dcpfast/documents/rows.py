@@ -22,6 +22,7 @@ import numpy as np
 from .. import arrow, buffers
 from .. import protocol as P
 from .._core import contract as C
+from ..arrays import at
 from ..batch import FrameBatch, kinds_of, view_of
 from ..events import system_events
 from ..streams.checks import EVENT_OF_OPCODE, oso_events
@@ -120,7 +121,7 @@ class Rows:
     def gather(self, name: str, index: np.ndarray) -> np.ndarray:
         """Column ``name`` at the rows ``index``."""
         if self._pick is None or name in self.columns:
-            return self.columns[name][index]
+            return at(self.columns[name], index)
         return self._pick(name, index)
 
     def gathers(self, names, index: np.ndarray) -> dict[str, np.ndarray]:
@@ -146,7 +147,7 @@ class Rows:
 
     def events(self) -> np.ndarray:
         """The stream checks' event of each row."""
-        event = EVENT_OF_WHAT[self.columns["what"]]
+        event = EVENT_OF_WHAT.take(self.columns["what"])
         oso = self.columns["what"] == OSO
         event[oso] = oso_events(self.columns["oso"][oso])
         return event
@@ -234,7 +235,7 @@ def take(rows: Rows, index: np.ndarray) -> Rows:
 def subset(rows: Rows, index: np.ndarray) -> Rows:
     """The rows at ``index`` (ascending), each column but ``what`` taken when first asked
     for; their keys and values stay where they are."""
-    return Rows({"what": rows.columns["what"][index]}, rows.keys, size=len(index),
+    return Rows({"what": at(rows.columns["what"], index)}, rows.keys, size=len(index),
                 fill=lambda name: rows.gather(name, index),
                 pick=lambda name, at: rows.gather(name, index[at]),
                 picks=lambda names, at: rows.gathers(names, index[at]), chunk=rows.chunk,
@@ -274,7 +275,7 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
     if batch.collections and "collection_id" not in batch:
         raise ValueError("state needs the collection_id column on a collection stream")
     kinds = kinds_of(batch)
-    what = WHAT_OF_KIND[kinds]
+    what = WHAT_OF_KIND.take(kinds)
     source = _Source(batch, first, what, kinds,
                      system_events(batch) if events is None else events)
     chunk = None
@@ -309,30 +310,30 @@ class _Source:
         """Column ``name`` at ``rows`` (None: all; a whole column read as it is may be
         the batch's own, not to be written to)."""
         batch = self.batch
-        frames = slice(None) if rows is None else rows
         if name in _STRAIGHT:
-            return batch[_STRAIGHT[name]][frames]
+            return self._at(batch[_STRAIGHT[name]], rows)
         n = len(self.what) if rows is None else len(rows)
 
         def docs():
-            return self.what[frames] < DOCUMENTS
+            return self._at(self.what, rows) < DOCUMENTS
         derived = {
-            "unit": lambda: batch["vbucket"][frames].astype(np.uint32) << np.uint32(16)
-            | batch["stream_id"][frames],
-            "cid": lambda: self._cids(frames, rows),
+            "unit": lambda: self._at(batch["vbucket"], rows).astype(np.uint32)
+            << np.uint32(16) | self._at(batch["stream_id"], rows),
+            "cid": lambda: self._cids(rows),
             "clear": lambda: self._clearing(n, rows),
             "key_pos": lambda: np.where(docs(), arrow.positions(
-                batch["key_offset"][frames], batch.base_offset).astype(np.int64), -1),
-            "key_len": lambda: np.where(docs(), batch["key_len"][frames], 0).astype(np.int64),
+                self._at(batch["key_offset"], rows), batch.base_offset).astype(np.int64), -1),
+            "key_len": lambda: np.where(docs(), self._at(batch["key_len"], rows),
+                                        0).astype(np.int64),
             "value_at": lambda: np.full(n, -1, np.int64) if self.value_at is None
-            else self.value_at[frames],
+            else self._at(self.value_at, rows),
             "pos": lambda: (self.first + (np.arange(n, dtype=np.int64) if rows is None
                                           else rows.astype(np.int64))) * 2,
-            "what": lambda: self.what[frames],
-            "length": lambda: batch["body_len"][frames].astype(np.uint64)
+            "what": lambda: self._at(self.what, rows),
+            "length": lambda: self._at(batch["body_len"], rows).astype(np.uint64)
             + np.uint64(P.HEADER_SIZE),
-            "timed_delete": lambda: _DELETE_TIMES[self.kinds[frames]],
-            "deleted": lambda: batch["deleted"][frames] != 0,
+            "timed_delete": lambda: _DELETE_TIMES.take(self._at(self.kinds, rows)),
+            "deleted": lambda: self._at(batch["deleted"], rows) != 0,
             "info": lambda: np.full(n, self.info, np.uint8),
             "rolled": lambda: np.zeros(n, bool),
         }
@@ -364,10 +365,15 @@ class _Source:
             out[self.clears] = True
         return out
 
-    def _cids(self, frames, rows: np.ndarray | None) -> np.ndarray:
+    @staticmethod
+    def _at(column: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        """``column`` at ``rows`` (None: all of it, as it is)."""
+        return column if rows is None else at(column, rows)
+
+    def _cids(self, rows: np.ndarray | None) -> np.ndarray:
         """Collection ids; a clearing event's is the collection it clears."""
         batch = self.batch
-        out = batch["collection_id"][frames] if batch.collections \
+        out = self._at(batch["collection_id"], rows) if batch.collections \
             else np.zeros(len(self.what) if rows is None else len(rows), np.uint32)
         if not len(self.clears):
             return out

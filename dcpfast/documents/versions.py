@@ -256,7 +256,8 @@ class Latest:
         for run in self.runs:
             mine = np.arange(start, start + len(run))
             start += len(run)
-            keep = np.flatnonzero((self.owner[run["doc"]] == mine) & (run["gone"] == ALIVE))
+            keep = np.flatnonzero((self.owner.take(run["doc"]) == mine)
+                                  & (run["gone"] == ALIVE))
             if not self.include_deleted:
                 tomb = tombstones(run)[keep]
                 if tomb.any():

@@ -48,13 +48,13 @@ class Streams:
         streams get the next slots)."""
         if not (units & np.uint32(0xFFFF)).any():
             vbuckets = units >> np.uint32(16)
-            slots = self.by_vbucket[vbuckets]
+            slots = self.by_vbucket.take(vbuckets)
             new = (slots < 0) & streams
             if new.any():
                 seen = np.bincount(vbuckets[new], minlength=1 << 16)
                 for vb in np.flatnonzero(seen).tolist():
                     self.by_vbucket[vb] = self._new(vb << 16)
-                slots = self.by_vbucket[vbuckets]
+                slots = self.by_vbucket.take(vbuckets)
             slots[~streams] = -1
             return slots
         out = np.full(len(units), -1, np.int64)
