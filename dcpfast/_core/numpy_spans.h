@@ -39,7 +39,7 @@ static void *dcp_np_make(size_t n)
     if (want < DCP_NP_MIN) {
         at = (char *)malloc(want);
     } else {
-        at = dcp_span_take(want, &got, DCP_SPAN_TRACED);
+        at = dcp_span_take(want, &got, DCP_SPAN_TRACED | DCP_SPAN_WORK);
     }
     if (at == NULL)
         return NULL;
@@ -76,7 +76,7 @@ static void dcp_np_free(void *ctx, void *p, size_t size)
     at = (char *)p - DCP_NP_HEAD;
     span = ((dcp_np_head *)at)->span;
     if (span) {
-        dcp_span_give(at, span, DCP_SPAN_TRACED);
+        dcp_span_give(at, span, DCP_SPAN_TRACED | DCP_SPAN_WORK);
     } else {
         free(at);
     }

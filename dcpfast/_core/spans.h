@@ -1,20 +1,25 @@
-/* The recycled span cache of cscan's output memory (scan_memory.pxi), and its platform
-   layer.
+/* The recycled span caches of the compiled cores' large memory (scan_memory.pxi), and
+   their platform layer.
 
-   Large output memory lives in "spans" that go back to this cache when their last array is
-   dropped, so that the next scan writes into pages that are already resident instead of
-   faulting in and zeroing fresh ones. What the cache keeps is bounded three ways: at most
+   Large memory lives in "spans" that go back to a cache when they are dropped, so that the
+   next request writes into pages that are already resident instead of faulting in and
+   zeroing fresh ones. There are two caches, each bounded on its own: the scan's output
+   memory (its columns, a batch after another), and the state engine's working memory
+   (DCP_SPAN_WORK in span_api.h: numpy's arrays during a state call through
+   numpy_spans.h, the key index's tables), so that the one's many small requests never
+   cut down the other's large spans. What a cache keeps is bounded three ways: at most
    DCP_KEEP_SPANS spans and DCP_KEEP_BYTES bytes; at most the most bytes in use at once
-   during the current window of DCP_KEEP_SECONDS (so the cache never holds more than the
-   batches themselves held lately); and no span for longer than DCP_KEEP_SECONDS. A span
-   mapped afresh first gives back kept ones, so that the spans in use and kept together
-   stay within that most in use at once (a small last batch does not add its fresh pages
-   to a cache full of larger spans). A reaper
-   thread, started when the cache gets its first span and ended when it is empty, gives
-   spans back as they expire: idle memory goes back to the system without waiting for the
-   next allocation, and no thread outlives the cache's use. On POSIX systems a fork leaves
-   the child with the cache's spans, an unlocked cache and no reaper (the next span given
-   back starts one).
+   during the current window of DCP_KEEP_SECONDS (so the cache never holds more than its
+   users held lately); and no span for longer than
+   DCP_KEEP_SECONDS. A span mapped afresh first gives back kept ones, so that the spans in
+   use and kept together stay within that most in use at once (a small last batch does not
+   add its fresh pages to a cache full of larger spans). A reaper thread per cache,
+   started when the cache gets its first span and ended when it is empty, gives spans back
+   as they expire: idle memory goes back to the system without waiting for the next
+   allocation, and no thread outlives the cache's use. Fresh spans of the key index's
+   tables are asked for huge pages (DCP_SPAN_HUGE). On POSIX systems a fork leaves the
+   child with the caches' spans, unlocked caches and no reaper (the next span given back
+   starts one).
 
    The platform layer:
      dcp_map(size)              anonymous read-write memory, or NULL;
@@ -191,14 +196,14 @@ static void dcp_cond_wait(dcp_cond *c, dcp_lock *l, double due)
     double left = due - dcp_now();
     SleepConditionVariableSRW(c, l, left > 0 ? (DWORD)(left * 1000) + 1 : 0, 0);
 }
-static void *(*dcp_thread_body)(void *);
+static void *(*dcp_thread_body)(void *);    /* the one body dcp_start runs (the reaper) */
 static DWORD WINAPI dcp_thread_main(LPVOID arg) { dcp_thread_body(arg); return 0; }
-/* Start a detached thread running body(NULL); whether it started. */
-static int dcp_start(void *(*body)(void *))
+/* Start a detached thread running body(arg); whether it started. */
+static int dcp_start(void *(*body)(void *), void *arg)
 {
     HANDLE thread;
     dcp_thread_body = body;
-    thread = CreateThread(NULL, 64 * 1024, dcp_thread_main, NULL, 0, NULL);
+    thread = CreateThread(NULL, 64 * 1024, dcp_thread_main, arg, 0, NULL);
     if (thread == NULL)
         return 0;
     CloseHandle(thread);
@@ -237,7 +242,7 @@ static void dcp_cond_wait(dcp_cond *c, dcp_lock *l, double due)
     pthread_cond_timedwait(c, l, &t);
 #  endif
 }
-static int dcp_start(void *(*body)(void *))
+static int dcp_start(void *(*body)(void *), void *arg)
 {
     pthread_t thread;
     pthread_attr_t attr;
@@ -245,7 +250,7 @@ static int dcp_start(void *(*body)(void *))
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 * 1024);
-    started = pthread_create(&thread, &attr, body, NULL) == 0;
+    started = pthread_create(&thread, &attr, body, arg) == 0;
     pthread_attr_destroy(&attr);
     return started;
 }
@@ -291,7 +296,7 @@ static size_t dcp_span_size(size_t n) {
     return (n + step - 1) / step * step;
 }
 
-static struct {
+typedef struct {                          /* one cache */
     dcp_lock lock;
     dcp_cond wake;                        /* the reaper's timed wait */
     char *at[DCP_KEEP_SPANS];             /* kept spans, oldest first */
@@ -305,7 +310,19 @@ static struct {
     size_t window_peak;                   /* the most in use at once in the current window */
     double window_since;
     int reaper;                           /* a reaper thread is running */
-} dcp_spans;
+} dcp_cache;
+
+/* Two caches, bounded each on its own: the scan's output memory (cache 0), and the state
+   engine's working memory (DCP_SPAN_WORK: numpy's arrays during a state call, the key
+   index's tables), so that neither cuts down the other's large spans (a state's arrays
+   taking pieces of the span a whole dump's scan gives back, which that scan then maps
+   afresh). */
+#define DCP_CACHES 2
+static dcp_cache dcp_caches[DCP_CACHES];
+
+static dcp_cache *dcp_cache_of(int flags) {
+    return &dcp_caches[(flags & DCP_SPAN_WORK) ? 1 : 0];
+}
 
 typedef struct {                          /* spans to unmap once the lock is released */
     int n;
@@ -324,73 +341,82 @@ static void dcp_doom(dcp_doomed *d, char *at, size_t size) {
     d->n++;
 }
 
-static void dcp_unkeep(int i) {
-    dcp_spans.kept_bytes -= dcp_spans.size[i];
-    dcp_spans.n_kept--;
-    int rest = dcp_spans.n_kept - i;
-    memmove(&dcp_spans.at[i], &dcp_spans.at[i + 1], rest * sizeof(char *));
-    memmove(&dcp_spans.size[i], &dcp_spans.size[i + 1], rest * sizeof(size_t));
-    memmove(&dcp_spans.since[i], &dcp_spans.since[i + 1], rest * sizeof(double));
+static void dcp_unkeep(dcp_cache *c, int i) {
+    c->kept_bytes -= c->size[i];
+    c->n_kept--;
+    int rest = c->n_kept - i;
+    memmove(&c->at[i], &c->at[i + 1], rest * sizeof(char *));
+    memmove(&c->size[i], &c->size[i + 1], rest * sizeof(size_t));
+    memmove(&c->since[i], &c->since[i + 1], rest * sizeof(double));
 }
 
 /* Under the lock: doom the spans kept longer than DCP_KEEP_SECONDS, and start a new
    window of the in-use peak when the current one is over. */
-static void dcp_expire(double now, dcp_doomed *d) {
-    while (dcp_spans.n_kept && now - dcp_spans.since[0] > DCP_KEEP_SECONDS) {
-        dcp_doom(d, dcp_spans.at[0], dcp_spans.size[0]);
-        dcp_unkeep(0);
+static void dcp_expire(dcp_cache *c, double now, dcp_doomed *d) {
+    while (c->n_kept && now - c->since[0] > DCP_KEEP_SECONDS) {
+        dcp_doom(d, c->at[0], c->size[0]);
+        dcp_unkeep(c, 0);
     }
-    if (now - dcp_spans.window_since > DCP_KEEP_SECONDS) {
-        dcp_spans.window_since = now;
-        dcp_spans.window_peak = dcp_spans.live_bytes;
+    if (now - c->window_since > DCP_KEEP_SECONDS) {
+        c->window_since = now;
+        c->window_peak = c->live_bytes;
     }
 }
 
-static void dcp_in_use(size_t bytes, int traced) {
-    dcp_spans.live_bytes += bytes;
+static void dcp_in_use(dcp_cache *c, size_t bytes, int traced) {
+    c->live_bytes += bytes;
     if (traced)
-        dcp_spans.traced_bytes += bytes;
-    if (dcp_spans.live_bytes - dcp_spans.traced_bytes > dcp_spans.peak_bytes)
-        dcp_spans.peak_bytes = dcp_spans.live_bytes - dcp_spans.traced_bytes;
-    if (dcp_spans.live_bytes > dcp_spans.window_peak)
-        dcp_spans.window_peak = dcp_spans.live_bytes;
+        c->traced_bytes += bytes;
+    if (c->live_bytes - c->traced_bytes > c->peak_bytes)
+        c->peak_bytes = c->live_bytes - c->traced_bytes;
+    if (c->live_bytes > c->window_peak)
+        c->window_peak = c->live_bytes;
 }
 
-static void *dcp_reap(void *unused) {
+static void *dcp_reap(void *arg) {
+    dcp_cache *c = (dcp_cache *)arg;
     dcp_doomed d;
-    (void)unused;
-    dcp_lock_take(&dcp_spans.lock);
-    while (dcp_spans.n_kept) {
-        double due = dcp_spans.since[0] + DCP_KEEP_SECONDS + 0.01;
-        dcp_cond_wait(&dcp_spans.wake, &dcp_spans.lock, due);
+    dcp_lock_take(&c->lock);
+    while (c->n_kept) {
+        double due = c->since[0] + DCP_KEEP_SECONDS + 0.01;
+        dcp_cond_wait(&c->wake, &c->lock, due);
         d.n = 0;
-        dcp_expire(dcp_now(), &d);
+        dcp_expire(c, dcp_now(), &d);
         if (d.n) {
-            dcp_lock_drop(&dcp_spans.lock);
+            dcp_lock_drop(&c->lock);
             dcp_unmap_doomed(&d);
-            dcp_lock_take(&dcp_spans.lock);
+            dcp_lock_take(&c->lock);
         }
     }
-    dcp_spans.reaper = 0;
-    dcp_lock_drop(&dcp_spans.lock);
+    c->reaper = 0;
+    dcp_lock_drop(&c->lock);
     return NULL;
 }
 
 static void dcp_init_sync(void) {
-    dcp_lock_init(&dcp_spans.lock);
-    dcp_cond_init(&dcp_spans.wake);
-    dcp_spans.reaper = 0;
+    for (int i = 0; i < DCP_CACHES; i++) {
+        dcp_lock_init(&dcp_caches[i].lock);
+        dcp_cond_init(&dcp_caches[i].wake);
+        dcp_caches[i].reaper = 0;
+    }
 }
 
 #if !defined(_WIN32)
-static void dcp_fork_prepare(void) { dcp_lock_take(&dcp_spans.lock); }
-static void dcp_fork_parent(void) { dcp_lock_drop(&dcp_spans.lock); }
+static void dcp_fork_prepare(void) {
+    for (int i = 0; i < DCP_CACHES; i++)
+        dcp_lock_take(&dcp_caches[i].lock);
+}
+static void dcp_fork_parent(void) {
+    for (int i = DCP_CACHES - 1; i >= 0; i--)
+        dcp_lock_drop(&dcp_caches[i].lock);
+}
 #endif
 
-/* Set up the cache (once, at import). */
+/* Set up the caches (once, at import). */
 static void dcp_spans_init(void) {
     dcp_init_sync();
-    dcp_spans.window_since = dcp_now();
+    for (int i = 0; i < DCP_CACHES; i++)
+        dcp_caches[i].window_since = dcp_now();
 #if !defined(_WIN32)
     pthread_atfork(dcp_fork_prepare, dcp_fork_parent, dcp_init_sync);
 #endif
@@ -398,40 +424,42 @@ static void dcp_spans_init(void) {
 
 /* Keep the span at..at+size (a cut-off tail, kept since ``since``) in its place by age,
    where the cache has room for it within ``bound``; else unmap it. */
-static void dcp_keep_tail(char *at, size_t size, double since, size_t bound) {
+static void dcp_keep_tail(dcp_cache *c, char *at, size_t size, double since,
+                          size_t bound) {
     int i;
-    dcp_lock_take(&dcp_spans.lock);
-    if (dcp_spans.n_kept == DCP_KEEP_SPANS
-            || dcp_spans.live_bytes + dcp_spans.kept_bytes + size > bound) {
-        dcp_lock_drop(&dcp_spans.lock);
+    dcp_lock_take(&c->lock);
+    if (c->n_kept == DCP_KEEP_SPANS
+            || c->live_bytes + c->kept_bytes + size > bound) {
+        dcp_lock_drop(&c->lock);
         dcp_unmap(at, size);
         return;
     }
-    for (i = dcp_spans.n_kept; i > 0 && dcp_spans.since[i - 1] > since; i--) {
-        dcp_spans.at[i] = dcp_spans.at[i - 1];
-        dcp_spans.size[i] = dcp_spans.size[i - 1];
-        dcp_spans.since[i] = dcp_spans.since[i - 1];
+    for (i = c->n_kept; i > 0 && c->since[i - 1] > since; i--) {
+        c->at[i] = c->at[i - 1];
+        c->size[i] = c->size[i - 1];
+        c->since[i] = c->since[i - 1];
     }
-    dcp_spans.at[i] = at;
-    dcp_spans.size[i] = size;
-    dcp_spans.since[i] = since;
-    dcp_spans.n_kept++;
-    dcp_spans.kept_bytes += size;
-    if (!dcp_spans.reaper)
-        dcp_spans.reaper = dcp_start(dcp_reap);
-    dcp_lock_drop(&dcp_spans.lock);
+    c->at[i] = at;
+    c->size[i] = size;
+    c->since[i] = since;
+    c->n_kept++;
+    c->kept_bytes += size;
+    if (!c->reaper)
+        c->reaper = dcp_start(dcp_reap, c);
+    dcp_lock_drop(&c->lock);
 }
 
 /* The first ``size`` bytes of a kept span of ``large`` bytes taken for a request: the
    pages past them given back, or, where spans split, as many of them as ``bound`` leaves
    room for kept as a span of their own (resident pages for the next request), the rest
    given back. The bytes it holds now (``large`` where it cannot give pages back). */
-static size_t dcp_cut(char *at, size_t size, size_t large, double since, size_t bound) {
+static size_t dcp_cut(dcp_cache *c, char *at, size_t size, size_t large, double since,
+                      size_t bound) {
 #if DCP_CAN_SPLIT
     size_t page = dcp_page(), head = (size + page - 1) / page * page, spare, tail, live;
-    dcp_lock_take(&dcp_spans.lock);
-    live = dcp_spans.live_bytes + dcp_spans.kept_bytes;
-    dcp_lock_drop(&dcp_spans.lock);
+    dcp_lock_take(&c->lock);
+    live = c->live_bytes + c->kept_bytes;
+    dcp_lock_drop(&c->lock);
     if (head >= large)
         return large;
     spare = live < bound ? (bound - live) / page * page : 0;
@@ -439,7 +467,7 @@ static size_t dcp_cut(char *at, size_t size, size_t large, double since, size_t 
     if (tail >= ((size_t)1 << 20)) {       /* a tail worth keeping: at least 1 MiB */
         if (head + tail < large)
             munmap(at + head + tail, large - head - tail);
-        dcp_keep_tail(at + head, tail, since, bound);
+        dcp_keep_tail(c, at + head, tail, since, bound);
         return head;
     }
 #else
@@ -459,6 +487,7 @@ static size_t dcp_cut(char *at, size_t size, size_t large, double since, size_t 
    DCP_SPAN_HUGE, fresh pages of a large span are asked for as huge pages (a table
    touched at random). */
 static char *dcp_span_take(size_t n, size_t *got, int flags) {
+    dcp_cache *c = dcp_cache_of(flags);
     int traced = flags & DCP_SPAN_TRACED, fresh = 0;
     size_t size = dcp_span_size(n), large = 0, bound;
     double since = 0;
@@ -466,73 +495,73 @@ static char *dcp_span_take(size_t n, size_t *got, int flags) {
     int fit = -1, over = -1, huge = -1, under = -1;
     dcp_doomed d;
     d.n = 0;
-    dcp_lock_take(&dcp_spans.lock);
-    dcp_expire(dcp_now(), &d);
+    dcp_lock_take(&c->lock);
+    dcp_expire(c, dcp_now(), &d);
     /* spans in use and kept stay within the most in use at once lately (or in use now) */
-    bound = dcp_spans.live_bytes + size;
-    if (bound < dcp_spans.window_peak)
-        bound = dcp_spans.window_peak;
-    for (int i = 0; i < dcp_spans.n_kept; i++) {
-        size_t k = dcp_spans.size[i];
+    bound = c->live_bytes + size;
+    if (bound < c->window_peak)
+        bound = c->window_peak;
+    for (int i = 0; i < c->n_kept; i++) {
+        size_t k = c->size[i];
         if (size <= k && k <= size + size / 4) {
-            if (fit < 0 || k < dcp_spans.size[fit])
+            if (fit < 0 || k < c->size[fit])
                 fit = i;
         } else if (size < k && k / DCP_OVER <= size) {
-            if (over < 0 || k < dcp_spans.size[over])
+            if (over < 0 || k < c->size[over])
                 over = i;
         } else if (size < k) {
-            if (DCP_CAN_TRIM && (huge < 0 || k < dcp_spans.size[huge]))
+            if (DCP_CAN_TRIM && (huge < 0 || k < c->size[huge]))
                 huge = i;
-        } else if (DCP_CAN_GROW && k < size && (under < 0 || k > dcp_spans.size[under])) {
+        } else if (DCP_CAN_GROW && k < size && (under < 0 || k > c->size[under])) {
             under = i;
         }
     }
     if (fit >= 0) {
-        at = dcp_spans.at[fit];
-        size = dcp_spans.size[fit];
-        dcp_unkeep(fit);
+        at = c->at[fit];
+        size = c->size[fit];
+        dcp_unkeep(c, fit);
     } else if (over >= 0) {
-        at = dcp_spans.at[over];
-        size = dcp_spans.size[over];
-        dcp_unkeep(over);
-    } else if (huge >= 0 && dcp_spans.live_bytes + dcp_spans.kept_bytes + size > bound) {
+        at = c->at[over];
+        size = c->size[over];
+        dcp_unkeep(c, over);
+    } else if (huge >= 0 && c->live_bytes + c->kept_bytes + size > bound) {
         /* cut down once the lock is let go */
-        at = dcp_spans.at[huge];
-        large = dcp_spans.size[huge];
-        since = dcp_spans.since[huge];
-        dcp_unkeep(huge);
+        at = c->at[huge];
+        large = c->size[huge];
+        since = c->since[huge];
+        dcp_unkeep(c, huge);
     } else if (under >= 0) {              /* its pages stay; only the new tail is fresh */
-        char *old = dcp_spans.at[under];
-        size_t old_size = dcp_spans.size[under];
-        dcp_unkeep(under);
+        char *old = c->at[under];
+        size_t old_size = c->size[under];
+        dcp_unkeep(c, under);
         at = DCP_GROW(old, old_size, size);
         if (at == NULL)
             dcp_doom(&d, old, old_size);
     }
     if (at == NULL) {
         /* fresh pages: first give back kept spans, the oldest first, to stay in bounds */
-        while (dcp_spans.n_kept
-               && dcp_spans.live_bytes + dcp_spans.kept_bytes + size > bound) {
-            dcp_doom(&d, dcp_spans.at[0], dcp_spans.size[0]);
-            dcp_unkeep(0);
+        while (c->n_kept
+               && c->live_bytes + c->kept_bytes + size > bound) {
+            dcp_doom(&d, c->at[0], c->size[0]);
+            dcp_unkeep(c, 0);
         }
         at = dcp_map(size);
         fresh = 1;
     }
     if (at != NULL)
-        dcp_in_use(size, traced);
-    dcp_lock_drop(&dcp_spans.lock);
+        dcp_in_use(c, size, traced);
+    dcp_lock_drop(&c->lock);
     dcp_unmap_doomed(&d);
     if (at == NULL)
         return NULL;
     if (fresh && (flags & DCP_SPAN_HUGE))
         dcp_huge_advise(at, size);
     if (large) {                          /* it may hold more: whole pages, or all of it */
-        size_t kept = dcp_cut((char *)at, size, large, since, bound);
+        size_t kept = dcp_cut(c, (char *)at, size, large, since, bound);
         if (kept > size) {
-            dcp_lock_take(&dcp_spans.lock);
-            dcp_in_use(kept - size, traced);
-            dcp_lock_drop(&dcp_spans.lock);
+            dcp_lock_take(&c->lock);
+            dcp_in_use(c, kept - size, traced);
+            dcp_lock_drop(&c->lock);
             size = kept;
         }
     }
@@ -544,36 +573,37 @@ static char *dcp_span_take(size_t n, size_t *got, int flags) {
    taken with): kept for reuse within the cache's bounds, evicting the oldest, or
    unmapped. */
 static void dcp_span_give(char *at, size_t size, int flags) {
+    dcp_cache *c = dcp_cache_of(flags);
     int traced = flags & DCP_SPAN_TRACED;
     dcp_doomed d;
     size_t limit;
     double now = dcp_now();
     d.n = 0;
-    dcp_lock_take(&dcp_spans.lock);
-    dcp_expire(now, &d);
-    dcp_spans.live_bytes -= size;
+    dcp_lock_take(&c->lock);
+    dcp_expire(c, now, &d);
+    c->live_bytes -= size;
     if (traced)
-        dcp_spans.traced_bytes -= size;
-    limit = dcp_spans.window_peak < DCP_KEEP_BYTES ? dcp_spans.window_peak : DCP_KEEP_BYTES;
+        c->traced_bytes -= size;
+    limit = c->window_peak < DCP_KEEP_BYTES ? c->window_peak : DCP_KEEP_BYTES;
     if (size > limit) {
         dcp_doom(&d, at, size);
     } else {
-        while (dcp_spans.n_kept && (dcp_spans.n_kept == DCP_KEEP_SPANS
-                                    || dcp_spans.kept_bytes + size > limit)) {
-            dcp_doom(&d, dcp_spans.at[0], dcp_spans.size[0]);
-            dcp_unkeep(0);
+        while (c->n_kept && (c->n_kept == DCP_KEEP_SPANS
+                                    || c->kept_bytes + size > limit)) {
+            dcp_doom(&d, c->at[0], c->size[0]);
+            dcp_unkeep(c, 0);
         }
-        dcp_spans.at[dcp_spans.n_kept] = at;
-        dcp_spans.size[dcp_spans.n_kept] = size;
-        dcp_spans.since[dcp_spans.n_kept] = now;
-        dcp_spans.n_kept++;
-        dcp_spans.kept_bytes += size;
-        if (!dcp_spans.reaper) {
+        c->at[c->n_kept] = at;
+        c->size[c->n_kept] = size;
+        c->since[c->n_kept] = now;
+        c->n_kept++;
+        c->kept_bytes += size;
+        if (!c->reaper) {
             /* without a reaper, spans still expire when memory is next taken or given */
-            dcp_spans.reaper = dcp_start(dcp_reap);
+            c->reaper = dcp_start(dcp_reap, c);
         }
     }
-    dcp_lock_drop(&dcp_spans.lock);
+    dcp_lock_drop(&c->lock);
     dcp_unmap_doomed(&d);
 }
 
@@ -583,6 +613,7 @@ static void dcp_span_give(char *at, size_t size, int flags) {
    the old span given back. NULL, the span as it was, when out of memory. */
 static char *dcp_span_grow(char *at, size_t size, size_t keep, size_t n, size_t *got,
                            int flags) {
+    dcp_cache *c = dcp_cache_of(flags);
     char *moved;
     size_t want = dcp_span_size(n);
     if (DCP_CAN_GROW && size >= DCP_GROW_MIN && want > size) {
@@ -590,9 +621,9 @@ static char *dcp_span_grow(char *at, size_t size, size_t keep, size_t n, size_t 
         if (moved != NULL) {
             if (flags & DCP_SPAN_HUGE)
                 dcp_huge_advise(moved, want);
-            dcp_lock_take(&dcp_spans.lock);
-            dcp_in_use(want - size, flags & DCP_SPAN_TRACED);
-            dcp_lock_drop(&dcp_spans.lock);
+            dcp_lock_take(&c->lock);
+            dcp_in_use(c, want - size, flags & DCP_SPAN_TRACED);
+            dcp_lock_drop(&c->lock);
             *got = want;
             return moved;
         }
@@ -608,24 +639,30 @@ static char *dcp_span_grow(char *at, size_t size, size_t keep, size_t n, size_t 
 /* The cache's functions for the cores that borrow it (span_api.h). */
 static dcp_span_api dcp_span_functions = {dcp_span_take, dcp_span_grow, dcp_span_give};
 
-/* A span in use gave back ``bytes`` of its tail (unmapped by the caller). */
+/* A span in use gave back ``bytes`` of its tail (unmapped by the caller): the scan's. */
 static void dcp_span_shrunk(size_t bytes) {
-    dcp_lock_take(&dcp_spans.lock);
-    dcp_spans.live_bytes -= bytes;
-    dcp_lock_drop(&dcp_spans.lock);
+    dcp_cache *c = &dcp_caches[0];
+    dcp_lock_take(&c->lock);
+    c->live_bytes -= bytes;
+    dcp_lock_drop(&c->lock);
 }
 
-/* The bytes of spans in use, the most in use at once since the last reset, the bytes
-   kept for reuse, those in use and the peak leaving out the spans tracemalloc sees; with
-   reset, the peak starts again from what is in use. */
+/* The bytes of spans in use, the most in use at once since the last reset (each cache's
+   added: an upper bound), the bytes kept for reuse, those in use and the peaks leaving
+   out the spans tracemalloc sees; with reset, the peaks start again from what is in
+   use. */
 static void dcp_span_stats(size_t *live, size_t *peak, size_t *kept, int reset) {
-    dcp_lock_take(&dcp_spans.lock);
-    *live = dcp_spans.live_bytes - dcp_spans.traced_bytes;
-    *peak = dcp_spans.peak_bytes;
-    *kept = dcp_spans.kept_bytes;
-    if (reset)
-        dcp_spans.peak_bytes = *live;
-    dcp_lock_drop(&dcp_spans.lock);
+    *live = *peak = *kept = 0;
+    for (int i = 0; i < DCP_CACHES; i++) {
+        dcp_cache *c = &dcp_caches[i];
+        dcp_lock_take(&c->lock);
+        *live += c->live_bytes - c->traced_bytes;
+        *peak += c->peak_bytes;
+        *kept += c->kept_bytes;
+        if (reset)
+            c->peak_bytes = c->live_bytes - c->traced_bytes;
+        dcp_lock_drop(&c->lock);
+    }
 }
 
 /* Copy n bytes to dst (output memory, not read again soon): with streaming stores from

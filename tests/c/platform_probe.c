@@ -192,13 +192,14 @@ static int grown(void)
     const dcp_span_api *api = &dcp_span_functions;
     size_t sizes[] = {(size_t)16 << 10, (size_t)3 << 20, (size_t)9 << 20, (size_t)40 << 20,
                       (size_t)90 << 20};
+    const int flags = DCP_SPAN_HUGE | DCP_SPAN_WORK;   /* the key index's */
     size_t got = 0, size = 0, kept = 0, live, peak, cached, before;
     char *p = NULL;
     int i;
     dcp_span_stats(&before, &peak, &cached, 0);
     for (i = 0; i < 5; i++) {
-        char *q = p == NULL ? api->take(sizes[i], &got, DCP_SPAN_HUGE)
-                            : api->grow(p, size, kept, sizes[i], &got, DCP_SPAN_HUGE);
+        char *q = p == NULL ? api->take(sizes[i], &got, flags)
+                            : api->grow(p, size, kept, sizes[i], &got, flags);
         size_t k;
         if (q == NULL || got < sizes[i])
             return 50 + i;
@@ -217,7 +218,7 @@ static int grown(void)
         if (live != before + size)
             return 58;
     }
-    api->give(p, size, DCP_SPAN_HUGE);
+    api->give(p, size, flags);
     dcp_span_stats(&live, &peak, &cached, 0);
     return live == before ? 0 : 59;
 }
