@@ -67,10 +67,14 @@ def rows(batch: FrameBatch, opcode: int, *, response: bool, status=None) -> np.n
     """Rows of the requests (or responses, optionally of one status) with ``opcode``."""
     if not len(batch):
         return NO_ROWS
-    mask = (batch["opcode"] == opcode) & (responses(batch) if response else requests(batch))
+    at = np.flatnonzero(batch["opcode"] == opcode)      # few: their magic read there
+    magic = batch["magic"].take(at)
+    pair = (P.Magic.CLIENT_RESPONSE, P.Magic.ALT_CLIENT_RESPONSE) if response \
+        else (P.Magic.CLIENT_REQUEST, P.Magic.ALT_CLIENT_REQUEST)
+    keep = (magic == pair[0]) | (magic == pair[1])
     if status is not None:
-        mask &= batch["status"] == status
-    return np.flatnonzero(mask)
+        keep &= batch["status"].take(at) == status
+    return at[keep]
 
 
 # -- bytes -------------------------------------------------------------------------------
