@@ -1,5 +1,5 @@
-/* A numpy data-memory handler over the span cache of spans.h (scan_memory.pxi installs it
-   for the length of a call, ``numpy_spans``).
+/* A numpy data-memory handler over the state engine's span cache (spans.h, DCP_SPAN_WORK);
+   scan_memory.pxi installs it for the length of a call (``numpy_spans``).
 
    The state engine works in whole-array passes: hundreds of arrays of a stretch's length
    made and dropped in each call. From the allocator, their pages go back to the system
@@ -12,8 +12,8 @@
    Every block starts DCP_NP_HEAD bytes into its memory, after a head that says where the
    memory came from: the span's size, or 0 for the allocator, and the bytes asked for.
    numpy reports the arrays to tracemalloc itself; the spans under them are taken as
-   traced (spans.h counts them apart), so that a measure adding tracemalloc's peak to the spans' counts
-   each byte once. */
+   traced (DCP_SPAN_TRACED: spans.h counts them apart), so that a measure adding
+   tracemalloc's peak to the spans' counts each byte once. */
 #ifndef DCPFAST_NUMPY_SPANS_H
 #define DCPFAST_NUMPY_SPANS_H
 
@@ -127,7 +127,8 @@ static PyObject *dcp_np_set_handler(PyObject *handler)
    set for their own reasons is left in place. */
 static int dcp_np_replaceable(PyObject *handler)
 {
-    PyDataMem_Handler *h = (PyDataMem_Handler *)PyCapsule_GetPointer(handler, "mem_handler");
+    PyDataMem_Handler *h;
+    h = (PyDataMem_Handler *)PyCapsule_GetPointer(handler, "mem_handler");
     if (h == NULL) {
         PyErr_Clear();
         return 0;

@@ -29,8 +29,8 @@ cdef object _SPAN_API = PyCapsule_New(&dcp_span_functions, "dcpfast._core.cscan.
 
 
 def span_api():
-    """The span cache's functions (span_api.h's table) as a capsule, for the compiled cores
-    that keep memory in it: the state core's key index keeps its tables there."""
+    """The span caches' functions (span_api.h's table) as a capsule, for the compiled
+    cores that keep memory in them: the state core's key index keeps its tables there."""
     return _SPAN_API
 
 
@@ -104,9 +104,9 @@ cdef object _NUMPY_SPANS = dcp_np_capsule()
 @cython.auto_pickle(False)
 cdef class numpy_spans:
     """A context in which numpy's arrays of 64 KiB and more made by this thread's current
-    context take their memory from the span cache (numpy_spans.h says why): work that
-    makes and drops many large arrays runs in it. The handler before it comes back on
-    leaving; a context that set one of its own keeps it."""
+    context take their memory from the state engine's span cache (numpy_spans.h says
+    why): work that makes and drops many large arrays runs in it. The handler before it
+    comes back on leaving; a context that set one of its own keeps it."""
     cdef object previous
     cdef bint installed
 

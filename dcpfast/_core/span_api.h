@@ -7,7 +7,8 @@
 #include <stddef.h>
 
 #define DCP_SPAN_TRACED 1      /* tracemalloc sees the span's use (numpy's arrays) */
-#define DCP_SPAN_HUGE 2        /* fresh pages asked for as huge pages (a table read at random) */
+#define DCP_SPAN_HUGE 2        /* fresh pages asked for as huge pages (a table read at
+                                  random) */
 #define DCP_SPAN_WORK 4        /* the state engine's working memory: a cache of its own */
 
 typedef struct {
