@@ -53,13 +53,19 @@ OPCODE_NAMES = [_NAMES.get(op, f"0x{op:02x}") for op in range(256)]
 
 def requests(batch: FrameBatch) -> np.ndarray:
     """Mask of the batch's requests (client magics; DCP producer messages are requests)."""
-    magic = batch["magic"]
-    return (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
+    return _is_request(batch["magic"])
 
 
 def responses(batch: FrameBatch) -> np.ndarray:
     """Mask of the batch's responses."""
-    magic = batch["magic"]
+    return _is_response(batch["magic"])
+
+
+def _is_request(magic: np.ndarray) -> np.ndarray:
+    return (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
+
+
+def _is_response(magic: np.ndarray) -> np.ndarray:
     return (magic == P.Magic.CLIENT_RESPONSE) | (magic == P.Magic.ALT_CLIENT_RESPONSE)
 
 
@@ -68,10 +74,7 @@ def rows(batch: FrameBatch, opcode: int, *, response: bool, status=None) -> np.n
     if not len(batch):
         return NO_ROWS
     at = np.flatnonzero(batch["opcode"] == opcode)      # few: their magic read there
-    magic = batch["magic"].take(at)
-    pair = (P.Magic.CLIENT_RESPONSE, P.Magic.ALT_CLIENT_RESPONSE) if response \
-        else (P.Magic.CLIENT_REQUEST, P.Magic.ALT_CLIENT_REQUEST)
-    keep = (magic == pair[0]) | (magic == pair[1])
+    keep = (_is_response if response else _is_request)(batch["magic"].take(at))
     if status is not None:
         keep &= batch["status"].take(at) == status
     return at[keep]
