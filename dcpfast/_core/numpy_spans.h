@@ -6,8 +6,8 @@
    when the heap's top is trimmed and are faulted in and zeroed afresh by the next pass,
    which costs about as much system time as the passes' own work. From the span cache, a
    dropped array's pages serve the next array of its size, resident, within the cache's
-   bounds (the most in use at once lately, a few seconds). Requests below DCP_NP_MIN bytes
-   go to the allocator as numpy's own handler sends them.
+   bounds (the most in use at once lately, a few seconds). Requests below DCP_SPAN_MIN
+   bytes (span_api.h) go to the allocator as numpy's own handler sends them.
 
    Every block starts DCP_NP_HEAD bytes into its memory, after a head that says where the
    memory came from: the span's size, or 0 for the allocator, and the bytes asked for.
@@ -23,7 +23,6 @@
 #include "spans.h"
 
 #define DCP_NP_HEAD 64                    /* keeps the blocks' alignment to 64 bytes */
-#define DCP_NP_MIN ((size_t)64 << 10)     /* requests from this size up come from spans */
 
 typedef struct {
     size_t span;                          /* the span's size; 0: from the allocator */
@@ -36,7 +35,7 @@ static void *dcp_np_make(size_t n)
     char *at;
     if (want < n)
         return NULL;
-    if (want < DCP_NP_MIN) {
+    if (want < DCP_SPAN_MIN) {
         at = (char *)malloc(want);
     } else {
         at = dcp_span_take(want, &got, DCP_SPAN_TRACED | DCP_SPAN_WORK);

@@ -5,10 +5,10 @@
 # and zeroing fresh ones, which costs as much as the scan itself. The cache, its bounds and
 # the thread that gives idle spans back are in spans.h; smaller requests use the allocator.
 
-DEF SPAN_MIN = 64 << 10       # requests from this size up are mapped and recycled
 DEF ALIGN = 64                # each part of a Columns starts on a cache line
 
 cdef extern from "spans.h":
+    size_t SPAN_MIN "DCP_SPAN_MIN"    # requests from this size up are mapped and recycled
     bint DCP_CAN_GROW
     void dcp_spans_init() nogil
     char* dcp_span_take(size_t n, size_t* got, int flags) nogil

@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 
+#define DCP_SPAN_MIN ((size_t)64 << 10)   /* requests from this size up are spans; smaller
+                                            ones the allocator's */
+
 #define DCP_SPAN_TRACED 1      /* tracemalloc sees the span's use (numpy's arrays) */
 #define DCP_SPAN_HUGE 2        /* fresh pages asked for as huge pages (a table read at
                                   random) */

@@ -12,7 +12,6 @@ DEF AHEAD = 16              # keys whose table slot is fetched ahead of the one 
 DEF CHUNK = 4096            # keys copied out of their frames, then found, at a time
 DEF ROOM = 1 << 17          # the bytes they are copied to (a longer key stays in place)
 DEF FAR = 64                # frames whose key is fetched ahead of the one copied
-DEF SCRATCH_SPAN = 1 << 16  # working memory from this size up comes from spans
 
 
 cdef extern from "keys.h":
@@ -28,6 +27,7 @@ cdef extern from "keys.h":
 cdef extern from "span_api.h":
     # the key index's tables live in spans of cscan's cache: a state call's next index
     # finds its pages resident instead of faulting in and zeroing fresh ones
+    size_t SPAN_MIN "DCP_SPAN_MIN"
     int SPAN_HUGE "DCP_SPAN_HUGE"
     int SPAN_WORK "DCP_SPAN_WORK"
     ctypedef struct dcp_span_api:
@@ -62,7 +62,7 @@ cdef char* scratch(size_t n, size_t* got) noexcept nogil:
     """``n`` bytes of working memory, uninitialised: from 64 KiB up a span (resident
     where the cache has one), below that the allocator's (``got`` 0). NULL: no memory."""
     got[0] = 0
-    if n < SCRATCH_SPAN:
+    if n < SPAN_MIN:
         return <char*>malloc(n if n else 1)
     return spans.take(n, got, SPAN_WORK)
 
