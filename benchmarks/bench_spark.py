@@ -32,7 +32,7 @@ warms Spark's JIT), best and median of ``--repeat``:
   job's ``write_parquet`` on the same corpus, and one process doing the job's work:
   the target is a cold job within Spark's cold start plus twice the work plus 2 s.
 
-The issue's target, the job at >= 2.5x Spark's own partitioned write, is printed per
+The target, the job at >= 2.5x Spark's own partitioned write, is printed per
 column set, from the medians.
 
     python benchmarks/bench_spark.py            # 16 files of 24 MB, local[2]

@@ -83,7 +83,7 @@ def main(argv=None) -> int:
             path = tmp / "threads.dcp"
             path.write_bytes(data)
             report["threads"] = T.thread_counts(data, path, counts, args.repeat)
-            part = tmp / "default.dcp"             # 75 MB, as the measurements
+            part = tmp / "default.dcp"             # 75 MB of the corpus
             head = memoryview(data)[:75_000_000]   # its whole frames: a strict read
             part.write_bytes(head[:dcpfast.scan(head, collections=True).consumed])
             report["default"] = T.default_threads(part.read_bytes(), part, args.repeat)

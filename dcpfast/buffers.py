@@ -14,9 +14,8 @@ from .errors import text
 INT32_MAX = 2**31 - 1
 _WINDOW_BITS = 30                     # binary_view data buffers for inputs over 2 GiB
 #: Columns from this size up are taken into Arrow's memory pool (``pooled_take``); the C
-#: library serves smaller ones from pages it keeps. In one profile, joining the versions
-#: of a one-version state (278,403) took 17 ms in the pool and 7 ms without it; those of a
-#: history (871,200), 5 ms in the pool and 15 ms without.
+#: library serves smaller ones from pages it keeps (the pool's reuse pays for large columns,
+#: such as a history's, and costs smaller ones time).
 POOLED_FROM = 4 << 20
 #: A column of up to ``READ_THROUGH_MAX`` bytes that a take of ``READ_THROUGH_FROM`` rows
 #: or more reads a quarter of or more is read through once, in order, first
@@ -86,8 +85,8 @@ def pooled_take(columns: dict, names, index: np.ndarray) -> dict[str, np.ndarray
 def _read_through(column: np.ndarray) -> None:
     """Read one byte of each cache line of ``column``, in order: a take in another order
     (rows in key order, say) then finds a column that fits in the cache there, where it
-    would fetch a line from memory for almost every value. A take of twelve columns of
-    871,200 rows left in memory took 40 ms, and 20 ms read through first."""
+    would fetch a line from memory for almost every value (the read through costs less
+    than the misses it saves)."""
     if column.flags.c_contiguous:
         column.reshape(-1).view(np.uint8)[::64].max(initial=0)
 

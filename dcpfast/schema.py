@@ -73,8 +73,8 @@ DTYPES = {c.name: np.dtype(c.dtype) for c in COLUMNS}
 #: Arrow-only columns built from an offset/length pair.
 BINARY = {"key": ("key_offset", "key_len"), "value": ("value_offset", "value_len")}
 #: Columns whose values almost never repeat (stream positions, the hybrid logical clock):
-#: Parquet writers give them no dictionary, which they would fill and then drop (measured:
-#: a seventh of the time of writing a mixed stream's frames, see docs/benchmarks.md).
+#: Parquet writers give them no dictionary, which they would fill and then drop at a cost
+#: in writing time (docs/benchmarks.md).
 DISTINCT = frozenset({"offset", "key_offset", "value_offset", "cas"})
 
 

@@ -1,5 +1,6 @@
-"""The documentation: the column table of docs/columns.md is the schema's, and every
-relative link of the README and docs/ leads to a file (and heading) that exists."""
+"""The documentation: the column table of docs/columns.md is the schema's, every relative
+link of the README, docs/ and the changelog leads to a file (and heading) that exists, and
+the pages describe dcpfast as it is (no commit hashes, no dated diary entries)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import dcpfast
 
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+CHECKED = [*PAGES, ROOT / "CHANGELOG.md"]     # the pages whose links and words are checked
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+#: A commit hash: 7 to 40 lower-case hex digits, letters and digits both, standing alone
+#: (not a number, a word, a ``0x`` value or a piece of a dashed identifier).
+COMMIT = re.compile(r"(?<![\w-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w-])")
+#: A diary's marks: a heading with a date, an entry of what was tried and dropped.
+DIARY = re.compile(r"^#{1,6} .*\b\d{4}-\d\d-\d\d\b.*$|\btried and (?:dropped|not kept)\b",
+                   re.M | re.I)
 
 
 def test_column_table_matches_the_schema():
@@ -43,7 +51,7 @@ def test_the_readme_indexes_every_page_of_docs():
     assert {f"docs/{page.name}" for page in PAGES[1:]} <= linked
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("page", CHECKED, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_relative_links_resolve(page):
     broken = []
     for target in _links(page):
@@ -54,3 +62,28 @@ def test_relative_links_resolve(page):
         elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text()):
             broken.append(f"{target}: no heading #{anchor} in {file.name}")
     assert not broken, f"{page.name}: " + "; ".join(broken)
+
+
+@pytest.mark.parametrize("page", CHECKED, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_pages_carry_no_commit_hash_or_diary(page):
+    """History is in the commit messages and CHANGELOG.md; the pages say what is."""
+    text = page.read_text()
+    found = COMMIT.findall(text) + DIARY.findall(text)
+    assert not found, f"{page.name}: {found}"
+
+
+@pytest.mark.parametrize("text, found", [
+    ("the build of 1a2b3c4 took", ["1a2b3c4"]), ("(cafe123)", ["cafe123"]),
+    ("commit " + "9f" * 20, ["9f" * 20]), ("9f" * 21, []),
+    ("a snapshot end of 0xffffffffffffffff", []), ("at byte 150994944", []),
+    ("succeeded, deadbeef", []), ("id 550e8400-e29b-41d4-a716-446655440000", []),
+    ("abc12", []),
+])
+def test_commit_hashes_are_told_from_values(text, found):
+    assert COMMIT.findall(text) == found
+
+
+def test_diary_marks():
+    assert DIARY.findall("## 2026-11-29: the vbuckets\n") == ["## 2026-11-29: the vbuckets"]
+    assert DIARY.findall("Tried and not kept: a table") == ["Tried and not kept"]
+    assert DIARY.findall('at_time="2024-05-02T13:59:00Z"\nA CAS before 2000-01-01') == []

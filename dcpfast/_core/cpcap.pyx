@@ -82,7 +82,7 @@ cdef inline int64_t ns_of(uint64_t units, int code, int64_t offset) noexcept nog
     return <int64_t>(ns + <uint64_t>offset * <uint64_t>1000000000)
 
 
-# long: split into the twin's steps (_link_layer, _ipv4...) the walk ran 4-5% slower
+# long: split into the twin's steps (_link_layer, _ipv4...) the walk runs slower
 cdef int packet(const uint8_t* b, Py_ssize_t p, Py_ssize_t caplen, int link, uint8_t* key,
                 uint32_t* seq, uint8_t* flags, Py_ssize_t* start,
                 Py_ssize_t* length) noexcept nogil:
@@ -200,7 +200,7 @@ cdef inline uint32_t ld32(const uint8_t* p, bint big) noexcept nogil:
     return be32(p) if big else le32(p)
 
 
-# long: with the twin's record steps split out, its loop ran 7% more instructions
+# long: with the twin's record steps split out, its loop runs more instructions
 def walk(const uint8_t[::1] buf, Py_ssize_t pos, int fmt, bint big, const int32_t[::1] if_link,
          const uint8_t[::1] if_tsres, const int64_t[::1] if_tsoff, int64_t[::1] ts,
          uint8_t[:, ::1] keys, uint32_t[::1] seqs, uint8_t[::1] flags, int64_t[::1] starts,

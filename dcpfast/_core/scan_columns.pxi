@@ -135,7 +135,7 @@ cdef inline uint32_t value_len(const Frame* f) noexcept nogil:
     return f.value_len & value_mask[f.kind]
 
 
-# long: split, the compiler inlines otherwise and the scan takes 2% more instructions
+# long: split, the compiler inlines otherwise and the scan takes more instructions
 cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
                 size_t n, Ahead* a) noexcept nogil:
     """Write ``n`` decoded frames as rows ``i0 ...`` of the requested columns."""

@@ -1,7 +1,7 @@
 # The prefetch cursors. The input is fetched by a cursor running ahead of the parse: the
 # parse loop moves it three lines a frame, and the loops that write a block's columns one or
 # two lines a row, so the memory system keeps reading the next frames while the columns are
-# written (measured 25% faster than fetching only while parsing). Offsets, not pointers:
+# written (faster than fetching only while parsing). Offsets, not pointers:
 # the cursor may be placed past the end of the input, where it fetches nothing.
 
 cdef struct Ahead:
@@ -19,8 +19,8 @@ cdef inline void ahead(Ahead* a) noexcept nogil:
 
 
 # The rows of the next block are fetched as well, column after column, while the block is
-# parsed, three lines a frame (all columns: 8-10% faster than leaving the lines to be read
-# when they are written).
+# parsed, three lines a frame (all columns: faster than leaving the lines to be read when
+# they are written).
 
 cdef struct Out:
     char* col               # the column being fetched

@@ -162,7 +162,7 @@ def _merged(parts: list[dict]) -> dict:
 
 #: A worker's program, run with this process's ``sys.path`` (``{path}``), so that it
 #: imports the same dcpfast. It keeps pandas out (``_NoPandas``): pyarrow imports it on its
-#: first array where it is installed (0.3 s of a worker's start), and a share never uses it.
+#: first array where it is installed (much of a worker's start), and a share never uses it.
 _WORKER = ("import sys; sys.path[:] = {path}; "
            "from dcpfast.documents.processes import work; work()")
 
