@@ -59,6 +59,6 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
         table = split_state(source, options, reading, split)
         if table is not None:
             return table
-    with _core.scan.numpy_spans():        # whole-array passes: their memory stays resident
+    with _core.memory.numpy_spans():      # whole-array passes: their memory stays resident
         feed(builder, source, errors, reading)
         return builder.table(again(source, errors, reading))

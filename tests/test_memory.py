@@ -1,7 +1,9 @@
-"""numpy's arrays in the compiled core's span cache (``_core.scan.numpy_spans``, which
-``state`` runs in): what numpy asks of a memory handler (zeroed blocks, blocks that grow
-and shrink with their bytes kept, blocks freed after the context is left or on another
-thread), one count of each byte for the memory measures, and the context's reach."""
+"""The memory core and ``dcpfast.memory``: numpy's arrays in the working cache
+(``_core.memory.numpy_spans``, which the state engine runs in): what numpy asks of a
+memory handler (zeroed blocks, blocks that grow and shrink with their bytes kept, blocks
+freed after the context is left or on another thread), one count of each byte for the
+memory measures, and the context's reach; what the caches say they hold, releasing it
+and resetting the peaks; the twin's zeros and no-ops."""
 
 from __future__ import annotations
 
@@ -10,20 +12,22 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from cores import TWINS
 from numpy._core.multiarray import get_handler_name
 
 import dcpfast
-from dcpfast import _core
+from dcpfast import _core, memory
 from dcpfast import testing as t
 
-pytestmark = pytest.mark.skipif(dcpfast.IMPLEMENTATION != "cython",
-                                reason="the twin has no spans: numpy's memory stays numpy's")
+compiled_only = pytest.mark.skipif(dcpfast.IMPLEMENTATION != "cython",
+                                   reason="the twin has no spans: numpy's memory stays numpy's")
 
 LARGE = 1 << 18                       # int64 elements: 2 MiB, well above the 64 KiB floor
 
 
+@compiled_only
 def test_arrays_made_in_the_context_live_in_spans_and_outlive_it():
-    with _core.scan.numpy_spans():
+    with _core.memory.numpy_spans():
         assert get_handler_name() == "dcpfast_spans"
         large = np.arange(LARGE, dtype=np.int64)
         small = np.arange(10, dtype=np.int64)          # from the allocator, same handler
@@ -35,19 +39,21 @@ def test_arrays_made_in_the_context_live_in_spans_and_outlive_it():
     del large, small                                   # freed by the handler they came from
 
 
+@compiled_only
 def test_contexts_nest_and_leave_numpy_as_they_found_it():
-    with _core.scan.numpy_spans():
-        with _core.scan.numpy_spans():
+    with _core.memory.numpy_spans():
+        with _core.memory.numpy_spans():
             assert get_handler_name() == "dcpfast_spans"
         assert get_handler_name() == "dcpfast_spans"
     assert get_handler_name() == "default_allocator"
-    with pytest.raises(KeyError), _core.scan.numpy_spans():
+    with pytest.raises(KeyError), _core.memory.numpy_spans():
         raise KeyError("left by an exception")
     assert get_handler_name() == "default_allocator"
 
 
+@compiled_only
 def test_zeroed_arrays_are_zero_in_a_reused_span():
-    with _core.scan.numpy_spans():
+    with _core.memory.numpy_spans():
         dirty = np.full(LARGE, -1, np.int64)
         where = dirty.ctypes.data
         del dirty                                      # its span kept, dirty
@@ -56,12 +62,13 @@ def test_zeroed_arrays_are_zero_in_a_reused_span():
         assert not zeros.any()
 
 
+@compiled_only
 @pytest.mark.parametrize("sizes", [[LARGE, 4 * LARGE, LARGE // 3, 7, 2 * LARGE],
                                    [100, 9000, 50, LARGE]])
 def test_resized_arrays_keep_their_elements(sizes):
     """ndarray.resize reallocates through the handler: in its span while it fits and no
     more than half of it goes unused, else moved; the elements kept, the new ones 0."""
-    with _core.scan.numpy_spans():
+    with _core.memory.numpy_spans():
         a = np.arange(sizes[0], dtype=np.int64)
         for size in sizes[1:]:
             kept = min(len(a), size)
@@ -71,25 +78,30 @@ def test_resized_arrays_keep_their_elements(sizes):
             a[kept:] = np.arange(kept, size)
 
 
+@compiled_only
 def test_each_byte_is_counted_once():
     """numpy reports its arrays to tracemalloc itself; the spans under them are left out of
-    the spans' own count, so that tracemalloc's peak plus the spans' (``memory.py``)
-    counts each byte once."""
+    the spans' untraced count, so that tracemalloc's peak plus that count
+    (``tests/memory.py``) counts each byte once. The caches' own figures count them."""
     tracemalloc.start()
     try:
-        with _core.scan.numpy_spans():
-            live = _core.scan.mapped(reset=True)[0]
+        with _core.memory.numpy_spans():
+            _core.memory.reset_peaks()
+            live = _core.memory.untraced()[0]
+            working = memory.caches()["working"].in_use
             traced = tracemalloc.get_traced_memory()[0]
             a = np.ones(4 * LARGE, np.int64)           # 8 MiB
             assert tracemalloc.get_traced_memory()[0] - traced >= a.nbytes
-            now, peak, _ = _core.scan.mapped()
+            now, peak = _core.memory.untraced()
             assert now == live and peak == live
+            assert memory.caches()["working"].in_use - working >= a.nbytes
             del a
             assert tracemalloc.get_traced_memory()[0] - traced < 1 << 16
     finally:
         tracemalloc.stop()
 
 
+@compiled_only
 def test_the_context_is_this_thread_s_alone_and_its_arrays_free_anywhere():
     seen, box = {}, []
 
@@ -100,7 +112,7 @@ def test_the_context_is_this_thread_s_alone_and_its_arrays_free_anywhere():
         seen["sum"] = float(box[0].sum())
         box.clear()                                    # the last reference, dropped here
 
-    with _core.scan.numpy_spans():
+    with _core.memory.numpy_spans():
         worker = threading.Thread(target=other)
         worker.start()
         worker.join()
@@ -112,6 +124,7 @@ def test_the_context_is_this_thread_s_alone_and_its_arrays_free_anywhere():
     assert seen["sum"] == float(LARGE) and not box
 
 
+@compiled_only
 def test_states_in_reused_spans_agree_and_leave_numpy_as_it_was():
     """A state's arrays, and its key index's tables, in spans that the call before left
     dirty: the same table each time."""
@@ -122,3 +135,54 @@ def test_states_in_reused_spans_agree_and_leave_numpy_as_it_was():
         dcpfast.state(t.synthetic_stream(2000, seed=12), values=False)
         assert dcpfast.state(data, values=False).equals(first)
     assert first.num_rows > 0
+
+
+# -- dcpfast.memory: what the caches hold, released, peaks reset ------------------------------
+
+
+@compiled_only
+def test_a_state_shows_in_the_working_cache_and_release_gives_it_back():
+    memory.reset_peaks()
+    table = dcpfast.state(t.synthetic_stream(3000, seed=13), values=False)
+    found = memory.caches()
+    assert set(found) == {"output", "working"}
+    assert found["working"].peak > 0 and found["output"].peak > 0
+    assert found["working"].cached > 0 and found["working"].cached_spans > 0
+    assert all(c.peak >= c.in_use >= 0 for c in found.values())
+    freed = memory.release()
+    assert freed > 0
+    after = memory.caches()
+    assert all(c.cached == 0 and c.cached_spans == 0 for c in after.values()), after
+    assert memory.release() == 0
+    assert table.num_rows > 0
+    assert dcpfast.state(t.synthetic_stream(3000, seed=13), values=False).equals(table)
+
+
+@compiled_only
+def test_peaks_start_again_from_what_is_in_use():
+    with _core.memory.numpy_spans():
+        a = np.ones(4 * LARGE, np.int64)
+        held = memory.caches()["working"]
+        assert held.peak >= held.in_use >= a.nbytes
+        del a
+    memory.reset_peaks()
+    found = memory.caches()
+    assert all(c.peak == c.in_use for c in found.values()), found
+    assert found["working"].peak < held.peak
+
+
+def test_the_twin_keeps_nothing():
+    twin = TWINS["memory"]
+    assert twin.figures() == {"output": (0, 0, 0, 0), "working": (0, 0, 0, 0)}
+    assert twin.untraced() == (0, 0)
+    assert twin.release() == 0 and twin.reset_peaks() is None
+    with twin.numpy_spans() as context:
+        assert context is not None and get_handler_name() == "default_allocator"
+
+
+@pytest.mark.skipif(dcpfast.IMPLEMENTATION != "python", reason="the twins' figures")
+def test_the_twins_caches_are_empty_after_a_state():
+    assert dcpfast.state(t.synthetic_stream(500, seed=4), values=False).num_rows > 0
+    assert memory.caches() == dict.fromkeys(("output", "working"), memory.Cache(0, 0, 0, 0))
+    assert memory.release() == 0
+    memory.reset_peaks()
