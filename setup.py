@@ -1,5 +1,5 @@
-"""Build the Cython cores of ``dcpfast._core`` (DCP frame scan, packet-capture walk, values,
-stream checks and document state).
+"""Build the Cython cores of ``dcpfast._core`` (memory, DCP frame scan, packet-capture walk,
+values, stream checks and document state).
 
 DCPFAST_DEBUG=1 builds with bounds checks, assertions and no optimisation;
 DCPFAST_SANITIZE=1 adds AddressSanitizer and UndefinedBehaviorSanitizer;
@@ -37,13 +37,13 @@ if flag("DCPFAST_SANITIZE"):
 # What each extension is built from besides its .pyx: editing any of these rebuilds it.
 core = "dcpfast/_core/"
 wire = [core + "wire.pxd", core + "wire.h"]
+memory = [core + "cmemory.pxd", core + "span_flags.h"]      # what the memory core's users see
 depends = {
-    "cscan": [*sorted(glob(core + "scan_*.pxi")), core + "spans.h", core + "span_api.h",
-              core + "numpy_spans.h",
-              core + "bitmaps.h", *wire],
+    "cmemory": [*memory, core + "spans.h", core + "numpy_spans.h"],
+    "cscan": [*sorted(glob(core + "scan_*.pxi")), *memory, core + "bitmaps.h", *wire],
     "cpcap": wire,
     "cvalues": [core + "xattr_keys.h", *wire],
-    "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", core + "span_api.h", *wire],
+    "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", *memory, *wire],
 }
 extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=files,
                         include_dirs=["dcpfast/_core", numpy.get_include()],

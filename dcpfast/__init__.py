@@ -7,8 +7,8 @@ has one public home each, by concern: ``dcpfast.pcap`` (packet captures),
 xattrs), ``dcpfast.events`` (system events and collection names), ``dcpfast.documents``
 (building a state batch by batch), ``dcpfast.compare`` (what ``diff`` compares, and its
 summary), ``dcpfast.io`` (compressed dumps), ``dcpfast.reporting`` (what ``report``
-returns), ``dcpfast.spark``, ``dcpfast.testing`` (encoders and the bundled samples) and
-``dcpfast.cli``.
+returns), ``dcpfast.memory`` (the memory kept for reuse), ``dcpfast.spark``,
+``dcpfast.testing`` (encoders and the bundled samples) and ``dcpfast.cli``.
 
 Each name is imported on first use (as are the subpackages), so that ``import dcpfast``
 and the start of the ``dcpfast`` command cost little.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory-safety run of the compiled cores (cscan, cvalues, cpcap, cstate in dcpfast/_core), in a scratch copy of this
+# Memory-safety run of the compiled cores (cmemory, cscan, cvalues, cpcap, cstate in dcpfast/_core), in a scratch copy of this
 # checkout (its tracked files and new files git does not ignore):
 #   1. build them with bounds checks, AddressSanitizer and UndefinedBehaviorSanitizer (any
 #      finding aborts), replay the fuzz corpora and run the tests but Spark's and the slow;

@@ -1,5 +1,6 @@
 """Peak memory of a call: Python's allocations (numpy's included), pyarrow's pool, and the
-mapped spans the compiled core keeps its large columns and buffers in.
+spans the compiled cores keep their large columns, buffers and tables in (those that
+tracemalloc does not see).
 
 These are process-wide counts: ``peak_in_child`` measures in a fresh process, where no
 other thread of the test session (a Spark gateway's, a page server's) allocates meanwhile."""
@@ -26,12 +27,13 @@ def peak_allocation(fn):
     pool = pa.proxy_memory_pool(previous)
     _POOLS.append(pool)
     pa.set_memory_pool(pool)
-    mapped = _core.scan.mapped
-    before = mapped(reset=True)[0]
+    untraced = _core.memory.untraced
+    _core.memory.reset_peaks()
+    before = untraced()[0]
     tracemalloc.start()
     try:
         result = fn()
-        peak = tracemalloc.get_traced_memory()[1] + pool.max_memory() + mapped()[1] - before
+        peak = tracemalloc.get_traced_memory()[1] + pool.max_memory() + untraced()[1] - before
     finally:
         tracemalloc.stop()
         pa.set_memory_pool(previous)

@@ -180,7 +180,7 @@ def test_a_missing_optional_library_names_its_extra(batch, monkeypatch, method, 
 
 def _public_callables():
     for module in (dcpfast, dcpfast.streams, dcpfast.values, dcpfast.events, dcpfast.pcap,
-                   dcpfast.compare, dcpfast.reporting):
+                   dcpfast.compare, dcpfast.reporting, dcpfast.memory):
         for name in module.__all__:
             obj = getattr(module, name)
             if inspect.isfunction(obj):

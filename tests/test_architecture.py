@@ -22,7 +22,7 @@ LAYERS = (
     ("errors", "schema", "testing"),
     ("options",),
     ("_core",),
-    ("buffers",),
+    ("buffers", "memory"),
     ("arrow",),
     ("batch",),
     ("io",),
@@ -44,9 +44,9 @@ ALLOWED_UPWARD = {
 #: implementation.
 FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "compare",
          "reporting", "spark",
-         "testing", "cli")
+         "testing", "cli", "memory")
 #: The compiled cores: only ``_core`` imports them.
-COMPILED = ("cscan", "cpcap", "cvalues", "cstate")
+COMPILED = ("cscan", "cpcap", "cvalues", "cstate", "cmemory")
 MAX_FILE_LINES = 900
 MAX_FUNCTION_LINES = 80
 #: A function longer than MAX_FUNCTION_LINES says why in a comment next to its ``def``

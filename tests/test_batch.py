@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from strategies import streams
 
 import dcpfast
-from dcpfast import _core, buffers, schema
 from dcpfast import batch as batch_module
+from dcpfast import buffers, memory, schema
 from dcpfast import testing as t
 
 DATA = t.synthetic_stream(80, seed=21, stream_ids=True, marker_version=2)
@@ -292,11 +292,11 @@ def test_a_scan_that_reserved_far_too_many_rows_gives_the_rest_back():
     keep only what they hold."""
     data = t.noop() * 256 + b"".join(
         t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1) for i in range(20))
-    live = _core.scan.mapped()[0]
+    live = memory.caches()["output"].in_use
     found = dcpfast.scan(data, collections=False, columns=["offset", "by_seqno"])
     assert len(found) == 276
     assert list(found["by_seqno"][256:]) == list(range(1, 21))
-    assert _core.scan.mapped()[0] - live <= 2 * 4096
+    assert memory.caches()["output"].in_use - live <= 2 * 4096
 
 
 @pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
@@ -304,10 +304,10 @@ def test_column_memory_kept_for_reuse_is_bounded_in_time():
     unit = t.synthetic_stream(2000, seed=5)
     dropped = dcpfast.scan(unit * 60)
     del dropped
-    assert _core.scan.mapped()[2] > 0       # kept for the next scan
+    assert memory.caches()["output"].cached > 0       # kept for the next scan
     time.sleep(2.2)
     dcpfast.scan(unit * 60, columns=["opcode"])     # any request looks at the clock
-    kept = _core.scan.mapped()[2]
+    kept = memory.caches()["output"].cached
     assert kept <= 2 << 20                          # just the opcode span, given back
 
 
@@ -322,10 +322,11 @@ def test_small_column_memory_takes_a_kept_span_and_keeps_its_tail_apart():
     large = dcpfast.scan(unit * 60)
     start = large["offset"].__array_interface__["data"][0]     # the span's first part
     del large
-    before = _core.scan.mapped(reset=True)[2]
+    memory.reset_peaks()
+    before = memory.caches()["output"].cached
     assert before > 8 << 20                       # kept for the next scan
     small = dcpfast.scan(unit * 2)                # columns far smaller than the kept span
-    live, peak, kept = _core.scan.mapped()
+    live, peak, kept, _ = memory.caches()["output"]
     assert small["offset"].__array_interface__["data"][0] == start
     assert 0 < live < 2 << 20 and peak < 2 << 20 and live + kept <= before
     assert len(small) == 2 * len(dcpfast.scan(unit))
@@ -335,7 +336,7 @@ def test_small_column_memory_takes_a_kept_span_and_keeps_its_tail_apart():
     assert kept > before - (4 << 20)              # the tail, whole pages kept apart
     again = dcpfast.scan(unit * 2)                # while the first one is in use
     assert start < again["offset"].__array_interface__["data"][0] < start + before
-    assert sum(_core.scan.mapped()[:1]) + _core.scan.mapped()[2] <= before
+    assert memory.caches()["output"].in_use + memory.caches()["output"].cached <= before
 
 
 @settings(max_examples=60, deadline=None)

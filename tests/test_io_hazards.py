@@ -298,7 +298,7 @@ def test_a_compression_bomb_costs_no_more_than_max_bytes(tmp_path):
 IDLE = """
     import json, time
     import dcpfast
-    from dcpfast import _core, testing as t
+    from dcpfast import memory, testing as t
     def rss():
         with open("/proc/self/status") as f:
             for line in f:
@@ -309,9 +309,9 @@ IDLE = """
     base = rss()
     batch = dcpfast.scan(data, collections=True, threads=1)
     del batch                                   # its columns go to the cache
-    kept, held = _core.scan.mapped()[2], rss() - base
+    kept, held = memory.caches()["output"].cached, rss() - base
     time.sleep(2.5)                             # no allocation meanwhile
-    print(json.dumps(dict(kept=kept, held=held, later=_core.scan.mapped()[2],
+    print(json.dumps(dict(kept=kept, held=held, later=memory.caches()["output"].cached,
                           after=rss() - base)))
 """
 

@@ -33,15 +33,16 @@ def traced_memory(view) -> dict:
     gc.collect()
     pool = pa.default_memory_pool()
     before = pool.bytes_allocated()
-    mapped = core.scan.mapped
-    live = mapped(reset=True)[0]
+    untraced = core.memory.untraced
+    core.memory.reset_peaks()
+    live = untraced()[0]
     tracemalloc.start()
     try:
         batch = scan(view, collections=True, threads=1)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    peak += pool.bytes_allocated() - before + mapped()[1] - live
+    peak += pool.bytes_allocated() - before + untraced()[1] - live
     columns = sum(a.nbytes for a in batch.to_dict().values())
     return {"input_bytes": len(view), "columns_bytes": columns, "peak_bytes": peak,
             "peak_over_columns": peak / columns, "peak_over_input": peak / len(view)}

@@ -2,9 +2,11 @@
 
 Four cores do the per-frame, per-value and per-row work: ``scan`` (DCP frames into
 columns), ``pcap`` (capture records into TCP segments), ``values`` (Snappy and xattr
-loops) and ``state`` (the stream checks, the document state's walk, document ids). Each
-is a Cython module (``cscan``, ``cpcap``, ``cvalues``, ``cstate``) with a pure-Python twin
-of the same names and signatures (``pyscan``, ``pypcap``, ``pyvalues``, ``pystate``).
+loops) and ``state`` (the stream checks, the document state's walk, document ids); a
+fifth, ``memory``, keeps the large memory of the scan and the state in recycled spans.
+Each is a Cython module (``cscan``, ``cpcap``, ``cvalues``, ``cstate``, ``cmemory``) with
+a pure-Python twin of the same names and signatures (``pyscan``, ``pypcap``,
+``pyvalues``, ``pystate``, ``pymemory``).
 ``DCPFAST_PUREPYTHON=1`` selects the twins; without it the compiled modules are used,
 and where none was built (an interpreter without a wheel, a build that failed) the twins
 stand in. A build that has some compiled cores but not all is refused rather than mixed.
@@ -19,11 +21,12 @@ from types import ModuleType
 from .contract import FIRST_ROWS, MIN_MEAN, ScanRequest, ScanResult
 
 __all__ = ["FIRST_ROWS", "IMPLEMENTATION", "MIN_MEAN", "ScanRequest", "ScanResult", "compiled",
-           "pcap", "scan", "state", "twins", "values"]
+           "memory", "pcap", "scan", "state", "twins", "values"]
 
 #: The cores by role, as (compiled module, twin module).
-CORES = {"scan": ("cscan", "pyscan"), "pcap": ("cpcap", "pypcap"),
-         "values": ("cvalues", "pyvalues"), "state": ("cstate", "pystate")}
+CORES = {"memory": ("cmemory", "pymemory"), "scan": ("cscan", "pyscan"),
+         "pcap": ("cpcap", "pypcap"), "values": ("cvalues", "pyvalues"),
+         "state": ("cstate", "pystate")}
 
 
 def _load(names: dict[str, str]) -> dict[str, ModuleType]:
@@ -70,6 +73,7 @@ def _select() -> tuple[dict[str, ModuleType], str]:
 
 _cores, IMPLEMENTATION = _select()
 #: The selected cores.
+memory: ModuleType = _cores["memory"]
 scan: ModuleType = _cores["scan"]
 pcap: ModuleType = _cores["pcap"]
 values: ModuleType = _cores["values"]

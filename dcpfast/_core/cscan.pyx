@@ -8,18 +8,17 @@ The module is one compilation unit in pieces, each one concern: ``scan_tables.px
 tables), ``scan_frames.pxi`` (frame checks and resynchronisation), ``scan_prefetch.pxi``
 (the cursors that fetch ahead), ``scan_columns.pxi`` (a block's columns),
 ``scan_binary.pxi`` (binary views and gathered copies), ``scan_walk.pxi`` (the loop),
-``scan_memory.pxi`` (output memory), ``scan_sniff.pxi`` (collections on or off) and
-``scan_bitmaps.pxi`` (validity bitmaps, C kernels in ``bitmaps.h``). Each Python-facing
-function lives in the piece of its concern; this file holds the scan itself
-(``scan_buffer``), which sets up a walk and its output memory and runs it.
+``scan_memory.pxi`` (output memory, in the memory core's spans: ``cmemory``),
+``scan_sniff.pxi`` (collections on or off) and ``scan_bitmaps.pxi`` (validity bitmaps, C
+kernels in ``bitmaps.h``). Each Python-facing function lives in the piece of its
+concern; this file holds the scan itself (``scan_buffer``), which sets up a walk and its
+output memory and runs it.
 """
 
 cimport cython
-from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
-from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
-from cpython.pycapsule cimport PyCapsule_New
 from cpython.pythread cimport (PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_release_lock, PyThread_type_lock, WAIT_LOCK)
 from libc.stdlib cimport free, realloc
@@ -29,6 +28,7 @@ import numpy as np
 from .. import protocol as P
 from .. import schema as S
 from . import contract
+from .cmemory cimport copy_out, give, span_size, span_trim, take
 from .contract import ScanResult
 from .wire cimport DCP_LE64, DCP_PREFETCH, DCP_PREFETCH_L2, be16, be32, be64, le32, le64
 

@@ -15,11 +15,11 @@ cimport cython
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
-from cpython.pycapsule cimport PyCapsule_GetPointer
 
 import numpy as np
 
 from . import contract as C
+from .cmemory cimport SPAN_HUGE, SPAN_WORK, give, span_give, span_grow, span_take, take
 from .wire cimport DCP_BE64, DCP_PREFETCH
 
 # the codes of ``contract``, as compile-time numbers (checked against it at import)

@@ -1,5 +1,5 @@
 /* A numpy data-memory handler over the state engine's span cache (spans.h, DCP_SPAN_WORK);
-   scan_memory.pxi installs it for the length of a call (``numpy_spans``).
+   the memory core (cmemory.pyx) installs it for the length of a call (``numpy_spans``).
 
    The state engine works in whole-array passes: hundreds of arrays of a stretch's length
    made and dropped in each call. From the allocator, their pages go back to the system
@@ -7,7 +7,7 @@
    which costs about as much system time as the passes' own work. From the span cache, a
    dropped array's pages serve the next array of its size, resident, within the cache's
    bounds (the most in use at once lately, a few seconds). Requests below DCP_SPAN_MIN
-   bytes (span_api.h) go to the allocator as numpy's own handler sends them.
+   bytes (span_flags.h) go to the allocator as numpy's own handler sends them (dcp_take).
 
    Every block starts DCP_NP_HEAD bytes into its memory, after a head that says where the
    memory came from: the span's size, or 0 for the allocator, and the bytes asked for.
@@ -35,11 +35,7 @@ static void *dcp_np_make(size_t n)
     char *at;
     if (want < n)
         return NULL;
-    if (want < DCP_SPAN_MIN) {
-        at = (char *)malloc(want);
-    } else {
-        at = dcp_span_take(want, &got, DCP_SPAN_TRACED | DCP_SPAN_WORK);
-    }
+    at = dcp_take(want, &got, DCP_SPAN_TRACED | DCP_SPAN_WORK);
     if (at == NULL)
         return NULL;
     ((dcp_np_head *)at)->span = got;
@@ -68,17 +64,11 @@ static void *dcp_np_calloc(void *ctx, size_t count, size_t size)
 static void dcp_np_free(void *ctx, void *p, size_t size)
 {
     char *at;
-    size_t span;
     (void)ctx; (void)size;
     if (p == NULL)
         return;
     at = (char *)p - DCP_NP_HEAD;
-    span = ((dcp_np_head *)at)->span;
-    if (span) {
-        dcp_span_give(at, span, DCP_SPAN_TRACED | DCP_SPAN_WORK);
-    } else {
-        free(at);
-    }
+    dcp_give(at, ((dcp_np_head *)at)->span, DCP_SPAN_TRACED | DCP_SPAN_WORK);
 }
 
 static void *dcp_np_realloc(void *ctx, void *p, size_t n)

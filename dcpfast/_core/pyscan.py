@@ -542,23 +542,3 @@ def validity_bitmaps(kinds, carried, wide=True):
     bits = np.ascontiguousarray(np.packbits(valid, axis=1, bitorder="little"))
     return state, bits.reshape(len(carried), (len(kinds) + 7) // 8)
 
-
-def span_api():
-    """The compiled core's span cache, for the other compiled cores; the twin has none."""
-    return None
-
-
-class numpy_spans:
-    """The compiled core's context in which numpy's large arrays come from its span cache;
-    the twin has no spans, and numpy's memory stays as it is."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def mapped(reset=False):
-    """The compiled core's account of its mapped output memory; the twin maps none."""
-    return 0, 0, 0

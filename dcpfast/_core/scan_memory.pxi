@@ -1,44 +1,24 @@
 # Output memory. A scan's columns, frame kinds and binary views are carved out of one
-# allocation (``Columns``), whatever the batch size; from SPAN_MIN up it is a span
-# that goes back to a cache when its last array is dropped, so the next scan (or the next
-# batch of iter_batches) writes into pages that are already resident instead of faulting in
-# and zeroing fresh ones, which costs as much as the scan itself. The cache, its bounds and
-# the thread that gives idle spans back are in spans.h; smaller requests use the allocator.
+# allocation (``Columns``), whatever the batch size; a large one is a span of the memory
+# core's output cache (``cmemory``) that goes back to the cache when its last array is
+# dropped, so the next scan (or the next batch of iter_batches) writes into pages that are
+# already resident instead of faulting in and zeroing fresh ones, which costs as much as
+# the scan itself. The cache, its bounds and the thread that gives idle spans back are in
+# spans.h; smaller requests use the allocator (the rule of ``cmemory.take``).
 
 DEF ALIGN = 64                # each part of a Columns starts on a cache line
 
-cdef extern from "spans.h":
-    size_t SPAN_MIN "DCP_SPAN_MIN"    # requests from this size up are mapped and recycled
-    bint DCP_CAN_GROW
-    void dcp_spans_init() nogil
-    char* dcp_span_take(size_t n, size_t* got, int flags) nogil
-    void dcp_span_give(char* at, size_t size, int flags) nogil
-    ctypedef struct dcp_span_api:
-        pass
-    dcp_span_api dcp_span_functions
-    void dcp_span_shrunk(size_t size) nogil
-    size_t dcp_span_size(size_t n) nogil
-    void dcp_span_stats(size_t* live, size_t* peak, size_t* kept, int reset) nogil
-    void dcp_put(char* dst, const char* src, size_t n) nogil
-    size_t dcp_unmap_tail(void* p, size_t keep, size_t size) nogil
-
-dcp_spans_init()
-
-cdef object _SPAN_API = PyCapsule_New(&dcp_span_functions, "dcpfast._core.cscan.span_api",
-                                      NULL)
-
-
-def span_api():
-    """The span caches' functions (span_api.h's table) as a capsule, for the compiled
-    cores that keep memory in them: the state core's key index keeps its tables there."""
-    return _SPAN_API
+cdef extern from "Python.h":
+    # tracemalloc's account of memory that Python's allocators did not give
+    int PyTraceMalloc_Track(unsigned int domain, uintptr_t ptr, size_t size)
+    int PyTraceMalloc_Untrack(unsigned int domain, uintptr_t ptr)
 
 
 cdef class _Room:
     """Writable memory for one buffer, exposed through the buffer protocol."""
     cdef char* at
     cdef size_t size          # bytes exposed
-    cdef size_t mapped        # bytes mapped (0: from the allocator)
+    cdef size_t span          # bytes of the span (0: from the allocator)
 
     def __getbuffer__(self, Py_buffer* view, int flags):
         PyBuffer_FillInfo(view, self, self.at, self.size, 0, flags)
@@ -46,34 +26,28 @@ cdef class _Room:
     def __dealloc__(self):
         if self.at == NULL:
             return
-        if self.mapped:
-            dcp_span_give(self.at, self.mapped, 0)
-        else:
-            PyMem_RawFree(self.at)
+        if not self.span:
+            PyTraceMalloc_Untrack(0, <uintptr_t>self.at)
+        give(self.at, self.span, 0)
 
     cdef void trim(self, size_t used) noexcept nogil:
-        """Give back the pages of a mapped span past ``used`` bytes when it was asked for
-        more than twice that (a scan that reserved far more rows than it found)."""
-        cdef size_t keep = dcp_span_size(used) if used else 4096
-        if self.mapped and keep <= self.size // 2:
-            keep = dcp_unmap_tail(self.at, keep, self.mapped)
-            dcp_span_shrunk(self.mapped - keep)
-            self.mapped = keep
-            self.size = min(self.size, keep)
+        """Give back the pages of a span past ``used`` bytes when it was asked for more
+        than twice that (a scan that reserved far more rows than it found)."""
+        cdef size_t keep = span_size(used) if used else 4096
+        if self.span and keep <= self.size // 2:
+            self.span = span_trim(self.at, keep, self.span)
+            self.size = min(self.size, self.span)
 
 
 cdef _Room new_room(size_t n):
     cdef _Room r = _Room.__new__(_Room)
-    cdef size_t got = 0
     r.size = n
-    if n < SPAN_MIN:
-        r.at = <char*>PyMem_RawMalloc(n if n else 1)
-    else:
-        with nogil:
-            r.at = dcp_span_take(n, &got, 0)
-        r.mapped = got
+    with nogil:
+        r.at = take(n, &r.span, 0)
     if r.at == NULL:
         raise MemoryError()
+    if not r.span:            # tracemalloc counts the allocator's share, as it counts Python's
+        PyTraceMalloc_Track(0, <uintptr_t>r.at, n if n else 1)
     return r
 
 
@@ -82,48 +56,6 @@ def room(Py_ssize_t n):
     if n < 0:
         raise ValueError("negative size")
     return new_room(n)
-
-
-def mapped(bint reset=False):
-    """Bytes of mapped spans in use now, the most in use at once since the last reset, and
-    the bytes kept for reuse (the allocator's share, and numpy's arrays in spans, are
-    visible to tracemalloc)."""
-    cdef size_t live, peak, kept
-    dcp_span_stats(&live, &peak, &kept, reset)
-    return live, peak, kept
-
-
-cdef extern from "numpy_spans.h":
-    object dcp_np_capsule()
-    object dcp_np_set_handler(object handler)
-    bint dcp_np_replaceable(object handler)
-
-cdef object _NUMPY_SPANS = dcp_np_capsule()
-
-
-@cython.auto_pickle(False)
-cdef class numpy_spans:
-    """A context in which numpy's arrays of 64 KiB and more made by this thread's current
-    context take their memory from the state engine's span cache (numpy_spans.h says
-    why): work that makes and drops many large arrays runs in it. The handler before it
-    comes back on leaving; a context that set one of its own keeps it."""
-    cdef object previous
-    cdef bint installed
-
-    def __enter__(self):
-        current = dcp_np_set_handler(_NUMPY_SPANS)
-        self.installed = dcp_np_replaceable(current)
-        if self.installed:
-            self.previous = current
-        else:                       # someone's own handler: theirs stays
-            dcp_np_set_handler(current)
-        return self
-
-    def __exit__(self, *exc):
-        if self.installed:
-            dcp_np_set_handler(self.previous)
-            self.installed, self.previous = False, None
-        return False
 
 
 cdef inline size_t aligned(size_t n) noexcept nogil:
@@ -208,7 +140,7 @@ cdef class Columns:
                 if overlap:
                     memmove(dst[i], src[i], count * self.width[i])
                 else:
-                    dcp_put(dst[i], src[i], count * self.width[i])
+                    copy_out(dst[i], src[i], count * self.width[i])
 
     def arrays(self, Py_ssize_t count):
         """The first ``count`` rows as numpy arrays: the columns by name, the kinds, and
@@ -234,7 +166,7 @@ cdef class Columns:
             raise ValueError("count outside the rows held")
         for i in range(self.n_parts):
             used += aligned(count * self.width[i])
-        if self.room.mapped and dcp_span_size(used) <= self.room.size // 2:
+        if self.room.span and span_size(used) <= self.room.size // 2:
             used = 0
             for i in range(self.n_parts):     # each part moves down (or stays)
                 at = used

@@ -1,11 +1,13 @@
-/* The recycled span caches of the compiled cores' large memory (scan_memory.pxi), and
-   their platform layer.
+/* The recycled span caches of the compiled cores' large memory, and their platform layer.
+   The memory core (cmemory.pyx) is the one module that includes this header, so that the
+   caches' state exists once in a process; the other cores reach them through it
+   (cmemory.pxd).
 
    Large memory lives in "spans" that go back to a cache when they are dropped, so that the
    next request writes into pages that are already resident instead of faulting in and
    zeroing fresh ones. There are two caches, each bounded on its own: the scan's output
    memory (its columns, a batch after another), and the state engine's working memory
-   (DCP_SPAN_WORK in span_api.h: numpy's arrays during a state call through
+   (DCP_SPAN_WORK in span_flags.h: numpy's arrays during a state call through
    numpy_spans.h, the key index's tables), so that the one's many small requests never
    cut down the other's large spans. What a cache keeps is bounded three ways: at most
    DCP_KEEP_SPANS spans and DCP_KEEP_BYTES bytes; at most the most bytes in use at once
@@ -175,7 +177,7 @@ static double dcp_now(void)
 
 #include <stdint.h>
 #include <string.h>
-#include "span_api.h"                     /* the flags of a request */
+#include "span_flags.h"                   /* the flags of a request */
 #if defined(__SSE2__) || defined(_M_X64)
 #  include <emmintrin.h>
 #  define DCP_STREAM 1
@@ -305,8 +307,8 @@ typedef struct {                          /* one cache */
     int n_kept;
     size_t kept_bytes;
     size_t live_bytes, peak_bytes;        /* spans in use; the most since the last reset */
-    size_t traced_bytes;                  /* those of them tracemalloc sees (numpy_spans.h),
-                                             which peak_bytes leaves out */
+    size_t traced_bytes;                  /* those of them tracemalloc sees (numpy_spans.h) */
+    size_t untraced_peak;                 /* the most of the others since the last reset */
     size_t window_peak;                   /* the most in use at once in the current window */
     double window_since;
     int reaper;                           /* a reaper thread is running */
@@ -367,8 +369,10 @@ static void dcp_in_use(dcp_cache *c, size_t bytes, int traced) {
     c->live_bytes += bytes;
     if (traced)
         c->traced_bytes += bytes;
-    if (c->live_bytes - c->traced_bytes > c->peak_bytes)
-        c->peak_bytes = c->live_bytes - c->traced_bytes;
+    if (c->live_bytes > c->peak_bytes)
+        c->peak_bytes = c->live_bytes;
+    if (c->live_bytes - c->traced_bytes > c->untraced_peak)
+        c->untraced_peak = c->live_bytes - c->traced_bytes;
     if (c->live_bytes > c->window_peak)
         c->window_peak = c->live_bytes;
 }
@@ -636,9 +640,6 @@ static char *dcp_span_grow(char *at, size_t size, size_t keep, size_t n, size_t 
     return moved;
 }
 
-/* The cache's functions for the cores that borrow it (span_api.h). */
-static dcp_span_api dcp_span_functions = {dcp_span_take, dcp_span_grow, dcp_span_give};
-
 /* A span in use gave back ``bytes`` of its tail (unmapped by the caller): the scan's. */
 static void dcp_span_shrunk(size_t bytes) {
     dcp_cache *c = &dcp_caches[0];
@@ -647,22 +648,76 @@ static void dcp_span_shrunk(size_t bytes) {
     dcp_lock_drop(&c->lock);
 }
 
-/* The bytes of spans in use, the most in use at once since the last reset (each cache's
-   added: an upper bound), the bytes kept for reuse, those in use and the peaks leaving
-   out the spans tracemalloc sees; with reset, the peaks start again from what is in
-   use. */
-static void dcp_span_stats(size_t *live, size_t *peak, size_t *kept, int reset) {
-    *live = *peak = *kept = 0;
+/* The one rule of what memory is a span: a request of n bytes from DCP_SPAN_MIN up is a
+   span of the cache ``flags`` names (its size in *got), a smaller one the C library's
+   (*got 0). NULL when out of memory. */
+static char *dcp_take(size_t n, size_t *got, int flags) {
+    *got = 0;
+    if (n < DCP_SPAN_MIN)
+        return (char *)malloc(n ? n : 1);
+    return dcp_span_take(n, got, flags);
+}
+
+/* Give back what dcp_take gave (``at`` may be NULL), ``got`` as it said. */
+static void dcp_give(void *at, size_t got, int flags) {
+    if (got)
+        dcp_span_give((char *)at, got, flags);
+    else
+        free(at);
+}
+
+typedef struct {                          /* what a cache holds, in bytes (spans: a count) */
+    size_t in_use, peak;                  /* spans in use; the most since the last reset */
+    size_t kept, spans;                   /* kept for reuse */
+    size_t untraced, untraced_peak;       /* in use and the peak, leaving out the spans
+                                             tracemalloc sees (numpy_spans.h) */
+} dcp_figures;
+
+/* What cache ``i`` (0: the scan's output memory, 1: the state engine's working memory)
+   holds now. */
+static dcp_figures dcp_cache_figures(int i) {
+    dcp_cache *c = &dcp_caches[i];
+    dcp_figures f;
+    dcp_lock_take(&c->lock);
+    f.in_use = c->live_bytes;
+    f.peak = c->peak_bytes;
+    f.kept = c->kept_bytes;
+    f.spans = (size_t)c->n_kept;
+    f.untraced = c->live_bytes - c->traced_bytes;
+    f.untraced_peak = c->untraced_peak;
+    dcp_lock_drop(&c->lock);
+    return f;
+}
+
+/* The peaks of every cache start again from what is in use. */
+static void dcp_span_reset(void) {
     for (int i = 0; i < DCP_CACHES; i++) {
         dcp_cache *c = &dcp_caches[i];
         dcp_lock_take(&c->lock);
-        *live += c->live_bytes - c->traced_bytes;
-        *peak += c->peak_bytes;
-        *kept += c->kept_bytes;
-        if (reset)
-            c->peak_bytes = c->live_bytes - c->traced_bytes;
+        c->peak_bytes = c->live_bytes;
+        c->untraced_peak = c->live_bytes - c->traced_bytes;
         dcp_lock_drop(&c->lock);
     }
+}
+
+/* Give back now every span the caches keep for reuse; the bytes given back. A reaper
+   finds its cache empty when it next wakes, and ends. */
+static size_t dcp_span_release(void) {
+    size_t freed = 0;
+    for (int i = 0; i < DCP_CACHES; i++) {
+        dcp_cache *c = &dcp_caches[i];
+        dcp_doomed d;
+        d.n = 0;
+        dcp_lock_take(&c->lock);
+        for (int k = 0; k < c->n_kept; k++)
+            dcp_doom(&d, c->at[k], c->size[k]);
+        freed += c->kept_bytes;
+        c->n_kept = 0;
+        c->kept_bytes = 0;
+        dcp_lock_drop(&c->lock);
+        dcp_unmap_doomed(&d);
+    }
+    return freed;
 }
 
 /* Copy n bytes to dst (output memory, not read again soon): with streaming stores from

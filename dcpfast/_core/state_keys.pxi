@@ -24,23 +24,10 @@ cdef extern from "keys.h":
                                      int64_t n) noexcept nogil
 
 
-cdef extern from "span_api.h":
-    # the key index's tables live in spans of cscan's cache: a state call's next index
-    # finds its pages resident instead of faulting in and zeroing fresh ones
-    size_t SPAN_MIN "DCP_SPAN_MIN"
-    int SPAN_HUGE "DCP_SPAN_HUGE"
-    int SPAN_WORK "DCP_SPAN_WORK"
-    ctypedef struct dcp_span_api:
-        char* (*take)(size_t n, size_t* got, int flags) noexcept nogil
-        char* (*grow)(char* at, size_t size, size_t keep, size_t n, size_t* got,
-                      int flags) noexcept nogil
-        void (*give)(char* at, size_t size, int flags) noexcept nogil
-
-from .cscan import span_api
-
+# the key index's tables live in spans of the memory core's working cache (``cmemory``): a
+# state call's next index finds its pages resident instead of faulting in and zeroing
+# fresh ones
 cdef int TABLE = SPAN_HUGE | SPAN_WORK     # the flags of the index's tables
-cdef dcp_span_api* spans = <dcp_span_api*>PyCapsule_GetPointer(span_api(),
-                                                               "dcpfast._core.cscan.span_api")
 
 
 cdef int block(char** at, size_t* span, size_t keep, size_t n) noexcept nogil:
@@ -49,9 +36,9 @@ cdef int block(char** at, size_t* span, size_t keep, size_t n) noexcept nogil:
     cdef size_t got = 0
     cdef char* moved
     if at[0] == NULL:
-        moved = spans.take(n, &got, TABLE)
+        moved = span_take(n, &got, TABLE)
     else:
-        moved = spans.grow(at[0], span[0], keep, n, &got, TABLE)
+        moved = span_grow(at[0], span[0], keep, n, &got, TABLE)
     if moved == NULL:
         return -1
     at[0], span[0] = moved, got
@@ -59,20 +46,15 @@ cdef int block(char** at, size_t* span, size_t keep, size_t n) noexcept nogil:
 
 
 cdef char* scratch(size_t n, size_t* got) noexcept nogil:
-    """``n`` bytes of working memory, uninitialised: from 64 KiB up a span (resident
-    where the cache has one), below that the allocator's (``got`` 0). NULL: no memory."""
-    got[0] = 0
-    if n < SPAN_MIN:
-        return <char*>malloc(n if n else 1)
-    return spans.take(n, got, SPAN_WORK)
+    """``n`` bytes of working memory, uninitialised: a large request a span (resident
+    where the cache has one), a small one the allocator's (``cmemory.take``). NULL: no
+    memory."""
+    return take(n, got, SPAN_WORK)
 
 
 cdef void unscratch(void* at, size_t got) noexcept nogil:
     """Give back what ``scratch`` gave (``at`` may be NULL)."""
-    if got:
-        spans.give(<char*>at, got, SPAN_WORK)
-    else:
-        free(at)
+    give(at, got, SPAN_WORK)
 
 
 cdef struct Record:         # the head of a document's record in a KeyIndex's data
@@ -145,7 +127,7 @@ cdef int grow_data(KeyIndex ix, int64_t cap) noexcept nogil:
 cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
     """The table at ``size`` entries (a power of two), every document placed again."""
     cdef size_t got = 0
-    cdef uint64_t* table = <uint64_t*>spans.take(size * sizeof(uint64_t), &got, TABLE)
+    cdef uint64_t* table = <uint64_t*>span_take(size * sizeof(uint64_t), &got, TABLE)
     cdef uint64_t mask = <uint64_t>size - 1, at, h
     cdef int64_t d
     if table == NULL:
@@ -160,7 +142,7 @@ cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
             at = (at + 1) & mask
         table[at] = (h & TAG) | <uint64_t>(ix.docs[d].off - HEADER + 1)
     if ix.table != NULL:
-        spans.give(<char*>ix.table, ix.table_span, TABLE)
+        span_give(<char*>ix.table, ix.table_span, TABLE)
     ix.table, ix.mask, ix.table_span = table, mask, got
     return 0
 
@@ -309,11 +291,11 @@ cdef class KeyIndex:
 
     def __dealloc__(self):
         if self.data != NULL:
-            spans.give(<char*>self.data, self.data_span, TABLE)
+            span_give(<char*>self.data, self.data_span, TABLE)
         if self.docs != NULL:
-            spans.give(<char*>self.docs, self.docs_span, TABLE)
+            span_give(<char*>self.docs, self.docs_span, TABLE)
         if self.table != NULL:
-            spans.give(<char*>self.table, self.table_span, TABLE)
+            span_give(<char*>self.table, self.table_span, TABLE)
         free(self.pairs)
 
     def __len__(self):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _core
 from ..io import DEFAULT_BATCH_BYTES
 from .build import StateBuilder
 from .feeding import again, feed
@@ -59,6 +58,5 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
         table = split_state(source, options, reading, split)
         if table is not None:
             return table
-    with _core.scan.numpy_spans():        # whole-array passes: their memory stays resident
-        feed(builder, source, errors, reading)
-        return builder.table(again(source, errors, reading))
+    feed(builder, source, errors, reading)
+    return builder.table(again(source, errors, reading))

@@ -5,11 +5,13 @@ and cannot claim in its metadata."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
+from .. import _core
 from .. import protocol as P
 from ..batch import FrameBatch, parts_of
 from ..errors import DcpFormatError, SkippedRegion, checked_mode, is_capture_gap, text
@@ -50,6 +52,24 @@ def state_threads(threads: int | None) -> int:
     """The threads a state uses: ``threads`` (None: the cores idle now), at most
     ``MOST_THREADS``."""
     return min(threads_of(threads), MOST_THREADS)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _in_working_memory(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``method`` run with numpy's large arrays in the state engine's working memory
+    (``_core.memory.numpy_spans``): its whole-array passes make and drop hundreds of
+    arrays a stretch, whose pages stay resident there for the next pass instead of being
+    faulted in afresh. The one place where the engine enters it, so that every way of
+    feeding it (``state``, the command, the shares of processes, Spark's partitions) runs
+    alike; a method called within another enters it again at little cost."""
+    @functools.wraps(method)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with _core.memory.numpy_spans():
+            return method(*args, **kwargs)
+    return run
 
 
 class StateBuilder:
@@ -112,6 +132,7 @@ class StateBuilder:
         self.placer.tracker.update(batch)
         return self
 
+    @_in_working_memory
     def update(self, batch: FrameBatch) -> StateBuilder:
         """Add the next batch of the stream."""
         if self._table is not None:
@@ -166,6 +187,7 @@ class StateBuilder:
         self.engine.problems.clear()
         return self
 
+    @_in_working_memory
     def feed(self, rows, keys: Callable[[], tuple[np.ndarray, int]] | None = None) -> None:
         """Take the next rows of the stream (what ``update`` makes of a batch); ``keys``
         gives their document ids worked out beforehand (``Engine.keys``)."""
@@ -206,6 +228,7 @@ class StateBuilder:
                       for offset, length, seqno in self.placer.unplaced()])
         return self.result(again)
 
+    @_in_working_memory
     def result(self, again: Callable[[StateBuilder], object] | None = None) -> pa.Table:
         """The state of the rows the engine read (``table`` without the check that every
         Rollback response found its stream)."""

@@ -1,7 +1,9 @@
 /* Exercises the C headers of dcpfast._core on their own, as each platform compiles them:
    the span cache and its platform layer (spans.h), the byte-order macros (wire.h), the
-   portable bitmap kernel (bitmaps.h), and spans grown with their bytes kept, through the
-   table the other cores call (span_api.h).
+   portable bitmap kernel (bitmaps.h); spans grown with their bytes kept, as the state
+   core's key index grows its tables, the rule of what memory is a span, the caches'
+   figures and their release, through the functions the memory core (cmemory.pyx) wraps
+   for the other cores (cmemory.pxd).
    Prints "ok" and what it found; exits non-zero at the first check that fails.
    tests/test_platform.py builds it in every mode it can. */
 #define _GNU_SOURCE 1                           /* as Python.h defines it */
@@ -12,6 +14,20 @@
 #include "spans.h"
 #include "wire.h"
 #include "bitmaps.h"
+
+/* The caches' figures added: the bytes of spans in use that tracemalloc does not see
+   (all of the probe's), their peaks, the bytes kept. */
+static void stats(size_t *live, size_t *peak, size_t *kept)
+{
+    int i;
+    *live = *peak = *kept = 0;
+    for (i = 0; i < 2; i++) {
+        dcp_figures f = dcp_cache_figures(i);
+        *live += f.untraced;
+        *peak += f.untraced_peak;
+        *kept += f.kept;
+    }
+}
 
 static int spans(size_t *kept_out)
 {
@@ -57,7 +73,7 @@ static int cache(void)
         return 40;
     memset(p, 3, got);
     dcp_span_give(p, got, 0);
-    dcp_span_stats(&live, &peak, &kept, 0);
+    stats(&live, &peak, &kept);
     if (live != 0 || peak < got || kept != got)
         return 41;
     q = dcp_span_take((size_t)1 << 20, &again, 0);
@@ -68,7 +84,7 @@ static int cache(void)
     q = dcp_span_take((size_t)1 << 16, &again, 0);  /* else fresh, the kept one given back */
     if (q == NULL || again < ((size_t)1 << 16) || (DCP_CAN_TRIM && (q != p || again >= got)))
         return 43;
-    dcp_span_stats(&live, &peak, &kept, 0);
+    stats(&live, &peak, &kept);
     if (live != again || kept != 0)
         return 44;
     if (DCP_CAN_TRIM && (q[0] != 3 || q[again - 1] != 3))      /* its head, as it was */
@@ -94,11 +110,11 @@ static int bounded(void)
     if (y == NULL)
         return 61;
     dcp_span_give(y, got_y, 0);
-    dcp_span_stats(&live, &peak, &kept_before, 0);
+    stats(&live, &peak, &kept_before);
     z = dcp_span_take((size_t)1 << 19, &got_z, 0);           /* far smaller than y */
     if (z == NULL)
         return 62;
-    dcp_span_stats(&live, &peak, &kept, 0);
+    stats(&live, &peak, &kept);
     if (live + kept_before + got_z <= peak && (z == y || kept < got_y))
         return 63;                                        /* y cut down within bounds */
     dcp_span_give(z, got_z, 0);
@@ -118,7 +134,7 @@ static int split(void)
         return 70;
     memset(x, 5, got_x);
     dcp_span_give(x, got_x, 0);
-    dcp_span_stats(&live, &peak, &kept_before, 0);
+    stats(&live, &peak, &kept_before);
     y = dcp_span_take((size_t)2 << 20, &got_y, 0);           /* far smaller: its head */
     if (y == NULL)
         return 71;
@@ -128,7 +144,7 @@ static int split(void)
     }
     if (y != x || got_y >= got_x)
         return 76;
-    dcp_span_stats(&live, &peak, &kept, 0);
+    stats(&live, &peak, &kept);
     if (live + kept > live + kept_before)                 /* within what was there */
         return 72;
     if (DCP_CAN_SPLIT != (kept >= got_x - got_y - ((size_t)1 << 20) && kept > 0))
@@ -183,23 +199,22 @@ static int bitmaps(void)
     return 0;
 }
 
-/* Spans grown through the table of span_api.h as the state core's key index grows its
-   tables (asked for huge pages): each size in a chain that crosses DCP_HUGE_MIN and
-   DCP_GROW_MIN (moved in place where mappings can grow) keeps the bytes before it and is
-   writable to its end; the spans in use add up, and none is left in use at the end. */
+/* Spans grown as the state core's key index grows its tables (asked for huge pages):
+   each size in a chain that crosses DCP_HUGE_MIN and DCP_GROW_MIN (moved in place where
+   mappings can grow) keeps the bytes before it and is writable to its end; the spans in
+   use add up, and none is left in use at the end. */
 static int grown(void)
 {
-    const dcp_span_api *api = &dcp_span_functions;
     size_t sizes[] = {(size_t)16 << 10, (size_t)3 << 20, (size_t)9 << 20, (size_t)40 << 20,
                       (size_t)90 << 20};
     const int flags = DCP_SPAN_HUGE | DCP_SPAN_WORK;   /* the key index's */
     size_t got = 0, size = 0, kept = 0, live, peak, cached, before;
     char *p = NULL;
     int i;
-    dcp_span_stats(&before, &peak, &cached, 0);
+    stats(&before, &peak, &cached);
     for (i = 0; i < 5; i++) {
-        char *q = p == NULL ? api->take(sizes[i], &got, flags)
-                            : api->grow(p, size, kept, sizes[i], &got, flags);
+        char *q = p == NULL ? dcp_span_take(sizes[i], &got, flags)
+                            : dcp_span_grow(p, size, kept, sizes[i], &got, flags);
         size_t k;
         if (q == NULL || got < sizes[i])
             return 50 + i;
@@ -214,13 +229,45 @@ static int grown(void)
         p = q;
         size = got;
         kept = sizes[i];
-        dcp_span_stats(&live, &peak, &cached, 0);
+        stats(&live, &peak, &cached);
         if (live != before + size)
             return 58;
     }
-    api->give(p, size, flags);
-    dcp_span_stats(&live, &peak, &cached, 0);
+    dcp_span_give(p, size, flags);
+    stats(&live, &peak, &cached);
     return live == before ? 0 : 59;
+}
+
+/* The one rule: below DCP_SPAN_MIN the allocator's (no span), from it a span of the cache
+   the flags name; the peaks start again from what is in use; a release gives back every
+   kept span, and the bytes it says. */
+static int released(void)
+{
+    size_t got = 1, live, peak, kept, freed;
+    char *small = dcp_take(DCP_SPAN_MIN - 1, &got, DCP_SPAN_WORK), *large;
+    dcp_figures work = dcp_cache_figures(1);
+    if (small == NULL || got != 0)
+        return 80;
+    large = dcp_take(DCP_SPAN_MIN, &got, DCP_SPAN_WORK);
+    if (large == NULL || got < DCP_SPAN_MIN || dcp_cache_figures(1).in_use != work.in_use + got)
+        return 81;
+    small[DCP_SPAN_MIN - 2] = large[got - 1] = 1;
+    dcp_give(small, 0, DCP_SPAN_WORK);
+    dcp_give(large, got, DCP_SPAN_WORK);
+    stats(&live, &peak, &kept);
+    if (kept < got || peak < got)
+        return 82;
+    dcp_span_reset();
+    stats(&live, &peak, &kept);
+    if (peak != live)
+        return 83;
+    freed = dcp_span_release();
+    if (freed != kept)
+        return 84;
+    stats(&live, &peak, &kept);
+    if (kept != 0 || dcp_cache_figures(0).spans + dcp_cache_figures(1).spans != 0)
+        return 85;
+    return dcp_span_release() == 0 ? 0 : 86;
 }
 
 int main(void)
@@ -239,6 +286,8 @@ int main(void)
         failed = bitmaps();
     if (!failed)
         failed = grown();
+    if (!failed)
+        failed = released();
     if (failed) {
         printf("failed %d\n", failed);
         return failed;
