@@ -1,8 +1,9 @@
 """Each compiled core and its pure-Python twin are interchangeable by name: for every role
-(scan, pcap, values) the two modules define the same public functions and classes, the
-functions with the same parameters (names, kinds, defaults), and the core's stub
+(scan, pcap, values, state) the two modules define the same public functions and classes,
+the functions with the same parameters (names, kinds, defaults), and the core's stub
 (``dcpfast/_core/c*.pyi``) declares exactly those. (mypy's stubtest, run by ``.ci/run``,
-checks the stubs against the compiled modules as well.)"""
+checks the stubs against the compiled modules as well.) The state core's codes are
+``contract``'s, compiled in from the declarations ``setup.py`` writes from them."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from c_probes import CORE
 from cores import COMPILED, TWINS
 
 from dcpfast import _core
+from dcpfast._core import contract as C
 
 ROLES = sorted(_core.CORES)
 STUBS = Path(_core.__file__).parent
@@ -112,3 +115,62 @@ def test_stub_declares_exactly_the_core(role):
             assert [p[:2] for p in params] == [p[:2] for p in runtime], name
             for (pname, _, default), (_, _, actual) in zip(params, runtime):
                 assert same_default(default, actual), (name, pname, default, actual)
+
+
+def test_the_codes_are_the_contracts_ints_of_their_prefixes():
+    found = C.codes()
+    assert found == {name: value for name, value in vars(C).items()
+                     if name.startswith(C.CODE_PREFIXES) and type(value) is int}
+    assert {"EV_NONE", "INFO_SEED", "R_OSO_NOT_STARTED", "GIVEN_RANGE", "C_FIELDS", "W_SKIP",
+            "W_NONE", "K_ITEMS"} <= set(found)
+    assert "FIRST_ROWS" not in found and all(0 <= v < 2**31 for v in found.values())
+
+
+def declared(text: str) -> tuple[dict[str, int], list[str]]:
+    """The enum (name -> value) and the names of ``_CODES`` in Cython declarations as
+    ``contract.cython_codes`` writes them."""
+    lines = text.splitlines()
+    enum = lines.index("cdef enum:")
+    values = {}
+    for line in lines[enum + 1:]:
+        if not line.startswith("    "):
+            break
+        name, value = line.split(" = ")
+        values[name.strip()] = int(value)
+    start = lines.index("_CODES = {")
+    names = [line.strip().rstrip(",").split(": ") for line in lines[start + 1:]
+             if line.startswith("    ")]
+    assert all(key == f'"{value}"' for key, value in names)
+    return values, [value for _, value in names]
+
+
+def test_the_declarations_hold_every_code():
+    values, checked = declared(C.cython_codes())
+    assert values == C.codes()
+    assert checked == list(C.codes())
+
+
+@pytest.mark.skipif(not (CORE / "contract.pxi").is_file(),
+                    reason="no contract.pxi: setup.py writes it when it builds the cores")
+def test_the_written_declarations_are_the_contracts():
+    """setup.py wrote the declarations of these codes (it rewrites them where contract.py
+    changed)."""
+    assert (CORE / "contract.pxi").read_text() == C.cython_codes()
+
+
+@needs_compiled
+def test_the_compiled_core_holds_the_contracts_codes():
+    assert vars(COMPILED["state"])["_CODES"] == C.codes()
+
+
+def test_a_core_compiled_with_other_codes_is_refused():
+    """The check the compiled core runs at import: any code changed, missing or added
+    since it was compiled stops it."""
+    C.check_codes(C.codes(), "cstate")
+    changed = {**C.codes(), "W_SKIP": C.W_SKIP + 1}
+    missing = {name: value for name, value in C.codes().items() if name != "K_ITEMS"}
+    added = {**C.codes(), "W_NEW": 99}
+    for codes in (changed, missing, added):
+        with pytest.raises(ImportError, match="cstate was compiled against other contract"):
+            C.check_codes(codes, "cstate")
+

@@ -1,8 +1,14 @@
-"""What the scan core is asked and what it answers: named types instead of positional tuples.
+"""What the cores are asked and what they answer: named types instead of positional tuples,
+and the codes the state core and its callers agree on.
 
 Both scan cores (``cscan`` and its twin ``pyscan``) take a ``ScanRequest`` and return a
 ``ScanResult``. The core never raises for malformed input: it reports the first problem
 of a strict scan in ``failure``, and ``batch`` turns that into ``DcpFormatError``.
+
+The codes of the state core (``cstate`` and its twin ``pystate``) and its callers
+(``EV_*``, ``INFO_*``, ``R_*``, ``GIVEN_*``, ``C_*``, ``W_*``, ``K_*``) are defined here
+only: ``setup.py`` writes them as the compiled core's compile-time constants
+(``cython_codes``), which it checks against these at import (``check_codes``).
 """
 
 from __future__ import annotations
@@ -130,3 +136,33 @@ K_FIELDS = 7
 K_LOST = 16
 K_FRESH = 32
 K_ITEMS = 64
+
+#: The prefixes of the codes above: what ``codes`` gathers.
+CODE_PREFIXES = ("EV_", "INFO_", "R_", "GIVEN_", "C_", "W_", "K_")
+
+
+def codes() -> dict[str, int]:
+    """The codes the state core and its callers agree on, by name, in definition order."""
+    return {name: value for name, value in globals().items()
+            if name.startswith(CODE_PREFIXES) and type(value) is int}
+
+
+def cython_codes() -> str:
+    """The codes as Cython declarations: an enum of compile-time constants, which the
+    compiled core's loops compare and switch on, and ``_CODES``, the same by name, which
+    it checks against ``codes()`` at import (``check_codes``). ``setup.py`` writes them to
+    ``contract.pxi``, which ``cstate.pyx`` includes."""
+    found = codes()
+    return "\n".join([
+        "# The codes of contract.py as compile-time constants: written by setup.py from",
+        "# contract.cython_codes(); edit contract.py, not this file.",
+        "cdef enum:", *(f"    {name} = {value}" for name, value in found.items()), "",
+        "_CODES = {", *(f'    "{name}": {name},' for name in found), "}", ""])
+
+
+def check_codes(compiled: dict[str, int], module: str) -> None:
+    """Raise ``ImportError`` unless ``compiled``, the codes ``module`` was compiled with,
+    are this module's: a core built against other codes would misread every row."""
+    if compiled != codes():
+        raise ImportError(f"{module} was compiled against other contract codes: rebuild it")
+
