@@ -1,10 +1,11 @@
 # cython: language_level=3
 """The per-row loops of the stream checks and of the document state, compiled; ``pystate``
 is the pure-Python twin, with the same names and signatures, and its docstrings say what
-each function is given and answers. The loops run without the GIL and make no Python
-object per row: ``check_streams`` and ``walk_state`` step through the rows of a stretch
-keeping each stream's state in a row of a uint64 array, ``KeyIndex`` hashes documents to
-dense ids and sorts them in key order.
+each function does; what each is given and answers is a request and a result of
+``contract``. The loops run without the GIL and make no Python object per row:
+``check_streams`` and ``walk_state`` step through the rows of a stretch keeping each
+stream's state in a row of a uint64 array, ``KeyIndex`` hashes documents to dense ids and
+sorts them in key order.
 
 The module is one compilation unit in pieces: ``state_checks.pxi`` (the stream checks),
 ``state_walk.pxi`` (the state walk, ``newest``, ``pair_durable``), ``state_keys.pxi``

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import _core
+from .._core.contract import DurableRequest
 from ..errors import text
 from ..streams.checks import details, expectation
 from .rows import ABORT, COMMIT, DOCUMENTS, PREPARE, Rows
@@ -180,8 +181,9 @@ class Engine:
         commits whose pair is their prepare, at its seqno and with no clear or restart
         between that drops it, and those prepares: indices into ``t``), and the prepares
         still waiting at the stretch's end; a commit without its prepare is a problem."""
-        com, pre, ok, waiting = _core.state.pair_durable(t.group, t.what, t.seqno, t.prepared,
-                                                         t.size)
+        paired = _core.state.pair_durable(DurableRequest(
+            group=t.group, what=t.what, seqno=t.seqno, prepared=t.prepared, size=t.size))
+        com, pre, ok, waiting = paired.commits, paired.before, paired.ok, paired.waiting
         if not barriers.empty and ok.any():
             at = np.flatnonzero(ok)
             c, p = com[at], pre[at]
