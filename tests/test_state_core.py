@@ -470,7 +470,7 @@ def test_rows_with_extra_rows_give_every_row_gathered(n, places, data):
     lazy = Rows({"what": base.what}, size=n, fill=lambda name: base.columns[name],
                 pick=lambda name, index: base.columns[name][index])
     extra = make_rows(len(places), False, pos=np.minimum(places, n) * 2 - 1,
-                      what=np.full(len(places), 9), seqno=np.arange(len(places)) + 1000)
+                      what=np.full(len(places), C.W_OSO), seqno=np.arange(len(places)) + 1000)
     whole = merged(base, extra)
     index = np.array(sorted(data.draw(st.sets(st.integers(0, n + len(places) - 1)))),
                      np.int64)

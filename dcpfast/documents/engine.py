@@ -19,10 +19,10 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import _core
-from .._core.contract import DurableRequest
+from .._core.contract import W_ABORT, W_COMMIT, W_PREPARE, DurableRequest
 from ..errors import text
 from ..streams.checks import details, expectation
-from .rows import ABORT, COMMIT, DOCUMENTS, PREPARE, Rows
+from .rows import DOCUMENTS, Rows
 from .segments import U64_MAX, Barriers
 from .versions import Futures, History, Latest, Lost, Versions, concat, from_rows
 from .walk import Streams, Walk
@@ -144,7 +144,7 @@ class Engine:
         commits, aborts, with the prepares held from earlier stretches) are paired
         (``_paired``). Only the versions the store keeps are built."""
         what = rows.columns["what"].take(docs)
-        tracked = (what == PREPARE) | (what == COMMIT) | (what == ABORT)
+        tracked = (what == W_PREPARE) | (what == W_COMMIT) | (what == W_ABORT)
         plain = np.flatnonzero(~tracked)
         held = self.pending
         if held is None and len(plain) == len(docs):

@@ -10,7 +10,7 @@ import json
 import numpy as np
 
 from .. import _core
-from .._core.contract import ValidityRequest, ValidityResult
+from .._core.contract import W_COMMIT, W_MUTATION, ValidityRequest, ValidityResult
 from ..arrays import unique as distinct
 from ..arrow import binary_column, cast_map, masked
 from ..buffers import pooled, pooled_take
@@ -18,7 +18,6 @@ from ..errors import SkippedRegion
 from ..events import Manifest
 from ..values import text_or_null
 from . import bodies
-from .rows import COMMIT, MUTATION
 from .versions import ALIVE, DISCARDED, Versions, tombstones
 
 #: The schema metadata key of the state's metadata (JSON).
@@ -119,7 +118,7 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     import pyarrow as pa
 
     what = versions["what"]
-    carries_flags = (what == MUTATION) | (what == COMMIT)
+    carries_flags = (what == W_MUTATION) | (what == W_COMMIT)
     cid = versions["cid"]
     unique, inverse = distinct(cid, inverse=True)
     scope_ids = [manifest.collection_scopes.get(c) for c in unique.tolist()]

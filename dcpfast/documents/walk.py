@@ -16,7 +16,7 @@ from .. import _core
 from .._core import contract as C
 from ..arrays import unique as distinct
 from ..streams.checks import Checks, Found
-from .rows import LOSS, SKIP, Rows
+from .rows import Rows
 
 U64_MAX = np.uint64(2**64 - 1)
 
@@ -91,7 +91,7 @@ class Streams:
         """Check and walk ``rows`` (the next stretch), the streams' states updated."""
         n = len(rows)
         what = rows.what
-        slots = self.slots(rows.unit, (what != LOSS) & (what != SKIP))
+        slots = self.slots(rows.unit, (what != C.W_LOSS) & (what != C.W_SKIP))
         found, _ = self.checks.run(event=rows.events(), slot=slots, info=rows.info,
                                    opaque=rows.opaque, seqno=rows.seqno,
                                    snap_start=rows.snap_start, snap_end=rows.snap_end,
@@ -105,7 +105,7 @@ class Streams:
             rolled=rows.rolled.view(np.uint8), limit=np.ascontiguousarray(lim, np.uint64),
             lost=lost, at_time=int(U64_MAX) if at_time is None else at_time,
             carry=self.carry[:len(self.units)]))
-        if (what == LOSS).any():
+        if (what == C.W_LOSS).any():
             self.every_lost = True
         done = np.flatnonzero(walked.known)
         units = np.array(self.units, np.uint32)
