@@ -8,9 +8,11 @@ DCPFAST_REQUIRE_CORES=1 fails the build where the cores cannot be compiled (the 
 it); without it dcpfast then installs with the pure-Python twins of the cores.
 """
 
+import importlib.util
 import os
 import sys
 from glob import glob
+from pathlib import Path
 
 import numpy
 from Cython.Build import cythonize
@@ -45,6 +47,23 @@ depends = {
     "cvalues": [core + "xattr_keys.h", *wire],
     "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", *memory, *wire],
 }
+
+
+def write_contract_codes():
+    """Write the codes of contract.py as the Cython declarations that cstate includes
+    (contract.pxi, git-ignored), where they changed: contract.py stays their one definition.
+    It is loaded on its own, without importing dcpfast."""
+    spec = importlib.util.spec_from_file_location("_dcpfast_contract", core + "contract.py")
+    contract = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(contract)
+    text, path = contract.cython_codes(), Path(core, "contract.pxi")
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+write_contract_codes()
+depends["cstate"] += [core + "contract.py", core + "contract.pxi"]
+
 extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=files,
                         include_dirs=["dcpfast/_core", numpy.get_include()],
                         extra_compile_args=compile_args, extra_link_args=link_args)

@@ -70,12 +70,13 @@ def test_stream_checks_agree(rows, pieces):
         found, starts = [], []
         for lo, hi in zip(cuts, cuts[1:]):
             part = slice(lo, hi)
-            s = np.zeros(hi - lo, np.uint8)
-            at, *rest = core.check_streams(event[part], slot[part], info[part], opaque[part],
-                                           seqno[part], snap_start[part], snap_end[part],
-                                           flags[part], status[part], state, s)
-            found.append((at + lo, *rest))
-            starts.append(s)
+            got = core.check_streams(C.CheckRequest(
+                event=event[part], slot=slot[part], info=info[part], opaque=opaque[part],
+                seqno=seqno[part], snap_start=snap_start[part], snap_end=snap_end[part],
+                snap_flags=flags[part], end_status=status[part], state=state))
+            assert isinstance(got, C.CheckResult) and got.starts.dtype == bool
+            found.append((got.at + lo, got.rule, got.found, got.given, got.low, got.high))
+            starts.append(got.starts)
         return tuple(np.concatenate(c) for c in zip(*found)), np.concatenate(starts), state
     cuts = sorted({0, n, *np.linspace(0, n, pieces + 1).astype(int).tolist()})
     whole = both(lambda core: run(core, [0, n]))
@@ -123,12 +124,13 @@ def _walk(rows, at_time):
         carry = np.zeros((3, C.K_FIELDS), np.uint64)
         carry[:, C.K_CUT] = carry[:, C.K_FLOOR] = np.uint64(2**64 - 1)
         carry[:, C.K_BITS] = C.K_FRESH
-        outs = [np.zeros(n, np.uint8), np.zeros(n, np.uint64), np.zeros(n, np.uint8),
-                np.zeros(n, np.uint64), np.zeros(n, np.uint8)]
-        carried = core.walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled,
-                                  limit, lost, 2**64 - 1 if at_time is None else at_time << 16,
-                                  carry, *outs)
-        return (*outs, *carried, carry)
+        got = core.walk_state(C.WalkRequest(
+            what=what, slot=slot, seqno=seqno, cas=cas, snap_start=snap_start,
+            snap_end=snap_end, oso=oso, rolled=rolled, limit=limit, lost=lost,
+            at_time=2**64 - 1 if at_time is None else at_time << 16, carry=carry))
+        assert isinstance(got, C.WalkResult) and len(got.bad) == n
+        return (got.bad, got.previous, got.applies, got.point, got.known, got.carried_slots,
+                got.carried_points, carry)
     return both(run)
 
 
@@ -343,8 +345,8 @@ def test_durable_pairs_agree(changes):
     what = np.array([c[1] for c in changes], np.uint8)
     seqno = np.array([c[2] for c in changes], np.uint64)
     prepared = np.array([c[3] for c in changes], np.uint64)
-    commits, before, ok, waiting = both(
-        lambda core: core.pair_durable(group, what, seqno, prepared, 6))
+    commits, before, ok, waiting = both(lambda core: core.pair_durable(C.DurableRequest(
+        group=group, what=what, seqno=seqno, prepared=prepared, size=6)))
     by_doc = sorted(range(len(changes)), key=lambda j: (changes[j][0], j))
     want_before, want_ok, want_waiting = {}, {}, []
     for k, j in enumerate(by_doc):
@@ -428,8 +430,9 @@ def test_cores_check_their_input():
         one = np.zeros(1, np.uint64)
         for group, what in (([2], [C.W_COMMIT]), ([-1], [C.W_PREPARE]), ([0, 1], [0])):
             with pytest.raises(ValueError):
-                core.pair_durable(np.array(group, np.int64), np.array(what, np.uint8), one,
-                                  one, 2)
+                core.pair_durable(C.DurableRequest(
+                    group=np.array(group, np.int64), what=np.array(what, np.uint8), seqno=one,
+                    prepared=one, size=2))
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -467,7 +470,7 @@ def test_rows_with_extra_rows_give_every_row_gathered(n, places, data):
     lazy = Rows({"what": base.what}, size=n, fill=lambda name: base.columns[name],
                 pick=lambda name, index: base.columns[name][index])
     extra = make_rows(len(places), False, pos=np.minimum(places, n) * 2 - 1,
-                      what=np.full(len(places), 9), seqno=np.arange(len(places)) + 1000)
+                      what=np.full(len(places), C.W_OSO), seqno=np.arange(len(places)) + 1000)
     whole = merged(base, extra)
     index = np.array(sorted(data.draw(st.sets(st.integers(0, n + len(places) - 1)))),
                      np.int64)
@@ -497,9 +500,13 @@ def test_validity_agrees(rows):
 
     def run(core, chosen):
         m = n if chosen is None else len(chosen)
-        out = (np.zeros(m, np.uint64), np.zeros(m, np.int64), np.zeros(m, np.uint64),
-               np.zeros(m, np.int64), np.zeros(m, np.uint8), np.zeros(m, np.uint8))
-        core.validity(seqno, cas, gone, same.view(np.uint8), chosen, alive, discarded, *out)
+        out = C.ValidityResult(
+            from_seqno=np.zeros(m, np.uint64), from_time=np.zeros(m, np.int64),
+            to_seqno=np.zeros(m, np.uint64), to_time=np.zeros(m, np.int64),
+            seqno_valid=np.zeros(m, np.uint8), time_valid=np.zeros(m, np.uint8))
+        assert core.validity(C.ValidityRequest(
+            seqno=seqno, cas=cas, gone=gone, same=same.view(np.uint8), kept=chosen, alive=alive,
+            discarded=discarded, out=out)) is out
         return out
     for chosen in (None, kept):
         answers = both(lambda core: run(core, chosen))

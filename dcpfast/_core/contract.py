@@ -1,8 +1,18 @@
-"""What the scan core is asked and what it answers: named types instead of positional tuples.
+"""What the cores are asked and what they answer: named types instead of positional tuples,
+and the codes the state core and its callers agree on.
 
 Both scan cores (``cscan`` and its twin ``pyscan``) take a ``ScanRequest`` and return a
 ``ScanResult``. The core never raises for malformed input: it reports the first problem
 of a strict scan in ``failure``, and ``batch`` turns that into ``DcpFormatError``.
+
+Both state cores (``cstate`` and its twin ``pystate``) take a request and return a result
+for each of their calls: ``check_streams`` (``CheckRequest``, ``CheckResult``),
+``walk_state`` (``WalkRequest``, ``WalkResult``), ``validity`` (``ValidityRequest``, which
+carries the ``ValidityResult`` it fills) and ``pair_durable`` (``DurableRequest``,
+``DurableResult``). The codes (``EV_*``, ``INFO_*``, ``R_*``, ``GIVEN_*``, ``C_*``,
+``W_*``, ``K_*``) are defined here only: ``setup.py`` writes them as the compiled core's
+compile-time constants (``cython_codes``), which it checks against these at import
+(``check_codes``).
 """
 
 from __future__ import annotations
@@ -130,3 +140,213 @@ K_FIELDS = 7
 K_LOST = 16
 K_FRESH = 32
 K_ITEMS = 64
+
+#: The prefixes of the codes above: what ``codes`` gathers.
+CODE_PREFIXES = ("EV_", "INFO_", "R_", "GIVEN_", "C_", "W_", "K_")
+
+
+def codes() -> dict[str, int]:
+    """The codes the state core and its callers agree on, by name, in definition order."""
+    return {name: value for name, value in globals().items()
+            if name.startswith(CODE_PREFIXES) and type(value) is int}
+
+
+def cython_codes() -> str:
+    """The codes as Cython declarations: an enum of compile-time constants, which the
+    compiled core's loops compare and switch on, and ``_CODES``, the same by name, which
+    it checks against ``codes()`` at import (``check_codes``). ``setup.py`` writes them to
+    ``contract.pxi``, which ``cstate.pyx`` includes."""
+    found = codes()
+    return "\n".join([
+        "# The codes of contract.py as compile-time constants: written by setup.py from",
+        "# contract.cython_codes(); edit contract.py, not this file.",
+        "cdef enum:", *(f"    {name} = {value}" for name, value in found.items()), "",
+        "_CODES = {", *(f'    "{name}": {name},' for name in found), "}", ""])
+
+
+def check_codes(compiled: dict[str, int], module: str) -> None:
+    """Raise ``ImportError`` unless ``compiled``, the codes ``module`` was compiled with,
+    are this module's: a core built against other codes would misread every row."""
+    if compiled != codes():
+        raise ImportError(f"{module} was compiled against other contract codes: rebuild it")
+
+
+class CheckRequest(NamedTuple):
+    """One call of the stream checks (``check_streams``): one event per row of each
+    vbucket stream, in arrival order."""
+
+    #: uint8 per row: its stream event (``EV_*``); ``EV_NONE`` rows are passed over.
+    event: np.ndarray
+    #: int64 per row: its stream's row in ``state``.
+    slot: np.ndarray
+    #: uint8 per row: ``INFO_*`` bits.
+    info: np.ndarray
+    #: uint32 per row: the message's opaque.
+    opaque: np.ndarray
+    #: uint64 per row: an item's or seqno advance's seqno, a Stream Request's start seqno.
+    seqno: np.ndarray
+    #: uint64 per row: a snapshot marker's start.
+    snap_start: np.ndarray
+    #: uint64 per row: a snapshot marker's end.
+    snap_end: np.ndarray
+    #: uint32 per row: a snapshot marker's flags (``protocol.SnapshotFlag``).
+    snap_flags: np.ndarray
+    #: uint32 per row: a Stream End's status.
+    end_status: np.ndarray
+    #: uint64, ``C_FIELDS`` columns: each stream's check state, carried from call to
+    #: call (zeros for a stream not yet seen), updated in place.
+    state: np.ndarray
+
+
+class CheckResult(NamedTuple):
+    """What the stream checks found: per finding, the row, the rule it broke, the seqno
+    found and what was expected (the range ``[low, high]``: an item outside its snapshot,
+    a snapshot short of its end; or the seqno ``low`` to exceed: a seqno going backwards);
+    and per row whether a run of a stream starts there."""
+
+    #: int64 per finding: its row.
+    at: np.ndarray
+    #: uint8 per finding: its ``R_*`` code.
+    rule: np.ndarray
+    #: uint64 per finding: the seqno found (or reached), where ``given`` has GIVEN_FOUND.
+    found: np.ndarray
+    #: uint8 per finding: which are there: ``GIVEN_FOUND``, a seqno was found or reached;
+    #: ``GIVEN_RANGE``, a range or a seqno to exceed was expected.
+    given: np.ndarray
+    #: uint64 per finding: the expected range's start, or the seqno to exceed.
+    low: np.ndarray
+    #: uint64 per finding: the expected range's end.
+    high: np.ndarray
+    #: bool per row: a run of a stream starts there.
+    starts: np.ndarray
+
+
+class WalkRequest(NamedTuple):
+    """One stretch of the state engine's rows, in stream order, for the state walk
+    (``walk_state``)."""
+
+    #: uint8 per row: what it is (``W_*``): a ``W_LOSS`` row (bytes lost that may have
+    #: held frames of any stream) makes every stream lost; ``W_SKIP`` rows are passed over.
+    what: np.ndarray
+    #: int64 per row: its stream's row in ``carry`` (not read at ``W_LOSS`` and ``W_SKIP``
+    #: rows, which have no stream).
+    slot: np.ndarray
+    #: uint64 per row: an item's seqno; a restart's point where it rolled back.
+    seqno: np.ndarray
+    #: uint64 per row: a change's CAS (its clock, against ``at_time``).
+    cas: np.ndarray
+    #: uint64 per row: a snapshot marker's start.
+    snap_start: np.ndarray
+    #: uint64 per row: a snapshot marker's end.
+    snap_end: np.ndarray
+    #: uint32 per row: an OSO marker's flags (1: start, 2: end).
+    oso: np.ndarray
+    #: uint8 per row: a restart rolled back to ``seqno`` (else its point is its stream's
+    #: next item's seqno less one).
+    rolled: np.ndarray
+    #: uint64 per row: the at_seqno limit of its vbucket.
+    limit: np.ndarray
+    #: uint8 per row: frames of its stream were lost just before it.
+    lost: np.ndarray
+    #: The time cut (the CAS clock, nanoseconds); 2**64 - 1: none.
+    at_time: int
+    #: uint64, ``K_FIELDS`` columns: each stream's walk state, carried from stretch to
+    #: stretch, updated in place.
+    carry: np.ndarray
+
+
+class WalkResult(NamedTuple):
+    """What the state walk found in a stretch, per row; and the restarts of earlier
+    stretches whose point it tells."""
+
+    #: bool per row: an item whose seqno is not above its stream's previous one, outside
+    #: OSO.
+    bad: np.ndarray
+    #: uint64 per row: at a bad item, that previous seqno.
+    previous: np.ndarray
+    #: bool per row: a change within the cuts (at_seqno limit, time cut), not bad.
+    applies: np.ndarray
+    #: uint64 per row: at a restart whose point is ``known``, that point.
+    point: np.ndarray
+    #: bool per row: a restart whose point this stretch tells, where its stream had sent
+    #: items before (a restart can discard nothing else).
+    known: np.ndarray
+    #: int64: the slots of the restarts carried from an earlier stretch whose point an
+    #: item of this one tells (where their stream had sent items before).
+    carried_slots: np.ndarray
+    #: uint64: those restarts' points.
+    carried_points: np.ndarray
+
+
+class ValidityResult(NamedTuple):
+    """When each version answered for lasts (``validity``), one value per version: arrays
+    the caller makes (in the memory it wants them in) and the core fills."""
+
+    #: uint64: the version's seqno.
+    from_seqno: np.ndarray
+    #: int64: its CAS's clock (the low 16 bits cleared).
+    from_time: np.ndarray
+    #: uint64: the seqno of the collection clear that ended it, or the next version's of
+    #: its document (kept or not).
+    to_seqno: np.ndarray
+    #: int64: the next version's clock.
+    to_time: np.ndarray
+    #: uint8: ``to_seqno`` is known.
+    seqno_valid: np.ndarray
+    #: uint8: ``to_time`` is known.
+    time_valid: np.ndarray
+
+
+class ValidityRequest(NamedTuple):
+    """The versions of a history, in order, of which to say when some last
+    (``validity``): a version lasts until the next version of its document, or the
+    collection clear that ended it."""
+
+    #: uint64 per version: its seqno.
+    seqno: np.ndarray
+    #: uint64 per version: its CAS.
+    cas: np.ndarray
+    #: uint64 per version: ``alive``, ``discarded``, or the seqno of the collection clear
+    #: that ended it.
+    gone: np.ndarray
+    #: uint8 per version: the next version is of the same document.
+    same: np.ndarray
+    #: int64: the versions to answer for (their indices); None: all.
+    kept: np.ndarray | None
+    #: ``gone`` of a version that stands.
+    alive: int
+    #: ``gone`` of a version thrown away (not ended by a clear).
+    discarded: int
+    #: Where the answers go, one value per version answered for; ``validity`` returns it.
+    out: ValidityResult
+
+
+class DurableRequest(NamedTuple):
+    """Durable writes to pair (``pair_durable``): changes in groups (documents), the
+    changes of each group in the order of their indices."""
+
+    #: int64 per change: its group, an id in ``0..size-1``.
+    group: np.ndarray
+    #: uint8 per change: what it is (``W_*``).
+    what: np.ndarray
+    #: uint64 per change: its seqno.
+    seqno: np.ndarray
+    #: uint64 per change: a commit's prepared seqno.
+    prepared: np.ndarray
+    #: How many groups there are.
+    size: int
+
+
+class DurableResult(NamedTuple):
+    """Each commit with the change before it in its group, and the prepares left
+    waiting."""
+
+    #: int64: each commit (``W_COMMIT``), ascending.
+    commits: np.ndarray
+    #: int64 per commit: the change before it in its group; -1: none.
+    before: np.ndarray
+    #: bool per commit: that change is its prepare (a ``W_PREPARE`` whose seqno is the
+    #: commit's prepared seqno).
+    ok: np.ndarray
+    #: int64: the prepares that are the last change of their group, ascending.
+    waiting: np.ndarray

@@ -1,24 +1,22 @@
 import numpy as np
 from typing_extensions import Buffer, disjoint_base
 
-_Found = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+from .contract import (
+    CheckRequest,
+    CheckResult,
+    DurableRequest,
+    DurableResult,
+    ValidityRequest,
+    ValidityResult,
+    WalkRequest,
+    WalkResult,
+)
 
-def check_streams(event: np.ndarray, slot: np.ndarray, info: np.ndarray, opaque: np.ndarray,
-                  seqno: np.ndarray, snap_start: np.ndarray, snap_end: np.ndarray,
-                  snap_flags: np.ndarray, end_status: np.ndarray, state: np.ndarray,
-                  starts: np.ndarray) -> _Found: ...
-def walk_state(what: np.ndarray, slot: np.ndarray, seqno: np.ndarray, cas: np.ndarray,
-               snap_start: np.ndarray, snap_end: np.ndarray, oso: np.ndarray,
-               rolled: np.ndarray, limit: np.ndarray, lost: np.ndarray, at_time: int,
-               carry: np.ndarray, bad: np.ndarray, previous: np.ndarray, applies: np.ndarray,
-               point: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+def check_streams(request: CheckRequest) -> CheckResult: ...
+def walk_state(request: WalkRequest) -> WalkResult: ...
 def newest(ids: np.ndarray, order_key: np.ndarray, size: int) -> np.ndarray: ...
-def validity(seqno: np.ndarray, cas: np.ndarray, gone: np.ndarray, same: np.ndarray,
-             kept: np.ndarray | None, alive: int, discarded: int, from_seqno: np.ndarray,
-             from_time: np.ndarray, to_seqno: np.ndarray, to_time: np.ndarray,
-             seqno_valid: np.ndarray, time_valid: np.ndarray) -> None: ...
-def pair_durable(group: np.ndarray, what: np.ndarray, seqno: np.ndarray, prepared: np.ndarray,
-                 size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+def validity(request: ValidityRequest) -> ValidityResult: ...
+def pair_durable(request: DurableRequest) -> DurableResult: ...
 
 @disjoint_base
 class KeyIndex:

@@ -1,5 +1,7 @@
 """Pure-Python twin of the compiled state core ``cstate`` (``DCPFAST_PUREPYTHON=1`` selects
-it): the same names and signatures, one row at a time, written for clarity.
+it): the same names and signatures, one row at a time, written for clarity. Each call but
+``newest`` takes a request of ``contract`` and returns its result, whose fields say what
+the call is given and answers.
 
 - ``check_streams``: the stream checks (what ``streams.summarize`` reports and what tells
   ``dcpfast.state`` that frames were lost), one event per row of each vbucket stream in
@@ -9,7 +11,9 @@ it): the same names and signatures, one row at a time, written for clarity.
   carried in a row of ``carry``;
 - ``KeyIndex``: a dense id per document (stream, collection, key), its key bytes, and the
   documents in key order;
-- ``newest``: per id, the element with the highest order key.
+- ``newest``: per id, the element with the highest order key;
+- ``validity``: when the versions of a history last;
+- ``pair_durable``: durable writes paired.
 
 The codes the callers and both cores agree on are in ``contract``; the rules are written
 down in docs/streams.md and docs/state.md.
@@ -20,6 +24,16 @@ from __future__ import annotations
 import numpy as np
 
 from . import contract as C
+from .contract import (
+    CheckRequest,
+    CheckResult,
+    DurableRequest,
+    DurableResult,
+    ValidityRequest,
+    ValidityResult,
+    WalkRequest,
+    WalkResult,
+)
 
 # check state bits (C_BITS)
 _OPEN = 1            # a run of the stream is open
@@ -55,26 +69,23 @@ _ITEM_ROWS = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE, C.W_COMMI
 
 
 # long: one loop over the rows, each event's rule in its branch, read as one
-def check_streams(event, slot, info, opaque, seqno, snap_start, snap_end, snap_flags,
-                  end_status, state, starts):
-    """The stream checks over rows in arrival order: ``event`` (``contract.EV_*``) per row,
-    ``slot`` its stream's row in ``state`` (uint64, ``C_FIELDS`` columns, updated in
-    place), ``info`` (``INFO_*`` bits), and the row's fields. ``starts[i]`` is set to 1
-    where a run of a stream starts.
-
-    Returns ``(at, rule, found, given, low, high)``: the row of each anomaly, its ``R_*``
-    code, the seqno found, and what was expected: the range ``[low, high]`` (an item
-    outside its snapshot, a snapshot short of its end) or the seqno ``low`` to exceed (a
-    seqno going backwards); ``given``'s bits say which are there (``GIVEN_FOUND``: a seqno
-    was found or reached, ``GIVEN_RANGE``: a range or seqno was expected)."""
+def check_streams(request: CheckRequest) -> CheckResult:
+    """The stream checks over rows in arrival order, each stream's check state carried in
+    its row of ``request.state``: the anomalies of each stream (docs/streams.md says what
+    each rule is and why) and where its runs start."""
+    event, slot, info, opaque, seqno = (request.event, request.slot, request.info,
+                                        request.opaque, request.seqno)
+    snap_start, snap_end, snap_flags = request.snap_start, request.snap_end, request.snap_flags
+    end_status, state = request.end_status, request.state
     _lengths(len(event), slot, info, opaque, seqno, snap_start, snap_end, snap_flags,
-             end_status, starts)
+             end_status)
     if state.shape[1] != C.C_FIELDS:
         raise ValueError("the check state has C_FIELDS columns")
     for ev, s in zip(event, slot):
         if ev != C.EV_NONE and not 0 <= s < len(state):
             raise ValueError(f"slot {s} outside the check state")
     out: list[tuple[int, int, int, int, int, int]] = []
+    starts = np.zeros(len(event), bool)
     for i in range(len(event)):
         ev = int(event[i])
         if ev == C.EV_NONE:
@@ -150,7 +161,7 @@ def check_streams(event, slot, info, opaque, seqno, snap_start, snap_end, snap_f
             _closed(st, bits, span, i, ev, collections, int(end_status[i]), 0, 0, 0, out)
             bits |= _ENDED
         st[C.C_BITS] = bits
-    return _found(out)
+    return _found(out, starts)
 
 
 def _lengths(n: int, *columns) -> None:
@@ -194,43 +205,38 @@ def _short(st, i, rule, reached) -> tuple[int, int, int, int, int, int]:
             int(st[C.C_END]))
 
 
-def _found(out):
+def _found(out, starts) -> CheckResult:
     n = len(out)
-    at = np.array([o[0] for o in out], np.int64)
-    rule = np.array([o[1] for o in out], np.uint8)
-    found = np.array([o[2] for o in out], np.uint64).reshape(n)
-    given = np.array([o[3] for o in out], np.uint8)
-    low = np.array([o[4] for o in out], np.uint64).reshape(n)
-    high = np.array([o[5] for o in out], np.uint64).reshape(n)
-    return at, rule, found, given, low, high
+    return CheckResult(at=np.array([o[0] for o in out], np.int64),
+                       rule=np.array([o[1] for o in out], np.uint8),
+                       found=np.array([o[2] for o in out], np.uint64).reshape(n),
+                       given=np.array([o[3] for o in out], np.uint8),
+                       low=np.array([o[4] for o in out], np.uint64).reshape(n),
+                       high=np.array([o[5] for o in out], np.uint64).reshape(n),
+                       starts=starts)
 
 
 # long: one loop over the rows, each kind of row in its branch, read as one
-def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit, lost,
-               at_time, carry, bad, previous, applies, point, known):
-    """The state engine's walk of a stretch of rows in stream order: ``what``
-    (``contract.W_*``), ``slot`` the stream's row in ``carry`` (uint64, ``K_FIELDS``
-    columns, updated in place), the rows' fields, ``limit`` each row's at_seqno limit,
-    ``lost`` whether frames of its stream were lost just before it (a ``W_LOSS`` row:
-    bytes that may have held frames of any stream; a ``W_SKIP`` row, of no stream, is
-    passed over), ``at_time`` the time cut (nanoseconds; 2**64 - 1: none).
-
-    Fills, per row: ``bad`` (an item whose seqno is not above its stream's previous one,
-    outside OSO: ``previous`` holds that one), ``applies`` (a change within the cuts, not
-    bad), and for each restart whose point is known ``point``/``known`` (only where the
-    stream had sent items before: a restart can discard nothing else). A restart carried
-    from an earlier stretch whose point an item of this one tells is returned as
-    ``(slots, points)``. ``K_FLOOR`` keeps the highest seqno at or below which the stream
-    sent nothing: the lowest, over its runs, of the start of the run's first snapshot less
-    one (0 for an OSO backfill, which only a stream from seqno 0 gets), or of its first
-    item less one where no snapshot marker came first."""
-    _lengths(len(what), slot, seqno, cas, snap_start, snap_end, oso, rolled, limit, lost, bad,
-             previous, applies, point, known)
+def walk_state(request: WalkRequest) -> WalkResult:
+    """The state engine's walk of a stretch of rows in stream order (seqno order, restart
+    points, the time cut, complete snapshots and the consistent seqno), each stream's walk
+    state carried in its row of ``request.carry``. ``K_FLOOR`` keeps the highest seqno at
+    or below which the stream sent nothing: the lowest, over its runs, of the start of the
+    run's first snapshot less one (0 for an OSO backfill, which only a stream from seqno 0
+    gets), or of its first item less one where no snapshot marker came first."""
+    what, slot, seqno, cas = request.what, request.slot, request.seqno, request.cas
+    snap_start, snap_end, oso = request.snap_start, request.snap_end, request.oso
+    rolled, limit, lost = request.rolled, request.limit, request.lost
+    at_time, carry = request.at_time, request.carry
+    _lengths(len(what), slot, seqno, cas, snap_start, snap_end, oso, rolled, limit, lost)
     if carry.shape[1] != C.K_FIELDS:
         raise ValueError("the walk state has K_FIELDS columns")
     for w, s in zip(what, slot):
         if w != C.W_LOSS and w != C.W_SKIP and not 0 <= s < len(carry):
             raise ValueError(f"slot {s} outside the walk state")
+    n = len(what)
+    bad, applies, known = (np.zeros(n, bool) for _ in range(3))
+    previous, point = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
     carried_slots: list[int] = []
     carried_points: list[int] = []
     pending: dict[int, int] = {}              # slot -> row of its restart in this stretch
@@ -301,8 +307,10 @@ def walk_state(what, slot, seqno, cas, snap_start, snap_end, oso, rolled, limit,
                 bits = _complete(st, bits, int(limit[i]))
             applies[i] = q <= int(limit[i]) and q < int(st[C.K_CUT])
         st[C.K_BITS] = bits
-    return (np.array(carried_slots, np.int64),
-            np.array(carried_points, np.uint64).reshape(len(carried_points)))
+    return WalkResult(bad=bad, previous=previous, applies=applies, point=point, known=known,
+                      carried_slots=np.array(carried_slots, np.int64),
+                      carried_points=np.array(carried_points, np.uint64)
+                      .reshape(len(carried_points)))
 
 
 def _floor(st, bits: int, w: int, start: int, oso: int, seqno: int) -> int:
@@ -359,15 +367,17 @@ def newest(ids, order_key, size):
     return best
 
 
-def validity(seqno, cas, gone, same, kept, alive, discarded, from_seqno, from_time, to_seqno,
-             to_time, seqno_valid, time_valid) -> None:
-    """When the versions at ``kept`` (None: all) of a history, in order (their ``seqno``,
-    ``cas`` and ``gone``; ``same``: the next one is of the same document), last, written
-    into the arrays given: ``from_seqno`` and ``from_time`` (the CAS's clock, its low 16
-    bits cleared); ``to_seqno``, the end of the collection clear that ended it (``gone``
-    neither ``alive`` nor ``discarded``) or the next version's seqno, and ``to_time``, the
-    next version's clock, each with whether it is known (``seqno_valid``,
-    ``time_valid``): a version lasts until the next version of its document, kept or not."""
+def validity(request: ValidityRequest) -> ValidityResult:
+    """When the versions at ``request.kept`` (None: all) of a history last, written into
+    ``request.out`` and returned: from their seqno and clock until the collection clear
+    that ended them (``gone`` neither ``alive`` nor ``discarded``), else the next version
+    of their document (kept or not), else open-ended."""
+    seqno, cas, gone, same, kept = (request.seqno, request.cas, request.gone, request.same,
+                                    request.kept)
+    alive, discarded, out = request.alive, request.discarded, request.out
+    from_seqno, from_time, to_seqno, to_time = (out.from_seqno, out.from_time, out.to_seqno,
+                                                out.to_time)
+    seqno_valid, time_valid = out.seqno_valid, out.time_valid
     n = len(seqno)
     if len(cas) != n or len(gone) != n or len(same) != n:
         raise ValueError("one seqno, CAS, end and next flag per version")
@@ -385,14 +395,14 @@ def validity(seqno, cas, gone, same, kept, alive, discarded, from_seqno, from_ti
         to_seqno[j] = gone[i] if ended else (seqno[i + 1] if follows else 0)
         to_time[j] = clock[i + 1] if follows else 0
         seqno_valid[j], time_valid[j] = ended or bool(same[i]), follows
+    return out
 
 
-def pair_durable(group, what, seqno, prepared, size):
-    """Durable writes paired, the elements of each group (an id in ``0..size-1``) being in
-    the order of their indices: each commit (``what`` ``W_COMMIT``), the element before
-    it in its group (-1: none) and whether that one is its prepare (a ``W_PREPARE`` whose
-    ``seqno`` is the commit's ``prepared``); and the prepares that are the last element
-    of their group. Four arrays: commits, before, ok (bool), waiting (ascending)."""
+def pair_durable(request: DurableRequest) -> DurableResult:
+    """Durable writes paired: each commit with the change before it in its group, judged
+    its prepare or not, and the prepares that are the last change of their group."""
+    group, what, seqno, prepared, size = (request.group, request.what, request.seqno,
+                                          request.prepared, request.size)
     if not len(what) == len(seqno) == len(prepared) == len(group):
         raise ValueError("every column needs one value per change")
     for g in group:
@@ -409,8 +419,8 @@ def pair_durable(group, what, seqno, prepared, size):
             ok.append(p >= 0 and what[p] == C.W_PREPARE and prepared[i] == seqno[p])
         last[g] = i
     waiting = sorted(i for i in last.values() if what[i] == C.W_PREPARE)
-    return (np.array(commits, np.int64), np.array(before, np.int64), np.array(ok, bool),
-            np.array(waiting, np.int64))
+    return DurableResult(commits=np.array(commits, np.int64), before=np.array(before, np.int64),
+                         ok=np.array(ok, bool), waiting=np.array(waiting, np.int64))
 
 
 class KeyIndex:

@@ -68,12 +68,18 @@ cdef int closed(Finds* f, const uint64_t* st, uint64_t bits, int span, int64_t i
 
 
 # long: one loop over the rows, each event's rule in its branch, read as one
-def check_streams(const uint8_t[::1] event, const int64_t[::1] slot, const uint8_t[::1] info,
-                  const uint32_t[::1] opaque, const uint64_t[::1] seqno,
-                  const uint64_t[::1] snap_start, const uint64_t[::1] snap_end,
-                  const uint32_t[::1] snap_flags, const uint32_t[::1] end_status,
-                  uint64_t[:, ::1] state, uint8_t[::1] starts):
-    """The stream checks (``pystate.check_streams``)."""
+def check_streams(request):
+    """The stream checks of a ``contract.CheckRequest`` (``pystate.check_streams``)."""
+    cdef const uint8_t[::1] event = request.event
+    cdef const int64_t[::1] slot = request.slot
+    cdef const uint8_t[::1] info = request.info
+    cdef const uint32_t[::1] opaque = request.opaque
+    cdef const uint64_t[::1] seqno = request.seqno
+    cdef const uint64_t[::1] snap_start = request.snap_start
+    cdef const uint64_t[::1] snap_end = request.snap_end
+    cdef const uint32_t[::1] snap_flags = request.snap_flags
+    cdef const uint32_t[::1] end_status = request.end_status
+    cdef uint64_t[:, ::1] state = request.state
     cdef Py_ssize_t n = event.shape[0], i
     cdef Finds f
     cdef int ev, span
@@ -83,10 +89,12 @@ def check_streams(const uint8_t[::1] event, const int64_t[::1] slot, const uint8
     cdef int64_t s
     if any(m != n for m in (slot.shape[0], info.shape[0], opaque.shape[0], seqno.shape[0],
                             snap_start.shape[0], snap_end.shape[0], snap_flags.shape[0],
-                            end_status.shape[0], starts.shape[0])):
+                            end_status.shape[0])):
         raise ValueError("every column needs one value per row")
-    if state.shape[1] != C.C_FIELDS:
+    if state.shape[1] != C_FIELDS:
         raise ValueError("the check state has C_FIELDS columns")
+    starts_arr = np.zeros(n, np.uint8)
+    cdef uint8_t[::1] starts = starts_arr
     for i in range(n):
         if event[i] != EV_NONE and not 0 <= slot[i] < state.shape[0]:
             raise ValueError(f"slot {slot[i]} outside the check state")
@@ -179,6 +187,7 @@ def check_streams(const uint8_t[::1] event, const int64_t[::1] slot, const uint8
         for i in range(<Py_ssize_t>f.n):
             at[i], rule[i], found[i] = f.rows[i].at, f.rows[i].rule, f.rows[i].found
             given[i], low[i], high[i] = f.rows[i].given, f.rows[i].low, f.rows[i].high
-        return at, rule, found, given, low, high
+        return C.CheckResult(at=at, rule=rule, found=found, given=given, low=low, high=high,
+                             starts=starts_arr.view(bool))
     finally:
         free(f.rows)

@@ -47,14 +47,20 @@ cdef inline uint64_t floor_of(uint64_t* st, uint64_t bits, int w, uint64_t start
 
 
 # long: one loop over the rows, each kind of row in its branch, read as one
-def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[::1] seqno,
-               const uint64_t[::1] cas, const uint64_t[::1] snap_start,
-               const uint64_t[::1] snap_end, const uint32_t[::1] oso,
-               const uint8_t[::1] rolled, const uint64_t[::1] limit, const uint8_t[::1] lost,
-               uint64_t at_time, uint64_t[:, ::1] carry, uint8_t[::1] bad,
-               uint64_t[::1] previous, uint8_t[::1] applies, uint64_t[::1] point,
-               uint8_t[::1] known):
-    """The state walk of a stretch (``pystate.walk_state``)."""
+def walk_state(request):
+    """The state walk of a ``contract.WalkRequest`` (``pystate.walk_state``)."""
+    cdef const uint8_t[::1] what = request.what
+    cdef const int64_t[::1] slot = request.slot
+    cdef const uint64_t[::1] seqno = request.seqno
+    cdef const uint64_t[::1] cas = request.cas
+    cdef const uint64_t[::1] snap_start = request.snap_start
+    cdef const uint64_t[::1] snap_end = request.snap_end
+    cdef const uint32_t[::1] oso = request.oso
+    cdef const uint8_t[::1] rolled = request.rolled
+    cdef const uint64_t[::1] limit = request.limit
+    cdef const uint8_t[::1] lost = request.lost
+    cdef uint64_t at_time = request.at_time
+    cdef uint64_t[:, ::1] carry = request.carry
     cdef Py_ssize_t n = what.shape[0], i, k, slots = carry.shape[0]
     cdef int64_t s, row
     cdef int w
@@ -65,15 +71,17 @@ def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[
     cdef int64_t* pending
     if any(m != n for m in (slot.shape[0], seqno.shape[0], cas.shape[0],
                             snap_start.shape[0], snap_end.shape[0], oso.shape[0],
-                            rolled.shape[0], limit.shape[0], lost.shape[0], bad.shape[0],
-                            previous.shape[0], applies.shape[0], point.shape[0],
-                            known.shape[0])):
+                            rolled.shape[0], limit.shape[0], lost.shape[0])):
         raise ValueError("every column needs one value per row")
-    if carry.shape[1] != C.K_FIELDS:
+    if carry.shape[1] != K_FIELDS:
         raise ValueError("the walk state has K_FIELDS columns")
     for i in range(n):
         if what[i] != W_LOSS and what[i] != W_SKIP and not 0 <= slot[i] < slots:
             raise ValueError(f"slot {slot[i]} outside the walk state")
+    bad_arr, applies_arr, known_arr = (np.zeros(n, np.uint8) for _ in range(3))
+    previous_arr, point_arr = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
+    cdef uint8_t[::1] bad = bad_arr, applies = applies_arr, known = known_arr
+    cdef uint64_t[::1] previous = previous_arr, point = point_arr
     carried_slots, carried_points = [], []
     pending = <int64_t*>malloc((slots + 1) * sizeof(int64_t))
     if pending == NULL:
@@ -154,8 +162,12 @@ def walk_state(const uint8_t[::1] what, const int64_t[::1] slot, const uint64_t[
             st[K_BITS] = bits
     finally:
         free(pending)
-    return (np.array(carried_slots, np.int64),
-            np.array(carried_points, np.uint64).reshape(len(carried_points)))
+    return C.WalkResult(bad=bad_arr.view(bool), previous=previous_arr,
+                        applies=applies_arr.view(bool), point=point_arr,
+                        known=known_arr.view(bool),
+                        carried_slots=np.array(carried_slots, np.int64),
+                        carried_points=np.array(carried_points, np.uint64)
+                        .reshape(len(carried_points)))
 
 
 def newest(const int64_t[::1] ids, const int64_t[::1] order_key, Py_ssize_t size):
@@ -178,10 +190,14 @@ def newest(const int64_t[::1] ids, const int64_t[::1] order_key, Py_ssize_t size
     return best_arr
 
 
-def pair_durable(const int64_t[::1] group, const uint8_t[::1] what, const uint64_t[::1] seqno,
-                 const uint64_t[::1] prepared, Py_ssize_t size):
-    """Each commit with the change before it in its group, and the prepares left waiting
-    (``pystate.pair_durable``)."""
+def pair_durable(request):
+    """Each commit of a ``contract.DurableRequest`` with the change before it in its group,
+    and the prepares left waiting (``pystate.pair_durable``)."""
+    cdef const int64_t[::1] group = request.group
+    cdef const uint8_t[::1] what = request.what
+    cdef const uint64_t[::1] seqno = request.seqno
+    cdef const uint64_t[::1] prepared = request.prepared
+    cdef Py_ssize_t size = request.size
     cdef Py_ssize_t n = group.shape[0], i, c = 0, w = 0
     cdef int64_t g, p
     if what.shape[0] != n or seqno.shape[0] != n or prepared.shape[0] != n:
@@ -220,16 +236,27 @@ def pair_durable(const int64_t[::1] group, const uint8_t[::1] what, const uint64
             if what[i] == W_PREPARE and last[group[i]] == i:
                 waiting[w] = i
                 w += 1
-    return commits_arr, before_arr, ok_arr.view(bool), waiting_arr
+    return C.DurableResult(commits=commits_arr, before=before_arr, ok=ok_arr.view(bool),
+                           waiting=waiting_arr)
 
 
-def validity(const uint64_t[::1] seqno, const uint64_t[::1] cas, const uint64_t[::1] gone,
-             const uint8_t[::1] same, const int64_t[::1] kept, uint64_t alive,
-             uint64_t discarded, uint64_t[::1] from_seqno, int64_t[::1] from_time,
-             uint64_t[::1] to_seqno, int64_t[::1] to_time, uint8_t[::1] seqno_valid,
-             uint8_t[::1] time_valid):
-    """When the versions ``kept`` (None: all) of a history last (``pystate.validity``),
-    written into the arrays given, in one pass."""
+def validity(request):
+    """When the versions ``kept`` (None: all) of a ``contract.ValidityRequest`` last
+    (``pystate.validity``), written into its ``out``, in one pass."""
+    out = request.out
+    cdef const uint64_t[::1] seqno = request.seqno
+    cdef const uint64_t[::1] cas = request.cas
+    cdef const uint64_t[::1] gone = request.gone
+    cdef const uint8_t[::1] same = request.same
+    cdef const int64_t[::1] kept = request.kept
+    cdef uint64_t alive = request.alive
+    cdef uint64_t discarded = request.discarded
+    cdef uint64_t[::1] from_seqno = out.from_seqno
+    cdef int64_t[::1] from_time = out.from_time
+    cdef uint64_t[::1] to_seqno = out.to_seqno
+    cdef int64_t[::1] to_time = out.to_time
+    cdef uint8_t[::1] seqno_valid = out.seqno_valid
+    cdef uint8_t[::1] time_valid = out.time_valid
     cdef Py_ssize_t n = seqno.shape[0], m, i, j
     cdef bint ended, follows
     if cas.shape[0] != n or gone.shape[0] != n or same.shape[0] != n:
@@ -252,3 +279,4 @@ def validity(const uint64_t[::1] seqno, const uint64_t[::1] cas, const uint64_t[
             to_time[j] = <int64_t>(cas[i + 1] & CLOCK) if follows else 0
             seqno_valid[j] = ended or same[i] != 0
             time_valid[j] = follows
+    return out

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import _core
 from .. import protocol as P
+from .._core.contract import W_SKIP
 from ..batch import FrameBatch, parts_of
 from ..errors import DcpFormatError, SkippedRegion, checked_mode, is_capture_gap, text
 from ..events import Manifest, system_events
@@ -23,7 +24,7 @@ from .options import chosen, flag, limits, nanoseconds, seqnos
 from .output import known_names, table, unknown_names
 from .problems import Problems
 from .restarts import Placer
-from .rows import NEEDED, SKIP, batch_rows, concat, losses, merged, subset, take
+from .rows import NEEDED, batch_rows, concat, losses, merged, subset, take
 from .segments import dense
 from .versions import Lost, Versions, standing
 from .versions import concat as concat_versions
@@ -147,7 +148,7 @@ class StateBuilder:
                           threads=state_threads(self.threads),
                           valued=None if shared is None else shared[mine["vbucket"]])
         kept = None if shared is None else np.flatnonzero(
-            shared[rows.columns["unit"] >> np.uint32(16)] & (rows.columns["what"] != SKIP))
+            shared[rows.columns["unit"] >> np.uint32(16)] & (rows.columns["what"] != W_SKIP))
         own = rows if kept is None else subset(rows, kept)
         # the documents' ids, from the batch's own columns (one engine only: the index is
         # no one else's then), worked out on another thread while the rows are placed and

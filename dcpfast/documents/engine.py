@@ -19,9 +19,10 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import _core
+from .._core.contract import W_ABORT, W_COMMIT, W_PREPARE, DurableRequest
 from ..errors import text
 from ..streams.checks import details, expectation
-from .rows import ABORT, COMMIT, DOCUMENTS, PREPARE, Rows
+from .rows import DOCUMENTS, Rows
 from .segments import U64_MAX, Barriers
 from .versions import Futures, History, Latest, Lost, Versions, concat, from_rows
 from .walk import Streams, Walk
@@ -143,7 +144,7 @@ class Engine:
         commits, aborts, with the prepares held from earlier stretches) are paired
         (``_paired``). Only the versions the store keeps are built."""
         what = rows.columns["what"].take(docs)
-        tracked = (what == PREPARE) | (what == COMMIT) | (what == ABORT)
+        tracked = (what == W_PREPARE) | (what == W_COMMIT) | (what == W_ABORT)
         plain = np.flatnonzero(~tracked)
         held = self.pending
         if held is None and len(plain) == len(docs):
@@ -180,8 +181,9 @@ class Engine:
         commits whose pair is their prepare, at its seqno and with no clear or restart
         between that drops it, and those prepares: indices into ``t``), and the prepares
         still waiting at the stretch's end; a commit without its prepare is a problem."""
-        com, pre, ok, waiting = _core.state.pair_durable(t.group, t.what, t.seqno, t.prepared,
-                                                         t.size)
+        paired = _core.state.pair_durable(DurableRequest(
+            group=t.group, what=t.what, seqno=t.seqno, prepared=t.prepared, size=t.size))
+        com, pre, ok, waiting = paired.commits, paired.before, paired.ok, paired.waiting
         if not barriers.empty and ok.any():
             at = np.flatnonzero(ok)
             c, p = com[at], pre[at]

@@ -10,6 +10,7 @@ import json
 import numpy as np
 
 from .. import _core
+from .._core.contract import W_COMMIT, W_MUTATION, ValidityRequest, ValidityResult
 from ..arrays import unique as distinct
 from ..arrow import binary_column, cast_map, masked
 from ..buffers import pooled, pooled_take
@@ -17,7 +18,6 @@ from ..errors import SkippedRegion
 from ..events import Manifest
 from ..values import text_or_null
 from . import bodies
-from .rows import COMMIT, MUTATION
 from .versions import ALIVE, DISCARDED, Versions, tombstones
 
 #: The schema metadata key of the state's metadata (JSON).
@@ -118,7 +118,7 @@ def _columns(versions: Versions, manifest: Manifest) -> dict:
     import pyarrow as pa
 
     what = versions["what"]
-    carries_flags = (what == MUTATION) | (what == COMMIT)
+    carries_flags = (what == W_MUTATION) | (what == W_COMMIT)
     cid = versions["cid"]
     unique, inverse = distinct(cid, inverse=True)
     scope_ids = [manifest.collection_scopes.get(c) for c in unique.tolist()]
@@ -150,15 +150,19 @@ def _validity(seqno: np.ndarray, cas: np.ndarray, gone: np.ndarray, same: np.nda
 
     time = pa.timestamp("ns", tz="UTC")
     m = len(seqno) if kept is None else len(kept)
-    from_seqno, to_seqno = (pooled(8 * m).view(np.uint64) for _ in range(2))
-    from_time, to_time = (pooled(8 * m).view(np.int64) for _ in range(2))
-    seqno_valid, time_valid = (pooled(m).view(np.uint8) for _ in range(2))
-    _core.state.validity(seqno, cas, gone, same.view(np.uint8), kept, int(ALIVE),
-                         int(DISCARDED), from_seqno, from_time, to_seqno, to_time,
-                         seqno_valid, time_valid)
-    return {"valid_from_seqno": pa.array(from_seqno), "valid_from_time": pa.array(from_time, time),
-            "valid_to_seqno": masked(to_seqno, seqno_valid.view(bool)),
-            "valid_to_time": masked(to_time, time_valid.view(bool), time)}
+    out = _core.state.validity(ValidityRequest(
+        seqno=seqno, cas=cas, gone=gone, same=same.view(np.uint8), kept=kept,
+        alive=int(ALIVE), discarded=int(DISCARDED),
+        out=ValidityResult(from_seqno=pooled(8 * m).view(np.uint64),
+                           from_time=pooled(8 * m).view(np.int64),
+                           to_seqno=pooled(8 * m).view(np.uint64),
+                           to_time=pooled(8 * m).view(np.int64),
+                           seqno_valid=pooled(m).view(np.uint8),
+                           time_valid=pooled(m).view(np.uint8))))
+    return {"valid_from_seqno": pa.array(out.from_seqno),
+            "valid_from_time": pa.array(out.from_time, time),
+            "valid_to_seqno": masked(out.to_seqno, out.seqno_valid.view(bool)),
+            "valid_to_time": masked(out.to_time, out.time_valid.view(bool), time)}
 
 
 def _names(manifest: Manifest) -> dict[int, tuple[str | None, str | None]]:

@@ -1,5 +1,5 @@
 """Where a stream restarts: Stream Request responses (success or Rollback) placed on the
-vbucket stream they answer, as ``RESTART`` rows.
+vbucket stream they answer, as ``W_RESTART`` rows.
 
 A response is placed as ``dcpfast.streams`` places it (``Matcher``: the request in the
 stream, else the one stream whose messages used its opaque before it); one that nothing
@@ -20,7 +20,7 @@ from ..streams import StreamTracker
 from ..streams import frames as F
 from ..streams.checks import request_info
 from ..streams.matching import Matcher, batch_requests, learn, stream_key
-from .rows import REQUEST, RESTART, Rows, make_rows
+from .rows import Rows, make_rows
 
 #: The requests a ``StreamTracker`` remembers (Stream Requests, Get Failover Logs): a
 #: batch without any has none to learn.
@@ -38,7 +38,7 @@ class Placer:
         self.waiting: list[tuple[int, int, bool, int, int, int]] = []
 
     def place(self, batch: FrameBatch, first: int, rows: Rows, *, values: bool) -> Rows:
-        """The ``RESTART`` rows of ``batch`` (whose first frame is number ``first``, and
+        """The ``W_RESTART`` rows of ``batch`` (whose first frame is number ``first``, and
         whose ``batch_rows`` are ``rows``: its stream messages)."""
         opcode = batch["opcode"]
         requested = bool(np.count_nonzero(opcode == P.Opcode.STREAM_REQUEST))
@@ -69,7 +69,7 @@ class Placer:
         names = ("pos", "unit", "rolled", "seqno", "offset", "length", "opaque")
         columns = {name: np.array(c) for name, c in zip(names, zip(*found))}
         info = np.full(len(found), C.INFO_COLLECTIONS if batch.collections else 0)
-        return make_rows(len(found), values, what=np.full(len(found), RESTART), info=info,
+        return make_rows(len(found), values, what=np.full(len(found), C.W_RESTART), info=info,
                          **columns)
 
     @staticmethod
@@ -122,8 +122,8 @@ def _first_message(c, start: int, opaque: int) -> int | None:
     n, width = len(c["what"]), 64
     while start < n:
         stop = min(n, start + width)
-        hit = np.flatnonzero((c["opaque"][start:stop] == opaque) & (c["what"][start:stop]
-                                                                     < RESTART))
+        hit = np.flatnonzero((c["opaque"][start:stop] == opaque)
+                             & (c["what"][start:stop] < C.W_RESTART))
         if len(hit):
             return start + int(hit[0])
         start, width = stop, width * 8
@@ -134,7 +134,7 @@ def _opaques(rows: Rows, first: int) -> dict[int, list[tuple[int, int]]]:
     """opaque -> [(first frame row, stream key)] of the stream messages of ``rows``
     (``streams.matching.message_opaques``, from the rows at hand)."""
     c = rows.columns
-    message = c["what"] < RESTART
+    message = c["what"] < C.W_RESTART
     # the first row of each run of one stream's messages (streams arrive in long
     # stretches): each (opaque, stream)'s first row is one
     head = message.copy()
@@ -156,13 +156,13 @@ def _requested(rows: Rows, first: int, decoded: dict, collections: bool) -> None
     """The Stream Requests among ``rows``: their stream (the one they ask for), start
     seqno and what the stream checks read of them (``streams.checks.request_info``)."""
     c = rows.columns
-    asked = np.flatnonzero(c["what"] == REQUEST)
+    asked = np.flatnonzero(c["what"] == C.W_REQUEST)
     if not len(asked):
         return
     c["what"][asked] = C.W_NONE             # a request whose value does not decode
     at = np.searchsorted(c["pos"], [(first + i) * 2 for i in decoded])
     c["seqno"] = c["seqno"].copy()          # the batch's own column: not written to
-    c["what"][at] = REQUEST
+    c["what"][at] = C.W_REQUEST
     c["seqno"][at] = [r["start_seqno"] for r in decoded.values()]
     c["unit"][at] = [stream_key(r["vbucket"], r["stream_id"] or 0) for r in decoded.values()]
     c["info"][at] = [request_info(r["flags"], r["filter"], collections)

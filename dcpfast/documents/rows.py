@@ -7,7 +7,7 @@ expiration, prepare, commit, abort), a system event, a seqno advance, a snapshot
 an OSO marker, a Stream End, a Stream Request (its start seqno in ``seqno``), a restart
 (a Stream Request response placed on its stream, ``restarts``), a loss (bytes skipped
 that may have held frames of any stream), or a frame of no stream the state reads (a
-response, an opcode it has no use for: ``SKIP``), so that a batch's rows are its frames
+response, an opcode it has no use for: ``W_SKIP``), so that a batch's rows are its frames
 and their columns the batch's own. ``pos``
 orders rows across stretches: twice the frame's number in the stream, one less for a
 restart placed just before the message that placed it or a loss just before the frame
@@ -30,41 +30,37 @@ from ..values import value_spans
 from . import bodies
 from .bodies import xattr_type
 
-MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT, ADVANCE, MARKER, OSO, \
-    RESTART, END, LOSS, REQUEST, SKIP = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION,
-                                         C.W_PREPARE, C.W_COMMIT, C.W_ABORT, C.W_EVENT,
-                                         C.W_ADVANCE, C.W_MARKER, C.W_OSO, C.W_RESTART,
-                                         C.W_END, C.W_LOSS, C.W_REQUEST, C.W_SKIP)
 #: ``what`` below this is a document change.
-DOCUMENTS = EVENT
+DOCUMENTS = C.W_EVENT
 #: Changes whose frame carries the document's CAS.
-TIMED = np.zeros(16, bool)
-TIMED[[MUTATION, DELETION, EXPIRATION, PREPARE]] = True
+TIMED = np.zeros(C.W_NONE + 1, bool)
+TIMED[[C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE]] = True
 #: System events that empty a collection on their stream: its creation (and, since 8.0,
 #: a flush, which re-sends it), the never-sent flush event, and its drop.
 CLEARING_EVENTS = ("create_collection", "flush_collection", "drop_collection")
 #: Per ``what``: the stream checks' event (OSO markers are told apart by their flags).
-EVENT_OF_WHAT = np.full(16, C.EV_NONE, np.uint8)
-EVENT_OF_WHAT[[MUTATION, DELETION, EXPIRATION, PREPARE, COMMIT, ABORT, EVENT]] = C.EV_ITEM
-EVENT_OF_WHAT[ADVANCE] = C.EV_ADVANCE
-EVENT_OF_WHAT[MARKER] = C.EV_MARKER
-EVENT_OF_WHAT[END] = C.EV_END
-EVENT_OF_WHAT[RESTART] = C.EV_RESPONSE
-EVENT_OF_WHAT[REQUEST] = C.EV_REQUEST
+EVENT_OF_WHAT = np.full(C.W_NONE + 1, C.EV_NONE, np.uint8)
+EVENT_OF_WHAT[[C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE, C.W_COMMIT,
+               C.W_ABORT, C.W_EVENT]] = C.EV_ITEM
+EVENT_OF_WHAT[C.W_ADVANCE] = C.EV_ADVANCE
+EVENT_OF_WHAT[C.W_MARKER] = C.EV_MARKER
+EVENT_OF_WHAT[C.W_END] = C.EV_END
+EVENT_OF_WHAT[C.W_RESTART] = C.EV_RESPONSE
+EVENT_OF_WHAT[C.W_REQUEST] = C.EV_REQUEST
 
-_WHAT = {"mutation": MUTATION, "deletion_v1": DELETION, "deletion_v2": DELETION,
-         "expiration": EXPIRATION, "prepare": PREPARE, "commit": COMMIT, "abort": ABORT,
-         "system_event": EVENT, "seqno_advanced": ADVANCE, "oso_snapshot": OSO,
-         "stream_end": END, "stream_request": REQUEST}
-#: Per frame kind: its ``what``, or ``SKIP`` for the kinds the state does not read.
-WHAT_OF_KIND = np.full(len(P.KINDS), SKIP, np.uint8)
+_WHAT = {"mutation": C.W_MUTATION, "deletion_v1": C.W_DELETION, "deletion_v2": C.W_DELETION,
+         "expiration": C.W_EXPIRATION, "prepare": C.W_PREPARE, "commit": C.W_COMMIT,
+         "abort": C.W_ABORT, "system_event": C.W_EVENT, "seqno_advanced": C.W_ADVANCE,
+         "oso_snapshot": C.W_OSO, "stream_end": C.W_END, "stream_request": C.W_REQUEST}
+#: Per frame kind: its ``what``, or ``W_SKIP`` for the kinds the state does not read.
+WHAT_OF_KIND = np.full(len(P.KINDS), C.W_SKIP, np.uint8)
 for _i, _kind in enumerate(P.KINDS):
     if _kind.response:                  # responses are placed by ``restarts``
         continue
     if _kind.name in _WHAT:
         WHAT_OF_KIND[_i] = _WHAT[_kind.name]
     elif _kind.opcode == P.Opcode.SNAPSHOT_MARKER:
-        WHAT_OF_KIND[_i] = MARKER
+        WHAT_OF_KIND[_i] = C.W_MARKER
 _DELETE_TIMES = P.kinds_where(lambda k: "delete_time" in k.columns)
 #: Columns of a batch that ``batch_rows`` reads.
 NEEDED = ("offset", "magic", "opcode", "datatype", "vbucket", "status", "opaque", "cas",
@@ -73,7 +69,7 @@ NEEDED = ("offset", "magic", "opcode", "datatype", "vbucket", "status", "opaque"
           "expiration", "delete_time", "deleted", "snap_start", "snap_end", "snap_flags",
           "event_id", "event_version", "oso_flags", "end_status")
 assert (EVENT_OF_OPCODE[[P.Opcode.MUTATION, P.Opcode.SEQNO_ADVANCED]] ==
-        EVENT_OF_WHAT[[MUTATION, ADVANCE]]).all()
+        EVENT_OF_WHAT[[C.W_MUTATION, C.W_ADVANCE]]).all()
 
 
 class _Columns(dict):
@@ -148,7 +144,7 @@ class Rows:
     def events(self) -> np.ndarray:
         """The stream checks' event of each row."""
         event = EVENT_OF_WHAT.take(self.columns["what"])
-        oso = self.columns["what"] == OSO
+        oso = self.columns["what"] == C.W_OSO
         event[oso] = oso_events(self.columns["oso"][oso])
         return event
 
@@ -388,12 +384,12 @@ class _Source:
 
 
 def losses(batch: FrameBatch, first: int, regions) -> Rows:
-    """A ``LOSS`` row for each of ``regions`` (what the scan skipped in ``batch``), just
+    """A ``W_LOSS`` row for each of ``regions`` (what the scan skipped in ``batch``), just
     before the frame after it."""
     offsets = np.array([r.offset for r in regions], np.uint64)
     after = np.searchsorted(batch["offset"], offsets).astype(np.int64)
     return make_rows(len(regions), False, pos=(first + after) * 2 - 1,
-                     what=np.full(len(regions), LOSS), offset=offsets,
+                     what=np.full(len(regions), C.W_LOSS), offset=offsets,
                      length=np.array([r.length for r in regions], np.uint64))
 
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _core, buffers
+from .._core.contract import W_DELETION, W_EXPIRATION
 from ..arrays import unique as distinct
 from . import bodies
-from .rows import DELETION, EXPIRATION, Rows
+from .rows import Rows
 from .segments import U64_MAX, Barriers, dense
 
 ALIVE = U64_MAX
@@ -402,7 +403,7 @@ def _any_after(flags: np.ndarray, groups: np.ndarray) -> np.ndarray:
 def tombstones(versions: Versions) -> np.ndarray:
     """Which versions are deletions or expirations (or a committed prepared deletion)."""
     what = versions["what"]
-    return (what == DELETION) | (what == EXPIRATION) | versions["deleted"]
+    return (what == W_DELETION) | (what == W_EXPIRATION) | versions["deleted"]
 
 
 def standing(versions: Versions, *, include_deleted: bool) -> np.ndarray:

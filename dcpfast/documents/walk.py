@@ -16,7 +16,7 @@ from .. import _core
 from .._core import contract as C
 from ..arrays import unique as distinct
 from ..streams.checks import Checks, Found
-from .rows import LOSS, SKIP, Rows
+from .rows import Rows
 
 U64_MAX = np.uint64(2**64 - 1)
 
@@ -91,29 +91,30 @@ class Streams:
         """Check and walk ``rows`` (the next stretch), the streams' states updated."""
         n = len(rows)
         what = rows.what
-        slots = self.slots(rows.unit, (what != LOSS) & (what != SKIP))
-        found, _ = self.checks.run(rows.events(), slots, rows.info, rows.opaque, rows.seqno,
-                                   rows.snap_start, rows.snap_end, rows.snap_flags,
-                                   rows.end_status)
+        slots = self.slots(rows.unit, (what != C.W_LOSS) & (what != C.W_SKIP))
+        found, _ = self.checks.run(event=rows.events(), slot=slots, info=rows.info,
+                                   opaque=rows.opaque, seqno=rows.seqno,
+                                   snap_start=rows.snap_start, snap_end=rows.snap_end,
+                                   snap_flags=rows.snap_flags, end_status=rows.end_status)
         lost = np.zeros(n, np.uint8)
         lost[found.at] = 1
-        bad, applies, known = (np.zeros(n, np.uint8) for _ in range(3))
-        previous, point = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
         lim = limit(rows.unit >> np.uint32(16))
-        carried = _core.state.walk_state(
-            rows.what, slots, rows.seqno, rows.cas, rows.snap_start, rows.snap_end, rows.oso,
-            rows.rolled.view(np.uint8), np.ascontiguousarray(lim, np.uint64), lost,
-            int(U64_MAX) if at_time is None else at_time, self.carry[:len(self.units)], bad,
-            previous, applies, point, known)
-        if (what == LOSS).any():
+        walked = _core.state.walk_state(C.WalkRequest(
+            what=rows.what, slot=slots, seqno=rows.seqno, cas=rows.cas,
+            snap_start=rows.snap_start, snap_end=rows.snap_end, oso=rows.oso,
+            rolled=rows.rolled.view(np.uint8), limit=np.ascontiguousarray(lim, np.uint64),
+            lost=lost, at_time=int(U64_MAX) if at_time is None else at_time,
+            carry=self.carry[:len(self.units)]))
+        if (what == C.W_LOSS).any():
             self.every_lost = True
-        done = np.flatnonzero(known)
+        done = np.flatnonzero(walked.known)
         units = np.array(self.units, np.uint32)
-        carried_slots, carried_points = carried
+        carried_slots = walked.carried_slots
         restarts = (np.concatenate([units[carried_slots], rows.unit[done]]),
                     np.concatenate([np.ones(len(carried_slots), np.int64), done + 2]),
-                    np.concatenate([carried_points, point[done]]))
-        return Walk(bad.view(bool), previous, applies.view(bool), restarts, found, slots)
+                    np.concatenate([walked.carried_points, walked.point[done]]))
+        return Walk(bad=walked.bad, previous=walked.previous, applies=walked.applies,
+                    restarts=restarts, found=found, slots=slots)
 
     def consistent(self) -> dict[int, int]:
         """Each stream's consistent seqno."""

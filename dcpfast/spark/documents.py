@@ -30,16 +30,7 @@ from ..documents import StateBuilder, state_schema
 from ..documents.bodies import xattr_type
 from ..documents.output import metadata
 from ..documents.problems import LISTED, Problems
-from ..documents.rows import (
-    ADVANCE,
-    END,
-    EVENT,
-    MARKER,
-    OSO,
-    RESTART,
-    Rows,
-    make_rows,
-)
+from ..documents.rows import DOCUMENTS, Rows, make_rows
 from ..errors import DcpFormatError, text
 from ..events import MalformedEvent, Manifest, event_fields, event_schema
 from ..streams.frames import MESSAGE_OPCODES, request_stream_id, rollback_seqno
@@ -48,11 +39,12 @@ from ..streams.matching import placed, stream_key
 log = logging.getLogger("dcpfast.spark")
 _REQUESTS = (int(P.Magic.CLIENT_REQUEST), int(P.Magic.ALT_CLIENT_REQUEST))
 _RESPONSES = (int(P.Magic.CLIENT_RESPONSE), int(P.Magic.ALT_CLIENT_RESPONSE))
-_WHAT = {P.Opcode.MUTATION: 0, P.Opcode.DELETION: 1, P.Opcode.EXPIRATION: 2,
-         P.Opcode.PREPARE: 3, P.Opcode.COMMIT: 4, P.Opcode.ABORT: 5,
-         P.Opcode.SYSTEM_EVENT: EVENT, P.Opcode.SEQNO_ADVANCED: ADVANCE,
-         P.Opcode.SNAPSHOT_MARKER: MARKER, P.Opcode.OSO_SNAPSHOT: OSO,
-         P.Opcode.STREAM_END: END}
+_WHAT = {P.Opcode.MUTATION: C.W_MUTATION, P.Opcode.DELETION: C.W_DELETION,
+         P.Opcode.EXPIRATION: C.W_EXPIRATION, P.Opcode.PREPARE: C.W_PREPARE,
+         P.Opcode.COMMIT: C.W_COMMIT, P.Opcode.ABORT: C.W_ABORT,
+         P.Opcode.SYSTEM_EVENT: C.W_EVENT, P.Opcode.SEQNO_ADVANCED: C.W_ADVANCE,
+         P.Opcode.SNAPSHOT_MARKER: C.W_MARKER, P.Opcode.OSO_SNAPSHOT: C.W_OSO,
+         P.Opcode.STREAM_END: C.W_END}
 _SOURCE_BITS = 46                 # pos = (file rank << 46 | offset) * 2
 _OFFSET_MASK = (1 << _SOURCE_BITS) - 1
 _REPORT = "_report"               # the column of each partition's report
@@ -286,7 +278,7 @@ class _Facts:
 
 def _restarts(facts: _Facts, frames, errors: str, values: bool,
               files: list) -> tuple[list[dict], list]:
-    """The ``RESTART`` rows of the placed Stream Request responses, and the problems found
+    """The ``W_RESTART`` rows of the placed Stream Request responses, and the problems found
     (file rank << 46 | offset, length, reason); ``files`` are ``facts.files()``."""
     from pyspark.sql import functions as F
 
@@ -327,7 +319,7 @@ def _restarts(facts: _Facts, frames, errors: str, values: bool,
         unit, pos = placed[i]
         info = C.INFO_COLLECTIONS if facts.ranks.get(row.file, 0) in facts.collection_ranks \
             else 0
-        restart.update(pos=pos, what=RESTART, unit=unit, vb=unit >> 16, rolled=rolled,
+        restart.update(pos=pos, what=C.W_RESTART, unit=unit, vb=unit >> 16, rolled=rolled,
                        seqno=_signed(seqno), offset=row.offset, timed_delete=False,
                        deleted=False, length=P.HEADER_SIZE + row.body_len,
                        opaque=row.opaque, info=info)
@@ -399,7 +391,7 @@ def _rows(frames, values: bool, collection_ranks: list[int]):
         "timed_delete": F.col("delete_time").isNotNull(),
         "deleted": F.coalesce(F.col("deleted") != 0, F.lit(False)), "rolled": F.lit(False),
         "vb": F.col("vbucket"), "key": F.col("key"),
-        "value": F.when(F.col("what") == EVENT, F.col("value")),
+        "value": F.when(F.col("what") == C.W_EVENT, F.col("value")),
     }
     if values:
         columns.update(body=F.col("content"), xattrs=F.col("xattrs"))
@@ -481,7 +473,7 @@ def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
     what = num("what", np.uint8)
     cid = num("cid", np.uint32)
     clear = np.zeros(rb.num_rows, bool)
-    for i in np.flatnonzero(what == EVENT).tolist():
+    for i in np.flatnonzero(what == C.W_EVENT).tolist():
         try:
             fields = event_fields(int(column["event_id"][i].as_py()),
                                   int(column["event_version"][i].as_py()),
@@ -494,7 +486,7 @@ def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
         if fields["event"] in ("create_collection", "flush_collection", "drop_collection") \
                 and fields.get("collection_id") is not None:
             clear[i], cid[i] = True, fields["collection_id"]
-    docs = np.flatnonzero(what < EVENT)
+    docs = np.flatnonzero(what < DOCUMENTS)
     keys = column["key"].take(pa.array(docs)).cast(pa.large_binary())
     offsets = np.frombuffer(keys.buffers()[1], np.int64)[keys.offset:keys.offset + len(docs) + 1]
     key_pos = np.full(rb.num_rows, -1, np.int64)

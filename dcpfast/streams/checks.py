@@ -79,18 +79,19 @@ class Checks:
             grown = np.zeros((max(slots, 2 * len(self.state)), C.C_FIELDS), np.uint64)
             grown[:len(self.state)] = self.state
             self.state = grown
-        n = len(event)
-        starts = np.zeros(n, np.uint8)
 
         def typed(column, dtype):
             return np.ascontiguousarray(column, dtype)
 
-        found = _core.state.check_streams(
-            typed(event, np.uint8), typed(slot, np.int64), typed(info, np.uint8),
-            typed(opaque, np.uint32), typed(seqno, np.uint64), typed(snap_start, np.uint64),
-            typed(snap_end, np.uint64), typed(snap_flags, np.uint32),
-            typed(end_status, np.uint32), self.state, starts)
-        return Found(*found), starts.view(bool)
+        result = _core.state.check_streams(C.CheckRequest(
+            event=typed(event, np.uint8), slot=typed(slot, np.int64), info=typed(info, np.uint8),
+            opaque=typed(opaque, np.uint32), seqno=typed(seqno, np.uint64),
+            snap_start=typed(snap_start, np.uint64), snap_end=typed(snap_end, np.uint64),
+            snap_flags=typed(snap_flags, np.uint32), end_status=typed(end_status, np.uint32),
+            state=self.state))
+        found = Found(at=result.at, rule=result.rule, found=result.found, given=result.given,
+                      low=result.low, high=result.high)
+        return found, result.starts
 
 
 def request_info(flags: int, body: str | None, collections: bool) -> int:

@@ -263,8 +263,9 @@ class Summary:
                     for name, col in cols.items()}
         slots = self._slots(keys)
         found, starts = self._checks.run(
-            event, slots, info, cols["opaque"], cols["seqno"], cols["snap_start"],
-            cols["snap_end"], cols["snap_flags"], cols["end_status"])
+            event=event, slot=slots, info=info, opaque=cols["opaque"], seqno=cols["seqno"],
+            snap_start=cols["snap_start"], snap_end=cols["snap_end"],
+            snap_flags=cols["snap_flags"], end_status=cols["end_status"])
         self._record(found, cols["offset"], keys, cols["end_status"])
         self._tally(batch, rows, real, event, slots, starts)
 
