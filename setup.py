@@ -45,7 +45,8 @@ depends = {
     "cscan": [*sorted(glob(core + "scan_*.pxi")), *memory, core + "bitmaps.h", *wire],
     "cpcap": wire,
     "cvalues": [core + "xattr_keys.h", *wire],
-    "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", *memory, *wire],
+    "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", core + "contract.py",
+               core + "contract.pxi", *memory, *wire],
 }
 
 
@@ -62,7 +63,6 @@ def write_contract_codes():
 
 
 write_contract_codes()
-depends["cstate"] += [core + "contract.py", core + "contract.pxi"]
 
 extensions = [Extension(f"dcpfast._core.{name}", [f"{core}{name}.pyx"], depends=files,
                         include_dirs=["dcpfast/_core", numpy.get_include()],
