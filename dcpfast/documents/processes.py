@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import protocol as P
 from ..errors import DcpFormatError
 from ..io.dumps import iter_batches
 from ..pool import shares, threads_of
+from ..streams.frames import requests
 from .build import StateBuilder
 from .feeding import again, feed, is_capture_path
 from .output import METADATA_KEY, metadata
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _VBUCKETS = 1 << 16
-_REQUESTS = (int(P.Magic.CLIENT_REQUEST), int(P.Magic.ALT_CLIENT_REQUEST))
 
 
 def state_processes(processes: int, source) -> int:
@@ -76,8 +75,7 @@ def _frames_per_vbucket(path, reading: dict) -> np.ndarray:
     for batch in iter_batches(path, reading["batch_bytes"], errors="skip",
                               collections=reading["collections"], threads=1,
                               columns=("magic", "vbucket")):
-        requests = np.isin(batch["magic"], _REQUESTS)
-        counts += np.bincount(batch["vbucket"][requests], minlength=_VBUCKETS)
+        counts += np.bincount(batch["vbucket"][requests(batch)], minlength=_VBUCKETS)
     return counts
 
 

@@ -46,8 +46,8 @@ from ..streams.frames import MESSAGE_OPCODES, request_stream_id, rollback_seqno
 from ..streams.matching import placed, stream_key
 
 log = logging.getLogger("dcpfast.spark")
-_REQUESTS = (int(P.Magic.CLIENT_REQUEST), int(P.Magic.ALT_CLIENT_REQUEST))
-_RESPONSES = (int(P.Magic.CLIENT_RESPONSE), int(P.Magic.ALT_CLIENT_RESPONSE))
+_REQUESTS = tuple(sorted(int(m) for m in P.REQUEST_MAGICS))
+_RESPONSES = tuple(sorted(int(m) for m in P.RESPONSE_MAGICS))
 _WHAT = {P.Opcode.MUTATION: 0, P.Opcode.DELETION: 1, P.Opcode.EXPIRATION: 2,
          P.Opcode.PREPARE: 3, P.Opcode.COMMIT: 4, P.Opcode.ABORT: 5,
          P.Opcode.SYSTEM_EVENT: EVENT, P.Opcode.SEQNO_ADVANCED: ADVANCE,
