@@ -26,7 +26,7 @@ __all__ = [
     "Frame", "FrameBatch", "IMPLEMENTATION", "Magic", "Opcode", "SkippedRegion",
     "SnapshotFlag", "Status", "StreamEndStatus", "SystemEventId", "VBucketState",
     "arrow_schema", "diff", "iter_batches", "read", "report", "scan", "scan_polars",
-    "state",
+    "skipped_regions", "state",
 ]
 
 #: The module each name of ``__all__`` comes from (as the imports below say to typing).
@@ -35,7 +35,8 @@ _HOMES = {
     "state": "documents.api",
     "report": "reporting.build",
     "diff": "compare.build",
-    **dict.fromkeys(("CaptureFormatError", "DcpFormatError", "SkippedRegion"), "errors"),
+    **dict.fromkeys(("CaptureFormatError", "DcpFormatError", "SkippedRegion",
+                     "skipped_regions"), "errors"),
     **dict.fromkeys(("iter_batches", "read", "scan"), "io.dumps"),
     "scan_polars": "io.lazy",
     **dict.fromkeys(("Datatype", "DurabilityLevel", "Magic", "Opcode", "SnapshotFlag",
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from .batch import IMPLEMENTATION, Frame, FrameBatch
     from .compare.build import diff
     from .documents.api import state
-    from .errors import CaptureFormatError, DcpFormatError, SkippedRegion
+    from .errors import CaptureFormatError, DcpFormatError, SkippedRegion, skipped_regions
     from .io.dumps import iter_batches, read, scan
     from .io.lazy import scan_polars
     from .protocol import (

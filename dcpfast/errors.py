@@ -1,9 +1,11 @@
 """Errors raised for malformed input, the words of every reason dcpfast gives for one, and
-the one way an errors mode reports damage (``Reporter``)."""
+the one way an errors mode reports damage (``Reporter`` as it is found, ``checked`` once
+found; ``with_skipped`` lists it in a table's metadata, ``skipped_regions`` reads it)."""
 
 from __future__ import annotations
 
 import bisect
+import json
 from typing import NamedTuple
 
 from .packets import CaptureProblem
@@ -74,6 +76,41 @@ class Reporter:
         if region not in self._listed:
             self._listed.add(region)
             bisect.insort(self.regions, region)
+
+
+def checked(mode: str, regions: list[SkippedRegion],
+            error: type[DcpFormatError] = DcpFormatError) -> list[SkippedRegion]:
+    """``regions`` (in stream order) found under an errors ``mode``: ``"strict"`` raises
+    ``error`` for the first; ``"skip"`` returns them."""
+    if regions and mode == "strict":
+        raise error(regions[0].offset, regions[0].reason)
+    return regions
+
+
+#: The key of the schema metadata in which a table made from a batch (``values``,
+#: ``system_events``, ``with_names``) lists what skip mode passed over making it: JSON,
+#: ``[[offset, length, reason], ...]`` in stream order. A table that passed over nothing
+#: has no such key.
+SKIPPED_KEY = b"dcpfast.skipped"
+
+
+def with_skipped(table, regions: list[SkippedRegion]):
+    """``table`` (a ``pyarrow.Table``) with ``regions`` listed in its metadata
+    (``SKIPPED_KEY``; ``table`` itself where there are none)."""
+    if not regions:
+        return table
+    return table.replace_schema_metadata({
+        **(table.schema.metadata or {}),
+        SKIPPED_KEY: json.dumps([list(r) for r in regions]).encode()})
+
+
+def skipped_regions(table) -> list[SkippedRegion]:
+    """What ``errors="skip"`` passed over making ``table`` (a table of ``values``,
+    ``iter_values``, ``system_events`` or ``with_names``), in stream order: the frames
+    whose value or event did not decode (the batch's own ``errors`` lists what the scan
+    skipped). A state's table says it with ``dcpfast.documents.state_errors``."""
+    raw = (table.schema.metadata or {}).get(SKIPPED_KEY)
+    return [] if raw is None else [SkippedRegion(*r) for r in json.loads(raw)]
 
 
 # -- reasons -------------------------------------------------------------------------------

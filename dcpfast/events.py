@@ -18,7 +18,7 @@ from flatbuffers.table import Table
 from . import protocol as P
 from .arrays import unique as distinct
 from .batch import FrameBatch, kinds_of, view_of
-from .errors import Reporter, text
+from .errors import SkippedRegion, checked, skipped_regions, text, with_skipped
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -75,9 +75,17 @@ def system_events(batch: FrameBatch) -> pa.Table:
     A payload that does not decode (a version 0/1 value of the wrong size, a FlatBuffers
     value with an offset outside it, a name that is not UTF-8, an unknown event id or
     version) follows ``batch.mode``: "strict" raises ``DcpFormatError`` at the frame's
-    offset; "skip" leaves the row out and records the frame in ``batch.errors`` (once,
-    however often this is called). The batch must hold the columns in ``NEEDED``.
+    offset; "skip" leaves the row out and lists the frame in the table's metadata
+    (``dcpfast.skipped_regions(table)``); the batch is left as it is. The batch must hold
+    the columns in ``NEEDED``.
     """
+    table, damaged = read_events(batch)
+    return with_skipped(table, checked(batch.mode, damaged))
+
+
+def read_events(batch: FrameBatch) -> tuple[pa.Table, list[SkippedRegion]]:
+    """``system_events(batch)`` without its metadata, and the frames whose event did not
+    decode (left out of the table), in stream order, whatever the batch's mode."""
     import pyarrow as pa
 
     missing = [name for name in NEEDED if name not in batch]
@@ -89,20 +97,20 @@ def system_events(batch: FrameBatch) -> pa.Table:
     index = np.flatnonzero(kinds_of(batch) == _SYSTEM_EVENT_KIND)
     columns = {name: batch[name][index].tolist() for name in NEEDED}
     columns["index"] = index.tolist()
-    reporter = Reporter(batch.mode, batch.errors)
+    damaged = []
     for values in zip(*columns.values()):
         frame = dict(zip(columns, values))
         try:
             fields = _decode(batch, frame)
         except MalformedEvent as exc:
             offset = frame["offset"]
-            reporter.report(offset, frame["value_offset"] + frame["value_len"] - offset,
-                            str(exc))
+            damaged.append(SkippedRegion(
+                offset, frame["value_offset"] + frame["value_len"] - offset, str(exc)))
             continue
         for name, column in rows.items():
             column.append(fields.get(name))
     return pa.table({name: pa.array(column, type=schema.field(name).type)
-                     for name, column in rows.items()}, schema=schema)
+                     for name, column in rows.items()}, schema=schema), damaged
 
 
 def _bytes(batch, start, length) -> bytes:
@@ -269,11 +277,13 @@ class Manifest:
         (and, ids never being reused, one that precedes it in the same batch). Frames
         that are not document changes get nulls, and so do collection ids the manifest
         has not seen. On streams without collections every document is in the default
-        collection.
+        collection. An event that does not decode follows ``batch.mode`` as in
+        ``system_events``: in skip mode the table's metadata lists it.
         """
         import pyarrow as pa
 
-        self.update(batch)
+        events = system_events(batch)
+        self.update(events)
         if batch.collections and "collection_id" not in batch:
             raise ValueError("with_names needs the collection_id column")
         documents = P.DOCUMENT_CHANGE_KINDS[kinds_of(batch)]
@@ -291,4 +301,5 @@ class Manifest:
                           pa.string())
         table = batch.to_arrow()
         table = table.append_column("scope", scopes.take(picks))
-        return table.append_column("collection", collections.take(picks))
+        return with_skipped(table.append_column("collection", collections.take(picks)),
+                            skipped_regions(events))

@@ -1,7 +1,8 @@
 """Worker threads that never wait for ever: ``run`` (tasks at once, results in order),
-``beside`` (calls in turn on one thread kept for the process) and ``ahead`` (the same on
-another such thread, for reading ahead); and how many threads a call gets
-(``threads_of``).
+``beside`` (calls in turn on one thread kept for the process), ``ahead`` (the same on
+another such thread, for work done in advance) and ``read_ahead`` (the items of an
+iterator, the next one read on that thread while the caller works); and how many threads
+a call gets (``threads_of``).
 
 The workers are started once, at most one fewer than the cores, and kept for the
 process, so that no thread ends while it runs; a waiter checks every 0.2 s whether the
@@ -17,6 +18,7 @@ installed for pthread_exit to work"). It is loaded here, once, while memory is t
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import numbers
@@ -24,6 +26,8 @@ import os
 import queue
 import sys
 import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 import numpy as np
 
@@ -36,6 +40,7 @@ DEFAULT_MOST = 8
 _pool: _Pool | None = None              # the workers of run
 _lanes: dict[str, _Pool] = {}           # the one thread each of beside and ahead
 _pool_lock = threading.Lock()
+_T = TypeVar("_T")
 
 
 def _keep_unwinder() -> None:
@@ -194,9 +199,80 @@ def beside(call):
 
 
 def ahead(call):
-    """``beside``, on a thread of its own that only reads ahead (the next batch of a
-    stream): a call of ``beside`` may wait on it, never the other way round."""
+    """``beside``, on a thread of its own for work done in advance of its use (the next
+    batch of a stream, a batch's document ids): a call of ``beside`` may wait on it, never
+    the other way round."""
     return _on_lane("ahead", call)
+
+
+_END = object()                 # what ``ReadAhead``'s read gives at the end of its items
+
+
+class ReadAhead(Iterator[_T]):
+    """The items of an iterator, in order, the next one read on the ``ahead`` thread while
+    the caller works with this one (``read_ahead``). The reader's exception is raised
+    where its item would have come. ``close()``, or the end of a ``with`` block, waits for
+    a read still under way, so that nothing reads the iterator once the caller stopped
+    early or raised (the iterator itself is left open: it is the caller's)."""
+
+    def __init__(self, items: Iterable[_T], threaded: bool = True):
+        source = iter(items)
+        # the read holds the iterator, not this object: no cycle keeps this object once
+        # dropped, so that it is closed (``__del__``) as soon as its caller lets it go
+        self._read: Callable[[], object] = lambda: next(source, _END)
+        self._threaded = threaded
+        self._coming: Callable[[], object] | None = None
+        self._done = False
+        if threaded:
+            self._coming = ahead(self._read)
+
+    def __iter__(self) -> ReadAhead[_T]:
+        return self
+
+    def __next__(self) -> _T:
+        if self._done:
+            raise StopIteration
+        if not self._threaded:
+            item = self._read()
+        else:
+            coming, self._coming = self._coming, None
+            try:
+                item = coming() if coming is not None else _END
+            except BaseException:
+                self._done = True
+                raise
+            if item is not _END:
+                self._coming = ahead(self._read)
+        if item is _END:
+            self._done = True
+            raise StopIteration
+        return item  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Stop: wait for a read still under way (its item, or its error, is dropped)."""
+        self._done = True
+        coming, self._coming = self._coming, None
+        if coming is not None:
+            with contextlib.suppress(BaseException):
+                coming()
+
+    def __enter__(self) -> ReadAhead[_T]:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+def read_ahead(items: Iterable[_T], *, threaded: bool = True) -> ReadAhead[_T]:
+    """The items of ``items``, the next one read on another thread (``ahead``'s) while the
+    caller works with this one: a dump's next batch read and scanned while the last is
+    used. Use it in a ``with`` block (or ``close`` it) where the caller may stop early or
+    raise: no read runs on after it. ``threaded=False``: each item read when asked for,
+    in the caller's thread (one core)."""
+    return ReadAhead(items, threaded)
 
 
 def _on_lane(lane: str, call):

@@ -35,10 +35,13 @@ class Magic(IntEnum):
     SERVER_RESPONSE = 0x83
 
 
-#: Magic values accepted on a DCP connection; 0x82/0x83 never appear there.
-DCP_MAGICS = frozenset({Magic.CLIENT_REQUEST, Magic.CLIENT_RESPONSE,
-                        Magic.ALT_CLIENT_REQUEST, Magic.ALT_CLIENT_RESPONSE})
+#: The magics of a request and of a response on a DCP connection (a producer's stream
+#: messages are requests), each with and without flexible framing extras: the one
+#: definition of which frames are requests and which responses.
+REQUEST_MAGICS = frozenset({Magic.CLIENT_REQUEST, Magic.ALT_CLIENT_REQUEST})
 RESPONSE_MAGICS = frozenset({Magic.CLIENT_RESPONSE, Magic.ALT_CLIENT_RESPONSE})
+#: Magic values accepted on a DCP connection; 0x82/0x83 never appear there.
+DCP_MAGICS = REQUEST_MAGICS | RESPONSE_MAGICS
 ALT_MAGICS = frozenset({Magic.ALT_CLIENT_REQUEST, Magic.ALT_CLIENT_RESPONSE})
 
 

@@ -7,8 +7,8 @@ Python call made per value is the Snappy library's, for the values that are comp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from . import buffers
 from . import protocol as P
 from .arrow import cast_map, mask_bitmap
 from .batch import kinds_of, view_of
-from .errors import Reporter, checked_mode, describe
+from .errors import SkippedRegion, checked, checked_mode, describe, with_skipped
 from .pool import parts_for, run, shares, threads_of
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ _THREAD_BYTES = 1 << 20       # values a thread decodes at least, in inflated by
 _ROW_WEIGHT = 64              # the work of one value besides its bytes, in bytes
 #: Inflated bytes of values one piece of ``values`` works on (``iter_values``).
 PIECE_BYTES = 64 << 20
+_Piece = TypeVar("_Piece")          # what ``_pieces`` makes of a piece: a table, its spans
 
 
 def values_schema(*, large: bool = False) -> pa.Schema:
@@ -76,11 +77,10 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
 
     ``errors`` (None: ``batch.mode``): under ``"strict"`` the first value that does not
     decode (broken Snappy block or xattr section) raises ``DcpFormatError`` with its
-    frame's offset; under ``"skip"`` its body and xattrs are null and the frame is added
-    to ``batch.errors`` as ``SkippedRegion(frame offset, frame length, reason)``, in stream
-    order. Batches made by ``filter`` share that list; an entry already in it is not added
-    again, so calling ``values`` repeatedly, or on a batch and its selections, lists each
-    damaged value once.
+    frame's offset; under ``"skip"`` its body and xattrs are null and the frame is listed
+    in the table's metadata as ``SkippedRegion(frame offset, frame length, reason)``, in
+    stream order (``dcpfast.skipped_regions(table)``). The batch is left as it is: its
+    ``errors`` keep what the scan skipped, however often ``values`` is called.
 
     ``threads`` (None: the cores this process may use) decode the values of a batch
     holding many of them in parallel, each thread a run of them; the table is the same
@@ -94,9 +94,13 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     """
     import pyarrow as pa
 
-    pieces = list(iter_values(batch, decompress=decompress, xattrs=xattrs, errors=errors,
-                              threads=threads))
-    return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+    mode = _mode(batch, errors)
+    pieces, damaged = [], []
+    for piece, found in _pieces(batch, _piece, decompress=decompress, xattrs=xattrs,
+                                piece_bytes=0, threads=threads):
+        damaged += checked(mode, found)
+        pieces.append(piece)
+    return with_skipped(pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces), damaged)
 
 
 def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
@@ -108,30 +112,43 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
     A caller that writes each piece before taking the next holds one piece at a time.
     With ``threads``, a piece of at least 2 MiB is cut again into up to one piece
     a thread, decoded at the same time and yielded in order: what is decoded at once stays
-    within ``piece_bytes``. Damage is reported in stream order, before the piece that holds
-    it is yielded.
+    within ``piece_bytes``. Damage is met in stream order: in strict mode raised before
+    the piece that holds it is yielded, in skip mode listed in that piece's metadata
+    (``dcpfast.skipped_regions(piece)``).
     """
-    yield from _pieces(batch, _piece, decompress=decompress, xattrs=xattrs, errors=errors,
-                       piece_bytes=piece_bytes, threads=threads)
+    mode = _mode(batch, errors)
+    for piece, damaged in _pieces(batch, _piece, decompress=decompress, xattrs=xattrs,
+                                  piece_bytes=piece_bytes, threads=threads):
+        yield with_skipped(piece, checked(mode, damaged))
 
 
-def value_spans(batch: FrameBatch, *, errors: str | None = None,
-                threads: int | None = None, frames: np.ndarray | None = None) -> list[Spans]:
+def value_spans(batch: FrameBatch, *, threads: int | None = None,
+                frames: np.ndarray | None = None) -> tuple[list[Spans], list[SkippedRegion]]:
     """Where the values of ``batch`` lie once decoded, without copying them: per piece
-    of ``iter_values`` (inflated, xattrs split), a ``Spans``. Damage is reported as
-    ``values`` reports it. ``frames`` (a flag per frame) limits it to those frames."""
-    return list(_pieces(batch, _spans, decompress=True, xattrs="split", errors=errors,
-                        piece_bytes=0, threads=threads, frames=frames))
+    of ``iter_values`` (inflated, xattrs split), a ``Spans``; and the damaged values, in
+    stream order, whatever the batch's mode (they do not decode: ``valid`` is false).
+    ``frames`` (a flag per frame) limits it to those frames."""
+    spans: list[Spans] = []
+    damaged: list[SkippedRegion] = []
+    for piece, found in _pieces(batch, _spans, decompress=True, xattrs="split",
+                                piece_bytes=0, threads=threads, frames=frames):
+        spans.append(piece)
+        damaged += found
+    return spans, damaged
 
 
-def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: str | None,
-            piece_bytes: int, threads: int | None,
-            frames: np.ndarray | None = None) -> Iterator:
+def _mode(batch: FrameBatch, errors: str | None) -> str:
+    """The errors mode of a call: ``errors``, checked, or None: the batch's."""
+    return batch.mode if errors is None else checked_mode(errors)
+
+
+def _pieces(batch: FrameBatch, build: Callable[..., tuple[_Piece, list[SkippedRegion]]], *,
+            decompress: bool, xattrs: str, piece_bytes: int, threads: int | None,
+            frames: np.ndarray | None = None) -> Iterator[tuple[_Piece, list[SkippedRegion]]]:
     """``build(batch, rows, decompress, xattrs, large)`` of each piece of the values of
     ``batch`` (see ``iter_values``; of ``frames`` only, a flag per frame, where given),
-    in order, damage reported before each."""
+    in order, each with its damaged values."""
     threads = threads_of(threads)
-    mode = batch.mode if errors is None else checked_mode(errors)
     if xattrs not in _XATTRS:
         raise ValueError(f"xattrs must be one of {_XATTRS}, not {xattrs!r}")
     missing = [name for name in _NEEDED if name not in batch.columns]
@@ -145,7 +162,6 @@ def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: 
     sizes = np.maximum(declared, 0)
     large = int(sizes.sum()) > buffers.INT32_MAX
     ends = np.cumsum(sizes)
-    reporter = Reporter(mode, batch.errors)
     limit, at = piece_bytes or PIECE_BYTES, 0
     while True:                     # pieces by the running total: n log n at worst
         stop = max(at + 1, int(np.searchsorted(ends, (ends[at - 1] if at else 0) + limit,
@@ -156,9 +172,7 @@ def _pieces(batch: FrameBatch, build, *, decompress: bool, xattrs: str, errors: 
         for piece, damaged in run([lambda a=a, b=b: build(batch, rows[a:b], declared[a:b],
                                                           decompress, xattrs, large)
                                    for a, b in zip(cuts, cuts[1:])], threads):
-            for offset, length, reason in damaged:
-                reporter.report(offset, length, reason)
-            yield piece
+            yield piece, damaged
         if stop >= len(rows):
             return
         at = stop
@@ -223,7 +237,8 @@ class Spans(NamedTuple):
     xattrs: pa.Array
 
 
-def _piece(batch, rows, sizes, decompress, xattrs, large) -> tuple[pa.Table, list[tuple]]:
+def _piece(batch, rows, sizes, decompress, xattrs, large
+           ) -> tuple[pa.Table, list[SkippedRegion]]:
     """The values table of the frames at ``rows`` (see ``values``; ``sizes``: ``_sizes``
     of them), on one thread, and its damaged values as ``(frame offset, frame length,
     reason)`` in stream order; ``large``: the schema with 64-bit offsets, chosen for the
@@ -249,7 +264,8 @@ def _piece(batch, rows, sizes, decompress, xattrs, large) -> tuple[pa.Table, lis
                                  map_array, pa.array(is_json)], schema=schema), damaged
 
 
-def _spans(batch, rows, sizes, decompress, xattrs, large) -> tuple[Spans, list[tuple]]:
+def _spans(batch, rows, sizes, decompress, xattrs, large
+           ) -> tuple[Spans, list[SkippedRegion]]:
     """Where the values of the frames at ``rows`` (of ``_sizes`` ``sizes``) lie decoded
     (Snappy inflated into a buffer of their own, xattr sections checked and split off), on
     one thread, and the damaged ones as ``(frame offset, frame length, reason)`` in stream
@@ -361,9 +377,11 @@ def _split(view, inflated, rows, starts, lengths, source, failed, problems, *, b
     return result
 
 
-def _damaged(batch, problems, offsets, frame_ends) -> list[tuple[int, int, str]]:
-    """``problems`` (row, code, a, b) as ``(frame offset, frame length, reason)``, in
+def _damaged(batch, problems, offsets, frame_ends) -> list[SkippedRegion]:
+    """``problems`` (row, code, a, b) as regions (frame offset, frame length, reason), in
     stream order."""
     problems.sort(key=lambda p: p[0])
-    return [(int(offsets[row]), int(frame_ends[row]) + batch.base_offset - int(offsets[row]),
-             describe(P.ValueProblem(code), a, b)) for row, code, a, b in problems]
+    return [SkippedRegion(int(offsets[row]),
+                          int(frame_ends[row]) + batch.base_offset - int(offsets[row]),
+                          describe(P.ValueProblem(code), a, b))
+            for row, code, a, b in problems]

@@ -396,3 +396,26 @@ def test_views_written_by_the_scan_reach_polars_and_iter_batches():
     assert pa.concat_tables(b.to_arrow(binary_view=True) for b in batches).equals(expected)
     frame = dcpfast.scan(DATA, binary_views=True).to_polars()
     assert frame["value"].to_list() == expected.column("value").to_pylist()
+
+
+def test_values_and_events_leave_the_batch_errors_as_they_are():
+    """``values()``, ``iter_values`` and ``system_events()`` list what they skip in their
+    tables' metadata: the batch's ``errors`` (the scan's, shared by its selections) stay
+    the same list with the same regions, however often they are called."""
+    from dcpfast import values as V
+    from dcpfast.events import Manifest, system_events
+
+    value = t.mutation(b"k", b"\xff" * 6, by_seqno=2, datatype=2, vbucket=1)
+    event = t.system_event(0, by_seqno=3, key=b"c", value=bytes(3), vbucket=1)
+    data = t.mutation(b"a", b"x", by_seqno=1, vbucket=1) + value + b"\x99" * 30 + event
+    batch = dcpfast.scan(data, collections=False, errors="skip", final=True)
+    errors, scanned = batch.errors, list(batch.errors)
+    assert len(scanned) == 1
+    listed = [batch.values(), batch.values(threads=2), V.values(batch),
+              *V.iter_values(batch), batch.system_events(), system_events(batch),
+              batch.with_names(Manifest()), batch.filter(np.ones(len(batch), bool)).values()]
+    assert batch.errors is errors and batch.errors == scanned
+    assert [len(dcpfast.skipped_regions(table)) for table in listed] == [1] * len(listed)
+    with pytest.raises(dcpfast.DcpFormatError):
+        batch.values(errors="strict")
+    assert batch.errors == scanned

@@ -223,8 +223,10 @@ def events(draw):
 def test_round_trip(items, mode):
     data = b"".join(d for d, _ in items)
     batch = scan(data, errors=mode)
-    got = system_events(batch).to_pylist()
+    table = system_events(batch)
+    got = table.to_pylist()
     assert len(got) == len(items) and batch.errors == []
+    assert dcpfast.skipped_regions(table) == [] and table.schema.metadata is None
     offset = 0
     for i, (row, (frame, expect)) in enumerate(zip(got, items)):
         assert row == dict(expect, index=i, offset=offset)
@@ -352,22 +354,26 @@ def test_malformed_skip(case):
     assert batch.errors == []
     table = system_events(batch)
     assert table["index"].to_pylist() == [0, 2]
-    [region] = batch.errors
+    [region] = dcpfast.skipped_regions(table)
     assert (region.offset, region.length) == (len(good), len(bad))
     assert reason in region.reason
-    system_events(batch)                                  # no second entry
-    system_events(batch.filter(np.ones(len(batch), bool)))  # shares the list: still one
-    assert batch.errors == [region]
+    assert dcpfast.skipped_regions(system_events(batch)) == [region]   # each time
+    assert dcpfast.skipped_regions(
+        system_events(batch.filter(np.ones(len(batch), bool)))) == [region]
+    assert batch.errors == []                             # the batch is left as it was
 
 
-def test_event_regions_join_the_scan_regions_in_stream_order():
+def test_event_regions_stay_apart_from_the_scan_regions():
     good = t.create_scope(b"s", by_seqno=1, manifest_uid=1, scope_id=8)
     bad = _bad(0, 0, b"n", bytes(3))
-    batch = scan(good + bad + b"\xee" * 30 + good, errors="skip")
+    batch = scan(good + bad + b"\xee" * 30 + good + bad, errors="skip")
     [damage] = batch.errors
     assert damage.offset == len(good + bad)
-    assert system_events(batch)["index"].to_pylist() == [0, 2]
-    assert [r.offset for r in batch.errors] == [len(good), damage.offset]
+    table = system_events(batch)
+    assert table["index"].to_pylist() == [0, 2]
+    assert [r.offset for r in dcpfast.skipped_regions(table)] == [
+        len(good), damage.offset + damage.length + len(good)]
+    assert batch.errors == [damage]
 
 
 def test_missing_columns_are_named():
@@ -387,7 +393,9 @@ def test_random_payloads_decode_or_fail_cleanly(event_id, value, version):
     else:
         assert table.num_rows == 1
     batch = scan(data, errors="skip")
-    assert system_events(batch).num_rows + len(batch.errors) == 1
+    table = system_events(batch)
+    assert table.num_rows + len(dcpfast.skipped_regions(table)) == 1
+    assert batch.errors == []
 
 
 @given(events().filter(lambda item: item[1]["version"] == 2), st.data())
@@ -405,7 +413,8 @@ def test_damaged_flatbuffers_decode_or_fail_cleanly(item, data):
     value = bytes(value[:data.draw(st.integers(0, len(value)))])
     damaged = _bad(expect["event_id"], 2, batch.key(0), value)
     skip = scan(damaged, errors="skip")
-    assert system_events(skip).num_rows + len(skip.errors) == 1
+    table = system_events(skip)
+    assert table.num_rows + len(dcpfast.skipped_regions(table)) == 1 and skip.errors == []
     try:
         system_events(scan(damaged))
     except dcpfast.DcpFormatError as exc:
@@ -531,8 +540,9 @@ def test_label_of_a_strict_batch_with_a_bad_event_raises():
     with pytest.raises(dcpfast.DcpFormatError):
         scan(data).with_names(Manifest())
     batch = scan(data, errors="skip")
-    assert batch.with_names(Manifest())["collection"].to_pylist() == [None]
-    assert len(batch.errors) == 1
+    table = batch.with_names(Manifest())
+    assert table["collection"].to_pylist() == [None]
+    assert len(dcpfast.skipped_regions(table)) == 1 and batch.errors == []
 
 
 def test_encoder_rejects_version_mismatches():

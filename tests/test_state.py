@@ -25,6 +25,7 @@ from dcpfast.documents import (
     state_schema,
 )
 from dcpfast.documents import versions as state_versions
+from dcpfast.documents.output import metadata
 from dcpfast.errors import DcpFormatError
 from dcpfast.pcap import read_pcap
 from dcpfast.protocol import OsoFlag, SnapshotFlag, Status
@@ -583,6 +584,37 @@ def test_damaged_values_and_frames():
     with pytest.raises(DcpFormatError):
         dcpfast.state(cut)
     assert docs(dcpfast.state(cut, errors="skip")).keys() == {b"a", b"z", b"b"}
+
+
+def test_each_kind_of_damage_is_reported_once_and_the_batch_left_alone():
+    """A damaged value, a system event that does not decode, a Rollback response whose
+    value is not a seqno and bytes the scan skipped, in one batch: the state lists each
+    once under its kind, in stream order (strict mode raises the first), and the batch
+    keeps only what the scan skipped."""
+    broken = t.mutation(b"z", b"\xff\xff\xff\xff\x0f", by_seqno=3, cas=cas(3), datatype=2,
+                        **HDR)
+    event = t.system_event(0, by_seqno=2, key=b"c", value=bytes(3), **HDR)
+    answer = t.response(dcpfast.Opcode.STREAM_REQUEST, status=Status.ROLLBACK,
+                        value=b"\x00" * 3, opaque=HDR["opaque"])
+    parts = [marker(1, 5), mutation(b"a", 1), event, broken, answer, b"\x99" * 30,
+             mutation(b"b", 4)]
+    data = b"".join(parts)
+    starts = [sum(len(p) for p in parts[:i]) for i in range(len(parts))]
+    batch = dcpfast.scan(data, collections=False, errors="skip", final=True)
+    scanned = list(batch.errors)
+    assert [r.offset for r in scanned] == [starts[5]]
+    builder = StateBuilder(errors="skip").update(batch)
+    assert batch.errors == scanned
+    table = builder.table()
+    assert [r.offset for r in state_errors(table)] == starts[2:6]
+    assert metadata(table)["error_counts"] == {
+        "damaged_event": 1, "damaged_value": 1, "malformed_response": 1, "skipped_bytes": 1}
+    assert batch.errors == scanned
+    for first in (2, 3, 4):           # strict: the first in stream order, whatever its kind
+        kept = [parts[0], parts[1], *parts[first:5], parts[6]]
+        with pytest.raises(DcpFormatError) as e:
+            StateBuilder().update(dcpfast.scan(b"".join(kept), collections=False))
+        assert e.value.offset == starts[2]
 
 
 def test_strict_state_of_a_skip_scan_raises():

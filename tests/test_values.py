@@ -262,54 +262,79 @@ def test_damaged_value_skip(value, datatype, code):
     assert table["body"].to_pylist() == [b"fine", None, b"x"]
     assert table["xattrs"].to_pylist() == [None, None, None]
     assert table["is_json"].to_pylist() == [False, True, False]
-    assert len(batch.errors) == 1
-    region = batch.errors[0]
+    [region] = dcpfast.skipped_regions(table)
     assert (region.offset, region.length) == (len(good), len(bad))
     assert region.reason.startswith(reason_of(code)), region.reason
+    assert batch.errors == []                       # the batch is left as it was
 
 
 def test_errors_argument_overrides_the_batch_mode():
     data = mutation(b"ok") + mutation(b"\xff" * 6, SNAPPY, seqno=2)
     strict = dcpfast.scan(data)
     table = strict.values(errors="skip")
-    assert table["body"].null_count == 1 and len(strict.errors) == 1
+    assert table["body"].null_count == 1 and len(dcpfast.skipped_regions(table)) == 1
+    assert strict.errors == []
     with pytest.raises(dcpfast.DcpFormatError):
         dcpfast.scan(data, errors="skip").values(errors="strict")
 
 
-def test_skip_errors_are_listed_once():
+def test_skip_errors_are_listed_in_each_table_and_never_in_the_batch():
     data = (mutation(b"\xff" * 6, SNAPPY, seqno=1) + mutation(b"ok", seqno=2)
             + mutation(b"\x00\x00", XATTR, seqno=3))
     batch = dcpfast.scan(data, errors="skip")
     first = batch.values()
-    listed = list(batch.errors)
+    listed = dcpfast.skipped_regions(first)
     assert [r.offset for r in listed] == [0, len(mutation(b"\xff" * 6, SNAPPY, seqno=1))
                                           + len(mutation(b"ok", seqno=2))]
     again = batch.values(xattrs="drop")
-    batch.only("mutation").values()
-    batch.filter(np.array([2])).values()
-    assert batch.errors == listed
+    assert dcpfast.skipped_regions(again) == listed
+    assert dcpfast.skipped_regions(batch.only("mutation").values()) == listed
+    assert dcpfast.skipped_regions(batch.filter(np.array([2])).values()) == listed[1:]
+    assert batch.errors == []
     assert again["body"].equals(first["body"])
+    clean = batch.filter(np.array([1])).values()
+    assert dcpfast.skipped_regions(clean) == [] and clean.schema.metadata is None
 
 
-def test_scan_damage_and_value_damage_share_the_list():
+def test_scan_damage_stays_in_the_batch_and_value_damage_in_the_table():
     bad = mutation(b"\xff" * 6, SNAPPY, seqno=2)
     data = t.noop() + b"\x99" * 30 + mutation(b"ok") + bad
     batch = dcpfast.scan(data, errors="skip", final=True)
-    assert len(batch.errors) == 1
-    batch.values()
-    assert len(batch.errors) == 2
-    assert batch.errors[1].offset == len(data) - len(bad)
+    scanned = list(batch.errors)
+    assert len(scanned) == 1
+    table = batch.values()
+    assert batch.errors == scanned
+    assert [r.offset for r in dcpfast.skipped_regions(table)] == [len(data) - len(bad)]
 
 
-def test_value_damage_is_listed_in_stream_order_among_scan_damage():
+def test_value_damage_is_listed_in_stream_order():
     bad = mutation(b"\xff" * 6, SNAPPY, seqno=1)
-    data = bad + mutation(b"ok", seqno=2) + b"\x99" * 30 + t.noop()
+    data = (bad + mutation(b"ok", seqno=2) + b"\x99" * 30 + t.noop()
+            + mutation(b"\x00\x00", XATTR, seqno=3))
     batch = dcpfast.scan(data, errors="skip", final=True)
     assert len(batch.errors) == 1
-    batch.values()
-    assert [r.offset for r in batch.errors] == sorted(r.offset for r in batch.errors)
-    assert batch.errors[0].offset == 0 and len(batch.errors) == 2
+    listed = dcpfast.skipped_regions(batch.values(threads=1))
+    assert [r.offset for r in listed] == [0, len(data) - len(mutation(b"\x00\x00", XATTR,
+                                                                     seqno=3))]
+    assert len(batch.errors) == 1
+
+
+def test_each_piece_lists_its_own_damage():
+    """``iter_values``: a piece lists the damaged values among its rows, and a strict
+    batch raises before the piece that holds the first."""
+    bad = mutation(b"\xff" * 6, SNAPPY, seqno=2)
+    data = mutation(b"a" * 100) + bad + mutation(b"b" * 100, seqno=3) + bad
+    batch = dcpfast.scan(data, errors="skip")
+    pieces = list(V.iter_values(batch, piece_bytes=64))
+    for piece in pieces:
+        assert [r.offset for r in dcpfast.skipped_regions(piece)] == [
+            int(batch["offset"][i]) for i in piece["index"].to_pylist() if i in (1, 3)]
+    assert len(pieces) > 2 and batch.errors == []
+    strict = V.iter_values(dcpfast.scan(data), piece_bytes=64)
+    assert next(strict)["index"].to_pylist() == [0]
+    with pytest.raises(dcpfast.DcpFormatError) as info:
+        list(strict)
+    assert info.value.offset == int(batch["offset"][1])
 
 
 def test_base_offset_in_errors():
@@ -319,8 +344,8 @@ def test_base_offset_in_errors():
         batch.values()
     assert info.value.offset == 1000
     batch = dcpfast.scan(bad, base_offset=1000, errors="skip")
-    batch.values()
-    assert batch.errors == [dcpfast.SkippedRegion(1000, len(bad), batch.errors[0].reason)]
+    [region] = dcpfast.skipped_regions(batch.values())
+    assert region == dcpfast.SkippedRegion(1000, len(bad), region.reason)
 
 
 def test_arguments_are_checked():
@@ -397,7 +422,9 @@ def test_arbitrary_values_never_crash(value, datatype, xattrs, decompress):
     table = batch.values(xattrs=xattrs, decompress=decompress)
     table.validate(full=True)
     assert table["body"][0].as_py() == b"before"
-    assert (strict is None) == (table["body"].null_count == 1) == (len(batch.errors) == 1)
+    assert (strict is None) == (table["body"].null_count == 1) \
+        == (len(dcpfast.skipped_regions(table)) == 1)
+    assert batch.errors == []
     if strict is not None:
         assert strict.equals(table)
 
@@ -770,7 +797,9 @@ def test_state_values_as_spans(threads, monkeypatch):
                               xattr_ratio=0.5)
     batch = dcpfast.scan(data)
     expected = batch.values(threads=1)
-    rows, chunk = bodies.spans_chunk(V.value_spans(batch, threads=threads))
+    spans, damaged = V.value_spans(batch, threads=threads)
+    assert damaged == []
+    rows, chunk = bodies.spans_chunk(spans)
     assert rows.tolist() == expected.column("index").to_pylist()
     assert (len(chunk.buffers) > 2) == (threads > 1)     # a buffer inflated per piece
     assert (chunk.source > 0).any() and (chunk.source == 0).any()

@@ -23,8 +23,9 @@ import threading
 import click
 
 from ..errors import MODES, DcpFormatError
-from ..io import DEFAULT_BATCH_BYTES, is_capture, open_stream
+from ..io import DEFAULT_BATCH_BYTES, open_stream
 from ..io.dumps import iter_batches
+from ..io.kinds import classify
 from ..pcap import read_pcap
 from ..testing import SAMPLE
 
@@ -312,7 +313,7 @@ class Input:
     def __init__(self, stream):
         self.stream = stream
         #: Whether the input is a packet capture (else DCP frames).
-        self.capture = bool(is_capture(stream.head))
+        self.capture = classify(stream).kind.capture
         #: The codec the input was compressed with, or None.
         self.compression = stream.codec
 

@@ -10,8 +10,8 @@ from ..compare import DEFAULT_FIELDS, FIELDS, diff_errors, summary
 from ..compare.build import diff as compare
 from ..compare.sides import both
 from ..documents import StateBuilder
-from ..errors import DcpFormatError, text
-from ..pcap import CLIENT_TO_SERVER
+from ..documents.feeding import feed_batches
+from ..errors import DcpFormatError
 from ..pool import threads_of
 from .app import (
     INPUT,
@@ -137,20 +137,8 @@ def _state(name: str, side: str, options: dict, collections):
     a second time where a restart needs it (not standard input)."""
     def feed(builder: StateBuilder) -> None:
         with opened(name, options["errors"]) as source:
-            for batch in source.batches(collections=collections, columns=None,
-                                        errors=options["errors"]):
-                if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
-                    builder.placer.tracker.update(batch)
-                elif source.capture:
-                    try:
-                        builder.update(batch)
-                    except DcpFormatError as e:     # a position in a TCP stream
-                        c = batch.connection
-                        where = text("in_tcp_stream", src=f"{c.src}:{c.src_port}",
-                                     dst=f"{c.dst}:{c.dst_port}", direction=c.direction)
-                        raise DcpFormatError(e.offset, f"{where}: {e.reason}") from None
-                else:
-                    builder.update(batch)
+            feed_batches(builder, source.batches(collections=collections, columns=None,
+                                                 errors=options["errors"]), located=True)
     try:
         builder = StateBuilder(**options)
         feed(builder)

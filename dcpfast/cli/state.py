@@ -14,9 +14,9 @@ import click
 
 from ..documents import StateBuilder, consistency
 from ..documents.api import state as state_of
-from ..documents.feeding import is_capture_path
-from ..errors import DcpFormatError, is_capture_gap, text
-from ..pcap import CLIENT_TO_SERVER
+from ..documents.feeding import feed_batches
+from ..errors import DcpFormatError, is_capture_gap
+from ..io.kinds import Kind, classify
 from .app import (
     INPUT,
     at_seqno,
@@ -101,7 +101,7 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
         return
     began = time.perf_counter()
     if processes > 1 and len(files) == 1 and files[0] != "-" \
-            and not is_capture_path(files[0]):
+            and classify(files[0]).kind is not Kind.CAPTURE_PATH:
         with reported(shown(files[0]), errors), _collections_named():
             table = state_of(files[0], **options, collections=collections, threads=threads,
                              processes=processes)
@@ -119,15 +119,9 @@ def _built(builder: StateBuilder, files: list[str], *, collections, errors: str,
     def feed(builder: StateBuilder) -> None:
         for name in files:
             with reported(name, errors), opened(name, errors) as source:
-                for batch in source.batches(collections=collections, columns=None,
-                                            errors=errors, threads=threads):
-                    if source.capture and batch.connection.direction == CLIENT_TO_SERVER:
-                        builder.client(batch)
-                    elif source.capture:
-                        with _in_stream(batch.connection):
-                            builder.update(batch)
-                    else:
-                        builder.update(batch)
+                feed_batches(builder, source.batches(collections=collections, columns=None,
+                                                     errors=errors, threads=threads),
+                             located=True)
 
     feed(builder)
     with reported(shown(files[-1]), errors), _collections_named():
@@ -143,18 +137,6 @@ def _collections_named():
         raise
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--collection") from None
-
-
-@contextlib.contextmanager
-def _in_stream(connection):
-    """A capture's error says that its offset is a position in a TCP stream, and which."""
-    try:
-        yield
-    except DcpFormatError as e:
-        where = text("in_tcp_stream", src=f"{connection.src}:{connection.src_port}",
-                     dst=f"{connection.dst}:{connection.dst_port}",
-                     direction=connection.direction)
-        raise DcpFormatError(e.offset, f"{where}: {e.reason}") from None
 
 
 def _summary(table, output: str, seconds: float) -> None:

@@ -20,6 +20,7 @@ from ..arrays import unique as distinct
 from ..documents import consistency, state_errors
 from ..documents.api import state
 from ..errors import DcpFormatError, SkippedRegion, text
+from ..io.kinds import Kind, classify
 from ..pool import beside
 from .rules import label
 
@@ -101,9 +102,7 @@ class Side:
 def state_of(source, side: str, options: dict) -> pa.Table:
     """The state of one side, tombstones included; a damaged side in strict mode raises
     ``DcpFormatError`` naming the side and the offset."""
-    import pyarrow as pa
-
-    if isinstance(source, pa.Table):
+    if classify(source, sniff=False).kind is Kind.TABLE:
         return given(source, side, options)
     try:
         return state(source, include_deleted=True, **options)

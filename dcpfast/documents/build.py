@@ -14,9 +14,9 @@ import numpy as np
 from .. import _core
 from .. import protocol as P
 from .._core.contract import W_SKIP
-from ..batch import FrameBatch, parts_of
-from ..errors import DcpFormatError, SkippedRegion, checked_mode, is_capture_gap, text
-from ..events import Manifest, system_events
+from ..batch import FrameBatch
+from ..errors import DcpFormatError, checked_mode, is_capture_gap, text
+from ..events import Manifest, read_events
 from ..pool import ahead, threads_of
 from ..streams import opens
 from .engine import Engine
@@ -40,6 +40,11 @@ _U64_MAX = 2**64 - 1
 #: state split among processes finds them (``StateBuilder.share``).
 _WHOLE_STREAM = frozenset({"skipped_bytes", "capture_gap", "damaged_event",
                            "malformed_response", "unplaced_rollback"})
+#: A problem a state meets: (offset, length, reason, kind, what a strict error adds to
+#: the reason), the kind one of ``problems.KINDS``.
+Problem = tuple[int, int, str, str, str]
+#: What a strict error about the stream's own frames adds: how to go on.
+_HINT = text("state_skip_hint")
 #: The columns the state scans of a path or buffer.
 SCANNED = (*NEEDED, "collection_id")
 #: The most threads a state uses: the engine takes the batches on one; one more reads and
@@ -139,14 +144,13 @@ class StateBuilder:
         if self._table is not None:
             raise RuntimeError("this StateBuilder has given its table; start a new one")
         scanned = list(batch.errors)              # what the scan skipped
-        mine = FrameBatch(**{**parts_of(batch), "errors": list(scanned), "mode": "skip"})
-        events = system_events(mine)
-        event_errors = _new(mine.errors, scanned)
+        events, event_errors = read_events(batch)
         self.manifest.update(events)
         shared = self._vbuckets
-        rows = batch_rows(mine, self._frames, values=self.values, events=events,
-                          threads=state_threads(self.threads),
-                          valued=None if shared is None else shared[mine["vbucket"]])
+        rows, value_errors = batch_rows(
+            batch, self._frames, values=self.values, events=events,
+            threads=state_threads(self.threads),
+            valued=None if shared is None else shared[batch["vbucket"]])
         kept = None if shared is None else np.flatnonzero(
             shared[rows.columns["unit"] >> np.uint32(16)] & (rows.columns["what"] != W_SKIP))
         own = rows if kept is None else subset(rows, kept)
@@ -161,56 +165,61 @@ class StateBuilder:
             known = engine.keys(own)
             keys = lambda: known  # noqa: E731
         try:
-            value_errors = _new(mine.errors, [*scanned, *event_errors])
-            restarts = self.placer.place(mine, self._frames, rows, values=self.values)
+            restarts, response_errors = self.placer.place(batch, self._frames, rows,
+                                                          values=self.values)
             if kept is not None and shared is not None:   # this share's rows as placing
                 # left them (the requests)
                 own = subset(rows, kept)
                 restarts = take(restarts, np.flatnonzero(
                     shared[restarts.columns["unit"] >> np.uint32(16)]))
-            response_errors = _new(mine.errors, [*scanned, *event_errors, *value_errors])
             extra = [restarts] if len(restarts) else []
             if scanned:
                 extra.append(losses(batch, self._frames, scanned))
             self._frames += len(batch)
-            self.feed(merged(own, concat(extra)) if extra else own, keys)
+            self.feed(merged(own, concat(extra)) if extra else own, keys, problems=[
+                (*r, "capture_gap" if kind == "skipped_bytes" and is_capture_gap(r.reason)
+                 else kind, _HINT) for kind, regions in (
+                    ("skipped_bytes", scanned), ("damaged_event", event_errors),
+                    ("malformed_response", response_errors), ("damaged_value", value_errors))
+                for r in regions])
         finally:
             if keys is not None:         # the index is left alone once this returns
                 with contextlib.suppress(BaseException):
                     keys()
-        hint = text("state_skip_hint")
-        found = [(*r, "capture_gap" if kind == "skipped_bytes" and is_capture_gap(r.reason)
-                  else kind, hint) for kind, regions in (
-            ("skipped_bytes", scanned), ("damaged_event", event_errors),
-            ("malformed_response", response_errors), ("damaged_value", value_errors))
-            for r in regions]
-        self._report(found + self.engine.problems)
-        self.engine.problems.clear()
         return self
 
     @_in_working_memory
-    def feed(self, rows, keys: Callable[[], tuple[np.ndarray, int]] | None = None) -> None:
+    def feed(self, rows, keys: Callable[[], tuple[np.ndarray, int]] | None = None,
+             problems: Iterable[Problem] = ()) -> list[Problem]:
         """Take the next rows of the stream (what ``update`` makes of a batch); ``keys``
-        gives their document ids worked out beforehand (``Engine.keys``)."""
+        gives their document ids worked out beforehand (``Engine.keys``). ``problems``,
+        met while making the rows, are reported with those the engine finds in them
+        (``_report``: the first raised in strict mode, kept in skip mode); returns what
+        was reported, in stream order."""
         if self.exact is None:
             self.engine.update(rows, keys)
-            return
-        exact = dense(rows.unit, self.exact_units)[1]
-        self.engine.update(take(rows, np.flatnonzero(~exact)))
-        self.exact.update(take(rows, np.flatnonzero(exact)))
+        else:
+            exact = dense(rows.unit, self.exact_units)[1]
+            self.engine.update(take(rows, np.flatnonzero(~exact)))
+            self.exact.update(take(rows, np.flatnonzero(exact)))
+        found = [*problems, *self.engine.problems]
+        self.engine.problems.clear()
+        return self._report(found)
 
-    def _report(self, problems: list[tuple[int, int, str, str, str]]) -> None:
-        """Raise the first of ``problems`` ((offset, length, reason, kind, strict note))
-        in strict mode; count and keep them in skip mode, in stream order."""
+    def _report(self, problems: list[Problem]) -> list[Problem]:
+        """Raise the first of ``problems`` ((offset, length, reason, kind, strict note)) in
+        strict mode; count and keep them in skip mode, in stream order. Returns them, in
+        that order."""
         if not self._lead and self.mode == "skip":     # the lead share reports these
             problems = [p for p in problems if p[3] not in _WHOLE_STREAM]
         if not problems:
-            return
+            return problems
         problems.sort(key=lambda p: p[0])
         if self.mode == "strict":
             offset, _, reason, _, note = problems[0]
             raise DcpFormatError(offset, reason + note)
         self.problems.add((p[:3], p[3]) for p in problems)
+        return problems
 
     def table(self, again: Callable[[StateBuilder], object] | None = None) -> pa.Table:
         """The state of what the batches held (built once: the builder then holds nothing
@@ -225,7 +234,7 @@ class StateBuilder:
         if self._table is not None:
             return self._table
         self._report([(offset, length, text("state_unplaced_rollback", seqno=seqno),
-                       "unplaced_rollback", text("state_skip_hint"))
+                       "unplaced_rollback", _HINT)
                       for offset, length, seqno in self.placer.unplaced()])
         return self.result(again)
 
@@ -289,14 +298,6 @@ class StateBuilder:
                               futures=self.engine.futures())
         again(exact)
         return _joined(versions, lost, exact.engine.finish()[0])
-
-
-def _new(now: list[SkippedRegion], before: list[SkippedRegion]) -> list[SkippedRegion]:
-    """The regions of ``now`` that ``before`` did not hold, in order."""
-    if len(now) == len(before):
-        return []
-    known = set(before)
-    return [r for r in now if r not in known]
 
 
 def _per_vbucket(values: dict[int, int], pick) -> list[list[int]]:

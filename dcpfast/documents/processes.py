@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import protocol as P
 from ..errors import DcpFormatError
 from ..io.dumps import iter_batches
+from ..io.kinds import Kind, classify
 from ..pool import shares, threads_of
+from ..streams.frames import requests
 from .build import StateBuilder
-from .feeding import again, feed, is_capture_path
+from .feeding import again, feed
 from .output import METADATA_KEY, metadata
 from .problems import LISTED
 
@@ -42,14 +43,15 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _VBUCKETS = 1 << 16
-_REQUESTS = (int(P.Magic.CLIENT_REQUEST), int(P.Magic.ALT_CLIENT_REQUEST))
+#: The sources whose vbuckets processes share: a dump's path, a directory's, a glob's.
+_SPLIT = frozenset({Kind.PATH, Kind.DIRECTORY, Kind.GLOB})
 
 
 def state_processes(processes: int, source) -> int:
     """How many processes build the state of ``source``: ``processes`` (at most the cores)
-    for a dump's path, one for anything else (a capture, a buffer, batches)."""
-    if processes == 1 or not isinstance(source, (str, os.PathLike)) \
-            or is_capture_path(source):
+    for a dump's path (a file, a directory or a glob), one for anything else (a capture,
+    a buffer, batches)."""
+    if processes == 1 or classify(source).kind not in _SPLIT:
         return 1
     return threads_of(processes)
 
@@ -76,8 +78,7 @@ def _frames_per_vbucket(path, reading: dict) -> np.ndarray:
     for batch in iter_batches(path, reading["batch_bytes"], errors="skip",
                               collections=reading["collections"], threads=1,
                               columns=("magic", "vbucket")):
-        requests = np.isin(batch["magic"], _REQUESTS)
-        counts += np.bincount(batch["vbucket"][requests], minlength=_VBUCKETS)
+        counts += np.bincount(batch["vbucket"][requests(batch)], minlength=_VBUCKETS)
     return counts
 
 

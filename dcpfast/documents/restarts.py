@@ -16,6 +16,7 @@ from .. import protocol as P
 from .._core import contract as C
 from ..arrays import unique as distinct
 from ..batch import FrameBatch
+from ..errors import SkippedRegion
 from ..streams import StreamTracker
 from ..streams import frames as F
 from ..streams.checks import request_info
@@ -37,16 +38,21 @@ class Placer:
         #: rollback seqno, offset, length)
         self.waiting: list[tuple[int, int, bool, int, int, int]] = []
 
-    def place(self, batch: FrameBatch, first: int, rows: Rows, *, values: bool) -> Rows:
+    def place(self, batch: FrameBatch, first: int, rows: Rows, *,
+              values: bool) -> tuple[Rows, list[SkippedRegion]]:
         """The ``W_RESTART`` rows of ``batch`` (whose first frame is number ``first``, and
-        whose ``batch_rows`` are ``rows``: its stream messages)."""
+        whose ``batch_rows`` are ``rows``: its stream messages), and the malformed Stream
+        Requests and Rollback responses it passed over, in stream order."""
         opcode = batch["opcode"]
         requested = bool(np.count_nonzero(opcode == P.Opcode.STREAM_REQUEST))
         asked = requested or any(np.count_nonzero(opcode == o) for o in _ASKING)
-        decoded = F.decoded_requests(batch) if asked else {}
+        decoded, damaged = F.read_requests(batch) if asked else ({}, [])
         opaques = _opaques(rows, first)
         found: list[tuple[int, int, bool, int, int, int, int]] = []
-        answers = self._answers(batch) if requested else {}
+        answers: dict[int, tuple[bool, int]] = {}
+        if requested:
+            answers, malformed = self._answers(batch)
+            damaged = sorted(damaged + malformed)
         if answers:
             match = Matcher(batch, self.tracker, decoded, prefix=True, opaques=opaques)
             for i, (rolled, seqno) in answers.items():
@@ -65,20 +71,21 @@ class Placer:
         if requested:
             _requested(rows, first, decoded, batch.collections)
         if not found:
-            return make_rows(0, values)
+            return make_rows(0, values), damaged
         names = ("pos", "unit", "rolled", "seqno", "offset", "length", "opaque")
         columns = {name: np.array(c) for name, c in zip(names, zip(*found))}
         info = np.full(len(found), C.INFO_COLLECTIONS if batch.collections else 0)
         return make_rows(len(found), values, what=np.full(len(found), C.W_RESTART), info=info,
-                         **columns)
+                         **columns), damaged
 
     @staticmethod
-    def _answers(batch: FrameBatch) -> dict[int, tuple[bool, int]]:
+    def _answers(batch: FrameBatch) -> tuple[dict[int, tuple[bool, int]],
+                                             list[SkippedRegion]]:
         """Row -> (a Rollback, its seqno) of each successful or Rollback Stream Request
-        response (a Rollback whose value is malformed follows the batch's mode)."""
+        response; and the Rollback responses whose value is malformed."""
         at = np.flatnonzero((batch["opcode"] == P.Opcode.STREAM_REQUEST)
                             & F.responses(batch))
-        out = {}
+        out, damaged = {}, []
         for i in at.tolist():
             status = int(batch["status"][i])
             if status == P.Status.SUCCESS:
@@ -87,8 +94,8 @@ class Placer:
                 try:
                     out[i] = (True, F.rollback_seqno(F.value(batch, i)))
                 except ValueError as e:
-                    F.malformed(batch, i, str(e))
-        return out
+                    damaged.append(F.frame_region(batch, i, str(e)))
+        return out, damaged
 
     def _resolve(self, rows: Rows) -> list:
         """Place the waiting responses that a stream message of ``rows`` places: the first

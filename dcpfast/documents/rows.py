@@ -24,7 +24,7 @@ from .. import protocol as P
 from .._core import contract as C
 from ..arrays import at
 from ..batch import FrameBatch, kinds_of, view_of
-from ..events import system_events
+from ..errors import SkippedRegion
 from ..streams.checks import EVENT_OF_OPCODE, oso_events
 from ..values import value_spans
 from . import bodies
@@ -255,15 +255,16 @@ _STRAIGHT = {"seqno": "by_seqno", "prepared": "prepared_seqno", "rev": "rev_seqn
              "offset": "offset"}
 
 
-def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
-               threads: int | None = None, valued: np.ndarray | None = None) -> Rows:
-    """The rows of ``batch``, one per frame (its ``mode`` decides how damaged values and
-    events are reported); ``first`` is the number of its first frame in the stream,
-    ``events`` its ``system_events`` when already at hand, ``threads`` those that decode
-    its values (None: the cores idle now), ``valued`` (a flag per frame) the frames whose
-    values are decoded where not all (the others' ``value_at`` is -1). Its columns are
-    read from the batch when first asked for (``_Source``): the batch's own, where the
-    state reads them as they are."""
+def batch_rows(batch: FrameBatch, first: int, *, values: bool, events,
+               threads: int | None = None, valued: np.ndarray | None = None
+               ) -> tuple[Rows, list[SkippedRegion]]:
+    """The rows of ``batch``, one per frame, and the frames whose values did not decode
+    (in stream order; their values are null); ``first`` is the number of its first frame
+    in the stream, ``events`` its system events (``events.read_events``), ``threads``
+    those that decode its values (None: the cores idle now), ``valued`` (a flag per frame)
+    the frames whose values are decoded where not all (the others' ``value_at`` is -1).
+    Its columns are read from the batch when first asked for (``_Source``): the batch's
+    own, where the state reads them as they are."""
     missing = [name for name in NEEDED if name not in batch]
     if missing:
         raise ValueError(f"state needs the columns {', '.join(missing)}; this batch was "
@@ -272,19 +273,19 @@ def batch_rows(batch: FrameBatch, first: int, *, values: bool, events=None,
         raise ValueError("state needs the collection_id column on a collection stream")
     kinds = kinds_of(batch)
     what = WHAT_OF_KIND.take(kinds)
-    source = _Source(batch, first, what, kinds,
-                     system_events(batch) if events is None else events)
-    chunk = None
+    source = _Source(batch, first, what, kinds, events)
+    chunk, damaged = None, []
     if values:
         wanted = what < DOCUMENTS
         docs = np.flatnonzero(wanted if valued is None else wanted & valued)
         source.value_at = np.full(len(what), -1, np.int64)
-        source.value_at[docs], values_chunk = _values(batch, docs, threads, valued)
+        source.value_at[docs], values_chunk, damaged = _values(batch, docs, threads, valued)
         chunk = bodies.register(values_chunk)
     keys = view_of(batch)
     return Rows({"what": what}, keys, size=len(what), chunk=chunk,
                 fill=lambda name: source.column(name, None), pick=source.column,
-                picks=source.columns, ids=lambda index, docs: source.ids(index, keys, docs))
+                picks=source.columns,
+                ids=lambda index, docs: source.ids(index, keys, docs)), damaged
 
 
 class _Source:
@@ -396,9 +397,11 @@ def losses(batch: FrameBatch, first: int, regions) -> Rows:
 def _values(batch: FrameBatch, doc_rows: np.ndarray, threads: int | None,
             valued: np.ndarray | None):
     """The entry of each document row in the values of the batch (-1 for commits and
-    aborts), and those values (of the frames ``valued`` flags, where given) as a chunk
-    (null where they do not decode): where they lie decoded, none copied."""
-    rows, chunk = bodies.spans_chunk(value_spans(batch, threads=threads, frames=valued))
+    aborts), those values (of the frames ``valued`` flags, where given) as a chunk
+    (null where they do not decode): where they lie decoded, none copied; and the ones
+    that do not decode."""
+    spans, damaged = value_spans(batch, threads=threads, frames=valued)
+    rows, chunk = bodies.spans_chunk(spans)
     where = np.full(len(batch), -1, np.int64)
     where[rows] = np.arange(len(rows))
-    return where[doc_rows], chunk
+    return where[doc_rows], chunk, damaged

@@ -12,11 +12,10 @@ import io
 import itertools
 import mmap
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
-from .. import packets
 from .. import protocol as P
 from ..batch import FrameBatch, scan_view
 from ..buffers import byte_view, recycled
@@ -25,6 +24,7 @@ from ..options import SNIFF_BYTES, ScanOptions
 from ..schema import arrow_schema
 from .compression import HEAD_BYTES, ChunkFile, DecodedStream, codec_of, open_stream
 from .files import FileChain, expand
+from .kinds import Kind, capture_kind, classify
 from .resume import Resume
 from .sources import (
     checked_size,
@@ -110,9 +110,9 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
     files = expand(path)
     source = path if files is None else FileChain(files, errors)
     with open_stream(source, errors=errors) as stream:
-        kind = capture_kind(stream.head)
-        if kind is not None:
-            raise DcpFormatError(0, text("capture_not_dump", kind=kind))
+        capture = capture_kind(stream.head)
+        if capture is not None:
+            raise DcpFormatError(0, text("capture_not_dump", kind=capture))
         found = regular_file(stream)
         if found is not None and memory_map:
             data = _mapped(*found)
@@ -125,24 +125,6 @@ def read(path, *, collections: bool | None = None, columns=None, errors: str = "
                          scanner=scanner(options.threads))
     batch.errors.extend(damage)
     return batch
-
-
-def capture_kind(head: bytes) -> str | None:
-    """"pcap" or "pcapng" when ``head`` (the first bytes of a file) starts such a packet
-    capture (``read_pcap`` reads them), else None."""
-    if len(head) < 4:
-        return None
-    magic = int.from_bytes(head[:4], "little")
-    if magic == packets.PCAPNG_SECTION:
-        return "pcapng"
-    if {magic, int.from_bytes(head[:4], "big")} & {packets.PCAP_MAGIC_US, packets.PCAP_MAGIC_NS}:
-        return "pcap"
-    return None
-
-
-def is_capture(head: bytes) -> bool:
-    """Whether ``head`` (the first bytes of a file) starts a pcap or pcapng capture."""
-    return capture_kind(head) is not None
 
 
 def _mapped(fileno: int, position: int):
@@ -214,22 +196,22 @@ def iter_batches(source, batch_bytes: int = DEFAULT_BATCH_BYTES, *,
     options = ScanOptions.of(collections=collections, columns=columns, errors=errors,
                              max_frame_size=max_frame_size, binary_views=binary_views,
                              threads=threads)
-    return Batches(_walk(source, expand(source), batch_bytes, options, memory_map), options)
+    kind = classify(source, sniff=False).kind     # read once: nothing looked at before
+    return Batches(_walk(source, kind, expand(source, kind), batch_bytes, options,
+                         memory_map), options)
 
 
-def _walk(source, files, batch_bytes: int, options: ScanOptions,
+def _walk(source, kind: Kind, files, batch_bytes: int, options: ScanOptions,
           memory_map: bool) -> Iterator[FrameBatch]:
-    """``iter_batches``' batches (``files``: those of a directory or glob ``source``)."""
+    """``iter_batches``' batches (``kind``: what ``source`` is; ``files``: those of a
+    directory or glob ``source``)."""
     threads, errors = options.threads, options.errors
-    try:
+    if kind.buffer:                               # one buffer: views of it, no copy
         view = byte_view(source)
-    except TypeError:
-        pass
-    else:                                         # one buffer: views of it, no copy
         if codec_of(view[:HEAD_BYTES]) is None:
             yield from _batches(view_filler(view), batch_bytes, options)
             return
-        source = io.BytesIO(view)
+        source, kind = io.BytesIO(view), Kind.FILE
     if files is not None:                         # a directory or a glob: one stream
         source = FileChain(files, errors)
         with open_stream(source, errors=errors) as stream:
@@ -238,13 +220,12 @@ def _walk(source, files, batch_bytes: int, options: ScanOptions,
     elif isinstance(source, DecodedStream):       # already sniffed (and maybe decompressing)
         yield from _batches(stream_filler(source, batch_bytes, mapped=memory_map,
                                           threads=threads), batch_bytes, options, stream=source)
-    elif isinstance(source, (str, os.PathLike)) or hasattr(source, "readinto") \
-            or hasattr(source, "read"):
+    elif kind.path or kind is Kind.FILE:
         with open_stream(source, errors=errors) as stream:
             yield from _batches(stream_filler(stream, batch_bytes, mapped=memory_map,
                                               threads=threads), batch_bytes, options,
                                 stream=stream)
-    elif isinstance(source, Iterable):
+    elif kind in (Kind.ITERABLE, Kind.BATCH):     # chunks (a batch is no chunk: refused)
         chunks, head = iter(source), list[memoryview]()
         while sum(len(part) for part in head) < HEAD_BYTES:   # enough bytes to sniff a codec
             chunk = next(chunks, None)

@@ -15,29 +15,29 @@ import os
 
 from ..errors import DcpFormatError, SkippedRegion
 from .compression import DecodedStream, open_stream
+from .kinds import Kind, classify
 
-_GLOB = frozenset("*?[")
 
-
-def expand(source) -> list[str] | None:
+def expand(source, kind: Kind | None = None) -> list[str] | None:
     """The files ``source`` names when it is a directory or a glob pattern (sorted by
     path), None when it is anything else (a file, a file object, a buffer...);
-    ``FileNotFoundError`` when it names no file."""
-    if not isinstance(source, (str, os.PathLike)):
+    ``FileNotFoundError`` when it names no file. ``kind``: what ``source`` is, where
+    already known (``kinds.classify``)."""
+    if kind is None:
+        kind = classify(source, sniff=False).kind
+    if kind not in (Kind.DIRECTORY, Kind.GLOB):
         return None
     path = os.fspath(source)
     if isinstance(path, bytes):
         path = os.fsdecode(path)
-    if os.path.isdir(path):
+    if kind is Kind.DIRECTORY:
         found = []
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
             found += [os.path.join(root, f) for f in files if not f.startswith((".", "_"))]
         found.sort()
-    elif not os.path.exists(path) and _GLOB & set(path):
-        found = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
     else:
-        return None
+        found = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
     if not found:
         raise FileNotFoundError(f"no dump files in {path}")
     return found

@@ -21,7 +21,8 @@ from ..arrays import unique as distinct
 from ..buffers import recycled
 from ..errors import CaptureFormatError, Reporter, SkippedRegion, describe, text
 from ..io.compression import read_into, zero_for
-from ..io.dumps import MIN_BATCH_BYTES, is_capture
+from ..io.dumps import MIN_BATCH_BYTES
+from ..io.kinds import is_capture
 from ..io.sources import checked_size
 from ..options import ScanOptions
 from .batch import CaptureBatch

@@ -23,11 +23,12 @@ import numpy as np
 
 from .. import protocol as P
 from ..errors import DcpFormatError, checked_mode
-from ..io import DEFAULT_BATCH_BYTES, is_capture, open_stream
+from ..io import DEFAULT_BATCH_BYTES, open_stream
 from ..io.dumps import iter_batches, scan
+from ..io.kinds import classify
 from ..packets import DCP_PORT
 from ..pcap import CLIENT_TO_SERVER, read_pcap
-from ..pool import beside
+from ..pool import read_ahead
 from ..streams.frames import IS_MESSAGE, requests
 from .clock import CAPTURE, CAS, cas_times
 from .conversation import Conversation
@@ -79,7 +80,7 @@ Opener = Callable[[Any], contextlib.AbstractContextManager[IO[bytes]]]
 @contextlib.contextmanager
 def local(source) -> Iterator[IO[bytes]]:
     """A local path (``-``: standard input) or a binary file object, for reading."""
-    if isinstance(source, (str, os.PathLike)):
+    if _is_path(source):
         if os.fspath(source) == "-":
             yield sys.stdin.buffer
             return
@@ -91,7 +92,7 @@ def local(source) -> Iterator[IO[bytes]]:
 
 def name_of(source) -> str:
     """How a source is named in a report."""
-    if isinstance(source, (str, os.PathLike)):
+    if _is_path(source):
         text = os.fspath(source)
         return "<stdin>" if text == "-" else os.path.basename(text.rstrip("/")) or text
     return getattr(source, "name", None) or type(source).__name__
@@ -101,7 +102,7 @@ def kind_of(source, opener: Opener, errors: str) -> str:
     """``"capture"``, or for a dump ``"client"`` or ``"server"`` (see the module)."""
     with opener(source) as f:
         stream = open_stream(f, errors="skip")
-        if is_capture(stream.head):
+        if classify(stream).kind.capture:
             return "capture"
         head = bytearray()
         while len(head) < SNIFF_BYTES:
@@ -141,7 +142,12 @@ def plan(sources: Sequence, opener: Opener = local, errors: str = "strict") -> l
 
 
 def _seekable(source) -> bool:
-    return isinstance(source, (str, os.PathLike)) and os.fspath(source) != "-"
+    return _is_path(source) and os.fspath(source) != "-"
+
+
+def _is_path(source) -> bool:
+    """Whether ``source`` is named by a path (or a URI: nothing is opened here)."""
+    return classify(source, sniff=False).kind.path
 
 
 def read_unit(unit: Unit, options: Options, opener: Opener = local) -> Partial:
@@ -154,7 +160,7 @@ def read_unit(unit: Unit, options: Options, opener: Opener = local) -> Partial:
             partial, conversation = _read_input(name, kind, source, unit, options, opener,
                                                 partial, conversation)
         except DcpFormatError as e:
-            e.source = source if isinstance(source, (str, os.PathLike)) else name  # type: ignore[attr-defined]
+            e.source = source if _is_path(source) else name  # type: ignore[attr-defined]
             raise
     assert partial is not None
     for c in partial.conversations:
@@ -166,7 +172,7 @@ def _read_input(name: str, kind: str, source, unit: Unit, options: Options, open
                 partial: Partial | None, conversation: Conversation | None):
     """Read one input of a unit into ``partial`` (made for the first input)."""
     with opener(source) as f, open_stream(f, errors=options.errors) as stream:
-        capture = bool(is_capture(stream.head))
+        capture = classify(stream).kind.capture
         if partial is None:
             partial = Partial(CAPTURE if capture else CAS, options.stall_seconds)
         partial.inputs.append({"name": name, "kind": "capture" if capture else "dump",
@@ -186,28 +192,16 @@ def _read_dump(stream, client: bool, options: Options, partial: Partial,
                conversation: Conversation) -> None:
     batches = iter_batches(stream, options.batch_bytes, collections=options.collections,
                            errors=options.errors, threads=options.threads)
-    for batch in ahead(batches) if (options.threads or 1) > 1 else batches:
-        if client:
-            conversation.client(batch, np.zeros(len(batch), np.int64), partial)
-        else:
-            conversation.server(batch, np.zeros(len(batch), np.int64), cas_times(batch),
-                                partial)
+    with read_ahead(batches, threaded=(options.threads or 1) > 1) as stream_batches:
+        for batch in stream_batches:
+            if client:
+                conversation.client(batch, np.zeros(len(batch), np.int64), partial)
+            else:
+                conversation.server(batch, np.zeros(len(batch), np.int64), cas_times(batch),
+                                    partial)
     if stream.damage is not None:
         conversation.damage.append((int(client), stream.damage.offset, stream.damage.length,
                                     stream.damage.reason, 0))
-
-
-def ahead(batches: Iterator) -> Iterator:
-    """The items of ``batches``, the next read on another thread while this one is used
-    (a dump's next batch decoded while the last is aggregated)."""
-    source = iter(batches)
-    coming = beside(lambda: next(source, None))
-    while True:
-        batch = coming()
-        if batch is None:
-            return
-        coming = beside(lambda: next(source, None))
-        yield batch
 
 
 def _read_capture(name: str, stream, options: Options, partial: Partial) -> None:

@@ -17,6 +17,7 @@ gathers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 
@@ -28,8 +29,9 @@ from .._core import contract as C
 from ..arrow import cast_map
 from ..documents import StateBuilder, state_schema
 from ..documents.bodies import xattr_type
+from ..documents.build import Problem
 from ..documents.output import metadata
-from ..documents.problems import LISTED, Problems
+from ..documents.problems import LISTED
 from ..documents.rows import DOCUMENTS, Rows, make_rows
 from ..errors import DcpFormatError, text
 from ..events import MalformedEvent, Manifest, event_fields, event_schema
@@ -37,8 +39,8 @@ from ..streams.frames import MESSAGE_OPCODES, request_stream_id, rollback_seqno
 from ..streams.matching import placed, stream_key
 
 log = logging.getLogger("dcpfast.spark")
-_REQUESTS = (int(P.Magic.CLIENT_REQUEST), int(P.Magic.ALT_CLIENT_REQUEST))
-_RESPONSES = (int(P.Magic.CLIENT_RESPONSE), int(P.Magic.ALT_CLIENT_RESPONSE))
+_REQUESTS = tuple(sorted(int(m) for m in P.REQUEST_MAGICS))
+_RESPONSES = tuple(sorted(int(m) for m in P.RESPONSE_MAGICS))
 _WHAT = {P.Opcode.MUTATION: C.W_MUTATION, P.Opcode.DELETION: C.W_DELETION,
          P.Opcode.EXPIRATION: C.W_EXPIRATION, P.Opcode.PREPARE: C.W_PREPARE,
          P.Opcode.COMMIT: C.W_COMMIT, P.Opcode.ABORT: C.W_ABORT,
@@ -418,20 +420,36 @@ def _where(files: list, at: int) -> tuple:
 
 
 def _report(problems, errors: str, files: list) -> None:
-    """Raise the first of ``problems`` ((file rank << 46 | offset, length, reason[, kind,
-    strict note])) in strict mode, naming its file; log them in skip mode."""
-    if not problems:
-        return
-    first = min(problems)
-    at, reason = first[0], first[2]
-    file, offset = _where(files, at)
-    if errors == "strict":
-        error = DcpFormatError(offset, reason + (first[4] if len(first) > 4 else ""))
+    """Raise the first of ``problems`` ((file rank << 46 | offset, length, reason)) in
+    strict mode, naming its file; log them in skip mode."""
+    if problems and errors == "strict":
+        at, _, reason = min(problems)[:3]
+        with _located(files):
+            raise DcpFormatError(at, reason)
+    _logged(problems, files)
+
+
+def _logged(problems, files: list) -> None:
+    """Log how many ``problems`` (file rank << 46 | offset first) skip mode passed over,
+    and where the first is."""
+    if problems:
+        file, offset = _where(files, min(p[0] for p in problems))
+        log.warning("state: skipped %d problem(s), the first at byte %d%s", len(problems),
+                    offset, f" of {file}" if file is not None else "")
+
+
+@contextlib.contextmanager
+def _located(files: list):
+    """A strict error raised at file rank << 46 | offset (by the engine, or
+    ``_report``) raised again at its offset in its file, which it names."""
+    try:
+        yield
+    except DcpFormatError as e:
+        file, offset = _where(files, e.offset)
+        error = DcpFormatError(offset, e.reason)
         if file is not None:
             error.add_note(f"while decoding {file}")
-        raise error
-    log.warning("state: skipped %d problem(s), the first at byte %d%s", len(problems),
-                offset, f" of {file}" if file is not None else "")
+        raise error from None
 
 
 def _partition(batches, manifest: Manifest, options: dict, files: list, schema: pa.Schema):
@@ -439,29 +457,27 @@ def _partition(batches, manifest: Manifest, options: dict, files: list, schema: 
     row with its report (``_REPORT``)."""
     builder = StateBuilder(**options)
     builder.manifest = manifest
-    skipped = Problems()
     for rb in batches:
         if rb.num_rows:
-            rows = _engine_rows(rb, options["values"], builder.engine.problems)
-            builder.feed(rows)
-            found = sorted(builder.engine.problems)
-            _report(found, options["errors"], files)
-            skipped.add(((*_where(files, at), length, reason), kind)
-                        for at, length, reason, kind, _ in found)
-            builder.engine.problems.clear()
+            rows, damaged = _engine_rows(rb, options["values"])
+            with _located(files):
+                _logged(builder.feed(rows, problems=damaged), files)
     table = builder.result()
     meta = metadata(table)
+    skipped = builder.problems
     report = {"consistency": meta["consistency"], "unrestored": meta["unrestored"],
               "lost": meta["lost"], "lacks": meta["lacks"],
-              "errors": [list(e) for e in skipped.first], "error_counts": skipped.counts}
+              "errors": [[*_where(files, at), length, reason]
+                         for at, length, reason in skipped.first],
+              "error_counts": skipped.counts}
     table = table.cast(schema.remove(schema.get_field_index(_REPORT)), safe=False)
     yield from table.append_column(_REPORT, pa.nulls(table.num_rows, pa.string())).to_batches()
     yield pa.RecordBatch.from_pylist([{_REPORT: json.dumps(report)}], schema=schema)
 
 
-def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
-    """A record batch of ``_input_schema`` as engine rows; events decoded (a damaged one
-    joins ``problems`` and clears nothing)."""
+def _engine_rows(rb: pa.RecordBatch, values: bool) -> tuple[Rows, list[Problem]]:
+    """A record batch of ``_input_schema`` as engine rows, and the damaged events (which
+    clear nothing) as a state's problems."""
     column = {name: rb.column(name) for name in rb.schema.names}
 
     def u64(name):
@@ -473,6 +489,7 @@ def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
     what = num("what", np.uint8)
     cid = num("cid", np.uint32)
     clear = np.zeros(rb.num_rows, bool)
+    problems: list[Problem] = []
     for i in np.flatnonzero(what == C.W_EVENT).tolist():
         try:
             fields = event_fields(int(column["event_id"][i].as_py()),
@@ -499,7 +516,7 @@ def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
         body = column["body"].take(pa.array(docs)).cast(pa.large_binary())
         xattrs = cast_map(column["xattrs"].take(pa.array(docs)), xattr_type())
     data = keys.buffers()[2]
-    return make_rows(
+    rows = make_rows(
         rb.num_rows, values, keys=b"" if data is None else data, body=body, xattrs=xattrs,
         pos=num("pos", np.int64), what=what, unit=num("unit", np.uint32), seqno=u64("seqno"),
         prepared=u64("prepared"), rev=u64("rev"), cas=u64("cas"),
@@ -511,3 +528,4 @@ def _engine_rows(rb: pa.RecordBatch, values: bool, problems: list) -> Rows:
         end_status=num("end_status", np.uint32), opaque=num("opaque", np.uint32),
         info=num("info", np.uint8), rolled=num("rolled", bool), offset=u64("offset"),
         length=u64("length"), key_pos=key_pos, key_len=key_len, value_at=value_at)
+    return rows, problems

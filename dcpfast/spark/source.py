@@ -16,7 +16,8 @@ from .. import protocol as P
 from ..batch import FrameBatch
 from ..errors import DcpFormatError, checked_mode, text
 from ..io.compression import codec_of
-from ..io.dumps import is_capture, iter_batches, scan
+from ..io.dumps import iter_batches, scan
+from ..io.kinds import is_capture
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan, range_batches
 from ..options import SNIFF_BYTES, ScanOptions
 from .convert import noted, reported, scanner_columns, to_record_batch

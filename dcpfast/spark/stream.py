@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 from ..errors import text
 from ..io.compression import codec_of
-from ..io.dumps import is_capture
+from ..io.kinds import is_capture
 from ..io.resume import Resume
 from ..options import ScanOptions
 from .convert import noted, reported, scanner_columns, to_record_batch

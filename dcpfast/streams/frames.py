@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import protocol as P
 from ..batch import FrameBatch, view_of
-from ..errors import Reporter, text
+from ..errors import Reporter, SkippedRegion, text
 
 _STREAM_REQUEST = struct.Struct(P.STREAM_REQUEST_EXTRAS)
 _ROLLBACK = struct.Struct(P.ROLLBACK_VALUE)
@@ -61,12 +61,25 @@ def responses(batch: FrameBatch) -> np.ndarray:
     return _is_response(batch["magic"])
 
 
+_REQUEST_MAGICS = sorted(int(m) for m in P.REQUEST_MAGICS)
+_RESPONSE_MAGICS = sorted(int(m) for m in P.RESPONSE_MAGICS)
+
+
+def _one_of(magic: np.ndarray, magics: list[int]) -> np.ndarray:
+    """Whether each of ``magic`` is one of ``magics`` (a compare each: faster than a
+    lookup table or ``np.isin`` over every frame)."""
+    out = magic == magics[0]
+    for m in magics[1:]:
+        out |= magic == m
+    return out
+
+
 def _is_request(magic: np.ndarray) -> np.ndarray:
-    return (magic == P.Magic.CLIENT_REQUEST) | (magic == P.Magic.ALT_CLIENT_REQUEST)
+    return _one_of(magic, _REQUEST_MAGICS)
 
 
 def _is_response(magic: np.ndarray) -> np.ndarray:
-    return (magic == P.Magic.CLIENT_RESPONSE) | (magic == P.Magic.ALT_CLIENT_RESPONSE)
+    return _one_of(magic, _RESPONSE_MAGICS)
 
 
 def rows(batch: FrameBatch, opcode: int, *, response: bool, status=None) -> np.ndarray:
@@ -109,10 +122,15 @@ def utf8(data: bytes) -> str:
     return data.decode("utf-8", "backslashreplace")
 
 
+def frame_region(batch: FrameBatch, i: int, reason: str) -> SkippedRegion:
+    """The whole of frame ``i`` as a region passed over for ``reason``."""
+    return SkippedRegion(int(batch["offset"][i]), P.HEADER_SIZE + int(batch["body_len"][i]),
+                         reason)
+
+
 def malformed(batch: FrameBatch, i: int, reason: str) -> None:
     """Raise (strict) or record once (skip) that frame ``i`` has malformed content."""
-    Reporter(batch.mode, batch.errors).report(
-        int(batch["offset"][i]), P.HEADER_SIZE + int(batch["body_len"][i]), reason)
+    Reporter(batch.mode, batch.errors).report(*frame_region(batch, i, reason))
 
 
 def flag_names(enum, flags: int) -> list[str]:
@@ -166,28 +184,37 @@ def rollback_seqno(data: bytes) -> int:
     return _ROLLBACK.unpack(data)[0]
 
 
-def stream_request(batch: FrameBatch, i: int) -> dict | None:
-    """The decoded Stream Request at row ``i``, or None when its value is malformed."""
+def stream_request(batch: FrameBatch, i: int) -> dict:
+    """The decoded Stream Request at row ``i``; ``ValueError`` with the reason when its
+    value is malformed."""
     flags, _, start, end, uuid, snap_start, snap_end = _STREAM_REQUEST.unpack(extras(batch, i))
     data = value(batch, i)
-    try:
-        sid = request_stream_id(int(batch["stream_id"][i]), data)
-    except ValueError as e:
-        malformed(batch, i, str(e))
-        return None
+    sid = request_stream_id(int(batch["stream_id"][i]), data)
     return {"vbucket": int(batch["vbucket"][i]), "opaque": int(batch["opaque"][i]),
             "stream_id": sid or None, "flags": flags, "start_seqno": start,
             "end_seqno": end, "vbucket_uuid": uuid, "snap_start_seqno": snap_start,
             "snap_end_seqno": snap_end, "filter": utf8(data) if data else None}
 
 
-def decoded_requests(batch: FrameBatch) -> dict[int, dict]:
-    """Row -> decoded Stream Request, for every well-formed one in the batch."""
-    out = {}
+def read_requests(batch: FrameBatch) -> tuple[dict[int, dict], list[SkippedRegion]]:
+    """Row -> decoded Stream Request, for every well-formed one in the batch; and the
+    malformed ones, in stream order, whatever the batch's mode."""
+    out, damaged = {}, []
     for i in rows(batch, P.Opcode.STREAM_REQUEST, response=False).tolist():
-        request = stream_request(batch, i)
-        if request is not None:
-            out[i] = request
+        try:
+            out[i] = stream_request(batch, i)
+        except ValueError as e:
+            damaged.append(frame_region(batch, i, str(e)))
+    return out, damaged
+
+
+def decoded_requests(batch: FrameBatch) -> dict[int, dict]:
+    """Row -> decoded Stream Request, for every well-formed one in the batch (a malformed
+    one follows the batch's mode: ``malformed``)."""
+    out, damaged = read_requests(batch)
+    reporter = Reporter(batch.mode, batch.errors)
+    for region in damaged:
+        reporter.report(*region)
     return out
 
 
