@@ -24,6 +24,7 @@ from dcpfast.cli import main
 from dcpfast.documents import StateBuilder
 from dcpfast.documents.engine import Engine
 from dcpfast.documents.rows import batch_rows
+from dcpfast.events import read_events
 
 compiled_only = pytest.mark.skipif(dcpfast.IMPLEMENTATION != "cython",
                                    reason="the twin has no spans: numpy's memory stays numpy's")
@@ -202,8 +203,9 @@ def test_a_bare_state_builder_runs_the_engine_in_the_working_cache(handlers, dum
 @compiled_only
 def test_rows_fed_as_spark_feeds_them_run_in_the_working_cache(handlers, dump):
     """Spark's partitions give the builder rows (``feed``) and take ``result``."""
-    builder = StateBuilder(values=False)
-    builder.feed(batch_rows(dcpfast.read(dump), 0, values=False))
+    builder, batch = StateBuilder(values=False), dcpfast.read(dump)
+    rows, _ = batch_rows(batch, 0, values=False, events=read_events(batch)[0])
+    builder.feed(rows)
     assert builder.result().num_rows > 0
     _ran_in_spans(handlers)
 
