@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import streams
 
 import dcpfast
 from dcpfast import _core, buffers, schema
 from dcpfast import batch as batch_module
 from dcpfast import testing as t
+from tests.strategies import streams
 
 DATA = t.synthetic_stream(80, seed=21, stream_ids=True, marker_version=2)
 
@@ -181,7 +181,7 @@ def test_large_inputs_use_wide_offsets_and_view_windows(batch, monkeypatch):
 
 
 def _scan_cores():
-    from cores import every
+    from tests.cores import every
     return every("scan")
 
 

@@ -9,10 +9,8 @@ import cramjam
 import numpy as np
 import pyarrow as pa
 import pytest
-from cores import COMPILED, TWINS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spec_vectors import VECTORS
 
 import dcpfast
 from dcpfast import buffers
@@ -20,6 +18,8 @@ from dcpfast import testing as t
 from dcpfast import values as V
 from dcpfast.errors import describe
 from dcpfast.protocol import Datatype, ValueProblem
+from tests.cores import COMPILED, TWINS
+from tests.spec_vectors import VECTORS
 
 VP = ValueProblem
 JSON, SNAPPY, XATTR = int(Datatype.JSON), int(Datatype.SNAPPY), int(Datatype.XATTR)

@@ -393,7 +393,7 @@ def test_capture_commands(capture, tmp_path):
 
 # -- bench and the installed command ---------------------------------------------------------
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.fixture
@@ -409,9 +409,8 @@ def suite(monkeypatch):
 
 
 def test_bench_prints_its_table(suite, tmp_path):
-    from cores import COMPILED
-
     from dcpfast.cli.bench import BENCH_SCRIPT
+    from tests.cores import COMPILED
     if not os.path.isfile(BENCH_SCRIPT):
         pytest.skip("dcpfast bench runs the suite of the checkout dcpfast is installed from")
     if not COMPILED or dcpfast.IMPLEMENTATION != "cython":

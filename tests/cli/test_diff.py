@@ -9,7 +9,6 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from diff_scenarios import derive, documents, source
 
 import dcpfast
 from dcpfast import testing as t
@@ -17,6 +16,7 @@ from dcpfast.cli import main
 from dcpfast.compare import summary
 from dcpfast.compare.output import metadata
 from dcpfast.testing import SAMPLE
+from tests.diff_scenarios import derive, documents, source
 
 
 def run(*args, **kwargs):

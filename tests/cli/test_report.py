@@ -12,11 +12,11 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from report_scenarios import known
 
 import dcpfast
 from dcpfast.cli import main
 from dcpfast.testing import SAMPLE, SAMPLE_CLIENT, SAMPLE_PCAP
+from tests.report_scenarios import known
 
 has_bokeh = importlib.util.find_spec("bokeh") is not None
 

@@ -10,7 +10,6 @@ import json
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from state_scenarios import CAS_EPOCH, scenario
 
 import dcpfast
 from dcpfast import testing as t
@@ -18,6 +17,7 @@ from dcpfast.cli import main
 from dcpfast.documents import consistency, state_errors
 from dcpfast.documents.output import metadata
 from dcpfast.testing import SAMPLE
+from tests.state_scenarios import CAS_EPOCH, scenario
 
 
 def run(*args):

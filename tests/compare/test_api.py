@@ -8,11 +8,8 @@ import io
 
 import numpy as np
 import pytest
-from diff_model import diff as model_diff
-from diff_scenarios import SOURCE_NAMES, derive, documents, source
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from state_scenarios import scenario
 
 import dcpfast
 from dcpfast import testing as t
@@ -28,6 +25,9 @@ from dcpfast.documents import consistency
 from dcpfast.errors import DcpFormatError
 from dcpfast.pcap import read_pcap
 from dcpfast.protocol import SnapshotFlag
+from tests.diff_model import diff as model_diff
+from tests.diff_scenarios import SOURCE_NAMES, derive, documents, source
+from tests.state_scenarios import scenario
 
 
 def pair(seed: int, **options):
@@ -422,7 +422,7 @@ def test_a_damaged_side_is_named(pairs):
 def test_mutated_sides_raise_or_skip(seed):
     """Frames dropped, repeated, swapped, flipped or cut on either side: strict mode raises
     DcpFormatError naming the side, skip mode answers with a valid table."""
-    from test_state import mutated
+    from tests.documents.test_api import mutated
 
     whole = scenario(seed, snapshots=10, restarts=0.2)
     broken = mutated(whole, seed)
@@ -459,11 +459,12 @@ def diff_job(items: str):
 def test_memory_is_in_proportion_to_the_documents():
     """Eight times the documents: the diff's peak over the two states it compares grows
     no faster than they do (bodies are compared a block at a time)."""
-    from memory import peak_in_child
+    from tests.memory import peak_in_child
 
     ratios = []
     for items in (2_000, 16_000):
-        (differences, documents, nbytes), held = peak_in_child("test_diff", "diff_job", items)
+        (differences, documents, nbytes), held = peak_in_child("tests.compare.test_api",
+                                                               "diff_job", items)
         assert differences == 0 and documents > items // 3
         ratios.append(held / nbytes)
     assert ratios[1] < 1.25 * ratios[0] and ratios[1] < 3, ratios

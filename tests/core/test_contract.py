@@ -12,9 +12,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from cores import COMPILED, TWINS
 
 from dcpfast import _core
+from tests.cores import COMPILED, TWINS
 
 ROLES = sorted(_core.CORES)
 STUBS = Path(_core.__file__).parent

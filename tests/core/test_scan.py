@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import streams
 
 import dcpfast
 from dcpfast import _core, protocol, schema
 from dcpfast import testing as t
+from tests.strategies import streams
 
 _scan_py = _core.twins()["scan"]
 if _core.compiled() is None:

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory import peak_in_child
-from strategies import streams
 
 import dcpfast
 from dcpfast import testing as t
+from tests.memory import peak_in_child
+from tests.strategies import streams
 
 GOOD = [t.snapshot_marker(1, 3, stream_id=5),
         t.mutation(b"a", b"1", by_seqno=1, collection_id=8, stream_id=5),
@@ -302,13 +302,13 @@ def big_values_after_noops(noops):
 
 
 def test_small_frames_first_do_not_reserve_for_the_whole_input():
-    frames, peak = peak_in_child("test_malformed", "scan_job", 256)
+    frames, peak = peak_in_child("tests.core.test_scan_malformed", "scan_job", 256)
     assert frames == 296
     assert peak < 16 << 20, peak
 
 
 def test_private_copy_helpers_check_their_ranges():
-    from cores import every
+    from tests.cores import every
     cores = every("scan")
     src = np.frombuffer(b"ABCDEFGHIJ", np.uint8)
     for core in cores:
@@ -347,6 +347,6 @@ def test_chunked_skip_stays_linear_on_headers_claiming_large_bodies():
 
 
 def test_growing_columns_stays_near_the_input_size():
-    frames, peak = peak_in_child("test_malformed", "scan_job", 65536)
+    frames, peak = peak_in_child("tests.core.test_scan_malformed", "scan_job", 65536)
     assert frames == 65576
     assert peak < 64 << 20, peak

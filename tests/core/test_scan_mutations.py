@@ -16,11 +16,11 @@ import struct
 import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from strategies import resync_streams
 
 import dcpfast
 from dcpfast import protocol as P
 from dcpfast import testing as t
+from tests.strategies import resync_streams
 
 HEADER = P.HEADER_SIZE
 OFFSET_COLUMNS = ("offset", "key_offset", "value_offset")

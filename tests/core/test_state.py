@@ -9,8 +9,6 @@ import subprocess
 
 import numpy as np
 import pytest
-from c_probes import CORE, PROBES, compiler
-from cores import COMPILED, TWINS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +16,8 @@ import dcpfast
 from dcpfast import testing as t
 from dcpfast._core import contract as C
 from dcpfast.protocol import SnapshotFlag
+from tests.c_probes import CORE, PROBES, compiler
+from tests.cores import COMPILED, TWINS
 
 needs_compiled = pytest.mark.skipif(COMPILED is None, reason="no compiled cores were built")
 CORES = [TWINS["state"]] + ([COMPILED["state"]] if COMPILED else [])

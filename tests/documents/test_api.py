@@ -12,8 +12,6 @@ import struct
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from state_model import decoded, expected, model, rows_of
-from state_scenarios import CAS_EPOCH, scenario
 
 import dcpfast
 from dcpfast import testing as t
@@ -28,6 +26,8 @@ from dcpfast.documents import versions as state_versions
 from dcpfast.errors import DcpFormatError
 from dcpfast.pcap import read_pcap
 from dcpfast.protocol import OsoFlag, SnapshotFlag, Status
+from tests.state_model import decoded, expected, model, rows_of
+from tests.state_scenarios import CAS_EPOCH, scenario
 
 VB = 5
 HDR = dict(vbucket=VB, opaque=0x1005)
@@ -633,7 +633,7 @@ def churn(changes: int, *, keys: int = 100, size: int = 1000, hostile: bool = Fa
 
 @pytest.mark.parametrize("options", [{}, {"hostile": True}])
 def test_memory_is_the_live_documents_and_a_batch(options, monkeypatch):
-    from memory import peak_allocation
+    from tests.memory import peak_allocation
 
     monkeypatch.setattr(state_versions, "MERGE_FLOOR", 64)          # the floors are
     monkeypatch.setattr(state_versions, "MERGE_FLOOR_BYTES", 64 << 10)   # constants

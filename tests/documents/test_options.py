@@ -183,7 +183,7 @@ def rollback_storm(restarts: int, changes: int = 50, keys: int = 20) -> bytes:
 def test_memory_grows_with_the_documents_not_the_stream(make):
     """Eight times the stream, the same documents: the peak grows by much less (the
     state's second pass after restarts holds only the versions that may still stand)."""
-    from memory import peak_allocation
+    from tests.memory import peak_allocation
 
     small, large = (20_000, 160_000) if make is orphan_commits else (300, 2_400)
     peaks = []

@@ -11,13 +11,13 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pytest
-from state_scenarios import scenario
 
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.documents.output import metadata
 from dcpfast.documents.processes import first_error, vbucket_ranges
 from dcpfast.protocol import Opcode
+from tests.state_scenarios import scenario
 
 
 def same(path, **options) -> pa.Table:

@@ -9,10 +9,8 @@ import sys
 
 import numpy as np
 import pytest
-from cores import every
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from strategies import streams
 
 import dcpfast
 from dcpfast import _core, pool, schema
@@ -20,6 +18,8 @@ from dcpfast import protocol as P
 from dcpfast import testing as t
 from dcpfast.batch import kinds_of
 from dcpfast.io import threaded
+from tests.cores import every
+from tests.strategies import streams
 
 NAMES = (None, ("offset", "opcode"), ("key", "value", "by_seqno"))
 

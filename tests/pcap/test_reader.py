@@ -9,10 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
-from cores import COMPILED, TWINS
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory import peak_in_child
 
 import dcpfast
 from dcpfast import CaptureFormatError, packets
@@ -20,6 +18,8 @@ from dcpfast import protocol as P
 from dcpfast import testing as t
 from dcpfast.io import is_capture
 from dcpfast.pcap import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, read_pcap
+from tests.cores import COMPILED, TWINS
+from tests.memory import peak_in_child
 
 _pcap_py = TWINS["pcap"]
 _pcap = COMPILED["pcap"] if COMPILED else None
@@ -660,7 +660,7 @@ def test_memory_stays_bounded(tmp_path):
     path = tmp_path / "big.pcap"
     path.write_bytes(t.pcap_file(t.tcp_packets(t.tcp_segments(stream, (1448,), client=False))))
     frames = len(dcpfast.scan(stream))
-    count, peak = peak_in_child("test_pcap", "read_job", path)
+    count, peak = peak_in_child("tests.pcap.test_reader", "read_job", path)
     assert count == frames
     # the chunks read and the batches' columns (recycled memory), each peak counted in full
     assert peak < 8 << 20, f"peak {peak / 2**20:.1f} MiB for a {len(stream) >> 20} MiB stream"

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from report_scenarios import MS, START, S, expected, known, randomized
 
 import dcpfast
 from dcpfast import testing as t
@@ -21,6 +20,7 @@ from dcpfast.reporting import Report
 from dcpfast.reporting.clock import iso
 from dcpfast.reporting.grid import BUCKETS, Cells, Grid, Thinned
 from dcpfast.reporting.inputs import Options, plan, read_unit
+from tests.report_scenarios import MS, START, S, expected, known, randomized
 
 STALL = 5 * S
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser import find_browser, open_page
 
 import dcpfast
 from dcpfast import testing as t
+from tests.browser import find_browser, open_page
 
 pytest.importorskip("bokeh", reason="the page needs the report extra: pip install "
                                     "'dcpfast[report]'")
@@ -109,7 +109,7 @@ def test_the_seqno_lines_hold_each_seqno_until_the_next():
 
 
 def test_anomalies_link_to_their_stream(tmp_path):
-    from report_scenarios import known
+    from tests.report_scenarios import known
 
     path = tmp_path / "known.pcap"
     path.write_bytes(known().capture())

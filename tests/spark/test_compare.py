@@ -6,8 +6,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from diff_scenarios import derive, documents, source
-from test_diff import cut_inside_a_snapshot
 
 import dcpfast
 from dcpfast.compare import FIELDS, diff_errors, summary
@@ -15,6 +13,8 @@ from dcpfast.compare.output import metadata
 from dcpfast.errors import DcpFormatError
 from dcpfast.spark import diff as spark_diff
 from dcpfast.spark.compare import rows_schema
+from tests.compare.test_api import cut_inside_a_snapshot
+from tests.diff_scenarios import derive, documents, source
 
 pytestmark = pytest.mark.spark
 ORDER = [("scope", "ascending"), ("collection", "ascending"), ("key", "ascending")]

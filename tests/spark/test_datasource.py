@@ -473,7 +473,7 @@ def test_filters_reach_the_data_source_when_spark_lets_them(spark, dumps, capfd)
 def _readme_examples() -> str:
     from pathlib import Path
 
-    text = (Path(__file__).parent.parent / "docs" / "spark.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
     section = text[text.index("## Spark examples"):]
     start = section.index("```python\n") + len("```python\n")
     return section[start:section.index("```\n", start)]

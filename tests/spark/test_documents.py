@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from state_scenarios import CAS_EPOCH, scenario
 
 import dcpfast
 from dcpfast import testing as t
@@ -13,6 +12,7 @@ from dcpfast.errors import DcpFormatError
 from dcpfast.spark import read_dcp, state_report
 from dcpfast.spark import state as spark_state
 from dcpfast.spark.documents import output_schema
+from tests.state_scenarios import CAS_EPOCH, scenario
 
 pytestmark = pytest.mark.spark
 ORDER = [("vbucket", "ascending"), ("collection_id", "ascending"), ("key", "ascending"),

@@ -4,10 +4,10 @@ units read in Spark's tasks and merged on the driver."""
 from __future__ import annotations
 
 import pytest
-from report_scenarios import known
 
 import dcpfast
 from dcpfast.testing import SAMPLE, SAMPLE_CLIENT, SAMPLE_PCAP
+from tests.report_scenarios import known
 
 pytestmark = pytest.mark.spark
 

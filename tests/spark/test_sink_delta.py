@@ -1,6 +1,6 @@
 """The Delta job (``dcpfast.spark.write_delta``) on the shared local session, read back by
 ``deltalake``, polars and Spark's readers of the files; its failed attempts are tested in
-``test_spark_job.py``'s child process, which retries tasks."""
+``tests/spark/test_sink.py``'s child process, which retries tasks."""
 
 from __future__ import annotations
 

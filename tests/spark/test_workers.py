@@ -22,7 +22,7 @@ pytest.importorskip("pyspark")
 from dcpfast.spark.workers import identity, same_dcpfast  # noqa: E402
 
 pytestmark = pytest.mark.spark
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spec_vectors import VECTORS
 
 import dcpfast
 from dcpfast import streams as S
 from dcpfast import testing as t
 from dcpfast.protocol import Opcode, SnapshotFlag, Status, StreamEndStatus
 from dcpfast.streams import frames as stream_frames
+from tests.spec_vectors import VECTORS
 
 HEX = {v.id: v.data for v in VECTORS}
 FAILOVER = [(0xfeeddeca, 0x5432), (0xdecafe, 0x1343214), (0xfeedface, 4), (0xdeadbeef, 0x6524)]

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import cramjam
 import pytest
-from spec_vectors import DOC, FAILOVER_HEX
-from spec_vectors import VECTORS as SPEC_VECTORS
 
 from dcpfast import testing as t
+from tests.spec_vectors import DOC, FAILOVER_HEX
+from tests.spec_vectors import VECTORS as SPEC_VECTORS
 
-REAL_SERVER = Path(__file__).parent / "data" / "real-server"
+REAL_SERVER = Path(__file__).parent.parent / "data" / "real-server"
 HEX = {v.id: v.hex for v in SPEC_VECTORS}
 
 FAILOVER = [(0xfeeddeca, 0x5432), (0xdecafe, 0x1343214), (0xfeedface, 4), (0xdeadbeef, 0x6524)]

@@ -3,7 +3,7 @@ byte for byte, each shows what the documentation's examples read from it (the se
 side, the client's requests, a capture of both directions), and the examples of the README
 and of docs/streams.md and docs/captures.md, run on them, show something.
 
-``python tests/test_samples.py`` rewrites them after a change of the generators.
+``python tests/testing/test_samples.py`` rewrites them after a change of the generators.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_the_paths_name_every_sample():
 def test_the_samples_regenerate_byte_for_byte(name):
     made = sample_files()[name]
     assert PATHS[name].read_bytes() == made, \
-        f"{name} differs from dcpfast.testing.sample_files(): python tests/test_samples.py"
+        f"{name} differs from dcpfast.testing.sample_files(): python tests/testing/test_samples.py"
 
 
 def test_the_server_side_is_a_clean_stream():
@@ -65,7 +65,7 @@ def test_the_capture_holds_both_sides():
     assert not client.errors and not server.errors
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_quick_starts_output_is_ignored():
@@ -84,7 +84,8 @@ def test_the_docs_call_the_failover_column_vbucket_uuid():
     for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
         if page.is_file():
             assert not re.search(r"(?<!\w)uuid\b", page.read_text()), page.name
-#: The pages whose Python examples read the samples (the Spark ones run in test_spark.py).
+#: The pages whose Python examples read the samples (the Spark ones run in
+#: tests/spark/test_datasource.py).
 EXAMPLES = ["README.md", "docs/streams.md", "docs/captures.md"]
 
 
