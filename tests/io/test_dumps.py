@@ -501,3 +501,14 @@ def test_scan_polars_is_lazy_with_projection_and_predicate_pushdown():
         .collect()
     assert first.height == 5 and first["offset"].to_list() == eager["offset"][:5].to_list()
     assert len(chunks_read) < len(data) // 10_000         # stopped early
+
+
+def test_scan_refuses_a_base_offset_that_wraps():
+    data = t.synthetic_stream(20, seed=5)
+    with pytest.raises(ValueError, match="base_offset"):
+        dcpfast.scan(data, base_offset=2**64 - 100)
+    with pytest.raises(ValueError, match="base_offset"):
+        dcpfast.scan(data, base_offset=-1)
+    batch = dcpfast.scan(data, base_offset=2**64 - 1 - len(data))
+    assert int(batch["offset"][-1]) < 2**64 - 1
+    assert batch.key(len(batch) - 1) == dcpfast.scan(data).key(len(batch) - 1)
