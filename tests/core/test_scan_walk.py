@@ -1,6 +1,8 @@
 """The scan core's walk, both cores: ended at ``ScanRequest.stop`` and resumed there it is one
 walk, into ``Columns`` the caller fills (grown, put, kept), from a given row, with offsets
-up to 2**64."""
+up to 2**64; and the high completed and prepared seqnos of snapshot markers read only
+where kv_engine reads them (tests/core/test_scan.py holds the two scan cores to each
+other)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dcpfast
 from dcpfast import _core, schema
 from dcpfast import protocol as P
 from dcpfast import testing as t
+from dcpfast.protocol import SnapshotFlag
 from tests.cores import every
 from tests.strategies import streams
 
@@ -164,3 +168,24 @@ def test_offsets_past_2_to_the_64_are_refused(core):
         core.scan_buffer(data, request(len(data), base=2**64 - 100))
     last = 2**64 - 1 - len(data)
     assert core.scan_buffer(data, request(len(data), base=last)).frames > 0
+
+
+# -- what the scan reads of snapshot markers ----------------------------------------------
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("flags", [SnapshotFlag.MEMORY, SnapshotFlag.DISK,
+                                   SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, 0])
+def test_high_seqnos_only_with_the_disk_flag(version, flags):
+    """kv_engine reads the high completed and prepared seqnos only from Disk markers
+    (MB-65564): elsewhere both scan cores leave them null, and say so in the kind."""
+    more = dict(purge_seqno=3, high_prepared_seqno=8) if version == 2 else {}
+    frame = t.snapshot_marker(1, 9, flags, version=version, max_visible_seqno=9,
+                              high_completed_seqno=7, vbucket=2, **more)
+    disk = bool(flags & SnapshotFlag.DISK)
+    batch = dcpfast.scan(frame)
+    row = batch.to_arrow().to_pylist()[0]
+    assert row["high_completed_seqno"] == (7 if disk else None)
+    assert row["high_prepared_seqno"] == (8 if disk and version == 2 else None)
+    assert (row["max_visible_seqno"], row["purge_seqno"]) == (9, 3 if version == 2 else None)
+    assert batch[0].kind.endswith("_memory") != disk
+    assert batch["high_completed_seqno"][0] == (7 if disk else 0)

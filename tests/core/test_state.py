@@ -1,7 +1,6 @@
 """The state core (``cstate``) and its pure-Python twin (``pystate``) give the same answers
 on random input: the stream checks, the state walk, the key index, ``newest`` and
-``pair_durable``; and the scan reads the high completed and prepared seqnos of snapshot
-markers only where kv_engine does (``test_twin`` holds the two scan cores to each other)."""
+``pair_durable``; the key index's C header on its own."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from hypothesis import strategies as st
 import dcpfast
 from dcpfast import testing as t
 from dcpfast._core import contract as C
-from dcpfast.protocol import SnapshotFlag
 from tests.c_probes import CORE, PROBES, compiler
 from tests.cores import COMPILED, TWINS
 
@@ -430,53 +428,6 @@ def test_cores_check_their_input():
             with pytest.raises(ValueError):
                 core.pair_durable(np.array(group, np.int64), np.array(what, np.uint8), one,
                                   one, 2)
-
-
-@pytest.mark.parametrize("version", [0, 1, 2])
-@pytest.mark.parametrize("flags", [SnapshotFlag.MEMORY, SnapshotFlag.DISK,
-                                   SnapshotFlag.DISK | SnapshotFlag.CHECKPOINT, 0])
-def test_high_seqnos_only_with_the_disk_flag(version, flags):
-    """kv_engine reads the high completed and prepared seqnos only from Disk markers
-    (MB-65564): elsewhere both scan cores leave them null, and say so in the kind."""
-    more = dict(purge_seqno=3, high_prepared_seqno=8) if version == 2 else {}
-    frame = t.snapshot_marker(1, 9, flags, version=version, max_visible_seqno=9,
-                              high_completed_seqno=7, vbucket=2, **more)
-    disk = bool(flags & SnapshotFlag.DISK)
-    batch = dcpfast.scan(frame)
-    row = batch.to_arrow().to_pylist()[0]
-    assert row["high_completed_seqno"] == (7 if disk else None)
-    assert row["high_prepared_seqno"] == (8 if disk and version == 2 else None)
-    assert (row["max_visible_seqno"], row["purge_seqno"]) == (9, 3 if version == 2 else None)
-    assert batch[0].kind.endswith("_memory") != disk
-    assert batch["high_completed_seqno"][0] == (7 if disk else 0)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(1, 40), st.lists(st.integers(0, 40), min_size=1, max_size=6),
-       st.data())
-def test_rows_with_extra_rows_give_every_row_gathered(n, places, data):
-    """Rows read lazily from a batch, with extra rows (restarts, losses) put in among them:
-    a gather at any rows (in any order, repeated) or a ``take``, the extra ones too, gives
-    the full columns there."""
-    from dcpfast.documents.rows import NUMERIC, Rows, make_rows, merged, take
-
-    rng = np.random.default_rng(n * 1000 + len(places))
-    columns = {name: rng.integers(1, 200, n).astype(dtype) for name, dtype in NUMERIC.items()
-               if name != "pos"}
-    base = make_rows(n, False, pos=np.arange(n) * 2, **columns)
-    lazy = Rows({"what": base.what}, size=n, fill=lambda name: base.columns[name],
-                pick=lambda name, index: base.columns[name][index])
-    extra = make_rows(len(places), False, pos=np.minimum(places, n) * 2 - 1,
-                      what=np.full(len(places), 9), seqno=np.arange(len(places)) + 1000)
-    whole = merged(base, extra)
-    index = np.array(sorted(data.draw(st.sets(st.integers(0, n + len(places) - 1)))),
-                     np.int64)
-    taken = take(merged(lazy, extra), index)
-    anyhow = np.array(data.draw(st.lists(st.integers(0, n + len(places) - 1))), np.int64)
-    for name in NUMERIC:
-        assert taken.columns[name].tolist() == whole.columns[name][index].tolist(), name
-        assert merged(lazy, extra).gather(name, anyhow).tolist() \
-            == whole.columns[name][anyhow].tolist(), name
 
 
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2**20),
