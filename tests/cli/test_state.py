@@ -17,6 +17,7 @@ from dcpfast.cli import main
 from dcpfast.documents import consistency, state_errors
 from dcpfast.documents.output import metadata
 from dcpfast.testing import SAMPLE
+from tests.documents.test_options import collections_dump
 from tests.state_scenarios import CAS_EPOCH, scenario
 
 
@@ -196,3 +197,11 @@ def test_every_decoding_command_takes_threads_and_shows_examples(command, tmp_pa
             "convert": ["-o", tmp_path / "c.parquet"]}.get(command, [])
     assert run(command, SAMPLE, "--threads", "2", *args).exit_code == 0
     assert run(command, SAMPLE, "--threads", "0", *args).exit_code == 2
+
+
+def test_the_command_names_a_wrong_collection(tmp_path):
+    dump = tmp_path / "c.dcp"
+    dump.write_bytes(collections_dump())
+    result = CliRunner().invoke(main, ["state", str(dump), "-o", str(tmp_path / "s.parquet"),
+                                       "--collection", "nope"])
+    assert result.exit_code == 2 and "nope" in result.output

@@ -16,9 +16,7 @@ import pytest
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.documents import (
-    StateBuilder,
     consistency,
-    nanoseconds,
     state_errors,
     state_schema,
 )
@@ -419,24 +417,6 @@ def test_a_capture_gives_the_state_of_its_dump():
     assert dcpfast.state(batches).equals(dcpfast.state(dump), check_metadata=True)
 
 
-def test_options_are_checked():
-    with pytest.raises(ValueError):
-        dcpfast.state(b"", errors="ignore")
-    with pytest.raises(TypeError):
-        dcpfast.state(b"", at_seqno="12")
-    with pytest.raises(ValueError):
-        dcpfast.state(b"", at_time="yesterday")
-    for outside in (-1, 2**64, "1969-12-31T23:59:59Z", dt.datetime(2600, 1, 1)):
-        with pytest.raises(ValueError, match="CAS clock"):
-            dcpfast.state(b"", at_time=outside)
-    assert dcpfast.state(b"", at_time=2**64 - 1).num_rows == 0
-    with pytest.raises(TypeError):
-        dcpfast.state(b"", only_collections=[1.5])
-    assert nanoseconds("2023-11-14T22:13:20Z") == T0
-    assert nanoseconds(dt.datetime(2023, 11, 14, 22, 13, 20)) == T0
-    assert dcpfast.state(b"").num_rows == 0
-
-
 # -- chunks -----------------------------------------------------------------------------
 
 
@@ -592,13 +572,6 @@ def test_strict_state_of_a_skip_scan_raises():
     with pytest.raises(DcpFormatError):
         dcpfast.state(batch)
     assert state_errors(dcpfast.state(batch, errors="skip")) == batch.errors
-
-
-def test_builder_takes_batches_one_by_one():
-    builder = StateBuilder(history=True)
-    for batch in dcpfast.iter_batches(dcpfast.testing.SAMPLE, 10_000):
-        builder.update(batch)
-    assert builder.table().equals(dcpfast.state(dcpfast.testing.SAMPLE, history=True))
 
 
 def test_empty_and_frameless_input():

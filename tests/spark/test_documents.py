@@ -1,6 +1,9 @@
-"""dcpfast.spark.state: the same rows as dcpfast.state on the same dumps, on a local Spark."""
+"""dcpfast.spark.state: the same rows as dcpfast.state on the same dumps, on a local Spark,
+and the same frames lost on dumps cut inside."""
 
 from __future__ import annotations
+
+import random
 
 import pyarrow as pa
 import pytest
@@ -9,9 +12,11 @@ import dcpfast
 from dcpfast import testing as t
 from dcpfast.documents.output import metadata
 from dcpfast.errors import DcpFormatError
+from dcpfast.protocol import Opcode
 from dcpfast.spark import read_dcp, state_report
 from dcpfast.spark import state as spark_state
 from dcpfast.spark.documents import output_schema
+from tests.documents.test_api_losses import dump
 from tests.state_scenarios import CAS_EPOCH, scenario
 
 pytestmark = pytest.mark.spark
@@ -116,3 +121,21 @@ def test_report_is_the_single_process_metadata(spark, dumps, tmp_path):
     assert len(want["errors"]) == 2
     assert report["errors"] == [[f"file:{bad}", *e] for e in want["errors"]]
     assert report["consistency"] == want["consistency"]
+
+
+@pytest.mark.spark
+def test_spark_sees_the_same_losses(spark, tmp_path):
+    from dcpfast.spark import read_dcp, state_report
+
+    frames, fields = dump(4, vbuckets=2, items=800)
+    rng = random.Random(4)
+    markers = [i for i, f in enumerate(fields) if f["opcode"] == Opcode.SNAPSHOT_MARKER]
+    cut = set(rng.sample(markers[5:], 2))
+    path = tmp_path / "cut.dcp"
+    path.write_bytes(b"".join(f for i, f in enumerate(frames) if i not in cut))
+    report = state_report(read_dcp(spark, str(path), columns="all", values=True),
+                          errors="skip")
+    want = metadata(dcpfast.state(path, errors="skip"))
+    assert report["consistency"] == want["consistency"]
+    assert report["lost"] == want["lost"] and want["lost"]
+    assert [e[1:] for e in report["errors"]] == want["errors"]
