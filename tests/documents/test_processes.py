@@ -157,25 +157,3 @@ def test_a_worker_that_dies_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/bin/false")
     with pytest.raises(RuntimeError, match="exit code 1"):
         dcpfast.state(path, processes=2)
-
-
-def test_the_command_shares_a_dump_among_processes(tmp_path):
-    from click.testing import CliRunner
-
-    from dcpfast.cli import main
-
-    path = written(tmp_path, scenario(9, vbuckets=5, restarts=0.2))
-    outs = [tmp_path / "one.parquet", tmp_path / "two.parquet"]
-    for out, extra in zip(outs, ([], ["--processes", "2"])):
-        result = CliRunner().invoke(main, ["state", str(path), "-o", str(out),
-                                           "--errors", "skip", *extra])
-        assert result.exit_code == 0, result.output
-    import pyarrow.parquet as pq
-    one, two = (pq.read_table(out) for out in outs)
-    assert two.equals(one) and two.schema.metadata == one.schema.metadata
-    holed = written(tmp_path, scenario(9, vbuckets=5)[:-700] + scenario(9, vbuckets=5)[-500:],
-                    "holed.dcp")
-    results = [CliRunner().invoke(main, ["state", str(holed), "-o", str(tmp_path / "h.pq"),
-                                         *extra]) for extra in ([], ["--processes", "2"])]
-    assert results[0].exit_code == results[1].exit_code == 1
-    assert results[1].output == results[0].output and "holed.dcp" in results[0].output

@@ -190,24 +190,3 @@ def test_a_buffer_of_few_large_frames_is_walked_by_one_thread(monkeypatch):
     assert_same_result(threaded.scan_result(memoryview(small), ask, 4),
                        _core.scan.scan_buffer(small, ask))
     assert cuts                                    # ranges of at least RANGE_BYTES
-
-
-def test_convert_takes_threads(tmp_path):
-    import pyarrow.parquet as pq
-    from click.testing import CliRunner
-
-    from dcpfast.cli import main
-    unit = t.synthetic_stream(3000, seed=8)
-    path = tmp_path / "dump.dcp"
-    path.write_bytes(unit * (5 * threaded.RANGE_BYTES // len(unit)))
-    tables = []
-    for threads in ("1", "3"):
-        out = tmp_path / f"out{threads}.parquet"
-        done = CliRunner().invoke(main, ["convert", str(path), "-o", str(out), "--values",
-                                         "-q", "--threads", threads])
-        assert done.exit_code == 0, done.output
-        tables.append(pq.read_table(out))
-    assert tables[0].equals(tables[1])
-    done = CliRunner().invoke(main, ["convert", str(path), "-o", str(tmp_path / "x.parquet"),
-                                     "--threads", "0"])
-    assert done.exit_code == 2 and "threads" in done.output

@@ -140,3 +140,10 @@ if __name__ == "__main__":
         PATHS[name].write_bytes(data)
         print(f"{PATHS[name]}: {len(data):,} bytes")
     sys.exit(0)
+
+
+def test_sample_is_a_clean_collections_stream():
+    batch = dcpfast.read(SAMPLE)
+    assert batch.collections and not batch.errors and len(batch) > 1000
+    kinds = set(batch["opcode"].tolist())
+    assert {0x56, 0x57, 0x58, 0x59, 0x5f, 0x60, 0x62, 0x63} <= kinds
