@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 import dcpfast
 from dcpfast import testing as t
+from dcpfast.io import is_capture
+from tests.pcap.test_reader import SERVER_BYTES
 
 CONFIGS = {
     "collections": dict(collections=True),
@@ -235,3 +237,14 @@ def test_scan_refuses_a_base_offset_that_wraps():
     batch = dcpfast.scan(data, base_offset=2**64 - 1 - len(data))
     assert int(batch["offset"][-1]) < 2**64 - 1
     assert batch.key(len(batch) - 1) == dcpfast.scan(data).key(len(batch) - 1)
+
+
+# -- captures told from dumps ------------------------------------------------------------
+
+def test_is_capture_knows_every_magic():
+    for big in (False, True):
+        for nanoseconds in (False, True):
+            assert is_capture(t.pcap_file([], big_endian=big, nanoseconds=nanoseconds)[:4])
+        assert is_capture(t.pcapng_file([], big_endian=big)[:4])
+    for head in (b"", b"\xd4\xc3", SERVER_BYTES[:24], b"\x1f\x8b\x08\x00", b"PK\x03\x04"):
+        assert not is_capture(head)

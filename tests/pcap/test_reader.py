@@ -1,4 +1,5 @@
-"""Packet captures written by ``dcpfast.testing`` decode to exactly the frames sent."""
+"""Packet captures (``dcpfast.pcap.reader``): those written by ``dcpfast.testing`` decode to
+exactly the frames sent, whatever their format, link layer, segmentation or damage."""
 
 from __future__ import annotations
 
@@ -16,13 +17,8 @@ import dcpfast
 from dcpfast import CaptureFormatError, packets
 from dcpfast import protocol as P
 from dcpfast import testing as t
-from dcpfast.io import is_capture
 from dcpfast.pcap import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, read_pcap
-from tests.cores import COMPILED, TWINS
 from tests.memory import peak_in_child
-
-_pcap_py = TWINS["pcap"]
-_pcap = COMPILED["pcap"] if COMPILED else None
 
 SERVER = t.synthetic_frames(60, seed=11)                      # collections, with a HELLO
 CLIENT = t.synthetic_frames(6, seed=12, collections=False)    # a second, independent stream
@@ -78,15 +74,6 @@ def conversation_capture(fmt="pcap", **kwargs):
 
 
 # -- the file formats -------------------------------------------------------------------------
-
-
-def test_is_capture_knows_every_magic():
-    for big in (False, True):
-        for nanoseconds in (False, True):
-            assert is_capture(t.pcap_file([], big_endian=big, nanoseconds=nanoseconds)[:4])
-        assert is_capture(t.pcapng_file([], big_endian=big)[:4])
-    for head in (b"", b"\xd4\xc3", SERVER_BYTES[:24], b"\x1f\x8b\x08\x00", b"PK\x03\x04"):
-        assert not is_capture(head)
 
 
 def test_clean_conversation_decodes_exactly():
@@ -516,63 +503,7 @@ def test_collections_decided_per_direction():
     assert got == {CLIENT_TO_SERVER: False, SERVER_TO_CLIENT: True}
 
 
-# -- the walker and its twin ------------------------------------------------------------------
-
-
-def _walk(core, capture, fmt, links, tsres, rows=64):
-    cols = (np.zeros(rows, np.int64), np.zeros((rows, 40), np.uint8), np.zeros(rows, np.uint32),
-            np.zeros(rows, np.uint8), np.zeros(rows, np.int64), np.zeros(rows, np.int32))
-    counters = np.zeros(5, np.int64)
-    buf = np.frombuffer(capture, np.uint8)
-    pos = 24 if fmt == 0 else 0
-    out = []
-    while True:
-        n, pos, status, detail = core.walk(buf, pos, fmt, False, np.array(links, np.int32),
-                                           np.array(tsres, np.uint8),
-                                           np.zeros(len(links), np.int64), *cols, counters)
-        out.append((n, pos, status, detail, [c[:n].tolist() for c in cols]))
-        if status != packets.WalkStatus.FULL:
-            return out, counters.tolist()
-
-
-@pytest.mark.skipif(_pcap is None, reason="the compiled walker is not built")
-def test_walker_twins_agree():
-    rng = random.Random(3)
-    for link in (0, 1, 101, 108, 113, 276):
-        capture = bytearray(conversation_capture(link=link, vlans=(5,) if link == 1 else (),
-                                                 sizes=(200,)))
-        for trial in range(30):
-            data = bytearray(capture)
-            for _ in range(trial):
-                data[rng.randrange(24, len(data))] = rng.randrange(256)
-            data = bytes(data[:rng.randrange(24, len(data) + 1)] if trial % 3 == 0 else data)
-            assert _walk(_pcap, data, 0, [link], [6]) == _walk(_pcap_py, data, 0, [link], [6])
-    packets = t.tcp_packets(t.tcp_conversation(CLIENT_BYTES, SERVER_BYTES))
-    for code in (0, 6, 9, 12, 0x80 | 10, 0x80 | 40, 0x80 | 70, 30):
-        ng = t.pcapng_file(packets[:10], tsresol=code if code < 128 or code < 0x80 | 41 else None)
-        # skip the section header and interface block, then walk the packet blocks
-        shb = struct.unpack_from("<I", ng, 4)[0]
-        idb = struct.unpack_from("<I", ng, shb + 4)[0]
-        body = ng[shb + idb:]
-        assert _walk(_pcap, body, 1, [1], [code]) == _walk(_pcap_py, body, 1, [1], [code])
-
-
-def test_writer_agrees_with_dpkt():
-    dpkt = pytest.importorskip("dpkt")
-    segs = t.tcp_conversation(CLIENT_BYTES, SERVER_BYTES, sizes=(999,), seed=3)
-    packets = t.tcp_packets(segs, vlans=(9,))
-    for capture, reader in ((t.pcap_file(packets, nanoseconds=True), dpkt.pcap.Reader),
-                            (t.pcapng_file(packets, tsresol=9, extra_blocks=True),
-                             dpkt.pcapng.Reader)):
-        seen = list(reader(io.BytesIO(capture)))
-        assert len(seen) == len(packets)
-        for (ts, frame), seg in zip(seen, segs):
-            eth = dpkt.ethernet.Ethernet(frame)
-            tcp = eth.data.data
-            assert isinstance(tcp, dpkt.tcp.TCP)
-            assert bytes(tcp.data) == seg.payload and tcp.flags == seg.flags
-            assert tcp.dport == (11210 if seg.client else 50123)
-
+# -- damaged records and blocks ---------------------------------------------------------------
 
 def test_bad_record_stops_the_walk_where_it_is():
     packets = t.tcp_packets(t.tcp_conversation(CLIENT_BYTES, SERVER_BYTES, sizes=(900,)))
