@@ -1,6 +1,7 @@
 """``dcpfast.report``: its figures against conversations with known timing (the plain-Python
 model of ``report_scenarios``), as captures and as dumps, whole and in pieces; the JSON
-contract; bad and empty input; threads; the bounded series it is built on."""
+contract; bad and empty input; threads. The bounded series it is built on are tested in
+test_grid.py and test_content.py."""
 
 from __future__ import annotations
 
@@ -10,15 +11,11 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import dcpfast
 from dcpfast import testing as t
-from dcpfast.events import Manifest
 from dcpfast.reporting import Report
 from dcpfast.reporting.clock import iso
-from dcpfast.reporting.grid import BUCKETS, Cells, Grid, Thinned
 from dcpfast.reporting.inputs import Options, plan, read_unit
 from tests.report_scenarios import MS, START, S, expected, known, randomized
 
@@ -298,82 +295,3 @@ def test_the_bundled_capture_shows_its_stall():
     assert figures["noops"]["answered"] == figures["noops"]["count"] == 1
     assert not figures["anomalies"] and not figures["warnings"]
     assert len(figures["streams"]) == 4
-
-
-# -- the bounded series ---------------------------------------------------------------------
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 2**48), st.integers(0, 1000)),
-                min_size=1, max_size=300),
-       st.integers(1, 40), st.integers(0, 2**40))
-def test_cells_in_pieces_equal_the_cells_of_all(points, piece, base):
-    """Values added a piece at a time, as the grid widens, sum to what the final width
-    gives for all of them at once; two halves merged give the same."""
-    rows = np.array([p[0] for p in points])
-    times = np.array([p[1] + base for p in points], np.int64)
-    values = np.array([p[2] for p in points], np.int64)
-
-    def built(parts) -> tuple[Grid, Cells]:
-        grid, cells = Grid(), Cells({"n": "sum", "top": "max"}, {"n": np.int64, "top": np.int64})
-        for at in parts:
-            cells.add(rows[at], times[at], grid.see(times[at]), n=values[at], top=values[at])
-        return grid, cells
-
-    grid, cells = built([slice(k, k + piece) for k in range(0, len(points), piece)])
-    got_rows, got_buckets, got = cells.table(grid.shift)
-    assert got_buckets.max() - got_buckets.min() < BUCKETS
-    want: dict = {}
-    for r, tm, v in zip(rows.tolist(), times.tolist(), values.tolist()):
-        n, top = want.get((r, tm >> grid.shift), (0, -1))
-        want[(r, tm >> grid.shift)] = (n + v, max(top, v))
-    assert dict(zip(zip(got_rows.tolist(), got_buckets.tolist()),
-                    zip(got["n"].tolist(), got["top"].tolist()))) == want
-    half = len(points) // 2
-    first, a = built([slice(0, half)])
-    second, b = built([slice(half, None)])
-    first.merge(second)
-    a.merge(b)
-    assert first.shift == grid.shift
-    merged = a.table(grid.shift)
-    assert [m.tolist() for m in merged[:2]] == [got_rows.tolist(), got_buckets.tolist()]
-    assert merged[2]["n"].tolist() == got["n"].tolist()
-
-
-def test_a_thinned_sample_stays_bounded_and_exact_where_it_can():
-    sample = Thinned()
-    sample.add(np.arange(1000.0))
-    assert sample.quantile(0.5) == 499.5 and sample.max == 999
-    for _ in range(40):
-        sample.add(np.arange(10_000.0))
-    assert len(sample.kept) <= 1 << 16 and sample.count == 401_000
-    assert sample.max == 9999 and abs(sample.quantile(0.5) - 5000) < 100
-
-
-def test_key_versions_are_bounded_and_lower_bounds(monkeypatch):
-    """Past ``KEEP`` distinct keys the table drops the least changed; what it reports of a
-    key is at most its versions and short by at most ``floor``; the hottest keys stay."""
-    import random
-    from collections import Counter
-
-    from dcpfast.reporting import content as C
-
-    monkeypatch.setattr(C, "KEEP", 50)
-    rng = random.Random(5)
-    keys = [b"hot-%d" % k for k in range(5)] * 40 + [b"cold-%d" % rng.randrange(2000)
-                                                     for _ in range(3000)]
-    rng.shuffle(keys)
-    counted, seqno = C.Content(), 0
-    for at in range(0, len(keys), 97):
-        frames = []
-        for key in keys[at:at + 97]:
-            seqno += 1
-            frames.append(t.mutation(key, b"{}", by_seqno=seqno))
-        batch = dcpfast.scan(b"".join(frames), collections=False)
-        counted.update(batch, np.arange(len(batch)), Manifest())
-    truth = Counter(keys)
-    top = counted.top_keys(10)
-    assert counted.floor > 0 and len(counted.keys) <= 2 * C.KEEP
-    assert {k for _, k, _ in top[:5]} == {b"hot-%d" % k for k in range(5)}
-    for _, key, n in top:
-        assert n <= truth[key] <= n + counted.floor
