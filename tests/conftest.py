@@ -48,3 +48,15 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def can_spark():
+    """Skip a test that starts Spark in a child process where it cannot (as the shared
+    ``spark`` fixture skips)."""
+    import os
+    import shutil
+
+    pytest.importorskip("pyspark")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.skip("Spark 4 needs Java 17+")

@@ -1,9 +1,8 @@
-"""The Parquet job (``dcpfast.spark.write_parquet``) and ``dcpfast spark-decode``.
-
-A task's writing (``TaskWriter``) and the output directory's rules (``output``) run
-without a JVM; the tests marked ``spark`` run the job on the shared local[2] session and
-read its output back with Spark, pandas, polars and DuckDB. Failed task attempts and the
-command itself need a Spark of their own: they run in a child process.
+"""The Parquet job (``dcpfast.spark.write_parquet``, ``dcpfast.spark.sink``): the tests marked
+``spark`` run the job on the shared local[2] session and read its output back with Spark,
+pandas, polars and DuckDB. Failed task attempts need a Spark of their own: they run in a
+child process. A task's writing and the output directory's rules are tested in
+test_parquet.py and test_output.py, the command in tests/cli/test_spark_decode.py.
 """
 
 from __future__ import annotations
@@ -12,37 +11,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
 import dcpfast
-from dcpfast import testing as T
 
 dspark = pytest.importorskip("dcpfast.spark")
 from dcpfast.io.ranges import Piece  # noqa: E402
-from dcpfast.spark import output, parquet  # noqa: E402
 from dcpfast.spark.convert import to_record_batch  # noqa: E402
 from dcpfast.spark.job import spark_error  # noqa: E402
-from dcpfast.spark.source import list_files, read_piece  # noqa: E402
-
-# -- without a JVM -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def dumps(tmp_path_factory):
-    """Three dumps (one with durable writes), as the Spark tests use."""
-    root = tmp_path_factory.mktemp("job-dumps")
-    paths = []
-    for i, items in enumerate((300, 40, 900)):
-        path = root / f"d{i}.dcp"
-        path.write_bytes(T.synthetic_stream(items, seed=20 + i, sync_writes=i == 2))
-        paths.append(str(path))
-    return root, paths
+from dcpfast.spark.source import read_piece  # noqa: E402
 
 
 def _reference(paths, columns=None, errors="strict") -> dict:
@@ -66,110 +47,6 @@ def _rows(table: pa.Table) -> dict:
             row["vbucket"] = None if vb == -1 else vb
         out[(row["source"], row["offset"])] = row
     return out
-
-
-def _task(tmp_path, paths, *, partition_by=("vbucket",), flush_bytes=parquet.FLUSH_BYTES,
-          errors="strict", columns=None):
-    store = pafs.LocalFileSystem()
-    tmp_path.mkdir(exist_ok=True)
-    collections = dcpfast.read(paths[0]).collections     # known: batches of 8 kB each
-    writer = parquet.TaskWriter(store, str(tmp_path / "task"), "part-00000-job",
-                                dspark.spark_arrow_schema(columns), partition_by,
-                                collections=collections, errors=errors,
-                                flush_bytes=flush_bytes, batch_bytes=8192)
-    for uri, size in list_files(paths):
-        writer.write(Piece(uri, 0, size, size))
-    return writer.result()
-
-
-@pytest.mark.parametrize("flush_bytes", [parquet.FLUSH_BYTES, 50_000])
-def test_a_task_writes_every_frame_once_by_vbucket(tmp_path, dumps, flush_bytes):
-    root, paths = dumps
-    result = _task(tmp_path, paths, flush_bytes=flush_bytes)
-    want = _reference(paths)
-    assert result["frames"] == len(want) == sum(result["rows"].values())
-    folders = {f.split("/")[0] for f, _, _ in result["files"]}
-    assert folders == set(result["rows"]) and "vbucket=-1" in folders     # the responses
-    if flush_bytes < parquet.FLUSH_BYTES:
-        assert len(result["files"]) > 2 * len(folders)
-    else:
-        assert len(result["files"]) == len(folders)
-    for relative, rows, size in result["files"]:
-        path = tmp_path / "task" / relative
-        assert pq.read_metadata(path).num_rows == rows and path.stat().st_size == size
-        offsets = pq.read_table(path, columns=["source", "offset"]).to_pylist()
-        assert offsets == sorted(offsets, key=lambda r: (r["source"], r["offset"]))
-    back = pq.read_table(tmp_path / "task", partitioning="hive")
-    assert _rows(back) == want
-
-
-def test_a_task_without_partitions_and_with_two(tmp_path, dumps):
-    root, paths = dumps
-    result = _task(tmp_path / "none", paths, partition_by=())
-    assert [f for f, _, _ in result["files"]] == ["part-00000-job-0.parquet"]
-    result = _task(tmp_path / "two", paths, partition_by=("opcode", "vbucket"))
-    opcodes = {int(r["opcode"]) for r in _reference(paths).values()}
-    assert {f.split("/")[0] for f, _, _ in result["files"]} == {f"opcode={o}" for o in opcodes}
-    back = pq.read_table(tmp_path / "two" / "task", partitioning="hive")
-    assert back.num_rows == len(_reference(paths))
-
-
-def test_a_task_never_makes_its_parents(tmp_path, dumps):
-    """An attempt still running after its job ended (the staging directory deleted)
-    fails instead of staging files again where nothing would delete them."""
-    root, paths = dumps
-    writer = parquet.TaskWriter(pafs.LocalFileSystem(), str(tmp_path / "job" / "attempt"),
-                                "p", dspark.spark_arrow_schema(), ("vbucket",),
-                                collections=None, errors="strict")
-    writer.write(Piece(paths[1], 0, os.path.getsize(paths[1]),
-                              os.path.getsize(paths[1])))
-    with pytest.raises(FileNotFoundError):
-        writer.result()
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_partition_columns_are_checked():
-    names = dspark.spark_arrow_schema().names
-    assert parquet.partition_columns(["vbucket", "opcode"], names) == ("vbucket", "opcode")
-    for bad, why in ((["by_seqno"], "up to 32 bits"), (["key_str"], "up to 32 bits"),
-                     (["status"], "not among"), (["vbucket", "vbucket"], "must differ")):
-        with pytest.raises(ValueError, match=why):
-            parquet.partition_columns(bad, names)
-
-
-def test_the_output_directory_rules(tmp_path):
-    out = tmp_path / "out"
-    assert output.check(str(out), "error") is False
-    out.mkdir()
-    assert output.check(str(out), "error") is True                   # empty: allowed
-    (out / "vbucket=3").mkdir()
-    (out / "vbucket=3" / "part-00003-0123456789abcdef-0.parquet").write_bytes(b"x")
-    (out / "_SUCCESS").write_bytes(b"")
-    with pytest.raises(FileExistsError, match="already exists"):
-        output.check(str(out), "error")
-    assert output.check(str(out), "overwrite") and output.check(str(out), "append")
-    # a Parquet file dcpfast did not write (Spark's, or the user's own) is never replaced
-    for theirs in ("part-00000-1b2c.c000.snappy.parquet", "mine.parquet"):
-        (out / "vbucket=3" / theirs).write_bytes(b"x")
-        with pytest.raises(FileExistsError, match=f"vbucket=3/{theirs}, which dcpfast did "
-                                                  "not write: not replacing it"):
-            output.check(str(out), "overwrite")
-        (out / "vbucket=3" / theirs).unlink()
-    (out / "notes.txt").write_text("mine")
-    with pytest.raises(FileExistsError, match="notes.txt, which is not part of a Parquet"):
-        output.check(str(out), "overwrite")
-    (out / "notes.txt").unlink()
-    (out / "vbucket=3" / "dump.dcp").write_bytes(b"")
-    with pytest.raises(FileExistsError, match="vbucket=3/dump.dcp"):
-        output.check(str(out), "overwrite")
-    with pytest.raises(ValueError, match="mode must be"):
-        output.check(str(out), "ignore")
-    link = tmp_path / "link"
-    link.symlink_to(tmp_path / "nowhere")
-    for mode in ("error", "overwrite", "append"):
-        with pytest.raises(FileExistsError, match=f"^{link}: a symbolic link to "
-                                                  f"{tmp_path / 'nowhere'}, which does not"):
-            output.check(str(link), mode)
 
 
 # -- the job on Spark ------------------------------------------------------------------------------
@@ -302,67 +179,7 @@ def test_captures_and_unreadable_files_fail_in_both_modes(spark, dumps, tmp_path
     assert not out.exists()
 
 
-_UNREADABLE = """
-import sys
-import pyarrow.fs as pafs
-from dcpfast import spark as dspark
-from dcpfast.io.ranges import Piece
-from dcpfast.spark.parquet import TaskWriter
-from dcpfast.spark.source import check_inputs
-
-path, staging = sys.argv[1:]
-try:
-    check_inputs([path])
-except OSError as e:
-    print("driver:", e)
-writer = TaskWriter(pafs.LocalFileSystem(), staging, "p", dspark.spark_arrow_schema(), ("vbucket",),
-                    collections=None, errors="skip")
-try:
-    writer.write(Piece(path, 0, 100, 100))
-except OSError as e:
-    print("task:", e)
-"""
-
-
-def test_an_unreadable_file_fails_with_the_reason_in_skip_mode(tmp_path):
-    """A file of mode 000 (read by an unprivileged user: root reads it), checked by the
-    driver before the job and, for files the driver cannot see, by the task."""
-    root = os.geteuid() == 0
-    if root and not shutil.which("setpriv"):
-        pytest.skip("running as root, without setpriv to drop the privilege")
-    drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if root else []
-    reach = subprocess.run([*drop, sys.executable, "-c", "import pyarrow, dcpfast.spark"],
-                           capture_output=True, env=_child_env(), timeout=120)
-    if reach.returncode:
-        pytest.skip("the unprivileged user cannot read this environment (a private checkout)")
-    with tempfile.TemporaryDirectory() as where:        # a place the other user reaches
-        os.chmod(where, 0o777)
-        locked = Path(where) / "locked.dcp"
-        shutil.copy(dcpfast.testing.SAMPLE, locked)
-        locked.chmod(0)
-        command = [*drop, sys.executable, "-c", _UNREADABLE, str(locked), where]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                              env=_child_env())
-    assert done.returncode == 0, done.stderr
-    driver, task = done.stdout.splitlines()
-    assert driver == f"driver: cannot read {locked}: Permission denied"
-    assert task.startswith(f"task: cannot read {locked}: ") and "Permission denied" in task
-
-
-def test_an_unreadable_piece_names_the_file_and_the_reason(tmp_path, dumps):
-    """A file gone between planning and reading (root can read files of mode 000, and
-    this is the same path): the task fails with the file and the reason, in skip mode."""
-    root, paths = dumps
-    gone = tmp_path / "gone.dcp"
-    store = pafs.LocalFileSystem()
-    writer = parquet.TaskWriter(store, str(tmp_path / "task"), "p", dspark.spark_arrow_schema(),
-                                ("vbucket",), collections=None, errors="skip")
-    with pytest.raises(OSError) as failure:
-        writer.write(Piece(str(gone), 0, 100, 100))
-    assert str(failure.value).startswith(f"cannot read {gone}: ")
-
-
-# -- failed attempts and the command, in a process of their own ------------------------------------
+# -- failed attempts, in a process of their own ------------------------------------------------
 
 _ATTEMPTS = """
 import os, sys
@@ -451,40 +268,6 @@ spark.stop()
 """
 
 
-def test_the_report_of_spark_decode():
-    from dcpfast.cli.spark_decode import report
-
-    summary = {"frames": 123456, "input_bytes": 25_000_000, "files": 40,
-               "output_bytes": 9_000_000, "tasks": 4, "task_seconds": 3.25,
-               "startup_seconds": 4.0, "seconds": 7.5,
-               "rows": {f"vbucket={v}": 1000 + v for v in [-1, *range(20)]},
-               "skipped": [{"where": "a.dcp (bytes 0 to 10)", "regions": 2, "bytes": 70,
-                            "first": 3},
-                           {"where": "b.dcp", "regions": 1, "bytes": 5, "first": 9}]}
-    assert report(summary, "out/") == [
-        "123,456 frames from 25.0 MB of dumps -> out/: 40 Parquet files, 9.0 MB",
-        "  frames per partition: vbucket=-1 999, vbucket=0 1,000, vbucket=1 1,001, "
-        "vbucket=2 1,002, vbucket=3 1,003, vbucket=4 1,004, vbucket=5 1,005, vbucket=6 "
-        "1,006, ... (21 partitions, 999 to 1,019 frames each)",
-        "  (=-1: frames that carry no value there; responses have no vbucket)",
-        "  skipped 3 damaged region(s), 75 bytes, in 2 piece(s) (each logged above)",
-        "  4.0 s starting Spark, 7.5 s running the job: 4 task(s) decoding and writing for "
-        "3.2 s in all"]
-    summary.update(rows={"": 5}, skipped=[], files=1)
-    assert report(summary, "o")[1:] == [
-        "  4.0 s starting Spark, 7.5 s running the job: 4 task(s) decoding and writing for "
-        "3.2 s in all"]
-
-
-@pytest.fixture
-def can_spark():
-    """Skip a test that starts Spark in a child process where it cannot (as the shared
-    ``spark`` fixture skips)."""
-    pytest.importorskip("pyspark")
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        pytest.skip("Spark 4 needs Java 17+")
-
-
 def _child_env():
     return dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
 
@@ -516,103 +299,6 @@ def test_failed_attempts_leave_exactly_the_committed_files(can_spark, dumps, tmp
     assert "injected failure" in text
     assert "replaced a previously registered data source" not in text   # once per session
     assert not list((tmp_path / "out").rglob("_temporary"))
-
-
-def _command(*args, env=None):
-    found = shutil.which("dcpfast", path=os.path.dirname(sys.executable))
-    command = [found] if found else [sys.executable, "-m", "dcpfast"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=600,
-                          env=env or _child_env())
-
-
-@pytest.mark.spark
-def test_the_quick_start_command(can_spark, tmp_path):
-    """The README's quick start: quiet, a report a user can act on, a dataset every reader
-    opens; a failure is one line naming the file and the offset, and a rerun works."""
-    out = tmp_path / "decoded"
-    done = _command("spark-decode", "--sample", "--out", str(out))
-    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
-    frames = len(dcpfast.read(dcpfast.testing.SAMPLE))
-    lines = done.stdout.splitlines()
-    size = dcpfast.testing.SAMPLE.stat().st_size / 1e6
-    assert lines[0].startswith(f"{frames:,} frames from {size:,.1f} MB of dumps -> {out}: ")
-    assert lines[1].startswith("  frames per partition: vbucket=-1 ")
-    assert "s starting Spark, " in lines[-1] and " s running the job: " in lines[-1]
-    assert _readers(str(out)) == dict.fromkeys(("pandas", "polars", "duckdb", "pyarrow"),
-                                               frames)
-    done = _command("spark-decode", "--sample", "--out", str(out))
-    assert done.returncode == 1
-    assert done.stderr == f"Error: {out} already exists: write elsewhere, or replace it " \
-                          "(mode=\"overwrite\", --overwrite)\n"
-    bad = tmp_path / "bad.dcp"
-    bad.write_bytes(_damaged(dcpfast.testing.SAMPLE))
-    done = _command("spark-decode", str(bad), "--out", str(tmp_path / "again"))
-    assert done.returncode == 1 and done.stdout == ""
-    [line] = done.stderr.splitlines()
-    assert line.startswith(f"Error: {bad} (bytes ") and ": unknown magic 0xee" in line
-    assert "Spark's log: " in line and not (tmp_path / "again").exists()
-    log = Path(line.rsplit("Spark's log: ", 1)[1].rstrip(")"))
-    assert "unknown magic 0xee" in log.read_text()            # kept for the user
-    log.unlink()
-
-
-def test_inputs_are_checked_before_spark_starts(tmp_path):
-    """No Java on the path: had the command started Spark, it would say so instead."""
-    from dcpfast.testing import capture
-
-    pytest.importorskip("pyspark")
-
-    env = {k: v for k, v in _child_env().items() if k != "JAVA_HOME"}
-    env["PATH"] = os.path.dirname(sys.executable)
-    pcap = tmp_path / "x.pcap"
-    pcap.write_bytes(capture.pcap_file([]))
-    taken = tmp_path / "taken"
-    taken.mkdir()
-    (taken / "x").write_text("")
-    sample, fresh = str(dcpfast.testing.SAMPLE), str(tmp_path / "o")
-    missing = tmp_path / "missing.dcp"
-    for args, said in (([str(missing), "--out", fresh],
-                        f"Error: {missing}: No such file or directory"),
-                       ([str(pcap), "--out", fresh], "x.pcap: a packet capture"),
-                       ([sample, "--out", fresh, "--partition-by", "by_seqno"],
-                        "cannot partition by 'by_seqno'"),
-                       ([sample, "--out", fresh, "--columns", "nope"], "unknown column"),
-                       ([sample, "--out", str(taken)], "already exists")):
-        done = _command("spark-decode", *args, env=env)
-        assert done.returncode == 1 and said in done.stderr, done.stderr
-        assert len(done.stderr.splitlines()) == 1 and "Spark" not in done.stderr
-    assert not os.path.exists(fresh)
-
-
-def test_what_a_listing_of_inputs_refuses_and_leaves_out(tmp_path):
-    """A dangling link (named or in a directory) and a FIFO or a device are refused with
-    their reason; Parquet files, hidden and ``_`` directories and a job's output inside
-    the input are left out."""
-    root = tmp_path / "in"
-    root.mkdir()
-    shutil.copy(dcpfast.testing.SAMPLE, root / "a.dcp")
-    (root / "_temporary" / "x").mkdir(parents=True)
-    (root / "_temporary" / "x" / "part.dcp").write_bytes(b"x")
-    (root / "out" / "vbucket=1").mkdir(parents=True)
-    (root / "out" / "vbucket=1" / "part-00000-0123456789abcdef-0.parquet").write_bytes(b"P")
-    (root / "out" / "mine.dcp").write_bytes(b"x")
-    assert [os.path.basename(u) for u, _ in list_files([str(root)])] == ["a.dcp", "mine.dcp"]
-    assert [os.path.basename(u) for u, _ in list_files([str(root)],
-                                                       exclude=[str(root / "out")])] == \
-        ["a.dcp"]
-    (root / "gone.dcp").symlink_to(tmp_path / "nowhere.dcp")
-    for named in (root, root / "gone.dcp"):
-        with pytest.raises(FileNotFoundError) as failure:
-            list_files([str(named)])
-        assert failure.value.filename == str(root / "gone.dcp")
-        assert failure.value.strerror == f"a symbolic link to {tmp_path / 'nowhere.dcp'}, " \
-                                         "which does not exist"
-    (root / "gone.dcp").unlink()
-    os.mkfifo(root / "pipe")
-    for named, kind in ((root, "FIFO"), (root / "pipe", "FIFO"),
-                        (Path("/dev/zero"), "character device")):
-        with pytest.raises(ValueError, match=f"is not a regular file or directory \\(a {kind}\\)"):
-            list_files([str(named)])
 
 
 @pytest.mark.spark
