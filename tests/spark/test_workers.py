@@ -1,16 +1,15 @@
 """dcpfast's Spark paths as a newcomer meets them, each in a process of its own: a job run
 with the virtual environment's interpreter but not activated (no ``PYSPARK_PYTHON``,
 ``python3`` on the path another Python) from a directory holding a copy of the source
-tree (whose ``dcpfast/`` has no compiled cores); and ``spark-decode`` ended by a signal."""
+tree (whose ``dcpfast/`` has no compiled cores); a worker of another dcpfast refused in one
+line (``dcpfast.spark.workers``)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,6 @@ from dcpfast.spark.workers import identity, same_dcpfast  # noqa: E402
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def can_spark():
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        pytest.skip("Spark 4 needs Java 17+")
 
 
 def _bare_env() -> dict:
@@ -109,30 +102,3 @@ def test_a_worker_of_another_dcpfast_fails_in_one_line():
     said = str(failure.value)
     assert said.startswith(f"Spark's Python workers run dcpfast {identity()} (from ")
     assert "but this process runs 0.0.1/python" in said and "\n" not in said
-
-
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_spark_decode_ended_by_a_signal_leaves_nothing(can_spark, tmp_path, signum):
-    """Ctrl-C or SIGTERM while the job runs: one line, no traceback, nothing at ``--out``
-    (a next run is not refused), and the process ends by the signal."""
-    dump = tmp_path / "big.dcp"
-    dump.write_bytes(T.synthetic_stream(40_000, seed=3))
-    out = tmp_path / "out"
-    found = shutil.which("dcpfast", path=os.path.dirname(sys.executable))
-    command = [found] if found else [sys.executable, "-m", "dcpfast"]
-    proc = subprocess.Popen([*command, "spark-decode", str(dump), "--out", str(out), "-q",
-                             "--partition-by", "vbucket,opcode"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
-    deadline = time.monotonic() + 300
-    while not (out / "_temporary").exists() and proc.poll() is None and \
-            time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signum)
-    stdout, stderr = proc.communicate(timeout=300)
-    if proc.returncode == 0:
-        pytest.skip("the job ended before the signal came")
-    assert proc.returncode == -signum, stderr[-3000:]
-    assert stderr == f"Error: ended by {signal.Signals(signum).name}: nothing written to " \
-                     f"{out}\n"
-    assert not out.exists()
