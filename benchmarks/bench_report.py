@@ -90,8 +90,8 @@ def speed(args, where: Path) -> int:
 
 
 def renders(args, where: Path) -> int:
-    sys.path.insert(0, str(HERE.parent / "tests"))
-    from browser import find_browser, open_page
+    sys.path.insert(0, str(HERE.parent))            # the tests' package, as tests.browser
+    from tests.browser import find_browser, open_page
 
     if find_browser() is None:
         print("no headless Chromium: apt-get install chromium-headless-shell", file=sys.stderr)

@@ -1,4 +1,16 @@
-"""Shared fixtures; the whole suite runs against whichever scan core the process uses."""
+"""Shared fixtures; the whole suite runs against whichever scan core the process uses.
+
+The tests are laid out like the package, so that a module's tests are found by its name:
+``dcpfast/X/Y.py`` is tested in ``tests/X/test_Y.py`` and ``tests/X/test_Y_<aspect>.py``
+(``tests/core/`` for ``dcpfast/_core``, whose compiled cores and twins are named by role:
+``test_scan*.py`` for cscan and pyscan), a top-level module ``dcpfast/Y.py`` in
+``tests/test_Y*.py``. The tests about the whole house rather than one module stay at
+``tests/`` top level (test_architecture.py lists them in ``WHOLE_HOUSE``, and checks the
+layout). ``tests`` is a package: helpers are imported as ``tests.<helper>`` (the
+strategies, cores, memory, models and scenarios here; ``tests/cli/commands.py`` for the
+command's tests), fixtures shared by a folder live in its ``conftest.py``, and two
+folders may hold test files of one name.
+"""
 
 from __future__ import annotations
 
@@ -48,3 +60,15 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def can_spark():
+    """Skip a test that starts Spark in a child process where it cannot (as the shared
+    ``spark`` fixture skips)."""
+    import os
+    import shutil
+
+    pytest.importorskip("pyspark")
+    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        pytest.skip("Spark 4 needs Java 17+")

@@ -13,10 +13,10 @@ import zlib
 from dataclasses import dataclass, field
 
 import cramjam
-from state_model import decoded, model
 
 from dcpfast import testing as t
 from dcpfast.protocol import Datatype, SnapshotFlag
+from tests.state_model import decoded, model
 
 #: The source's names: collection id -> (scope, collection).
 SOURCE_NAMES = {cid: (t.synthetic_manifest()["scopes"][sid].decode(), name.decode())

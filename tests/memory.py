@@ -43,7 +43,7 @@ def peak_allocation(fn):
 #: The child: prepares a job outside the measurement, then prints its result and peak.
 _CHILD = """
 import importlib, json, sys
-from memory import peak_allocation
+from tests.memory import peak_allocation
 module, name, *args = sys.argv[1:]
 job = getattr(importlib.import_module(module), name)(*args)
 print(json.dumps(peak_allocation(job)))
@@ -54,7 +54,7 @@ def peak_in_child(module: str, name: str, *args):
     """``peak_allocation(job)`` in a fresh process, ``job`` being what the tests module
     ``module``'s ``name(*args)`` returns (``args`` given as strings, the job's result
     JSON)."""
-    path = os.pathsep.join([str(Path(__file__).parent), *sys.path])
+    path = os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path])
     done = subprocess.run([sys.executable, "-c", _CHILD, module, name, *map(str, args)],
                           capture_output=True, env=dict(os.environ, PYTHONPATH=path),
                           timeout=600)

@@ -1,4 +1,5 @@
-"""The rules of docs/development.md, checked on the source: layers, privacy, sizes, cores.
+"""The rules of docs/development.md, checked on the source: layers, privacy, sizes, cores,
+and tests laid out like the package.
 
 Each test reads the code as text or syntax trees; none imports what it checks, so a rule
 broken in a module that fails to import is still reported.
@@ -430,3 +431,137 @@ def test_the_documentation_imports_from_the_public_modules(page):
             modules = {module}
         wrong += sorted(m for m in modules if m not in faces)
     assert not wrong, f"imports of implementation modules: {wrong}"
+
+
+# -- the tests laid out like the package ----------------------------------------------------
+
+TESTS = ROOT / "tests"
+#: The tests' folders named otherwise than the package they mirror.
+TEST_FOLDERS = {"core": "_core"}
+#: What the tests' tree holds besides test files and their helpers.
+TEST_DATA = {"c", "data"}
+#: The test files at tests/ top level that are about the whole house, not one module.
+WHOLE_HOUSE = {
+    "test_architecture.py": "these rules, on the source",
+    "test_readme.py": "the documentation: column table, links, no diary",
+    "test_api.py": "the public API as users of dataframes meet it",
+    "test_vectors.py": "every test vector of the wire reference, and a real server's frames",
+    "test_roundtrip.py": "encoder-to-scanner round trips of every frame kind",
+    "test_large.py": "a dump of more than 2 GB in bounded memory",
+    "test_bounds.py": "memory bounded on hostile input, across the commands and modules",
+    "test_platform.py": "the cores' C headers on the platforms the wheels are built for",
+    "test_fuzz_harnesses.py": "the fuzz harnesses run their seeds",
+}
+#: Test files whose name is not their module's, with the module each tests.
+NAMED_OTHERWISE = {
+    "test_threads.py": "pool",
+    "test_memory.py": "_core.scan",
+    "documents/test_builder.py": "documents.build",
+    "compare/test_api.py": "compare.build",
+    "reporting/test_api.py": "reporting.build",
+    "reporting/test_api_bounds.py": "reporting.build",
+}
+#: The modules no test file is named for, and where they are tested ("pkg.*": every such
+#: module of the subpackage).
+TESTED_THROUGH = {
+    "options": "ScanOptions, handed down by every entry point (tests/io/)",
+    "packets": "the capture formats' numbers, through tests/pcap/ and tests/core/test_pcap.py",
+    "protocol": "the wire's constants, through test_vectors.py and test_roundtrip.py",
+    "schema": "the column definition, through test_batch.py and test_readme.py's column table",
+    "io.resume": "the loop state of a chunked read, through iter_batches cut every way "
+                 "(tests/io/test_dumps.py, tests/core/test_scan_malformed.py)",
+    "pcap.batch": "CaptureBatch, through tests/pcap/test_reader.py",
+    "streams.frames": "what the stream tables and summary read, through tests/streams/",
+    "documents.*": "the state's engine, through state against its plain-Python model "
+                   "(tests/documents/test_api*.py)",
+    "compare.*": "through diff against its plain-Python model (tests/compare/test_api.py)",
+    "reporting.*": "through report against conversations of known timing "
+                   "(tests/reporting/test_api.py) and the page (test_page.py)",
+    "spark.deltatable": "the Delta table's commit, through the Delta job "
+                        "(tests/spark/test_sink_delta.py)",
+}
+
+
+def package_modules(package: str) -> set[str]:
+    """The names a test file of ``package``'s folder may be named for ("" is the top level):
+    its modules but ``__init__`` and ``__main__``, in ``_core`` each core by its role
+    (``scan`` for cscan and pyscan, which the suite runs through one switch)."""
+    root = PACKAGE / package if package else PACKAGE
+    roles = {p.stem[1:] for p in root.glob("c*.pyx")}
+    return {p.stem[2:] if p.stem.startswith("py") and p.stem[2:] in roles else p.stem
+            for p in root.glob("*.py") if p.stem not in ("__init__", "__main__")} | roles
+
+
+def all_modules() -> set[str]:
+    """Every module a test file may be named for, dotted (``io.dumps``, ``_core.scan``)."""
+    packages = ["", *(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())]
+    return {f"{package}.{module}" if package else module
+            for package in packages for module in package_modules(package)}
+
+
+def mirrored(folder: Path) -> str:
+    """The package a folder of tests/ mirrors ("" for tests/ itself)."""
+    name = folder.relative_to(TESTS).as_posix()
+    return "" if name == "." else TEST_FOLDERS.get(name, name)
+
+
+def named_module(test: Path) -> str | None:
+    """The module a test file is named for (``test_<module>.py`` or
+    ``test_<module>_<aspect>.py`` in the folder of its package), or None."""
+    package = mirrored(test.parent)
+    if not (PACKAGE / package).is_dir():
+        return None
+    name = test.stem.removeprefix("test_")
+    for module in sorted(package_modules(package), key=len, reverse=True):
+        if name == module or name.startswith(f"{module}_"):
+            return f"{package}.{module}" if package else module
+    return None
+
+
+TEST_FILES = sorted(TESTS.rglob("test_*.py"))
+
+
+def test_the_tests_are_laid_out_like_the_package():
+    """A folder of tests/ mirrors a subpackage; each test file in it is named for a module
+    of that subpackage, each at the top level for a top-level module or the whole house;
+    the lists that say otherwise name files that exist and need saying so."""
+    wrong = [f"tests/{d.name}/ mirrors no subpackage of dcpfast/" for d in TESTS.iterdir()
+             if d.is_dir() and d.name not in TEST_DATA and not d.name.startswith((".", "_"))
+             and not (PACKAGE / mirrored(d)).is_dir()]
+    for test in TEST_FILES:
+        where = test.relative_to(TESTS).as_posix()
+        if named_module(test) is None and where not in WHOLE_HOUSE | NAMED_OTHERWISE:
+            wrong.append(f"tests/{where} is named for no module of "
+                         f"dcpfast/{mirrored(test.parent)} (test_<module>.py or "
+                         "test_<module>_<aspect>.py)")
+    for where in [*WHOLE_HOUSE, *NAMED_OTHERWISE]:
+        if not (TESTS / where).is_file():
+            wrong.append(f"tests/{where} is listed but does not exist")
+        elif named_module(TESTS / where) is not None:
+            wrong.append(f"tests/{where} is named for a module now: take it off the list")
+    modules = all_modules()
+    wrong += [f"tests/{where} is listed as testing {module}, which does not exist"
+              for where, module in NAMED_OTHERWISE.items() if module not in modules]
+    assert not wrong, "\n".join(wrong)
+
+
+def _tested_through(module: str) -> str | None:
+    """The TESTED_THROUGH entry that says where ``module`` is tested, if any."""
+    package = module.rpartition(".")[0]
+    for entry in (module, f"{package}.*" if package else None):
+        if entry in TESTED_THROUGH:
+            return entry
+    return None
+
+
+def test_every_module_is_named_by_a_test():
+    """Each module is named by a test file, or TESTED_THROUGH says where it is tested
+    instead; the faces (``__init__``) and ``__main__`` are left out."""
+    named = {named_module(t) for t in TEST_FILES} | set(NAMED_OTHERWISE.values())
+    left = sorted(all_modules() - named)
+    unnamed = [m for m in left if _tested_through(m) is None]
+    stale = sorted(set(TESTED_THROUGH) - {_tested_through(m) for m in left})
+    assert not unnamed and not stale, (
+        f"modules no test file is named for (name one tests/<package>/test_<module>.py, "
+        f"or say in TESTED_THROUGH where each is tested): {unnamed}; "
+        f"TESTED_THROUGH entries no longer needed: {stale}")

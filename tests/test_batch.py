@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import mmap
-import sys
-import time
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import streams
 
 import dcpfast
-from dcpfast import batch as batch_module
-from dcpfast import buffers, memory, schema
+from dcpfast import buffers, schema
 from dcpfast import testing as t
+from tests.strategies import streams
 
 DATA = t.synthetic_stream(80, seed=21, stream_ids=True, marker_version=2)
 
@@ -180,57 +177,6 @@ def test_large_inputs_use_wide_offsets_and_view_windows(batch, monkeypatch):
     assert structs[0] == structs[1]
 
 
-def _scan_cores():
-    from cores import every
-    return every("scan")
-
-
-@pytest.mark.parametrize("bits", [31, 4])
-def test_view_structs_of_short_slices_up_to_the_end_of_the_buffer(bits):
-    data = np.frombuffer(bytes(range(1, 41)), np.uint8)
-    ranges = [(start, size) for start in range(len(data) + 1)
-              for size in range(min(15, len(data) - start) + 1)]
-    starts = np.array([r[0] for r in ranges], np.uint64)
-    lengths = np.array([r[1] for r in ranges], np.int64)
-    # two rows walked together, the second one reversed
-    starts2, lengths2 = np.stack([starts, starts[::-1]]), np.stack([lengths, lengths[::-1]])
-    found = []
-    for core in _scan_cores():
-        out = np.full((2, 16 * len(ranges)), 0xEE, np.uint8)
-        core.views(data, starts2, lengths2, out, bits)
-        windows = [pa.py_buffer(data[lo:lo + 2 * (1 << bits)])
-                   for lo in range(0, len(data), 1 << bits)]
-        for row in range(2):
-            array = pa.Array.from_buffers(pa.binary_view(), len(ranges),
-                                          [None, pa.py_buffer(out[row]), *windows])
-            array.validate(full=True)
-            pairs = zip(starts2[row].tolist(), lengths2[row].tolist())
-            assert array.to_pylist() == [data[s:s + n].tobytes() for s, n in pairs]
-        inline = out.reshape(2, -1, 16)[lengths2 <= 12]
-        sizes = lengths2[lengths2 <= 12]
-        for struct, size in zip(inline, sizes):         # inline bytes are zero-padded
-            assert not struct[4 + size:].any()
-        one = np.empty(16 * len(ranges), np.uint8)      # 1-D arrays: one row
-        core.views(data, starts, lengths, one, bits)
-        assert (one == out[0]).all()
-        found.append(out)
-    assert all((out == found[0]).all() for out in found)
-
-
-def test_view_structs_check_every_row():
-    data = np.zeros(40, np.uint8)
-    for core in _scan_cores():
-        for starts, lengths, message in (([[0, 8], [30, 38]], [[4, 4], [4, 4]], "range 1 outside"),
-                                         ([[0, 8], [30, 8]], [[4, 4], [4, -1]], "range 1 outside"),
-                                         ([[0, 8], [0, 8]], [[4, 4], [20, 4]], "longer than")):
-            with pytest.raises(ValueError, match=message):
-                core.views(data, np.array(starts, np.uint64), np.array(lengths, np.int64),
-                           np.empty((2, 32), np.uint8), 4)
-        with pytest.raises(ValueError, match="sizes"):
-            core.views(data, np.zeros((2, 2), np.uint64), np.zeros((2, 2), np.int64),
-                       np.empty((2, 16), np.uint8), 31)
-
-
 def test_pandas(batch):
     frame = batch.to_pandas()
     assert len(frame) == len(batch)
@@ -263,80 +209,6 @@ def test_projection_reaches_arrow():
 
 def test_repr(batch):
     assert repr(batch).startswith(f"<FrameBatch {len(batch)} frames, bytes 0..{len(DATA)}")
-
-
-@pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
-def test_recycled_column_memory_never_reaches_a_live_batch():
-    """Large columns live in spans the core hands to the next scan once their arrays are
-    dropped: a batch still alive keeps its values, whatever is scanned after it."""
-    unit = t.synthetic_stream(2000, seed=5)
-    kept = dcpfast.scan(unit * 80)                   # ~180,000 frames: columns of >1 MiB
-    before = {name: kept[name].copy() for name in kept.columns}
-    for reps in (80, 79, 81, 40):                   # same, smaller and larger sizes
-        dropped = dcpfast.scan(unit * reps)
-        assert len(dropped) == reps * len(dcpfast.scan(unit))
-        del dropped
-    other = dcpfast.scan(t.synthetic_stream(3000, seed=6) * 60, columns=["by_seqno"])
-    other["by_seqno"][:] = 0xAB                     # columns are writable arrays
-    again = dcpfast.scan(unit * 80)
-    for name in kept.columns:
-        assert np.array_equal(kept[name], before[name]), name
-        assert np.array_equal(again[name], before[name]), name
-    assert (other["by_seqno"] == 0xAB).all()
-
-
-@pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
-def test_a_scan_that_reserved_far_too_many_rows_gives_the_rest_back():
-    """Rows are reserved from the first frames' mean length: small frames followed by
-    large ones make the scan reserve far more than it fills, and the finished columns
-    keep only what they hold."""
-    data = t.noop() * 256 + b"".join(
-        t.mutation(b"k%d" % i, bytes(1 << 20), by_seqno=i + 1) for i in range(20))
-    live = memory.caches()["output"].in_use
-    found = dcpfast.scan(data, collections=False, columns=["offset", "by_seqno"])
-    assert len(found) == 276
-    assert list(found["by_seqno"][256:]) == list(range(1, 21))
-    assert memory.caches()["output"].in_use - live <= 2 * 4096
-
-
-@pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
-def test_column_memory_kept_for_reuse_is_bounded_in_time():
-    unit = t.synthetic_stream(2000, seed=5)
-    dropped = dcpfast.scan(unit * 60)
-    del dropped
-    assert memory.caches()["output"].cached > 0       # kept for the next scan
-    time.sleep(2.2)
-    dcpfast.scan(unit * 60, columns=["opcode"])     # any request looks at the clock
-    kept = memory.caches()["output"].cached
-    assert kept <= 2 << 20                          # just the opcode span, given back
-
-
-@pytest.mark.skipif(batch_module.IMPLEMENTATION != "cython", reason="the twin uses numpy's memory")
-def test_small_column_memory_takes_a_kept_span_and_keeps_its_tail_apart():
-    """A scan far smaller than every kept span takes the smallest one's head: its pages are
-    resident, and in use and kept together stay within the most in use at once (the last,
-    small batch of iter_batches adds no fresh pages to a cache full of larger spans). The
-    tail stays kept as a span of its own where mappings split (POSIX), so that the next
-    scan writes into its resident pages too; elsewhere it is given back."""
-    unit = t.synthetic_stream(2000, seed=6)
-    large = dcpfast.scan(unit * 60)
-    start = large["offset"].__array_interface__["data"][0]     # the span's first part
-    del large
-    memory.reset_peaks()
-    before = memory.caches()["output"].cached
-    assert before > 8 << 20                       # kept for the next scan
-    small = dcpfast.scan(unit * 2)                # columns far smaller than the kept span
-    live, peak, kept, _ = memory.caches()["output"]
-    assert small["offset"].__array_interface__["data"][0] == start
-    assert 0 < live < 2 << 20 and peak < 2 << 20 and live + kept <= before
-    assert len(small) == 2 * len(dcpfast.scan(unit))
-    if sys.platform == "win32":
-        assert kept == 0
-        return
-    assert kept > before - (4 << 20)              # the tail, whole pages kept apart
-    again = dcpfast.scan(unit * 2)                # while the first one is in use
-    assert start < again["offset"].__array_interface__["data"][0] < start + before
-    assert memory.caches()["output"].in_use + memory.caches()["output"].cached <= before
 
 
 @settings(max_examples=60, deadline=None)

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spec_vectors import VECTORS
 
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.events import Manifest, event_schema, system_events
+from tests.spec_vectors import VECTORS
 
 REAL_SERVER = Path(__file__).parent / "data" / "real-server"
 VECTOR = {v.id: v for v in VECTORS}

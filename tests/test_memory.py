@@ -14,7 +14,6 @@ import tracemalloc
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from cores import TWINS
 from numpy._core.multiarray import get_handler_name
 
 import dcpfast
@@ -25,6 +24,7 @@ from dcpfast.documents import StateBuilder
 from dcpfast.documents.engine import Engine
 from dcpfast.documents.rows import batch_rows
 from dcpfast.events import read_events
+from tests.cores import TWINS
 
 compiled_only = pytest.mark.skipif(dcpfast.IMPLEMENTATION != "cython",
                                    reason="the twin has no spans: numpy's memory stays numpy's")

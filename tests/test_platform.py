@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from c_probes import CORE, PROBES, compiler
+
+from tests.c_probes import CORE, PROBES, compiler
 
 PROBE = PROBES / "platform_probe.c"
 WARNINGS = ["-Wall", "-Werror", "-Wno-unused-function"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import CHECKED, frames, streams
 
 import dcpfast
 from dcpfast import schema
+from tests.strategies import CHECKED, frames, streams
 
 
 def assert_decodes_to(batch, expected):

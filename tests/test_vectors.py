@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import scan_stream
-from spec_vectors import VECTORS
 
 import dcpfast
 from dcpfast import testing as t
+from tests.conftest import scan_stream
+from tests.spec_vectors import VECTORS
 
 REAL_SERVER = Path(__file__).parent / "data" / "real-server"
 

@@ -1,0 +1,28 @@
+"""Fixtures of the command's tests."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pytest
+
+from dcpfast.testing import SAMPLE
+from tests.cli.commands import PACK
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    """The sample raw and in every codec, plus damaged files."""
+    root = tmp_path_factory.mktemp("dumps")
+    data = SAMPLE.read_bytes()
+    paths = {"raw": root / "sample.dcp"}
+    paths["raw"].write_bytes(data)
+    for ext, pack in PACK.items():
+        paths[ext] = root / f"sample.dcp.{ext}"
+        paths[ext].write_bytes(pack(data))
+    for name, content in (("garbage", os.urandom(3000)), ("empty", b""),
+                          ("truncated", data[:1000]), ("cut-gz", gzip.compress(data)[:-20])):
+        paths[name] = root / name
+        paths[name].write_bytes(content)
+    return paths

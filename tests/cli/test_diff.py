@@ -1,0 +1,115 @@
+"""``dcpfast diff``: the summary, the rows written, and the exit status: 0 equal, 1 differ,
+2 on every error."""
+
+from __future__ import annotations
+
+import gzip
+
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import dcpfast
+from dcpfast import testing as t
+from dcpfast.cli import main
+from dcpfast.compare import summary
+from dcpfast.compare.output import metadata
+from dcpfast.testing import SAMPLE
+from tests.diff_scenarios import derive, documents, source
+
+
+def run(*args, **kwargs):
+    return CliRunner().invoke(main, [str(a) for a in args], **kwargs)
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli-diff")
+    data = source(7, items=300)
+    target = derive(documents(data)[0], 7)
+    paths = {"source": root / "s.dcp.gz", "target": root / "t.dcp"}
+    paths["source"].write_bytes(gzip.compress(data))
+    paths["target"].write_bytes(target.data)
+    capture = t.pcap_file(t.tcp_packets(t.tcp_conversation(b"", target.data, sizes=(900,))))
+    paths["capture"] = root / "t.pcap"
+    paths["capture"].write_bytes(capture)
+    paths["existing"] = root / "existing.parquet"
+    paths["existing"].write_bytes(b"kept")
+    return data, target.data, paths
+
+
+def test_the_same_dumps_exit_0():
+    result = run("diff", SAMPLE, SAMPLE)
+    assert result.exit_code == 0, result.output
+    assert "no differences" in result.output and "inventory.hotel" in result.output
+
+
+def test_differing_dumps_exit_1_and_write_the_rows(dumps, tmp_path):
+    data, target, paths = dumps
+    want = dcpfast.diff(data, target, fields=[*dcpfast.compare.DEFAULT_FIELDS, "cas"])
+    out = tmp_path / "d.parquet"
+    result = run("diff", paths["source"], paths["target"], "-o", out, "--fields", "+cas")
+    assert result.exit_code == 1, result.output
+    written = pq.read_table(out)
+    assert written.equals(want) and metadata(written) == metadata(want)
+    assert f"{want.num_rows:,} difference(s) -> {out}" in result.output
+    for c in summary(want).to_pylist():
+        assert f"{c['scope']}.{c['collection']}" in result.output
+    arrow = tmp_path / "d.arrow"
+    assert run("diff", paths["source"], paths["capture"], "-o", arrow, "--fields",
+               "body,flags", "--collection", "route", "--threads", "1").exit_code == 1
+    assert feather.read_table(arrow).equals(dcpfast.diff(data, target, fields=["body", "flags"],
+                                                         only_collections=["route"]))
+    shown = run("diff", paths["target"], paths["source"], "--include-deleted")
+    assert shown.exit_code == 1 and "more (-o FILE writes them all)" in shown.output
+    piped = CliRunner().invoke(main, ["diff", "-", str(paths["target"])], input=data)
+    plain = dcpfast.diff(data, target).num_rows
+    assert piped.exit_code == 1 and f"{plain:,} difference(s):" in piped.output
+
+
+def test_not_compared_is_said_and_is_no_difference(tmp_path):
+    """A dump cut inside a snapshot, against itself whole up to there: equal, with what
+    could not be compared counted."""
+    marker = t.snapshot_marker(1, 4, vbucket=2)
+    first = t.mutation(b"a", b"{}", by_seqno=1, datatype=1, vbucket=2)
+    second = t.mutation(b"b", b"{}", by_seqno=2, datatype=1, vbucket=2)
+    (tmp_path / "a.dcp").write_bytes(marker + first + second)
+    (tmp_path / "b.dcp").write_bytes(marker + first)
+    result = run("diff", tmp_path / "a.dcp", tmp_path / "b.dcp")
+    assert result.exit_code == 0, result.output
+    assert "2 document(s) not compared" in result.output and "no differences" in result.output
+
+
+def test_every_error_exits_2(dumps, tmp_path):
+    data, target, paths = dumps
+    broken = bytearray(target)
+    at = dcpfast.scan(target)["offset"].tolist()[30]
+    broken[at] = 0
+    bad = tmp_path / "bad.dcp"
+    bad.write_bytes(bytes(broken))
+    damaged = run("diff", paths["source"], bad)
+    assert damaged.exit_code == 2
+    assert damaged.output.strip().splitlines()[-1].startswith(f"Error: target {bad}: at byte {at}:")
+    skipped = run("diff", paths["source"], bad, "--errors", "skip")
+    assert skipped.exit_code == 1 and f"target {bad}: skipped 1 damaged" in skipped.output
+    for args in (["diff", paths["source"], tmp_path / "missing.dcp"],       # no such file
+                 ["diff", paths["source"]],                                  # usage
+                 ["diff", paths["source"], paths["target"], "--fields", "size"],
+                 ["diff", paths["source"], paths["target"], "--at-seqno", "x"],
+                 ["diff", paths["source"], paths["target"], "--at-seqno", "5", "--at-time",
+                  "2024-01-01"],
+                 ["diff", paths["source"], paths["target"], "--at-time", "yesterday"],
+                 ["diff", "-", "-"],
+                 ["diff", paths["source"], paths["target"], "-o", paths["target"]],
+                 ["diff", paths["source"], paths["target"], "-o", tmp_path / "no" / "d.parquet"],
+                 ["diff", paths["source"], paths["target"], "--threads", "0"],
+                 ["diff", paths["source"], paths["target"], "-o", tmp_path / "d.csv"],
+                 ["diff", paths["source"], paths["target"], "-o", paths["existing"]]):
+        result = run(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output and result.output.strip(), args
+    assert paths["target"].stat().st_size == len(target)
+    assert paths["existing"].read_bytes() == b"kept"
+    forced = run("diff", paths["source"], paths["target"], "-o", paths["existing"], "--force")
+    assert forced.exit_code == 1 and pq.read_table(paths["existing"]).num_rows
