@@ -455,8 +455,8 @@ WHOLE_HOUSE = {
 #: Test files whose name is not their module's, with the module each tests.
 NAMED_OTHERWISE = {
     "test_threads.py": "pool",
-    "test_memory.py": "_core.scan",
     "documents/test_builder.py": "documents.build",
+    "documents/test_builder_memory.py": "documents.build",
     "compare/test_api.py": "compare.build",
     "reporting/test_api.py": "reporting.build",
     "reporting/test_api_bounds.py": "reporting.build",
