@@ -18,20 +18,21 @@ import atheris
 
 with atheris.instrument_imports(include=["dcpfast.events"]):
     from dcpfast import events, testing
-    from dcpfast.errors import DcpFormatError
+    from dcpfast.errors import DcpFormatError, skipped_regions
     from dcpfast.io import dumps
 
 
 def _decode(data, mode):
-    """The event table of a fresh batch of ``data`` (or the error) and its skipped regions."""
+    """The event table of a fresh batch of ``data`` (or the error), and the regions the scan
+    and the events skipped."""
     scanned = dumps.scan(data, collections=True, errors=mode, final=True)
     try:
         table = events.system_events(scanned)
     except DcpFormatError as error:
         if mode == "skip":
             raise
-        table = error
-    return scanned, table, list(scanned.errors)
+        return scanned, error, list(scanned.errors)
+    return scanned, table, [*scanned.errors, *skipped_regions(table)]
 
 
 def test_one_input(raw: bytes) -> None:

@@ -22,7 +22,7 @@ import atheris
 
 with atheris.instrument_imports(include=["dcpfast._core.pyvalues", "dcpfast.values"]):
     from dcpfast import _core, protocol, testing, values
-    from dcpfast.errors import DcpFormatError
+    from dcpfast.errors import DcpFormatError, skipped_regions
     from dcpfast.io import dumps
 
     _values_py = _core.twins()["values"]
@@ -48,8 +48,8 @@ def _parse(raw: bytes):
 
 def _decode(helper, data, mode, **options):
     """``values.values`` of a fresh batch of ``data`` with ``helper`` doing the per-value
-    work (the module picks its helper at import); the table or the error, and the
-    batch's skipped regions."""
+    work (the module picks its helper at import); the table or the error, and the regions
+    the scan and the values skipped."""
     scanned = dumps.scan(data, collections=False, errors=mode, final=True)
     chosen, _core.values = _core.values, helper
     try:
@@ -60,7 +60,8 @@ def _decode(helper, data, mode, **options):
         result = error
     finally:
         _core.values = chosen
-    return result, list(scanned.errors)
+    skipped = [] if isinstance(result, DcpFormatError) else skipped_regions(result)
+    return result, [*scanned.errors, *skipped]
 
 
 def _same(fast, slow):
