@@ -11,6 +11,7 @@ it); without it dcpfast then installs with the pure-Python twins of the cores.
 import importlib.util
 import os
 import sys
+import types
 from glob import glob
 from pathlib import Path
 
@@ -46,18 +47,30 @@ depends = {
     "cpcap": wire,
     "cvalues": [core + "xattr_keys.h", *wire],
     "cstate": [*sorted(glob(core + "state_*.pxi")), core + "keys.h", core + "contract.py",
-               core + "contract.pxi", *memory, *wire],
+               core + "contract.pxi", "dcpfast/protocol.py", *memory, *wire],
 }
+
+
+def load_contract():
+    """contract.py and protocol.py, whose numbers it names, loaded on their own as the
+    modules of a package of their own (``_dcpfast_build``), without importing dcpfast."""
+    for name, path in (("_dcpfast_build", None), ("_dcpfast_build._core", None),
+                       ("_dcpfast_build.protocol", "dcpfast/protocol.py"),
+                       ("_dcpfast_build._core.contract", core + "contract.py")):
+        if path is None:
+            sys.modules[name] = types.ModuleType(name)
+            sys.modules[name].__path__ = []
+            continue
+        spec = importlib.util.spec_from_file_location(name, path)
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
 
 
 def write_contract_codes():
     """Write the codes of contract.py as the Cython declarations that cstate includes
-    (contract.pxi, git-ignored), where they changed: contract.py stays their one definition.
-    It is loaded on its own, without importing dcpfast."""
-    spec = importlib.util.spec_from_file_location("_dcpfast_contract", core + "contract.py")
-    contract = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(contract)
-    text, path = contract.cython_codes(), Path(core, "contract.pxi")
+    (contract.pxi, git-ignored), where they changed: contract.py stays their one definition."""
+    text, path = load_contract().cython_codes(), Path(core, "contract.pxi")
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
 

@@ -88,7 +88,8 @@ def checked(mode: str, regions: list[SkippedRegion],
 
 
 #: The key of the schema metadata in which a table made from a batch (``values``,
-#: ``system_events``, ``with_names``) lists what skip mode passed over making it: JSON,
+#: ``system_events``, ``with_names``, the stream tables and ``Summary.to_arrow`` of
+#: ``dcpfast.streams``) lists what skip mode passed over making it: JSON,
 #: ``[[offset, length, reason], ...]`` in stream order. A table that passed over nothing
 #: has no such key.
 SKIPPED_KEY = b"dcpfast.skipped"
@@ -106,8 +107,9 @@ def with_skipped(table, regions: list[SkippedRegion]):
 
 def skipped_regions(table) -> list[SkippedRegion]:
     """What ``errors="skip"`` passed over making ``table`` (a table of ``values``,
-    ``iter_values``, ``system_events`` or ``with_names``), in stream order: the frames
-    whose value or event did not decode (the batch's own ``errors`` lists what the scan
+    ``iter_values``, ``system_events`` or ``with_names``, a stream table or a stream
+    summary's ``to_arrow()``), in stream order: the frames whose value, event, Stream
+    Request or response did not decode (the batch's own ``errors`` lists what the scan
     skipped). A state's table says it with ``dcpfast.documents.state_errors``."""
     raw = (table.schema.metadata or {}).get(SKIPPED_KEY)
     return [] if raw is None else [SkippedRegion(*r) for r in json.loads(raw)]

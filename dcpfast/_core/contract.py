@@ -10,9 +10,11 @@ for each of their calls: ``check_streams`` (``CheckRequest``, ``CheckResult``),
 ``walk_state`` (``WalkRequest``, ``WalkResult``), ``validity`` (``ValidityRequest``, which
 carries the ``ValidityResult`` it fills) and ``pair_durable`` (``DurableRequest``,
 ``DurableResult``). The codes (``EV_*``, ``INFO_*``, ``R_*``, ``GIVEN_*``, ``C_*``,
-``W_*``, ``K_*``) are defined here only: ``setup.py`` writes them as the compiled core's
-compile-time constants (``cython_codes``), which it checks against these at import
-(``check_codes``).
+``W_*``, ``K_*``) are defined here only, and so are the bits both cores keep in a
+stream's check and walk state (``CS_*``, ``WS_*``) and the names they give the protocol's
+numbers they read (``P_*``, taken from ``protocol``): ``setup.py`` writes them all as the
+compiled core's compile-time constants (``cython_codes``), which it checks against these
+at import (``check_codes``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+
+from ..protocol import OsoFlag, SnapshotFlag, StreamEndStatus
 
 #: Rows a scan reserves before it has measured the frames, when its first frames are no
 #: guide: frames shorter than ``MIN_MEAN`` bytes on average would need more rows than the
@@ -141,12 +145,49 @@ K_LOST = 16
 K_FRESH = 32
 K_ITEMS = 64
 
+# -- the cores' own state bits, shared by the compiled core and its twin ------------------
+# What the bits of a stream's check state (``C_BITS``) and walk state (``K_BITS``) mean to
+# the cores that keep them; no caller reads them (the walk's ``K_LOST``, ``K_FRESH`` and
+# ``K_ITEMS`` above are its callers' too).
+
+#: Bits of ``C_BITS``.
+CS_OPEN = 1            # a run of the stream is open
+CS_STARTED = 2         # the run began with a request or a placed response
+CS_LAST_START = 4      # the stream's latest message is that request or response
+CS_CHAIN = 8           # C_CHAIN holds the seqno the next item must exceed
+CS_REACH = 16          # C_REACH holds the highest seqno since the snapshot opened
+CS_ADVANCED = 32       # a seqno advance was seen in the run
+CS_UNFILTERED = 64     # the run's request asked for no collection filter
+CS_OPAQUE = 128        # C_OPAQUE holds the opaque of the stream's latest message
+CS_ENDED = 256         # a Stream End closed the run
+#: Two bits of ``C_BITS`` from ``CS_SNAP_SHIFT`` on: what opened the current snapshot.
+CS_SNAP_SHIFT = 9
+CS_SNAP_MASK = 3 << CS_SNAP_SHIFT
+CS_NO_SNAP = 0         # no snapshot is open
+CS_SNAP_MARKER = 1     # a snapshot marker (its range in C_START, C_END; flags in C_FLAGS)
+CS_SNAP_OSO = 2        # an OSO snapshot's start: its items come in key order
+CS_SNAP_OSO_CLOSED = 3  # an OSO snapshot's end: an item before the next marker is outside
+
+#: Bits of ``K_BITS`` besides ``K_LOST``, ``K_FRESH`` and ``K_ITEMS``.
+WS_IN_OSO = 1          # inside an OSO snapshot
+WS_LAZY = 2            # restarted; the restart point awaits the stream's next item
+WS_HAS_MARKER = 4      # K_START, K_END hold its open snapshot
+WS_COMPLETED = 8       # a snapshot completed since the last restart
+
+# -- the protocol's numbers the state cores read, named from ``protocol`` ------------------
+P_SNAP_DISK = int(SnapshotFlag.DISK)
+P_SNAP_HISTORY = int(SnapshotFlag.HISTORY)
+P_END_OK = int(StreamEndStatus.OK)
+P_OSO_START = int(OsoFlag.START)
+P_OSO_END = int(OsoFlag.END)
+
 #: The prefixes of the codes above: what ``codes`` gathers.
-CODE_PREFIXES = ("EV_", "INFO_", "R_", "GIVEN_", "C_", "W_", "K_")
+CODE_PREFIXES = ("EV_", "INFO_", "R_", "GIVEN_", "C_", "W_", "K_", "CS_", "WS_", "P_")
 
 
 def codes() -> dict[str, int]:
-    """The codes the state core and its callers agree on, by name, in definition order."""
+    """The codes the state core and its callers agree on, the state bits of both cores and
+    the protocol's numbers they read, by name, in definition order."""
     return {name: value for name, value in globals().items()
             if name.startswith(CODE_PREFIXES) and type(value) is int}
 
@@ -239,7 +280,7 @@ class WalkRequest(NamedTuple):
     snap_start: np.ndarray
     #: uint64 per row: a snapshot marker's end.
     snap_end: np.ndarray
-    #: uint32 per row: an OSO marker's flags (1: start, 2: end).
+    #: uint32 per row: an OSO marker's flags (``protocol.OsoFlag``).
     oso: np.ndarray
     #: uint8 per row: a restart rolled back to ``seqno`` (else its point is its stream's
     #: next item's seqno less one).

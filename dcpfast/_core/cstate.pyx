@@ -23,41 +23,12 @@ from . import contract as C
 from .cmemory cimport SPAN_HUGE, SPAN_WORK, give, span_give, span_grow, span_take, take
 from .wire cimport DCP_BE64, DCP_PREFETCH
 
-# the codes of ``contract`` as compile-time constants (an enum, and ``_CODES``): setup.py
-# writes contract.pxi from contract.py, and the import stops where they differ
+# the codes of ``contract`` as compile-time constants (an enum, and ``_CODES``): the stream
+# checks' and the walk's codes, the bits both cores keep in a stream's check and walk state
+# (``CS_*``, ``WS_*``) and the protocol's numbers they read (``P_*``). setup.py writes
+# contract.pxi from contract.py, and the import stops where they differ
 include "contract.pxi"
 C.check_codes(_CODES, __name__)
-
-
-# check state bits: as in pystate
-cdef enum:
-    OPEN = 1
-    STARTED = 2
-    LAST_START = 4
-    CHAIN = 8
-    REACH = 16
-    ADVANCED = 32
-    UNFILTERED = 64
-    OPAQUE = 128
-    ENDED = 256
-    SPAN_SHIFT = 9
-    SPAN_MASK = 3 << 9
-    NO_SPAN = 0
-    MARKER = 1
-    OSO = 2
-    OSO_CLOSED = 3
-    DISK = 0x02
-    HISTORY = 0x10
-    STATUS_OK = 0
-# walk state bits
-cdef enum:
-    IN_OSO = 1
-    LAZY = 2
-    HAS_MARKER = 4
-    COMPLETED = 8
-    LOST = K_LOST
-    FRESH = K_FRESH
-    ITEMS = K_ITEMS
 
 cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFF
 cdef uint64_t CLOCK = ~(<uint64_t>0xFFFF)

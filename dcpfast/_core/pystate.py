@@ -25,6 +25,33 @@ import numpy as np
 
 from . import contract as C
 from .contract import (
+    CS_ADVANCED,
+    CS_CHAIN,
+    CS_ENDED,
+    CS_LAST_START,
+    CS_NO_SNAP,
+    CS_OPAQUE,
+    CS_OPEN,
+    CS_REACH,
+    CS_SNAP_MARKER,
+    CS_SNAP_MASK,
+    CS_SNAP_OSO,
+    CS_SNAP_OSO_CLOSED,
+    CS_SNAP_SHIFT,
+    CS_STARTED,
+    CS_UNFILTERED,
+    K_FRESH,
+    K_ITEMS,
+    K_LOST,
+    P_END_OK,
+    P_OSO_END,
+    P_OSO_START,
+    P_SNAP_DISK,
+    P_SNAP_HISTORY,
+    WS_COMPLETED,
+    WS_HAS_MARKER,
+    WS_IN_OSO,
+    WS_LAZY,
     CheckRequest,
     CheckResult,
     DurableRequest,
@@ -35,32 +62,7 @@ from .contract import (
     WalkResult,
 )
 
-# check state bits (C_BITS)
-_OPEN = 1            # a run of the stream is open
-_STARTED = 2         # the run began with a request or a placed response
-_LAST_START = 4      # the stream's latest message is that request or response
-_CHAIN = 8           # C_CHAIN holds the seqno the next item must exceed
-_REACH = 16          # C_REACH holds the highest seqno since the snapshot opened
-_ADVANCED = 32       # a seqno advance was seen in the run
-_UNFILTERED = 64     # the run's request asked for no collection filter
-_OPAQUE = 128        # C_OPAQUE holds the opaque of the stream's latest message
-_ENDED = 256         # a Stream End closed the run
-_SPAN_SHIFT = 9      # two bits: what opened the current snapshot
-_SPAN_MASK = 3 << _SPAN_SHIFT
-_NO_SPAN, _MARKER, _OSO, _OSO_CLOSED = range(4)
-_DISK = 0x02         # SnapshotFlag.DISK
-_HISTORY = 0x10      # SnapshotFlag.HISTORY
-_OK = 0              # StreamEndStatus.OK
 _BOTH = C.GIVEN_FOUND | C.GIVEN_RANGE
-
-# walk state bits (K_BITS)
-_IN_OSO = 1          # inside an OSO snapshot
-_LAZY = 2            # restarted; the restart point awaits the stream's next item
-_HAS_MARKER = 4      # K_START/K_END hold its open snapshot
-_COMPLETED = 8       # a snapshot completed since the last restart
-_LOST = C.K_LOST     # frames were lost: the consistent seqno no longer rises
-_FRESH = C.K_FRESH   # a run began: its first marker or item says from where
-_ITEMS = C.K_ITEMS   # the stream has sent items: its restarts may discard some
 _MAX = 2**64 - 1
 _CLOCK = ~0xFFFF & _MAX
 _TIMED = (C.W_MUTATION, C.W_DELETION, C.W_EXPIRATION, C.W_PREPARE)
@@ -93,73 +95,73 @@ def check_streams(request: CheckRequest) -> CheckResult:
         st = state[int(slot[i])]
         bits = int(st[C.C_BITS])
         op = int(opaque[i])
-        if not bits & _OPEN or bits & _ENDED:
-            bits = _OPEN
+        if not bits & CS_OPEN or bits & CS_ENDED:
+            bits = CS_OPEN
             starts[i] = 1
         if ev == C.EV_REQUEST or ev == C.EV_RESPONSE:
-            if not (bits & _LAST_START and bits & _OPAQUE and int(st[C.C_OPAQUE]) == op):
-                bits = _OPEN | _STARTED
+            if not (bits & CS_LAST_START and bits & CS_OPAQUE and int(st[C.C_OPAQUE]) == op):
+                bits = CS_OPEN | CS_STARTED
                 starts[i] = 1
-            bits |= _LAST_START | _OPAQUE
+            bits |= CS_LAST_START | CS_OPAQUE
             st[C.C_OPAQUE] = op
             if ev == C.EV_REQUEST:
                 if info[i] & C.INFO_UNFILTERED:
-                    bits |= _UNFILTERED
+                    bits |= CS_UNFILTERED
                 if info[i] & C.INFO_SEED:
-                    bits |= _CHAIN
+                    bits |= CS_CHAIN
                     st[C.C_CHAIN] = seqno[i]
             st[C.C_BITS] = bits
             continue
-        if bits & _OPAQUE and int(st[C.C_OPAQUE]) != op:
-            bits = _OPEN
+        if bits & CS_OPAQUE and int(st[C.C_OPAQUE]) != op:
+            bits = CS_OPEN
             starts[i] = 1
-        bits = (bits | _OPAQUE) & ~_LAST_START
+        bits = (bits | CS_OPAQUE) & ~CS_LAST_START
         st[C.C_OPAQUE] = op
-        span = (bits & _SPAN_MASK) >> _SPAN_SHIFT
+        snap = (bits & CS_SNAP_MASK) >> CS_SNAP_SHIFT
         collections = bool(info[i] & C.INFO_COLLECTIONS)
         if ev == C.EV_ITEM or ev == C.EV_ADVANCE:
             q = int(seqno[i])
-            if span != _OSO:
+            if snap != CS_SNAP_OSO:
                 chain = int(st[C.C_CHAIN])
-                if bits & _CHAIN and (q < chain or (q == chain and ev != C.EV_ADVANCE)):
+                if bits & CS_CHAIN and (q < chain or (q == chain and ev != C.EV_ADVANCE)):
                     out.append((i, C.R_BACKWARDS, q, _BOTH, chain, chain))
                 st[C.C_CHAIN] = q
-                bits |= _CHAIN
+                bits |= CS_CHAIN
                 if ev == C.EV_ITEM:
-                    if span == _MARKER:
+                    if snap == CS_SNAP_MARKER:
                         if not int(st[C.C_START]) <= q <= int(st[C.C_END]):
                             out.append((i, C.R_OUTSIDE, q, _BOTH, int(st[C.C_START]),
                                         int(st[C.C_END])))
-                    elif span == _OSO_CLOSED or bits & _STARTED:
+                    elif snap == CS_SNAP_OSO_CLOSED or bits & CS_STARTED:
                         out.append((i, C.R_OUTSIDE, q, C.GIVEN_FOUND, 0, 0))
             if ev == C.EV_ADVANCE:
-                bits |= _ADVANCED
-            if not bits & _REACH or q > int(st[C.C_REACH]):
+                bits |= CS_ADVANCED
+            if not bits & CS_REACH or q > int(st[C.C_REACH]):
                 st[C.C_REACH] = q
-            bits |= _REACH
+            bits |= CS_REACH
         elif ev == C.EV_MARKER or ev == C.EV_OSO_START:
-            _closed(st, bits, span, i, ev, collections, 0, int(snap_start[i]),
+            _closed(st, bits, snap, i, ev, collections, 0, int(snap_start[i]),
                     int(snap_end[i]), int(snap_flags[i]), out)
-            if span == _OSO:
+            if snap == CS_SNAP_OSO:
                 out.append((i, C.R_OSO_NOT_ENDED, 0, 0, 0, 0))
-            bits &= ~(_SPAN_MASK | _REACH)
+            bits &= ~(CS_SNAP_MASK | CS_REACH)
             if ev == C.EV_MARKER:
-                bits |= _MARKER << _SPAN_SHIFT
+                bits |= CS_SNAP_MARKER << CS_SNAP_SHIFT
                 st[C.C_START], st[C.C_END] = snap_start[i], snap_end[i]
                 st[C.C_FLAGS] = snap_flags[i]
             else:
-                bits |= _OSO << _SPAN_SHIFT
+                bits |= CS_SNAP_OSO << CS_SNAP_SHIFT
         elif ev == C.EV_OSO_END:
-            if span == _OSO:
-                if bits & _REACH:
+            if snap == CS_SNAP_OSO:
+                if bits & CS_REACH:
                     st[C.C_CHAIN] = st[C.C_REACH]
-                    bits |= _CHAIN
-                bits = (bits & ~(_SPAN_MASK | _REACH)) | _OSO_CLOSED << _SPAN_SHIFT
-            elif bits & _STARTED or span != _NO_SPAN:
+                    bits |= CS_CHAIN
+                bits = (bits & ~(CS_SNAP_MASK | CS_REACH)) | CS_SNAP_OSO_CLOSED << CS_SNAP_SHIFT
+            elif bits & CS_STARTED or snap != CS_NO_SNAP:
                 out.append((i, C.R_OSO_NOT_STARTED, 0, 0, 0, 0))
         elif ev == C.EV_END:
-            _closed(st, bits, span, i, ev, collections, int(end_status[i]), 0, 0, 0, out)
-            bits |= _ENDED
+            _closed(st, bits, snap, i, ev, collections, int(end_status[i]), 0, 0, 0, out)
+            bits |= CS_ENDED
         st[C.C_BITS] = bits
     return _found(out, starts)
 
@@ -169,32 +171,33 @@ def _lengths(n: int, *columns) -> None:
         raise ValueError("every column needs one value per row")
 
 
-def _closed(st, bits, span, i, ev, collections, status, start, end, flags, out) -> None:
+def _closed(st, bits, snap, i, ev, collections, status, start, end, flags, out) -> None:
     """The checks on a snapshot that row ``i`` (a marker, an OSO start or a Stream End
     with ``status``; ``start``, ``end``, ``flags``: the new marker's) closes."""
-    reached = bool(bits & _REACH)
-    if span == _MARKER:
+    reached = bool(bits & CS_REACH)
+    if snap == CS_SNAP_MARKER:
         top = int(st[C.C_END])
         if reached and int(st[C.C_REACH]) >= top:
             return
         rule = C.R_ENDED_INSIDE if ev == C.EV_END else C.R_EARLY
-        if not int(st[C.C_FLAGS]) & _DISK:
+        if not int(st[C.C_FLAGS]) & P_SNAP_DISK:
             # a memory snapshot is sent whole; a filtered collection stream may leave
             # one short (MB-73354), so only unfiltered streams are judged
-            if not collections or bits & _UNFILTERED:
+            if not collections or bits & CS_UNFILTERED:
                 out.append(_short(st, i, rule, reached))
             return
         # a disk snapshot ends with its last item or a seqno advance when the stream
         # sends seqno advances; a change stream's History marker continues it
-        if not collections or not bits & _ADVANCED:
+        if not collections or not bits & CS_ADVANCED:
             return
-        if ev == C.EV_MARKER and not (flags & _HISTORY and not int(st[C.C_FLAGS]) & _HISTORY
+        if ev == C.EV_MARKER and not (flags & P_SNAP_HISTORY
+                                      and not int(st[C.C_FLAGS]) & P_SNAP_HISTORY
                                       and end == top and start <= top):
             out.append(_short(st, i, rule, reached))
-        elif ev == C.EV_END and status == _OK:
+        elif ev == C.EV_END and status == P_END_OK:
             out.append(_short(st, i, rule, reached))
-    elif span == _OSO and ev == C.EV_END and status == _OK and collections \
-            and bits & _ADVANCED:
+    elif snap == CS_SNAP_OSO and ev == C.EV_END and status == P_END_OK and collections \
+            and bits & CS_ADVANCED:
         out.append((i, C.R_ENDED_INSIDE, int(st[C.C_REACH]) if reached else 0,
                     C.GIVEN_FOUND if reached else 0, 0, 0))
 
@@ -248,53 +251,55 @@ def walk_state(request: WalkRequest) -> WalkResult:
         if w == C.W_LOSS:                     # bytes lost that may have held any stream's
             if not every_lost:
                 every_lost = True
-                carry[:, C.K_BITS] |= np.uint64(_LOST)
+                carry[:, C.K_BITS] |= np.uint64(K_LOST)
             continue
         s = int(slot[i])
         st = carry[s]
         bits = int(st[C.K_BITS])
         if lost[i]:
-            bits |= _LOST
-        if bits & _FRESH and w != C.W_RESTART and w != C.W_END:
+            bits |= K_LOST
+        if bits & K_FRESH and w != C.W_RESTART and w != C.W_END:
             bits = _floor(st, bits, w, int(snap_start[i]), int(oso[i]), int(seqno[i]))
         if w == C.W_RESTART:
-            bits = (bits & ~(_IN_OSO | _HAS_MARKER)) | _FRESH
+            bits = (bits & ~(WS_IN_OSO | WS_HAS_MARKER)) | K_FRESH
             if rolled[i]:
-                bits &= ~(_LAZY | _COMPLETED)
+                bits &= ~(WS_LAZY | WS_COMPLETED)
                 pending.pop(s, None)
-                if bits & _ITEMS:
+                if bits & K_ITEMS:
                     point[i], known[i] = seqno[i], 1
                 _restarted(st, int(seqno[i]), True)
             else:
-                bits = (bits | _LAZY) & ~_COMPLETED
+                bits = (bits | WS_LAZY) & ~WS_COMPLETED
                 pending[s] = i
         elif w == C.W_MARKER:
-            if bits & _HAS_MARKER:
+            if bits & WS_HAS_MARKER:
                 bits = _complete(st, bits, int(limit[i]))
-            bits |= _HAS_MARKER
+            bits |= WS_HAS_MARKER
             st[C.K_START], st[C.K_END] = snap_start[i], snap_end[i]
         elif w == C.W_OSO:
             flags = int(oso[i])
-            if flags & 2 and bits & _HAS_MARKER and int(st[C.K_CHAIN]) >= int(st[C.K_END]):
+            if flags & P_OSO_END and bits & WS_HAS_MARKER \
+                    and int(st[C.K_CHAIN]) >= int(st[C.K_END]):
                 bits = _complete(st, bits, int(limit[i]))
-            bits = bits | _IN_OSO if flags & 1 and not flags & 2 else bits & ~_IN_OSO
+            bits = bits | WS_IN_OSO if flags & P_OSO_START and not flags & P_OSO_END \
+                else bits & ~WS_IN_OSO
         elif w in _ITEM_ROWS:
             q = int(seqno[i])
-            if bits & _LAZY:
+            if bits & WS_LAZY:
                 p = max(q, 1) - 1
                 row = pending.pop(s, -1)
-                if not bits & _ITEMS:
+                if not bits & K_ITEMS:
                     pass                      # it discards nothing: not reported
                 elif row >= 0:
                     point[row], known[row] = p, 1
                 else:
                     carried_slots.append(s)
                     carried_points.append(p)
-                _restarted(st, p, not bits & _COMPLETED)
-                bits &= ~_LAZY
-            bits |= _ITEMS
+                _restarted(st, p, not bits & WS_COMPLETED)
+                bits &= ~WS_LAZY
+            bits |= K_ITEMS
             chain = int(st[C.K_CHAIN])
-            if not bits & _IN_OSO and q <= chain:
+            if not bits & WS_IN_OSO and q <= chain:
                 bad[i], previous[i] = 1, chain
                 st[C.K_BITS] = bits
                 continue
@@ -303,7 +308,7 @@ def walk_state(request: WalkRequest) -> WalkResult:
             if at_time != _MAX and w in _TIMED and int(cas[i]) & _CLOCK > at_time \
                     and q < int(st[C.K_CUT]):
                 st[C.K_CUT] = q
-            if bits & _HAS_MARKER and not bits & _IN_OSO and q >= int(st[C.K_END]):
+            if bits & WS_HAS_MARKER and not bits & WS_IN_OSO and q >= int(st[C.K_END]):
                 bits = _complete(st, bits, int(limit[i]))
             applies[i] = q <= int(limit[i]) and q < int(st[C.K_CUT])
         st[C.K_BITS] = bits
@@ -318,7 +323,7 @@ def _floor(st, bits: int, w: int, start: int, oso: int, seqno: int) -> int:
     if w == C.W_MARKER:
         floor = max(start, 1) - 1
     elif w == C.W_OSO:
-        if not oso & 1 or oso & 2:
+        if not oso & P_OSO_START or oso & P_OSO_END:
             return bits
         floor = 0
     elif w in _ITEM_ROWS:
@@ -327,7 +332,7 @@ def _floor(st, bits: int, w: int, start: int, oso: int, seqno: int) -> int:
         return bits
     if floor < int(st[C.K_FLOOR]):
         st[C.K_FLOOR] = floor
-    return bits & ~_FRESH
+    return bits & ~K_FRESH
 
 
 def _restarted(st, p: int, lower: bool) -> None:
@@ -345,10 +350,10 @@ def _complete(st, bits: int, limit: int) -> int:
     """The stream's open snapshot is complete: covered when its end is within the
     at_seqno limit and below the time cut, and frames were not lost."""
     end = int(st[C.K_END])
-    if end <= limit and end < int(st[C.K_CUT]) and not bits & _LOST:
+    if end <= limit and end < int(st[C.K_CUT]) and not bits & K_LOST:
         st[C.K_CONSISTENT] = end
-        bits |= _COMPLETED
-    return bits & ~_HAS_MARKER
+        bits |= WS_COMPLETED
+    return bits & ~WS_HAS_MARKER
 
 
 def newest(ids, order_key, size):

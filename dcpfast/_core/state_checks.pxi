@@ -37,31 +37,32 @@ cdef int short(Finds* f, const uint64_t* st, int64_t i, uint8_t rule, bint reach
                GIVEN_RANGE | (GIVEN_FOUND if reached else 0), st[C_START], st[C_END])
 
 
-cdef int closed(Finds* f, const uint64_t* st, uint64_t bits, int span, int64_t i, int ev,
+cdef int closed(Finds* f, const uint64_t* st, uint64_t bits, int snap, int64_t i, int ev,
                 bint collections, uint32_t status, uint64_t start, uint64_t end,
                 uint32_t flags) except -1 nogil:
     """The checks on the snapshot that row ``i`` closes (``pystate._closed``)."""
-    cdef bint reached = (bits & REACH) != 0
+    cdef bint reached = (bits & CS_REACH) != 0
     cdef uint64_t top
     cdef uint8_t rule
-    if span == MARKER:
+    if snap == CS_SNAP_MARKER:
         top = st[C_END]
         if reached and st[C_REACH] >= top:
             return 0
         rule = R_ENDED_INSIDE if ev == EV_END else R_EARLY
-        if not (st[C_FLAGS] & DISK):
-            if not collections or bits & UNFILTERED:
+        if not (st[C_FLAGS] & P_SNAP_DISK):
+            if not collections or bits & CS_UNFILTERED:
                 short(f, st, i, rule, reached)
             return 0
-        if not collections or not (bits & ADVANCED):
+        if not collections or not (bits & CS_ADVANCED):
             return 0
-        if ev == EV_MARKER and not ((flags & HISTORY) and not (st[C_FLAGS] & HISTORY)
+        if ev == EV_MARKER and not ((flags & P_SNAP_HISTORY)
+                                    and not (st[C_FLAGS] & P_SNAP_HISTORY)
                                     and end == top and start <= top):
             short(f, st, i, rule, reached)
-        elif ev == EV_END and status == STATUS_OK:
+        elif ev == EV_END and status == P_END_OK:
             short(f, st, i, rule, reached)
-    elif span == OSO and ev == EV_END and status == STATUS_OK and collections \
-            and bits & ADVANCED:
+    elif snap == CS_SNAP_OSO and ev == EV_END and status == P_END_OK and collections \
+            and bits & CS_ADVANCED:
         add(f, i, R_ENDED_INSIDE, st[C_REACH] if reached else 0,
             GIVEN_FOUND if reached else 0, 0, 0)
     return 0
@@ -82,7 +83,7 @@ def check_streams(request):
     cdef uint64_t[:, ::1] state = request.state
     cdef Py_ssize_t n = event.shape[0], i
     cdef Finds f
-    cdef int ev, span
+    cdef int ev, snap
     cdef uint64_t bits, q, chain
     cdef uint64_t* st
     cdef bint collections
@@ -108,75 +109,75 @@ def check_streams(request):
                 s = slot[i]
                 st = &state[s, 0]
                 bits = st[C_BITS]
-                if not (bits & OPEN) or bits & ENDED:
-                    bits = OPEN
+                if not (bits & CS_OPEN) or bits & CS_ENDED:
+                    bits = CS_OPEN
                     starts[i] = 1
                 if ev == EV_REQUEST or ev == EV_RESPONSE:
-                    if not ((bits & LAST_START) and (bits & OPAQUE)
+                    if not ((bits & CS_LAST_START) and (bits & CS_OPAQUE)
                             and st[C_OPAQUE] == opaque[i]):
-                        bits = OPEN | STARTED
+                        bits = CS_OPEN | CS_STARTED
                         starts[i] = 1
-                    bits |= LAST_START | OPAQUE
+                    bits |= CS_LAST_START | CS_OPAQUE
                     st[C_OPAQUE] = opaque[i]
                     if ev == EV_REQUEST:
                         if info[i] & INFO_UNFILTERED:
-                            bits |= UNFILTERED
+                            bits |= CS_UNFILTERED
                         if info[i] & INFO_SEED:
-                            bits |= CHAIN
+                            bits |= CS_CHAIN
                             st[C_CHAIN] = seqno[i]
                     st[C_BITS] = bits
                     continue
-                if bits & OPAQUE and st[C_OPAQUE] != opaque[i]:
-                    bits = OPEN
+                if bits & CS_OPAQUE and st[C_OPAQUE] != opaque[i]:
+                    bits = CS_OPEN
                     starts[i] = 1
-                bits = (bits | OPAQUE) & ~(<uint64_t>LAST_START)
+                bits = (bits | CS_OPAQUE) & ~(<uint64_t>CS_LAST_START)
                 st[C_OPAQUE] = opaque[i]
-                span = (bits & SPAN_MASK) >> SPAN_SHIFT
+                snap = (bits & CS_SNAP_MASK) >> CS_SNAP_SHIFT
                 collections = (info[i] & INFO_COLLECTIONS) != 0
                 if ev == EV_ITEM or ev == EV_ADVANCE:
                     q = seqno[i]
-                    if span != OSO:
+                    if snap != CS_SNAP_OSO:
                         chain = st[C_CHAIN]
-                        if bits & CHAIN and (q < chain or (q == chain and ev != EV_ADVANCE)):
+                        if bits & CS_CHAIN and (q < chain or (q == chain and ev != EV_ADVANCE)):
                             add(&f, i, R_BACKWARDS, q, GIVEN_FOUND | GIVEN_RANGE, chain, chain)
                         st[C_CHAIN] = q
-                        bits |= CHAIN
+                        bits |= CS_CHAIN
                         if ev == EV_ITEM:
-                            if span == MARKER:
+                            if snap == CS_SNAP_MARKER:
                                 if q < st[C_START] or q > st[C_END]:
                                     add(&f, i, R_OUTSIDE, q, GIVEN_FOUND | GIVEN_RANGE,
                                         st[C_START], st[C_END])
-                            elif span == OSO_CLOSED or bits & STARTED:
+                            elif snap == CS_SNAP_OSO_CLOSED or bits & CS_STARTED:
                                 add(&f, i, R_OUTSIDE, q, GIVEN_FOUND, 0, 0)
                     if ev == EV_ADVANCE:
-                        bits |= ADVANCED
-                    if not (bits & REACH) or q > st[C_REACH]:
+                        bits |= CS_ADVANCED
+                    if not (bits & CS_REACH) or q > st[C_REACH]:
                         st[C_REACH] = q
-                    bits |= REACH
+                    bits |= CS_REACH
                 elif ev == EV_MARKER or ev == EV_OSO_START:
-                    closed(&f, st, bits, span, i, ev, collections, 0, snap_start[i],
+                    closed(&f, st, bits, snap, i, ev, collections, 0, snap_start[i],
                            snap_end[i], snap_flags[i])
-                    if span == OSO:
+                    if snap == CS_SNAP_OSO:
                         add(&f, i, R_OSO_NOT_ENDED, 0, 0, 0, 0)
-                    bits &= ~(<uint64_t>(SPAN_MASK | REACH))
+                    bits &= ~(<uint64_t>(CS_SNAP_MASK | CS_REACH))
                     if ev == EV_MARKER:
-                        bits |= MARKER << SPAN_SHIFT
+                        bits |= CS_SNAP_MARKER << CS_SNAP_SHIFT
                         st[C_START], st[C_END] = snap_start[i], snap_end[i]
                         st[C_FLAGS] = snap_flags[i]
                     else:
-                        bits |= OSO << SPAN_SHIFT
+                        bits |= CS_SNAP_OSO << CS_SNAP_SHIFT
                 elif ev == EV_OSO_END:
-                    if span == OSO:
-                        if bits & REACH:
+                    if snap == CS_SNAP_OSO:
+                        if bits & CS_REACH:
                             st[C_CHAIN] = st[C_REACH]
-                            bits |= CHAIN
-                        bits = (bits & ~(<uint64_t>(SPAN_MASK | REACH))) \
-                            | (OSO_CLOSED << SPAN_SHIFT)
-                    elif bits & STARTED or span != NO_SPAN:
+                            bits |= CS_CHAIN
+                        bits = (bits & ~(<uint64_t>(CS_SNAP_MASK | CS_REACH))) \
+                            | (CS_SNAP_OSO_CLOSED << CS_SNAP_SHIFT)
+                    elif bits & CS_STARTED or snap != CS_NO_SNAP:
                         add(&f, i, R_OSO_NOT_STARTED, 0, 0, 0, 0)
                 elif ev == EV_END:
-                    closed(&f, st, bits, span, i, ev, collections, end_status[i], 0, 0, 0)
-                    bits |= ENDED
+                    closed(&f, st, bits, snap, i, ev, collections, end_status[i], 0, 0, 0)
+                    bits |= CS_ENDED
                 st[C_BITS] = bits
         at = np.empty(f.n, np.int64)
         rule = np.empty(f.n, np.uint8)

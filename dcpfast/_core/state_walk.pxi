@@ -21,10 +21,10 @@ cdef inline void restarted(uint64_t* st, uint64_t p, bint lower) noexcept nogil:
 
 cdef inline uint64_t complete(uint64_t* st, uint64_t bits, uint64_t limit) noexcept nogil:
     cdef uint64_t end = st[K_END]
-    if end <= limit and end < st[K_CUT] and not (bits & LOST):
+    if end <= limit and end < st[K_CUT] and not (bits & K_LOST):
         st[K_CONSISTENT] = end
-        bits |= COMPLETED
-    return bits & ~(<uint64_t>HAS_MARKER)
+        bits |= WS_COMPLETED
+    return bits & ~(<uint64_t>WS_HAS_MARKER)
 
 
 cdef inline uint64_t floor_of(uint64_t* st, uint64_t bits, int w, uint64_t start,
@@ -34,7 +34,7 @@ cdef inline uint64_t floor_of(uint64_t* st, uint64_t bits, int w, uint64_t start
     if w == W_MARKER:
         floor = (start if start > 0 else 1) - 1
     elif w == W_OSO:
-        if not (oso & 1) or oso & 2:
+        if not (oso & P_OSO_START) or oso & P_OSO_END:
             return bits
         floor = 0
     elif is_item(w):
@@ -43,7 +43,7 @@ cdef inline uint64_t floor_of(uint64_t* st, uint64_t bits, int w, uint64_t start
         return bits
     if floor < st[K_FLOOR]:
         st[K_FLOOR] = floor
-    return bits & ~(<uint64_t>FRESH)
+    return bits & ~(<uint64_t>K_FRESH)
 
 
 # long: one loop over the rows, each kind of row in its branch, read as one
@@ -97,57 +97,57 @@ def walk_state(request):
                 if not every_lost:
                     every_lost = True
                     for k in range(slots):
-                        carry[k, K_BITS] |= LOST
+                        carry[k, K_BITS] |= K_LOST
                 continue
             s = slot[i]
             st = &carry[s, 0]
             bits = st[K_BITS]
             if lost[i]:
-                bits |= LOST
-            if bits & FRESH and w != W_RESTART and w != W_END:
+                bits |= K_LOST
+            if bits & K_FRESH and w != W_RESTART and w != W_END:
                 bits = floor_of(st, bits, w, snap_start[i], oso[i], seqno[i])
             if w == W_RESTART:
-                bits = (bits & ~(<uint64_t>(IN_OSO | HAS_MARKER))) | FRESH
+                bits = (bits & ~(<uint64_t>(WS_IN_OSO | WS_HAS_MARKER))) | K_FRESH
                 if rolled[i]:
-                    bits &= ~(<uint64_t>(LAZY | COMPLETED))
+                    bits &= ~(<uint64_t>(WS_LAZY | WS_COMPLETED))
                     pending[s] = -1
-                    if bits & ITEMS:
+                    if bits & K_ITEMS:
                         point[i], known[i] = seqno[i], 1
                     restarted(st, seqno[i], True)
                 else:
-                    bits = (bits | LAZY) & ~(<uint64_t>COMPLETED)
+                    bits = (bits | WS_LAZY) & ~(<uint64_t>WS_COMPLETED)
                     pending[s] = i
             elif w == W_MARKER:
-                if bits & HAS_MARKER:
+                if bits & WS_HAS_MARKER:
                     bits = complete(st, bits, limit[i])
-                bits |= HAS_MARKER
+                bits |= WS_HAS_MARKER
                 st[K_START], st[K_END] = snap_start[i], snap_end[i]
             elif w == W_OSO:
                 flags = oso[i]
-                if flags & 2 and bits & HAS_MARKER and st[K_CHAIN] >= st[K_END]:
+                if flags & P_OSO_END and bits & WS_HAS_MARKER and st[K_CHAIN] >= st[K_END]:
                     bits = complete(st, bits, limit[i])
-                if flags & 1 and not (flags & 2):
-                    bits |= IN_OSO
+                if flags & P_OSO_START and not (flags & P_OSO_END):
+                    bits |= WS_IN_OSO
                 else:
-                    bits &= ~(<uint64_t>IN_OSO)
+                    bits &= ~(<uint64_t>WS_IN_OSO)
             elif is_item(w):
                 q = seqno[i]
-                if bits & LAZY:
+                if bits & WS_LAZY:
                     p = (q if q > 0 else 1) - 1
                     row = pending[s]
                     pending[s] = -1
-                    if not (bits & ITEMS):
+                    if not (bits & K_ITEMS):
                         pass                  # it discards nothing: not reported
                     elif row >= 0:
                         point[row], known[row] = p, 1
                     else:
                         carried_slots.append(s)
                         carried_points.append(p)
-                    restarted(st, p, not (bits & COMPLETED))
-                    bits &= ~(<uint64_t>LAZY)
-                bits |= ITEMS
+                    restarted(st, p, not (bits & WS_COMPLETED))
+                    bits &= ~(<uint64_t>WS_LAZY)
+                bits |= K_ITEMS
                 chain = st[K_CHAIN]
-                if not (bits & IN_OSO) and q <= chain:
+                if not (bits & WS_IN_OSO) and q <= chain:
                     bad[i], previous[i] = 1, chain
                     st[K_BITS] = bits
                     continue
@@ -156,7 +156,7 @@ def walk_state(request):
                 if at_time != U64_MAX and is_timed(w) and (cas[i] & CLOCK) > at_time \
                         and q < st[K_CUT]:
                     st[K_CUT] = q
-                if bits & HAS_MARKER and not (bits & IN_OSO) and q >= st[K_END]:
+                if bits & WS_HAS_MARKER and not (bits & WS_IN_OSO) and q >= st[K_END]:
                     bits = complete(st, bits, limit[i])
                 applies[i] = q <= limit[i] and q < st[K_CUT]
             st[K_BITS] = bits

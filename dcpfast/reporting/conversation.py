@@ -20,10 +20,10 @@ import numpy as np
 
 from .. import protocol as P
 from ..batch import FrameBatch, kinds_of
-from ..errors import is_capture_gap, text
+from ..errors import SkippedRegion, checked, is_capture_gap, text
 from ..events import Manifest
 from ..streams import Summary
-from ..streams.frames import IS_ITEM, IS_MESSAGE, decoded_requests, requests, rollback_seqnos
+from ..streams.frames import IS_ITEM, IS_MESSAGE, read_requests, requests, rollback_seqnos
 from ..streams.matching import Matcher
 from .clock import CAPTURE, carried
 from .flow import PREPARE_SURCHARGE, FlowControl, Noops
@@ -88,7 +88,9 @@ class Conversation:
     # -- both sides ----------------------------------------------------------------------
 
     def _common(self, batch: FrameBatch, req: np.ndarray, times: np.ndarray, side: int,
-                partial: Partial) -> None:
+                partial: Partial, damaged: list[SkippedRegion] | None = None) -> None:
+        """Counts, traffic, times and damage of a batch of either side; ``damaged``: its
+        malformed frames found so far, listed as damage with what the scan skipped."""
         n = len(batch)
         sizes = batch["body_len"].astype(np.int64) + P.HEADER_SIZE
         self.frames[side] += n
@@ -102,7 +104,8 @@ class Conversation:
         partial.add(partial.traffic, op | (~req).astype(np.int64) << 8, times,
                     frames=np.ones(n, np.int64), bytes=sizes)
         self._mark(batch, times, side)
-        self._note_damage(batch, times, side)
+        self._note_damage(batch, times, side,
+                          sorted([*batch.errors, *damaged]) if damaged else batch.errors)
 
     def _mark(self, batch: FrameBatch, times: np.ndarray, side: int) -> None:
         """Keep offset-to-time points of a direction, thinned to ``_MARKS``."""
@@ -126,10 +129,11 @@ class Conversation:
         at = int(np.searchsorted(joined[0], offset, side="right")) - 1
         return int(joined[1][max(at, 0)])
 
-    def _note_damage(self, batch: FrameBatch, times: np.ndarray, side: int) -> None:
-        for k, region in enumerate(batch.errors):
+    def _note_damage(self, batch: FrameBatch, times: np.ndarray, side: int,
+                     regions: list[SkippedRegion]) -> None:
+        for k, region in enumerate(regions):
             if len(self.damage) >= MAX_DAMAGE:
-                self.more_damage += len(batch.errors) - k
+                self.more_damage += len(regions) - k
                 break
             at = int(np.searchsorted(batch["offset"], region.offset))
             t = int(times[min(at, len(batch) - 1)]) if len(batch) else 0
@@ -161,12 +165,15 @@ class Conversation:
         self.flow.settle(partial, self.number)
 
     def _requests(self, batch: FrameBatch, req: np.ndarray, times: np.ndarray,
-                  partial: Partial) -> None:
-        """Stream Requests and Close Streams the batch holds (a client's)."""
+                  partial: Partial) -> list[SkippedRegion]:
+        """Stream Requests and Close Streams the batch holds (a client's); returns the
+        malformed Stream Requests (``batch.mode`` "strict" raises the first)."""
         op = batch["opcode"]
         if not (req & ((op == P.Opcode.STREAM_REQUEST) | (op == P.Opcode.CLOSE_STREAM))).any():
-            return
-        for i, r in decoded_requests(batch).items():
+            return []
+        decoded, damaged = read_requests(batch)
+        checked(batch.mode, damaged)
+        for i, r in decoded.items():
             stream = self.stream(r["vbucket"] << 16 | (r["stream_id"] or 0), partial)
             stream.requests += 1
             stream.seen(int(times[i]), int(times[i]))
@@ -175,6 +182,7 @@ class Conversation:
         for i in closing.tolist():
             key = int(batch["vbucket"][i]) << 16 | int(batch["stream_id"][i])
             self.stream(key, partial).event(int(times[i]), "close", "")
+        return damaged
 
     def _round_trips(self, done: tuple[list, list], partial: Partial) -> None:
         at, ms = done
@@ -191,19 +199,19 @@ class Conversation:
         """The next batch the server sent: ``times`` each frame's capture time (0 on a
         dump), ``own`` its own CAS tick (the clock of a dump; a capture's lag)."""
         op, req = batch["opcode"], requests(batch)
-        opened = self._responses(batch, req, times, partial)
+        opened, damaged = self._responses(batch, req, times, partial)
         rows, keys, group, heads, streams = self._stream_rows(batch, req, opened, partial)
         if self.clock != CAPTURE:
             times = own.copy()
             if len(rows):
                 before = np.array([s.carry for s in streams], np.int64)
                 times[rows] = carried(times[rows], group, heads, before)
-        self._common(batch, req, times, SERVER, partial)
-        self._requests(batch, req, times, partial)
+        self._common(batch, req, times, SERVER, partial, damaged)
+        damaged = sorted({*damaged, *self._requests(batch, req, times, partial)})
         if len(rows):
             self._messages(batch, req, times, (rows, keys, group, heads, streams), partial)
         if self.summary is not None:
-            self.summary.update(batch)
+            self.summary.update(batch, damaged)
         charged = np.flatnonzero(req & (op != P.Opcode.NOOP))
         if len(charged):
             sizes = batch["body_len"][charged].astype(np.int64) + P.HEADER_SIZE
@@ -223,14 +231,21 @@ class Conversation:
         self.flow.settle(partial, self.number)
 
     def _responses(self, batch: FrameBatch, req: np.ndarray, times: np.ndarray,
-                   partial: Partial) -> tuple[np.ndarray, np.ndarray]:
+                   partial: Partial
+                   ) -> tuple[tuple[np.ndarray, np.ndarray], list[SkippedRegion]]:
         """Place the Stream Request responses on their streams (as the summary will);
-        returns the rows and stream keys of the successful ones (they open a stream)."""
+        returns the rows and stream keys of the successful ones (they open a stream), and
+        the malformed Rollback responses and Stream Requests met placing them
+        (``batch.mode`` "strict" raises the first)."""
         rows = np.flatnonzero(~req & (batch["opcode"] == P.Opcode.STREAM_REQUEST))
         if not len(rows):
-            return rows, rows
-        rolled = rollback_seqnos(batch)
-        match = Matcher(batch, self.summary.tracker if self.summary else None, prefix=True)
+            return (rows, rows), []
+        rolled, malformed = rollback_seqnos(batch)
+        checked(batch.mode, malformed)
+        decoded, damaged = read_requests(batch)
+        checked(batch.mode, damaged)
+        match = Matcher(batch, self.summary.tracker if self.summary else None, decoded,
+                        prefix=True)
         ok_rows, ok_keys = [], []
         for i in rows.tolist():
             where = match.place(i)
@@ -252,7 +267,8 @@ class Conversation:
             else:
                 stream.event(t, "refused", status_name(P.Status, status))
                 self._shut(stream)
-        return np.asarray(ok_rows, np.int64), np.asarray(ok_keys, np.int64)
+        return (np.asarray(ok_rows, np.int64), np.asarray(ok_keys, np.int64)), \
+            sorted(malformed + damaged)
 
     def _shut(self, stream: Stream) -> None:
         """A refused or rolled-back Stream Request leaves its stream closed."""

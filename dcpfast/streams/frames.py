@@ -1,9 +1,10 @@
 """What the stream tables and the summary read from a batch: which rows, which bytes, and
 the decoders of single frames (a Stream Request, a Rollback response's seqno).
 
-Malformed content (a Rollback value that is not 8 bytes, a Stream Request value that is
-not a JSON object with a valid ``sid``; the failover logs of ``tables`` likewise) follows
-``batch.mode`` through ``malformed``.
+The decoders of a batch's Stream Requests and Rollback responses (``read_requests``,
+``rollback_seqnos``) return the malformed ones (a Rollback value that is not 8 bytes, a
+Stream Request value that is not a JSON object with a valid ``sid``) beside what they
+decode, whatever the batch's mode: their callers follow ``batch.mode`` with them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from .. import protocol as P
 from ..batch import FrameBatch, view_of
-from ..errors import Reporter, SkippedRegion, text
+from ..errors import SkippedRegion, text
 
 _STREAM_REQUEST = struct.Struct(P.STREAM_REQUEST_EXTRAS)
 _ROLLBACK = struct.Struct(P.ROLLBACK_VALUE)
@@ -128,11 +129,6 @@ def frame_region(batch: FrameBatch, i: int, reason: str) -> SkippedRegion:
                          reason)
 
 
-def malformed(batch: FrameBatch, i: int, reason: str) -> None:
-    """Raise (strict) or record once (skip) that frame ``i`` has malformed content."""
-    Reporter(batch.mode, batch.errors).report(*frame_region(batch, i, reason))
-
-
 def flag_names(enum, flags: int) -> list[str]:
     """Names of the set flags; a bit with no name appears as its hex value."""
     known = {int(member): member.name.lower() for member in enum}
@@ -208,23 +204,14 @@ def read_requests(batch: FrameBatch) -> tuple[dict[int, dict], list[SkippedRegio
     return out, damaged
 
 
-def decoded_requests(batch: FrameBatch) -> dict[int, dict]:
-    """Row -> decoded Stream Request, for every well-formed one in the batch (a malformed
-    one follows the batch's mode: ``malformed``)."""
-    out, damaged = read_requests(batch)
-    reporter = Reporter(batch.mode, batch.errors)
-    for region in damaged:
-        reporter.report(*region)
-    return out
-
-
-def rollback_seqnos(batch: FrameBatch) -> dict[int, int]:
-    """Row -> rollback seqno of each well-formed Rollback response."""
-    out = {}
+def rollback_seqnos(batch: FrameBatch) -> tuple[dict[int, int], list[SkippedRegion]]:
+    """Row -> rollback seqno of each well-formed Rollback response; and the malformed
+    ones, in stream order, whatever the batch's mode."""
+    out, damaged = {}, []
     for i in rows(batch, P.Opcode.STREAM_REQUEST, response=True,
                   status=P.Status.ROLLBACK).tolist():
         try:
             out[i] = rollback_seqno(value(batch, i))
         except ValueError as e:
-            malformed(batch, i, str(e))
-    return out
+            damaged.append(frame_region(batch, i, str(e)))
+    return out, damaged

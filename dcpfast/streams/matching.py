@@ -16,7 +16,8 @@ import numpy as np
 from .. import protocol as P
 from ..arrays import unique as distinct
 from ..batch import FrameBatch
-from .frames import IS_MESSAGE, decoded_requests, requests, rows
+from ..errors import SkippedRegion, checked
+from .frames import IS_MESSAGE, read_requests, requests, rows
 
 #: A stream opaque seen on more than one stream: it places nothing.
 AMBIGUOUS = -1
@@ -47,8 +48,10 @@ class StreamTracker:
 
     ``update(batch)`` remembers, by opaque, the Stream Requests and Get Failover Log
     requests of the batch (the latest wins) and the opaques that the producer messages
-    of each vbucket stream carry (an opaque seen on two streams places nothing). Pass the
-    tracker to ``failover_logs``/``rollbacks`` *before* updating it with the same batch.
+    of each vbucket stream carry (an opaque seen on two streams places nothing), and
+    returns the Stream Requests whose value is malformed, which it passes over (strict
+    mode: ``DcpFormatError`` for the first); the batch is left as it is. Pass the tracker
+    to ``failover_logs``/``rollbacks`` *before* updating it with the same batch.
     """
 
     def __init__(self):
@@ -57,9 +60,13 @@ class StreamTracker:
         #: opaque -> stream key (vbucket << 16 | stream_id), or -1 when ambiguous
         self.opaques: dict[int, int] = {}
 
-    def update(self, batch: FrameBatch) -> None:
-        """Learn the requests and stream opaques of ``batch``."""
-        learn(self, batch_requests(batch), message_opaques(batch))
+    def update(self, batch: FrameBatch) -> list[SkippedRegion]:
+        """Learn the requests and stream opaques of ``batch``; returns the malformed Stream
+        Requests passed over, in stream order (``batch.mode`` "strict" raises the first)."""
+        decoded, damaged = read_requests(batch)
+        checked(batch.mode, damaged)
+        learn(self, batch_requests(batch, decoded), message_opaques(batch))
+        return damaged
 
 
 def learn(tracker: StreamTracker, asked: dict, opaques: dict) -> None:
@@ -71,11 +78,9 @@ def learn(tracker: StreamTracker, asked: dict, opaques: dict) -> None:
             tracker.opaques[opaque] = key if known == key else AMBIGUOUS
 
 
-def batch_requests(batch: FrameBatch, decoded: dict | None = None) -> dict:
+def batch_requests(batch: FrameBatch, decoded: dict) -> dict:
     """(opcode, opaque) -> (vbucket, stream_id) of the batch's requests, latest last;
-    ``decoded``: the batch's ``decoded_requests``, when already at hand."""
-    if decoded is None:
-        decoded = decoded_requests(batch)
+    ``decoded``: the batch's Stream Requests (``read_requests``)."""
     out = {}
     found = [(i, P.Opcode.STREAM_REQUEST, r["vbucket"], r["stream_id"] or 0)
              for i, r in decoded.items()]
@@ -108,16 +113,14 @@ def message_opaques(batch: FrameBatch) -> dict[int, list[tuple[int, int]]]:
 class Matcher:
     """Places responses of one batch: request in the batch, then tracker, then opaques.
 
-    ``decoded`` and ``opaques`` are the batch's ``decoded_requests`` and
+    ``decoded`` is the batch's Stream Requests (``read_requests``); ``opaques`` its
     ``message_opaques`` when already at hand.
     """
 
-    def __init__(self, batch: FrameBatch, tracker: StreamTracker | None,
-                 decoded: dict | None = None, *, prefix: bool = False, opaques=None):
+    def __init__(self, batch: FrameBatch, tracker: StreamTracker | None, decoded: dict, *,
+                 prefix: bool = False, opaques=None):
         self.batch, self.tracker, self.prefix = batch, tracker, prefix
         self.by_opaque: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
-        if decoded is None:
-            decoded = decoded_requests(batch)
         for i, r in decoded.items():
             self._add(i, P.Opcode.STREAM_REQUEST, r["vbucket"], r["stream_id"] or 0)
         for opcode in _FAILOVER_REQUESTS:

@@ -5,21 +5,23 @@ rollbacks, end status and anomalies, built batch by batch.
 checks are ``checks`` (the compiled core's, shared with ``dcpfast.state``); its per-stream
 bookkeeping runs on numpy arrays.
 Responses are placed on their streams as ``matching`` says. A malformed Stream Request or
-Rollback value follows ``batch.mode`` as in the ``tables``.
+Rollback value follows ``batch.mode`` as in the ``tables``: in skip mode ``to_arrow()``
+lists it in its metadata.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from .. import protocol as P
 from .._core import contract as C
 from ..arrays import unique as distinct
 from ..batch import FrameBatch
-from ..errors import text
+from ..errors import SkippedRegion, checked, text, with_skipped
 from . import frames as F
 from .checks import (
     ANOMALIES,
@@ -43,7 +45,6 @@ from .matching import (
 
 if TYPE_CHECKING:
     import pandas as pd
-    import pyarrow as pa
 
 U64 = np.uint64
 
@@ -100,8 +101,6 @@ class _Tally:
 
     def of(self, slots: list[int]) -> pa.MapArray:
         """The counts of the stream slots, in that order, as a map of opcode name to frames."""
-        import pyarrow as pa
-
         self._merge()
         pick, offsets = _spans(self.keys >> 8, slots)
         names = pa.array(F.OPCODE_NAMES).take(pa.array(self.keys[pick] & 0xFF))
@@ -138,7 +137,8 @@ class Summary:
     ``seqno_not_increasing``, ``outside_snapshot``, ``snapshot_ended_early``,
     ``ended_in_snapshot``, ``oso_not_ended``, ``oso_not_started``; ``unmatched_rollback``
     (a Rollback response that neither a request nor a stream opaque places on a vbucket)
-    and ``bytes_lost`` (a region a skip-mode scan passed over: a capture gap, damage).
+    and ``bytes_lost`` (a region a skip-mode scan passed over: a capture gap, damage; or a
+    frame its caller's decoders passed over, given to ``update``).
     """
 
     def __init__(self):
@@ -155,17 +155,24 @@ class Summary:
         self._pending: list[tuple[int, int | None, int, int]] = []
         self._checks = Checks()                             # each stream's check state
         self._lost: list[tuple[int, int, str]] = []        # skipped regions
+        #: the malformed Stream Requests and Rollback responses passed over (skip mode)
+        self._skipped: list[SkippedRegion] = []
 
     # -- input ---------------------------------------------------------------------------
 
-    def update(self, batch: FrameBatch) -> Summary:
-        """Add the next batch of the stream; returns the summary."""
+    def update(self, batch: FrameBatch, damaged: Sequence[SkippedRegion] = ()) -> Summary:
+        """Add the next batch of the stream; returns the summary. ``damaged``: frames of
+        the batch that the caller's own decoders passed over, counted as ``bytes_lost``
+        with what the scan skipped."""
         self.frames += len(batch)
-        # what the scan skipped (not what the decoders below find malformed)
-        self._lost += [tuple(region) for region in batch.errors]
+        # what the scan skipped and the caller gives (not what the decoders below find
+        # malformed: those ``to_arrow`` lists)
+        lost = sorted([*batch.errors, *damaged]) if damaged else batch.errors
+        self._lost += [tuple(region) for region in lost]
         if not len(batch):
             return self
-        decoded = F.decoded_requests(batch)
+        decoded, malformed = F.read_requests(batch)
+        self._skipped += checked(batch.mode, malformed)
         opaques = message_opaques(batch)
         self._update(batch, decoded, opaques)
         learn(self.tracker, batch_requests(batch, decoded), opaques)
@@ -182,7 +189,8 @@ class Summary:
         that their request or an earlier message places; the others wait for the first
         stream message with their opaque (``_waiting``). Rollback seqnos go to their
         stream."""
-        rolled = F.rollback_seqnos(batch)
+        rolled, malformed = F.rollback_seqnos(batch)
+        self._skipped += checked(batch.mode, malformed)
         ok = F.rows(batch, P.Opcode.STREAM_REQUEST, response=True, status=P.Status.SUCCESS)
         placed = {}
         for i in sorted([*ok.tolist(), *rolled]):
@@ -334,16 +342,16 @@ class Summary:
         the first and last item in arrival order), ``snapshots`` and ``snapshot_ranges``
         (start, end, flags of each marker), ``counts`` (frames by opcode name),
         ``rollbacks`` (rollback seqnos), ``end_status`` (name of the latest Stream End's
-        status, null if none) and ``anomalies`` (how many).
+        status, null if none) and ``anomalies`` (how many). In skip mode the malformed
+        Stream Requests and Rollback responses passed over are listed in its metadata
+        (``dcpfast.skipped_regions``).
         """
-        import pyarrow as pa
-
         streams = [self._streams[k] for k in sorted(self._streams)]
         ranges = self._ranges([s.slot for s in streams])
         counts = self._counts.of([s.slot for s in streams])
         range_type = pa.struct([("start", pa.uint64()), ("end", pa.uint64()),
                                 ("flags", pa.uint32())])
-        return pa.table({
+        return with_skipped(pa.table({
             "vbucket": pa.array([s.vbucket for s in streams], pa.uint16()),
             "stream_id": pa.array([s.stream_id or None for s in streams], pa.uint16()),
             "opaque": pa.array([s.opaque for s in streams], pa.uint32()),
@@ -359,12 +367,10 @@ class Summary:
                                     F.enum_name(P.StreamEndStatus, s.end_status)
                                     or str(s.end_status) for s in streams], pa.string()),
             "anomalies": pa.array([s.anomalies for s in streams], pa.int64()),
-        })
+        }), sorted(self._skipped))
 
     def _ranges(self, slots: list[int]) -> pa.ListArray:
         """The snapshot ranges of the stream slots, in that order, each in arrival order."""
-        import pyarrow as pa
-
         rows = np.concatenate(self._markers) if self._markers else np.zeros((0, 4), U64)
         rows = rows[np.argsort(rows[:, 0], kind="stable")]
         pick, offsets = _spans(rows[:, 0].astype(np.int64), slots)
@@ -384,8 +390,6 @@ class Summary:
     def anomalies(self) -> pa.Table:
         """Every anomaly found, by stream offset: ``kind, offset, vbucket, stream_id,
         by_seqno, details`` (``by_seqno``: the item's, or the seqno a snapshot reached)."""
-        import pyarrow as pa
-
         unmatched = self._unplaced()
         cols = {name: np.concatenate([a[name] for a in self._anomalies])
                 for name in self._anomalies[0]} if self._anomalies else None

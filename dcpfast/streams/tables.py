@@ -9,25 +9,24 @@ after a numpy mask has found it. Responses get the vbucket and stream id of thei
 Malformed content (a failover log whose length is not a multiple of 16, a rollback value
 that is not 8 bytes, a Stream Request value that is not a JSON object with a valid
 ``sid``) follows ``batch.mode``: ``DcpFormatError`` in strict mode; in skip mode the frame
-gets no row and a ``SkippedRegion`` for the whole frame is added to ``batch.errors`` once,
-in stream order, however often the tables are built.
+gets no row and the table lists it in its metadata as a ``SkippedRegion`` for the whole
+frame, in stream order (``dcpfast.skipped_regions(table)``; ``failover_logs`` and
+``rollbacks`` list the malformed Stream Requests too, which place no response). The batch
+is left as it is: its ``errors`` keep what the scan skipped.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from .. import protocol as P
 from ..batch import FrameBatch
-from ..errors import text
+from ..errors import SkippedRegion, checked, text, with_skipped
 from . import frames as F
 from .matching import Matcher, StreamTracker
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 _OPEN = struct.Struct(P.OPEN_EXTRAS)
 _ENTRY_SIZE = struct.calcsize(P.FAILOVER_ENTRY)
@@ -41,20 +40,14 @@ _SEQNO_COLUMNS = ("start_seqno", "end_seqno", "vbucket_uuid", "snap_start_seqno"
 
 
 def _table(columns: dict, schema):
-    import pyarrow as pa
-
     return pa.Table.from_pydict(columns, schema=schema)
 
 
 def _schema(*fields):
-    import pyarrow as pa
-
     return pa.schema([pa.field(name, kind) for name, kind in fields])
 
 
 def _index_fields():
-    import pyarrow as pa
-
     return [("index", pa.int64()), ("offset", pa.uint64())]
 
 
@@ -67,8 +60,6 @@ def opens(batch: FrameBatch) -> pa.Table:
     ``name`` is the connection name (invalid UTF-8 shown as ``\\x..`` escapes); flags
     without a name in ``protocol.OpenFlag`` appear in ``flag_names`` as hex.
     """
-    import pyarrow as pa
-
     out: dict[str, list] = {"index": [], "offset": [], "opaque": [], "name": [], "flags": [],
                             "flag_names": []}
     for i in F.rows(batch, P.Opcode.OPEN, response=False).tolist():
@@ -86,8 +77,6 @@ def opens(batch: FrameBatch) -> pa.Table:
 
 def controls(batch: FrameBatch) -> pa.Table:
     """DCP Control requests: ``index, offset, opaque, key, value`` (strings)."""
-    import pyarrow as pa
-
     out: dict[str, list] = {"index": [], "offset": [], "opaque": [], "key": [], "value": []}
     for i in F.rows(batch, P.Opcode.CONTROL, response=False).tolist():
         out["index"].append(i)
@@ -106,12 +95,11 @@ def stream_requests(batch: FrameBatch) -> pa.Table:
     ``stream_id`` comes from the stream-id frame info or the JSON value's ``sid`` (null
     when neither); ``filter`` is the JSON value as sent (null when empty).
     """
-    import pyarrow as pa
-
+    decoded, damaged = _requests(batch)
     names = ("index", "offset", "vbucket", "opaque", "stream_id", "flags", "flag_names",
              *_SEQNO_COLUMNS, "filter")
     out: dict[str, list] = {name: [] for name in names}
-    for i, request in F.decoded_requests(batch).items():
+    for i, request in decoded.items():
         out["index"].append(i)
         out["offset"].append(int(batch["offset"][i]))
         out["flag_names"].append(F.flag_names(P.StreamRequestFlag, request["flags"]))
@@ -119,11 +107,18 @@ def stream_requests(batch: FrameBatch) -> pa.Table:
             if name != "flag_names":
                 out[name].append(request[name])
     u64 = pa.uint64()
-    return _table(out, _schema(*_index_fields(), ("vbucket", pa.uint16()),
-                               ("opaque", pa.uint32()), ("stream_id", pa.uint16()),
-                               ("flags", pa.uint32()), ("flag_names", pa.list_(pa.string())),
-                               *((n, u64) for n in _SEQNO_COLUMNS),
-                               ("filter", pa.string())))
+    return with_skipped(_table(out, _schema(
+        *_index_fields(), ("vbucket", pa.uint16()), ("opaque", pa.uint32()),
+        ("stream_id", pa.uint16()), ("flags", pa.uint32()),
+        ("flag_names", pa.list_(pa.string())), *((n, u64) for n in _SEQNO_COLUMNS),
+        ("filter", pa.string()))), damaged)
+
+
+def _requests(batch: FrameBatch) -> tuple[dict[int, dict], list[SkippedRegion]]:
+    """The batch's Stream Requests (``frames.read_requests``) and the malformed ones, under
+    ``batch.mode`` ("strict" raises the first)."""
+    decoded, damaged = F.read_requests(batch)
+    return decoded, checked(batch.mode, damaged)
 
 
 # -- responses ---------------------------------------------------------------------------
@@ -143,16 +138,17 @@ def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa
     seqno``. ``entry`` 0 is the newest; ``vbucket``/``stream_id`` are those of the
     matching request (see ``matching``), null when none is found.
     """
-    import pyarrow as pa
-
-    match = Matcher(batch, tracker)
+    decoded, damaged = _requests(batch)
+    match = Matcher(batch, tracker, decoded)
     names = ("index", "offset", "opcode", "opaque", "vbucket", "stream_id", "entry",
              "vbucket_uuid", "seqno")
     out: dict[str, list] = {name: [] for name in names}
+    logs: list[SkippedRegion] = []
     for i in _failover_rows(batch).tolist():
         value = F.value(batch, i)
         if len(value) % _ENTRY_SIZE:
-            F.malformed(batch, i, text("failover_log_size", size=len(value), entry=_ENTRY_SIZE))
+            logs.append(F.frame_region(batch, i, text("failover_log_size", size=len(value),
+                                                      entry=_ENTRY_SIZE)))
             continue
         entries = np.frombuffer(value, _ENTRY_DTYPE)
         place = match.place(i)
@@ -167,36 +163,36 @@ def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa
         out["entry"] += range(n)
         out["vbucket_uuid"] += entries["vbucket_uuid"].tolist()
         out["seqno"] += entries["seqno"].tolist()
-    return _table(out, _schema(*_index_fields(), ("opcode", pa.uint8()),
-                               ("opaque", pa.uint32()), ("vbucket", pa.uint16()),
-                               ("stream_id", pa.uint16()), ("entry", pa.int32()),
-                               ("vbucket_uuid", pa.uint64()), ("seqno", pa.uint64())))
+    table = _table(out, _schema(*_index_fields(), ("opcode", pa.uint8()),
+                                ("opaque", pa.uint32()), ("vbucket", pa.uint16()),
+                                ("stream_id", pa.uint16()), ("entry", pa.int32()),
+                                ("vbucket_uuid", pa.uint64()), ("seqno", pa.uint64())))
+    return with_skipped(table, sorted(damaged + checked(batch.mode, logs)))
 
 
 def rollbacks(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Table:
     """Stream Request responses with status Rollback (0x23): ``index, offset, opaque,
     vbucket, stream_id, rollback_seqno`` (vbucket/stream id of the matching request)."""
-    import pyarrow as pa
-
-    match = Matcher(batch, tracker)
+    decoded, damaged = _requests(batch)
+    match = Matcher(batch, tracker, decoded)
+    seqnos, malformed = F.rollback_seqnos(batch)
     names = ("index", "offset", "opaque", "vbucket", "stream_id", "rollback_seqno")
     out: dict[str, list] = {name: [] for name in names}
-    for i, seqno in F.rollback_seqnos(batch).items():
+    for i, seqno in seqnos.items():
         place = match.place(i)
         vbucket, sid = place if place else (None, None)
         for name, value in zip(names, (i, int(batch["offset"][i]), int(batch["opaque"][i]),
                                        vbucket, sid or None, seqno)):
             out[name].append(value)
-    return _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
-                               ("vbucket", pa.uint16()), ("stream_id", pa.uint16()),
-                               ("rollback_seqno", pa.uint64())))
+    table = _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
+                                ("vbucket", pa.uint16()), ("stream_id", pa.uint16()),
+                                ("rollback_seqno", pa.uint64())))
+    return with_skipped(table, sorted(damaged + checked(batch.mode, malformed)))
 
 
 def stream_ends(batch: FrameBatch) -> pa.Table:
     """Stream End messages: ``index, offset, vbucket, opaque, stream_id, end_status,
     end_status_name`` (name null for a status the protocol does not define)."""
-    import pyarrow as pa
-
     rows = F.rows(batch, P.Opcode.STREAM_END, response=False)
     status = batch["end_status"][rows].tolist()
     sids = batch["stream_id"][rows].tolist()

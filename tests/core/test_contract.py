@@ -9,7 +9,13 @@ field of their ``contract`` request, in both cores, and answer its result; its c
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
+import json
+import operator
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from types import ModuleType
 
@@ -17,6 +23,7 @@ import numpy as np
 import pytest
 
 from dcpfast import _core
+from dcpfast import protocol as P
 from dcpfast._core import contract as C
 from tests.c_probes import CORE
 from tests.cores import COMPILED, TWINS, every
@@ -124,8 +131,45 @@ def test_the_codes_are_the_contracts_ints_of_their_prefixes():
     assert found == {name: value for name, value in vars(C).items()
                      if name.startswith(C.CODE_PREFIXES) and type(value) is int}
     assert {"EV_NONE", "INFO_SEED", "R_OSO_NOT_STARTED", "GIVEN_RANGE", "C_FIELDS", "W_SKIP",
-            "W_NONE", "K_ITEMS"} <= set(found)
+            "W_NONE", "K_ITEMS", "CS_SNAP_MASK", "WS_COMPLETED", "P_OSO_END"} <= set(found)
     assert "FIRST_ROWS" not in found and all(0 <= v < 2**31 for v in found.values())
+
+
+def test_the_state_bits_are_apart_and_the_protocol_numbers_protocols():
+    """The bits of a stream's check state (``C_BITS``) and walk state (``K_BITS``) are
+    single bits, none shared; the snapshot kinds fit their two bits; the protocol's
+    numbers the cores read are those of ``protocol``."""
+    found = C.codes()
+    check = [v for n, v in found.items() if n.startswith("CS_") and "SNAP" not in n]
+    walk = [v for n, v in found.items() if n.startswith("WS_")] + [C.K_LOST, C.K_FRESH,
+                                                                   C.K_ITEMS]
+    assert all(b & (b - 1) == 0 for b in check + walk)                 # single bits
+    for bits in (check + [C.CS_SNAP_MASK], walk):
+        assert sum(bits) == functools.reduce(operator.or_, bits)        # none shared
+    kinds = (C.CS_NO_SNAP, C.CS_SNAP_MARKER, C.CS_SNAP_OSO, C.CS_SNAP_OSO_CLOSED)
+    assert sorted(kinds) == list(range(4))
+    assert C.CS_SNAP_MASK == (max(kinds) << C.CS_SNAP_SHIFT)
+    assert (C.P_SNAP_DISK, C.P_SNAP_HISTORY, C.P_END_OK, C.P_OSO_START, C.P_OSO_END) == (
+        P.SnapshotFlag.DISK, P.SnapshotFlag.HISTORY, P.StreamEndStatus.OK, P.OsoFlag.START,
+        P.OsoFlag.END)
+
+
+def test_setup_loads_the_codes_without_importing_dcpfast():
+    """setup.py reads contract.py, and protocol.py whose numbers it names, on their own:
+    the declarations it writes are these, and dcpfast is not imported to write them."""
+    root = CORE.parents[1]
+    tree = ast.parse((root / "setup.py").read_text())
+    wanted = [node for node in tree.body
+              if isinstance(node, (ast.Import, ast.ImportFrom))
+              or (isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "core")
+              or (isinstance(node, ast.FunctionDef) and node.name == "load_contract")]
+    program = ast.unparse(ast.Module(body=wanted, type_ignores=[])) + textwrap.dedent("""
+        print(json.dumps([load_contract().cython_codes(),
+                          any(m == "dcpfast" or m.startswith("dcpfast.") for m in sys.modules)]))
+        """)
+    done = subprocess.run([sys.executable, "-c", "import json\n" + program], cwd=root,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [C.cython_codes(), False]
 
 
 def declared(text: str) -> tuple[dict[str, int], list[str]]:

@@ -367,4 +367,6 @@ def test_summary_follows_the_mode_too():
         S.summarize(scan(data, bad))
     batch = scan(data, bad, errors="skip")
     summary = S.summarize(batch)
-    assert len(batch.errors) == 1 and summary.anomalies.num_rows == 0
+    assert batch.errors == [] and summary.anomalies.num_rows == 0
+    (region,) = dcpfast.skipped_regions(summary.to_arrow())
+    assert (region.offset, region.length) == (len(data), len(bad))

@@ -152,16 +152,52 @@ def test_malformed_strict(build, table, reason):
 
 
 @pytest.mark.parametrize("build, table, reason", BAD)
-def test_malformed_skip_records_once(build, table, reason):
+def test_malformed_skip_lists_the_frame_in_the_table(build, table, reason):
     good = t.noop(opaque=1)
     bad = build()
     batch = scan(good, bad, errors="skip", collections=True)
-    assert table(batch).num_rows == 0
-    assert table(batch.filter(np.ones(len(batch), bool))).num_rows == 0
-    table(batch)
-    assert len(batch.errors) == 1
-    (region,) = batch.errors
-    assert (region.offset, region.length) == (len(good), len(bad)) and reason in region.reason
+    tables = [table(batch), table(batch.filter(np.ones(len(batch), bool))), table(batch)]
+    assert [found.num_rows for found in tables] == [0, 0, 0]
+    assert batch.errors == []
+    for found in tables:
+        (region,) = dcpfast.skipped_regions(found)
+        assert (region.offset, region.length) == (len(good), len(bad)) and \
+            reason in region.reason
+
+
+def test_the_tables_and_the_tracker_leave_the_batch_errors_as_they_are():
+    """The stream tables list the frames they skip in their metadata, the tracker's
+    ``update`` and the summary return and list theirs: the batch's ``errors`` (the scan's,
+    shared by its selections) stay the same list with the same regions, however often
+    they are called."""
+    request = t.stream_request(value=b"{nope", opaque=2)
+    rollback = t.response(0x53, status=Status.ROLLBACK, value=b"\0" * 4, opaque=3)
+    failover = t.response(0x53, value=b"\0" * 20, opaque=4)
+    parts = [t.open(b"c", opaque=1), t.control(b"k", b"v", opaque=1),
+             request, b"\x99" * 30, rollback, failover, t.stream_end(vbucket=1, opaque=2)]
+    starts = [sum(map(len, parts[:i])) for i in range(len(parts))]
+    batch = dcpfast.scan(b"".join(parts), errors="skip", final=True, collections=False)
+    errors, scanned = batch.errors, list(batch.errors)
+    assert [r.offset for r in scanned] == [starts[3]]
+    tracker = S.StreamTracker()
+    whole = batch.filter(np.ones(len(batch), bool))
+    listed = {"opens": [S.opens(batch)], "controls": [S.controls(batch)],
+              "stream_ends": [S.stream_ends(batch)],
+              "stream_requests": [S.stream_requests(batch), S.stream_requests(whole)],
+              "failover_logs": [S.failover_logs(batch), S.failover_logs(batch, tracker)],
+              "rollbacks": [S.rollbacks(whole), S.rollbacks(batch, tracker)],
+              "summary": [S.summarize(batch).to_arrow(), S.summarize(whole).to_arrow()]}
+    assert [r.offset for r in tracker.update(batch)] == [starts[2]]
+    assert [r.offset for r in tracker.update(whole)] == [starts[2]]
+    assert batch.errors is errors and batch.errors == scanned
+    skipped = {name: {tuple(r.offset for r in dcpfast.skipped_regions(table))
+                      for table in tables} for name, tables in listed.items()}
+    assert skipped == {"opens": {()}, "controls": {()}, "stream_ends": {()},
+                       "stream_requests": {(starts[2],)},
+                       "failover_logs": {(starts[2], starts[5])},
+                       "rollbacks": {(starts[2], starts[4])},
+                       "summary": {(starts[2], starts[4])}}
+    assert S.summarize(batch).anomalies.column("offset").to_pylist() == [starts[3]]
 
 
 def test_skip_keeps_good_rows_around_a_bad_one():
