@@ -135,7 +135,7 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
                    wide: bool = False) -> pa.Array:
     """Value ``entry[i]`` of ``chunks[chunk[i]]`` (``binary`` or ``large_binary`` arrays;
     a negative ``chunk[i]`` gives a null) for each ``i``, as ``take_binary`` returns them:
-    where each one lies is read from its chunk's offsets (``spans_at``), then all are
+    where each one lies is read from its chunk's offsets (``extents_at``), then all are
     copied at once (``gather_chunks``)."""
     import pyarrow as pa
 
@@ -157,7 +157,7 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
         datas.append(np.frombuffer(data, np.uint8) if data is not None
                      else np.zeros(0, np.uint8))
     n = len(chunk)
-    starts, bounds, valid = _spans(chunks, offsets, chunk, entry)
+    starts, bounds, valid = _extents(chunks, offsets, chunk, entry)
     taken = None if valid.all() else valid.view(bool)
     out = buffers.pooled(int(bounds[-1]))
     if n and datas:
@@ -165,7 +165,7 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
     return binary_column(out, bounds, mask_bitmap(taken), wide=wide)
 
 
-def _spans(chunks: list, offsets: list, chunk: np.ndarray, entry: np.ndarray):
+def _extents(chunks: list, offsets: list, chunk: np.ndarray, entry: np.ndarray):
     """Where value ``entry[i]`` of ``chunks[chunk[i]]`` (Arrow arrays whose ``offsets``
     are given) lies: its start, the running total of the lengths, and whether it is not
     null (a null of a chunk is taken as a null, and so is a negative ``chunk[i]``)."""
@@ -173,8 +173,8 @@ def _spans(chunks: list, offsets: list, chunk: np.ndarray, entry: np.ndarray):
     starts = np.empty(n, np.int64)
     bounds = np.zeros(n + 1, np.int64)
     valid = np.empty(n, np.uint8)
-    _core.values.spans_at(offsets, [piece.is_valid().to_numpy(zero_copy_only=False)
-                                    if piece.null_count else None for piece in chunks],
+    _core.values.extents_at(offsets, [piece.is_valid().to_numpy(zero_copy_only=False)
+                                      if piece.null_count else None for piece in chunks],
                           chunk, entry, starts, bounds, valid)
     return starts, bounds, valid
 
@@ -192,7 +192,7 @@ def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.
     """Map ``entry[i]`` of ``chunks[chunk[i]]`` (map arrays of string keys and items, of
     the type ``kind``; a negative ``chunk[i]`` gives a null) for each ``i``, as
     ``take_map`` returns them: where each map's pairs lie is read from its chunk's
-    offsets (``spans_at``), then the keys and items are taken as ``take_binary_at`` takes
+    offsets (``extents_at``), then the keys and items are taken as ``take_binary_at`` takes
     values."""
     import pyarrow as pa
 
@@ -205,12 +205,12 @@ def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.
         pairs = piece.values
         keys.append(pairs.field(0).cast(_as_binary(kind.key_type)))
         items.append(pairs.field(1).cast(_as_binary(kind.item_type)))
-    first, bounds, valid = _spans(chunks, offsets, chunk, entry)
+    first, bounds, valid = _extents(chunks, offsets, chunk, entry)
     taken = None if valid.all() else valid.view(bool)
     # each taken map's pairs, in order: its chunk, and its place there
     pair_chunk = np.empty(int(bounds[-1]), np.int32)
     pair_entry = np.empty(int(bounds[-1]), np.int64)
-    _core.values.spread_spans(chunk, first, bounds, pair_chunk, pair_entry)
+    _core.values.spread_extents(chunk, first, bounds, pair_chunk, pair_entry)
     out_keys = _retyped(take_binary_at(keys, pair_chunk, pair_entry,
                                        wide=pa.types.is_large_string(kind.key_type)),
                         kind.key_type)

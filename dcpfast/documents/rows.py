@@ -26,7 +26,7 @@ from ..arrays import at
 from ..batch import FrameBatch, kinds_of, view_of
 from ..errors import SkippedRegion
 from ..streams.checks import EVENT_OF_OPCODE, oso_events
-from ..values import value_spans
+from ..values import value_extents
 from . import bodies
 from .bodies import xattr_type
 
@@ -400,8 +400,8 @@ def _values(batch: FrameBatch, doc_rows: np.ndarray, threads: int | None,
     aborts), those values (of the frames ``valued`` flags, where given) as a chunk
     (null where they do not decode): where they lie decoded, none copied; and the ones
     that do not decode."""
-    spans, damaged = value_spans(batch, threads=threads, frames=valued)
-    rows, chunk = bodies.spans_chunk(spans)
+    extents, damaged = value_extents(batch, threads=threads, frames=valued)
+    rows, chunk = bodies.extents_chunk(extents)
     where = np.full(len(batch), -1, np.int64)
     where[rows] = np.arange(len(rows))
     return where[doc_rows], chunk, damaged

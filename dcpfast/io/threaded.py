@@ -110,8 +110,8 @@ class _Job:
         self.parts = len(bounds) - 1
         self.viewed = _viewed(request)
         self.out = _core.scan.Columns(request.names, rows, self.viewed)
-        span = max(bounds[-1] - bounds[0], 1)
-        self.slots = [rows * (b - bounds[0]) // span for b in bounds]
+        width = max(bounds[-1] - bounds[0], 1)
+        self.slots = [rows * (b - bounds[0]) // width for b in bounds]
         # per range, its pieces as (result, Columns of a spill or None, first row in out)
         self.found: list[list] = [[] for _ in range(self.parts)]
         self.done = [False] * self.parts
