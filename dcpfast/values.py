@@ -18,7 +18,7 @@ from . import protocol as P
 from .arrow import cast_map, mask_bitmap
 from .batch import kinds_of, view_of
 from .errors import SkippedRegion, checked, checked_mode, describe, with_skipped
-from .pool import parts_for, run, shares, threads_of
+from .threads import parts_for, run, shares, threads_of
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "dcpfast"
 #: The layers, lowest first: a module may import its own layer's modules (within its
 #: own subpackage) and the layers below, never one above.
 LAYERS = (
-    ("protocol", "packets", "pool", "arrays"),
+    ("protocol", "packets", "threads", "arrays"),
     ("errors", "schema", "testing"),
     ("options",),
     ("_core",),
@@ -454,7 +454,6 @@ WHOLE_HOUSE = {
 }
 #: Test files whose name is not their module's, with the module each tests.
 NAMED_OTHERWISE = {
-    "test_threads.py": "pool",
     "documents/test_builder.py": "documents.build",
     "documents/test_builder_memory.py": "documents.build",
     "compare/test_api.py": "compare.build",

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import schema as S
 from ..io.dumps import scan
-from ..pool import beside, threads_of
+from ..threads import beside, threads_of
 from ..values import iter_values
 from .app import (
     INPUT,

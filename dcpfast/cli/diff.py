@@ -12,7 +12,7 @@ from ..compare.sides import both
 from ..documents import StateBuilder
 from ..documents.feeding import feed_batches
 from ..errors import DcpFormatError
-from ..pool import threads_of
+from ..threads import threads_of
 from .app import (
     INPUT,
     OUT_OF_MEMORY,

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import checked_mode
 from ..io import DEFAULT_BATCH_BYTES
-from ..pool import threads_of
+from ..threads import threads_of
 from .match import judge
 from .output import table
 from .rules import VALUE_FIELDS, checked_fields, wanted

@@ -21,7 +21,7 @@ from ..documents import consistency, state_errors
 from ..documents.api import state
 from ..errors import DcpFormatError, SkippedRegion, text
 from ..io.kinds import Kind, classify
-from ..pool import beside
+from ..threads import beside
 from .rules import label
 
 if TYPE_CHECKING:
@@ -134,8 +134,8 @@ def sides(source, target, options: dict, *, together: bool) -> tuple[Side, Side]
 
 def both(make_source, make_target, *, together: bool) -> tuple[Side, Side]:
     """The sides whose state tables ``make_source()`` and ``make_target()`` build: at the
-    same time (the target's on the thread ``pool.beside`` keeps, which waits on no worker
-    of the pool the states' scans use) when ``together``, else one after the other."""
+    same time (the target's on the thread ``threads.beside`` keeps, which waits on no
+    worker of those the states' scans use) when ``together``, else one after the other."""
     if not together:
         return Side("source", make_source()), Side("target", make_target())
     other = beside(make_target)

@@ -17,8 +17,8 @@ from .._core.contract import W_SKIP
 from ..batch import FrameBatch
 from ..errors import DcpFormatError, checked_mode, is_capture_gap, text
 from ..events import Manifest, read_events
-from ..pool import ahead, threads_of
 from ..streams import opens
+from ..threads import ahead, threads_of
 from .engine import Engine
 from .options import chosen, flag, limits, nanoseconds, seqnos
 from .output import known_names, table, unknown_names

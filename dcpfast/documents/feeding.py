@@ -14,7 +14,7 @@ from ..errors import DcpFormatError, text
 from ..io.dumps import iter_batches
 from ..io.kinds import Kind, classify
 from ..pcap import CLIENT_TO_SERVER, read_pcap
-from ..pool import read_ahead
+from ..threads import read_ahead
 from .build import SCANNED, StateBuilder, state_threads
 
 
@@ -32,7 +32,7 @@ def feed_batches(builder: StateBuilder, batches: Iterable[FrameBatch], *,
     """Feed ``builder`` ``batches``, those of one stream in order: a capture's
     client-to-server batches to ``client``, the others to ``update``. ``ahead``: the next
     batch is read on another thread while ``builder`` takes this one
-    (``pool.read_ahead``). ``located``: a strict error met in a capture's batch says which
+    (``threads.read_ahead``). ``located``: a strict error met in a capture's batch says which
     TCP stream its offset is a position in."""
     with read_ahead(batches, threaded=ahead) as stream:
         for batch in stream:

@@ -32,8 +32,8 @@ import numpy as np
 from ..errors import DcpFormatError
 from ..io.dumps import iter_batches
 from ..io.kinds import Kind, classify
-from ..pool import shares, threads_of
 from ..streams.frames import requests
+from ..threads import shares, threads_of
 from .build import StateBuilder
 from .feeding import again, feed
 from .output import METADATA_KEY, metadata
@@ -59,7 +59,7 @@ def state_processes(processes: int, source) -> int:
 def vbucket_ranges(weights: np.ndarray, parts: int) -> list[tuple[int, int]]:
     """Contiguous ranges ``[low, high)`` of vbucket ids covering them all, at most
     ``parts``, each with about as much of ``weights`` (frames per vbucket id, the cuts of
-    ``pool.shares``) and none without any."""
+    ``threads.shares``) and none without any."""
     ends = np.cumsum(weights)
     total = int(ends[-1]) if len(ends) else 0
     bounds, before = [0], 0

@@ -15,10 +15,10 @@ from dataclasses import replace
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from .. import pool
 from ..errors import text
 from ..io import DEFAULT_BATCH_BYTES
 from ..packets import DCP_PORT
+from ..threads import run, threads_of
 from .figures import build
 from .inputs import DEFAULT_STALL_SECONDS, Options, local, plan, read_all
 from .page import page
@@ -106,11 +106,11 @@ def report(source, *, stall_seconds: float = DEFAULT_STALL_SECONDS, errors: str 
     if not sources:
         raise ValueError(text("report_empty"))
     ports = (ports,) if isinstance(ports, int) else tuple(ports)
-    threads = pool.threads_of(threads)
+    threads = threads_of(threads)
     options = Options(stall_seconds=stall_seconds, errors=errors, collections=collections,
                       ports=ports, batch_bytes=batch_bytes)
     units = plan(sources, local, errors)
     at_once = min(threads, len(units))
     options = replace(options, threads=max(1, threads // at_once))
     return Report.of(read_all(units, options, local,
-                              run=lambda tasks: pool.run(tasks, at_once)))
+                              run=lambda tasks: run(tasks, at_once)))

@@ -72,8 +72,8 @@ def test_state_values_as_extents(threads, monkeypatch):
     to the bodies and xattrs ``values`` gives, in one piece or several."""
     from dcpfast.documents import bodies
 
-    monkeypatch.setattr("dcpfast.pool.idle_threads", lambda: 3)
-    monkeypatch.setattr("dcpfast.pool.default_threads", lambda: 3)
+    monkeypatch.setattr("dcpfast.threads.idle_threads", lambda: 3)
+    monkeypatch.setattr("dcpfast.threads.default_threads", lambda: 3)
     data = t.synthetic_stream(6000, seed=9, value_size=600, snappy_ratio=0.5,
                               xattr_ratio=0.5)
     batch = dcpfast.scan(data)
