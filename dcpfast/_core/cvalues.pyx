@@ -30,8 +30,8 @@ cdef int XATTR_KEY = _VP.XATTR_KEY, XATTR_VALUE = _VP.XATTR_VALUE
 cdef int XATTR_UTF8 = _VP.XATTR_UTF8, XATTR_DUPLICATE = _VP.XATTR_DUPLICATE
 # pairs compared pairwise for duplicate keys; longer sections use a set
 DEF SMALL_SECTION = 16
-DEF GATHER_AHEAD = 16        # values fetched ahead of the one copied (up to 4 lines each)
-DEF READ_AHEAD = 8           # values fetched ahead of the one read in order (stream order)
+DEF GATHER_PREFETCH = 16     # values fetched ahead of the one copied (up to 4 lines each)
+DEF READ_PREFETCH = 8        # values fetched ahead of the one read in order (stream order)
 cdef char _nothing[1]
 
 
@@ -58,8 +58,8 @@ def snappy_lengths(const uint8_t[::1] buf, const int64_t[::1] starts,
     cdef const uint8_t* base = _base(buf)
     problems = []
     for i in range(n):
-        if i + READ_AHEAD < n and base != NULL:
-            DCP_PREFETCH(base + starts[i + READ_AHEAD])
+        if i + READ_PREFETCH < n and base != NULL:
+            DCP_PREFETCH(base + starts[i + READ_PREFETCH])
         size = lengths[i]
         declared = shift = used = 0
         while True:
@@ -183,8 +183,8 @@ def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1
     cdef uint8_t[::1] unsound = np.zeros(n, np.uint8)
     with nogil:
         for i in range(n):
-            if i + READ_AHEAD < n:
-                _fetch(<uint8_t*>src + starts[i + READ_AHEAD], lengths[i + READ_AHEAD])
+            if i + READ_PREFETCH < n:
+                _fetch(<uint8_t*>src + starts[i + READ_PREFETCH], lengths[i + READ_PREFETCH])
             lo, hi = bounds[i], bounds[i + 1]
             if not _snappy(<uint8_t*>src + starts[i], lengths[i], <uint8_t*>dst + lo,
                            hi - lo):
@@ -382,9 +382,9 @@ def parse_xattrs(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] 
     cdef int64_t[:, ::1] damaged = np.empty((0, 4), np.int64)
     with nogil:
         for i in range(n):
-            if i + READ_AHEAD < n:
-                _fetch(_at(pa, pb, source[i + READ_AHEAD], starts[i + READ_AHEAD]),
-                       lengths[i + READ_AHEAD])
+            if i + READ_PREFETCH < n:
+                _fetch(_at(pa, pb, source[i + READ_PREFETCH], starts[i + READ_PREFETCH]),
+                       lengths[i + READ_PREFETCH])
             skip[i] = pairs[i] = 0
             v = _at(pa, pb, source[i], starts[i])
             da = db = 0
@@ -468,9 +468,9 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
     key_offsets[0] = value_offsets[0] = 0
     with nogil:
         for i in range(n):
-            if i + READ_AHEAD < n:
-                _fetch(_at(pa, pb, source[i + READ_AHEAD], starts[i + READ_AHEAD]),
-                       lengths[i + READ_AHEAD])
+            if i + READ_PREFETCH < n:
+                _fetch(_at(pa, pb, source[i + READ_PREFETCH], starts[i + READ_PREFETCH]),
+                       lengths[i + READ_PREFETCH])
             if pairs[i] <= 0:
                 continue
             v = _at(pa, pb, source[i], starts[i])
@@ -590,12 +590,12 @@ def extents_at(list offsets, list valids, const int32_t[::1] chunk, const int64_
         _check_entries(chunk, entry, size, k, "extents_at")
         with nogil:
             for i in range(n):
-                if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
-                    c = chunk[i + GATHER_AHEAD]
+                if i + GATHER_PREFETCH < n and chunk[i + GATHER_PREFETCH] >= 0:
+                    c = chunk[i + GATHER_PREFETCH]
                     if at64[c] != NULL:
-                        DCP_PREFETCH(at64[c] + entry[i + GATHER_AHEAD])
+                        DCP_PREFETCH(at64[c] + entry[i + GATHER_PREFETCH])
                     else:
-                        DCP_PREFETCH(at32[c] + entry[i + GATHER_AHEAD])
+                        DCP_PREFETCH(at32[c] + entry[i + GATHER_PREFETCH])
                 c = chunk[i]
                 if c >= 0:
                     e = entry[i]
@@ -688,10 +688,10 @@ def chunk_extents(list sources, list starts, list lengths, list valids,
         _check_entries(chunk, entry, size, k, "chunk_extents")
         with nogil:
             for i in range(n):
-                if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
-                    c = chunk[i + GATHER_AHEAD]
-                    DCP_PREFETCH(starts_at[c] + entry[i + GATHER_AHEAD])
-                    DCP_PREFETCH(lengths_at[c] + entry[i + GATHER_AHEAD])
+                if i + GATHER_PREFETCH < n and chunk[i + GATHER_PREFETCH] >= 0:
+                    c = chunk[i + GATHER_PREFETCH]
+                    DCP_PREFETCH(starts_at[c] + entry[i + GATHER_PREFETCH])
+                    DCP_PREFETCH(lengths_at[c] + entry[i + GATHER_PREFETCH])
                 c = chunk[i]
                 if c >= 0 and ok[c] != NULL and not ok[c][entry[i]]:
                     c = -1
@@ -748,8 +748,8 @@ def gather_chunks(list chunks, const int32_t[::1] chunk, const int64_t[::1] star
             # the values lie anywhere in the chunks (a column taken into another order):
             # the first lines of one further on are fetched while this one is copied
             for i in range(n):
-                if i + GATHER_AHEAD < n:
-                    j = i + GATHER_AHEAD
+                if i + GATHER_PREFETCH < n:
+                    j = i + GATHER_PREFETCH
                     src = base[chunk[j]] + starts[j]
                     for line in range(0, min(bounds[j + 1] - bounds[j], 256), 64):
                         DCP_PREFETCH(src + line)
