@@ -376,6 +376,26 @@ def test_the_top_level_names_load_from_their_homes():
     assert loaded.strip() == "[]"
 
 
+#: The verbs users call on a whole source, each in the ``api.py`` of its face.
+VERBS = {"state": "documents", "diff": "compare", "report": "reporting"}
+
+
+def test_the_verbs_live_in_their_faces_api():
+    """``state``, ``diff`` and ``report`` are defined in ``documents/api.py``,
+    ``compare/api.py`` and ``reporting/api.py``, where ``dcpfast`` finds them; a builder
+    lives in a ``builder.py``, and no module is called ``build.py``."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    typed = {alias.asname or alias.name: node.module for block in tree.body
+             if _typing_only(block) for node in block.body
+             if isinstance(node, ast.ImportFrom) for alias in node.names}
+    for verb, face in VERBS.items():
+        assert typed[verb] == f"{face}.api"
+        defined = ast.parse((PACKAGE / face / "api.py").read_text()).body
+        assert any(isinstance(node, ast.FunctionDef) and node.name == verb
+                   for node in defined), f"{face}/api.py defines no {verb}"
+    assert not [p for p in PY_SOURCES if p.name == "build.py"]
+
+
 def _graph() -> dict[str, set[str]]:
     """Module -> the dcpfast modules it imports (at import time or inside a function), the
     allowed upward imports left out."""
@@ -453,13 +473,7 @@ WHOLE_HOUSE = {
     "test_fuzz_harnesses.py": "the fuzz harnesses run their seeds",
 }
 #: Test files whose name is not their module's, with the module each tests.
-NAMED_OTHERWISE = {
-    "documents/test_builder.py": "documents.build",
-    "documents/test_builder_memory.py": "documents.build",
-    "compare/test_api.py": "compare.build",
-    "reporting/test_api.py": "reporting.build",
-    "reporting/test_api_bounds.py": "reporting.build",
-}
+NAMED_OTHERWISE: dict[str, str] = {}
 #: The modules no test file is named for, and where they are tested ("pkg.*": every such
 #: module of the subpackage).
 TESTED_THROUGH = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from ..compare import DEFAULT_FIELDS, FIELDS, diff_errors, summary
-from ..compare.build import diff as compare
+from ..compare.api import diff as compare
 from ..compare.sides import both
 from ..documents import StateBuilder
 from ..documents.feeding import feed_batches

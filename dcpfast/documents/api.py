@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..io import DEFAULT_BATCH_BYTES
-from .build import StateBuilder
+from .builder import StateBuilder
 from .feeding import again, feed
 from .options import positive, scan_collections
 from .processes import split_state, state_processes

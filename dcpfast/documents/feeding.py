@@ -15,7 +15,7 @@ from ..io.dumps import iter_batches
 from ..io.kinds import Kind, classify
 from ..pcap import CLIENT_TO_SERVER, read_pcap
 from ..threads import read_ahead
-from .build import SCANNED, StateBuilder, state_threads
+from .builder import SCANNED, StateBuilder, state_threads
 
 
 def feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:

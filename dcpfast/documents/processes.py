@@ -34,7 +34,7 @@ from ..io.dumps import iter_batches
 from ..io.kinds import Kind, classify
 from ..streams.frames import requests
 from ..threads import shares, threads_of
-from .build import StateBuilder
+from .builder import StateBuilder
 from .feeding import again, feed
 from .output import METADATA_KEY, metadata
 from .problems import LISTED

@@ -1,4 +1,4 @@
-"""``state`` and ``StateBuilder``: the options checked, batches fed to the engine, the
+"""``StateBuilder``, which ``state`` runs: the options checked, batches fed to the engine, the
 second pass for documents a restart makes current again, and the table with what it can
 and cannot claim in its metadata."""
 
