@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
+import pyarrow as pa
 
 from . import _core, arrow, buffers
 from . import protocol as P
@@ -22,7 +23,6 @@ from .options import ScanOptions
 if TYPE_CHECKING:
     import pandas as pd
     import polars as pl
-    import pyarrow as pa
 
 #: "cython" or "python": which cores (scan, capture walk, values) this process uses.
 IMPLEMENTATION = _core.IMPLEMENTATION
@@ -184,8 +184,6 @@ class FrameBatch:
     @property
     def schema(self) -> pa.Schema:
         """The schema of ``to_arrow()``, found without making the table."""
-        import pyarrow as pa
-
         schema = self[:0].to_arrow().schema
         for name, (_, length) in S.BINARY.items():
             if name in schema.names and int(self[length].sum(dtype=np.uint64)) > buffers.INT32_MAX:

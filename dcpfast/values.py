@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
 from . import _core as core
 from . import buffers
@@ -21,8 +22,6 @@ from .errors import SkippedRegion, checked, checked_mode, describe, with_skipped
 from .threads import parts_for, run, shares, threads_of
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from .batch import FrameBatch
 
 __all__ = ["PIECE_BYTES", "iter_values", "values", "values_schema"]
@@ -38,8 +37,6 @@ _Piece = TypeVar("_Piece")      # what ``_pieces`` makes of a piece: a table, it
 def values_schema(*, large: bool = False) -> pa.Schema:
     """Arrow schema of ``values``; ``large`` is the form for a batch whose values may take
     more than 2 GiB inflated (``large_binary``/``large_string``)."""
-    import pyarrow as pa
-
     text = pa.large_string() if large else pa.string()
     return pa.schema([("index", pa.int64()), ("offset", pa.uint64()),
                       ("body", pa.large_binary() if large else pa.binary()),
@@ -92,8 +89,6 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     the batch holds, with any number of threads. The columns of a table of several pieces
     have one chunk per piece (with threads, one per run of a piece).
     """
-    import pyarrow as pa
-
     mode = _mode(batch, errors)
     pieces, damaged = [], []
     for piece, found in _pieces(batch, _piece, decompress=decompress, xattrs=xattrs,
@@ -183,8 +178,6 @@ def text_or_null(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Binary values (keys) as strings; one that is not valid UTF-8 becomes null. The
     buffers are taken as they are where every value is valid (the usual case); where
     every byte they hold is ASCII (keys mostly are) no value needs a closer look."""
-    import pyarrow as pa
-
     keys = keys.cast(pa.binary())
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
@@ -244,8 +237,6 @@ def _piece(batch, rows, sizes, decompress, xattrs, large
     of them), on one thread, and its damaged values as ``(frame offset, frame length,
     reason)`` in stream order; ``large``: the schema with 64-bit offsets, chosen for the
     whole batch."""
-    import pyarrow as pa
-
     extents, damaged = _extents(batch, rows, sizes, decompress, xattrs, large)
     n = len(rows)
     bounds = np.zeros(n + 1, np.int64)
@@ -272,8 +263,6 @@ def _extents(batch, rows, sizes, decompress, xattrs, large
     (Snappy inflated into a buffer of their own, xattr sections checked and split off), on
     one thread, and the damaged ones as ``(frame offset, frame length, reason)`` in stream
     order."""
-    import pyarrow as pa
-
     view = view_of(batch)
     n = len(rows)
     offsets = batch["offset"][rows]
@@ -340,8 +329,6 @@ def _split(view, inflated, rows, starts, lengths, source, failed, problems, *, b
     """Check the xattr sections of the values at ``rows`` and move their ``starts`` past
     them; mark damaged ones in ``failed``. With ``build``, return the sections as an
     Arrow map column of ``n`` rows (null where a row has no sound section)."""
-    import pyarrow as pa
-
     skip = np.empty(len(rows), np.int64)
     pairs = np.empty(len(rows), np.int64)
     key_bytes, value_bytes, found = core.values.parse_xattrs(

@@ -14,13 +14,12 @@ import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from .. import _core, buffers
 from ..arrow import binary_column, cast_map, mask_bitmap, take_map_at
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from ..values import Extents
 
 _SHIFT = 32
@@ -36,8 +35,6 @@ SLACK_BYTES = 64 << 10
 
 def xattr_type():
     """The Arrow type the state keeps xattrs in."""
-    import pyarrow as pa
-
     return pa.map_(pa.large_string(), pa.large_string())
 
 
@@ -80,8 +77,6 @@ Chunks = dict
 def arrow_chunk(body, xattrs) -> Chunk:
     """The chunk of the values ``body`` (``large_binary``) and ``xattrs``
     (``xattr_type``), one entry per value, its bytes left where they are."""
-    import pyarrow as pa
-
     body = body.cast(pa.large_binary())
     if not len(body):
         return Chunk((), np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -100,8 +95,6 @@ def arrow_chunk(body, xattrs) -> Chunk:
 def extents_chunk(pieces: list[Extents]) -> tuple[np.ndarray, Chunk]:
     """The chunk of the decoded values of a batch (``values.value_extents``), no body
     copied: its entries in order, and the batch's row of each one."""
-    import pyarrow as pa
-
     if not pieces:
         return np.zeros(0, np.int64), arrow_chunk(pa.array([], pa.large_binary()),
                                                   pa.array([], xattr_type()))

@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
 from .. import _core
 from .. import protocol as P
@@ -28,9 +29,6 @@ from .rows import NEEDED, batch_rows, concat, losses, merged, subset, take
 from .segments import dense
 from .versions import Lost, Versions, standing
 from .versions import concat as concat_versions
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 #: DCP Open flags after which a stream lacks something: the values, the tombstones of its
 #: initial backfill.

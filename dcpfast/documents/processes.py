@@ -25,9 +25,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import DcpFormatError
 from ..io.dumps import iter_batches
@@ -38,9 +38,6 @@ from .builder import StateBuilder
 from .feeding import again, feed
 from .output import METADATA_KEY, metadata
 from .problems import LISTED
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 _VBUCKETS = 1 << 16
 #: The sources whose vbuckets processes share: a dump's path, a directory's, a glob's.
@@ -131,8 +128,6 @@ def first_error(errors: list[tuple[int, Exception]]) -> Exception:
 
 def _joined(outcomes: list[tuple]) -> pa.Table:
     """The shares' tables, in vbucket order, as one table with their metadata as one."""
-    import pyarrow as pa
-
     errors = [e for _, e in outcomes if e is not None]
     if errors:
         raise first_error(errors)
@@ -197,8 +192,6 @@ class _Worker:
 
     def outcome(self) -> tuple:
         """(its table, None) or (None, the error it met)."""
-        import pyarrow as pa
-
         assert self.process.stdout is not None
         out = self.process.stdout.read()
         self.process.wait()
@@ -239,8 +232,6 @@ def work() -> None:
     """A worker process: build the share read from standard input, write its table to the
     file it names and say on standard output how it went."""
     sys.meta_path.insert(0, _NoPandas())
-    import pyarrow as pa
-
     spec = json.loads(sys.stdin.buffer.read())
     options = spec["options"]
     if isinstance(options["at_seqno"], dict):

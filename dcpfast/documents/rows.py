@@ -18,6 +18,7 @@ values are wanted, is entry ``value_at`` of the rows' chunk of values (``bodies`
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from .. import arrow, buffers
 from .. import protocol as P
@@ -163,8 +164,6 @@ NUMERIC = {"pos": np.int64, "what": np.uint8, "unit": np.uint32, "seqno": np.uin
 def make_rows(n: int, values: bool, keys=None, body=None, xattrs=None, **columns) -> Rows:
     """``n`` rows of ``columns`` (numpy arrays); the columns not given are zeros (-1 for
     ``value_at``: no value)."""
-    import pyarrow as pa
-
     out: dict = {name: np.zeros(n, dtype) for name, dtype in NUMERIC.items()}
     out["value_at"] = np.full(n, -1, np.int64)
     for name, column in columns.items():

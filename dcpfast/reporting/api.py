@@ -13,7 +13,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import replace
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pyarrow as pa
 
 from ..errors import text
 from ..io import DEFAULT_BATCH_BYTES
@@ -23,9 +25,6 @@ from .figures import build
 from .inputs import DEFAULT_STALL_SECONDS, Options, local, plan, read_all
 from .page import page
 from .partial import Partial
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 #: The lists of the figures that ``Report.table`` gives as Arrow tables.
 TABLES = ("connections", "streams", "stalls", "flow_control", "anomalies", "inputs")
@@ -54,8 +53,6 @@ class Report:
 
     def table(self, name: str) -> pa.Table:
         """One of the figures' lists (``TABLES``) as a ``pyarrow.Table``."""
-        import pyarrow as pa
-
         if name not in TABLES:
             raise ValueError(f"no table {name!r}; the tables: {', '.join(TABLES)}")
         rows = self.figures[name]

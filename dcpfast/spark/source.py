@@ -12,6 +12,8 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 
+from pyarrow import fs
+
 from .. import protocol as P
 from ..batch import FrameBatch
 from ..errors import DcpFormatError, checked_mode, text
@@ -27,8 +29,6 @@ from .workers import same_dcpfast
 
 def filesystem(uri: str):
     """The pyarrow filesystem and in-filesystem path of a local path or a URI."""
-    from pyarrow import fs
-
     if uri.startswith("file:"):
         uri = "/" + uri[5:].lstrip("/")
     if "://" in uri:
@@ -60,8 +60,6 @@ def list_files(paths: Sequence[str], *, exclude: Sequence[str] = ()
     named or one inside a directory) and what is neither a file nor a directory (a FIFO,
     a device) raise with their reason, never skipped without a word.
     """
-    from pyarrow import fs
-
     out = []
     fenced = [filesystem(x)[1].rstrip("/") + "/" for x in exclude]
     for path in paths:

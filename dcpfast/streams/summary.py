@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from .. import protocol as P
 from .._core import contract as C
@@ -43,7 +44,6 @@ from .matching import (
 
 if TYPE_CHECKING:
     import pandas as pd
-    import pyarrow as pa
 
 U64 = np.uint64
 
@@ -100,8 +100,6 @@ class _Tally:
 
     def of(self, slots: list[int]) -> pa.MapArray:
         """The counts of the stream slots, in that order, as a map of opcode name to frames."""
-        import pyarrow as pa
-
         self._merge()
         pick, offsets = _slot_rows(self.keys >> 8, slots)
         names = pa.array(F.OPCODE_NAMES).take(pa.array(self.keys[pick] & 0xFF))
@@ -336,8 +334,6 @@ class Summary:
         ``rollbacks`` (rollback seqnos), ``end_status`` (name of the latest Stream End's
         status, null if none) and ``anomalies`` (how many).
         """
-        import pyarrow as pa
-
         streams = [self._streams[k] for k in sorted(self._streams)]
         ranges = self._ranges([s.slot for s in streams])
         counts = self._counts.of([s.slot for s in streams])
@@ -363,8 +359,6 @@ class Summary:
 
     def _ranges(self, slots: list[int]) -> pa.ListArray:
         """The snapshot ranges of the stream slots, in that order, each in arrival order."""
-        import pyarrow as pa
-
         rows = np.concatenate(self._markers) if self._markers else np.zeros((0, 4), U64)
         rows = rows[np.argsort(rows[:, 0], kind="stable")]
         pick, offsets = _slot_rows(rows[:, 0].astype(np.int64), slots)
@@ -384,8 +378,6 @@ class Summary:
     def anomalies(self) -> pa.Table:
         """Every anomaly found, by stream offset: ``kind, offset, vbucket, stream_id,
         by_seqno, details`` (``by_seqno``: the item's, or the seqno a snapshot reached)."""
-        import pyarrow as pa
-
         unmatched = self._unplaced()
         cols = {name: np.concatenate([a[name] for a in self._anomalies])
                 for name in self._anomalies[0]} if self._anomalies else None

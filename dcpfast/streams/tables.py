@@ -16,18 +16,15 @@ in stream order, however often the tables are built.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from .. import protocol as P
 from ..batch import FrameBatch
 from ..errors import text
 from . import frames as F
 from .matching import Matcher, StreamTracker
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 _OPEN = struct.Struct(P.OPEN_EXTRAS)
 _ENTRY_SIZE = struct.calcsize(P.FAILOVER_ENTRY)
@@ -41,20 +38,14 @@ _SEQNO_COLUMNS = ("start_seqno", "end_seqno", "vbucket_uuid", "snap_start_seqno"
 
 
 def _table(columns: dict, schema):
-    import pyarrow as pa
-
     return pa.Table.from_pydict(columns, schema=schema)
 
 
 def _schema(*fields):
-    import pyarrow as pa
-
     return pa.schema([pa.field(name, kind) for name, kind in fields])
 
 
 def _index_fields():
-    import pyarrow as pa
-
     return [("index", pa.int64()), ("offset", pa.uint64())]
 
 
@@ -67,8 +58,6 @@ def opens(batch: FrameBatch) -> pa.Table:
     ``name`` is the connection name (invalid UTF-8 shown as ``\\x..`` escapes); flags
     without a name in ``protocol.OpenFlag`` appear in ``flag_names`` as hex.
     """
-    import pyarrow as pa
-
     out: dict[str, list] = {"index": [], "offset": [], "opaque": [], "name": [], "flags": [],
                             "flag_names": []}
     for i in F.rows(batch, P.Opcode.OPEN, response=False).tolist():
@@ -86,8 +75,6 @@ def opens(batch: FrameBatch) -> pa.Table:
 
 def controls(batch: FrameBatch) -> pa.Table:
     """DCP Control requests: ``index, offset, opaque, key, value`` (strings)."""
-    import pyarrow as pa
-
     out: dict[str, list] = {"index": [], "offset": [], "opaque": [], "key": [], "value": []}
     for i in F.rows(batch, P.Opcode.CONTROL, response=False).tolist():
         out["index"].append(i)
@@ -106,8 +93,6 @@ def stream_requests(batch: FrameBatch) -> pa.Table:
     ``stream_id`` comes from the stream-id frame info or the JSON value's ``sid`` (null
     when neither); ``filter`` is the JSON value as sent (null when empty).
     """
-    import pyarrow as pa
-
     names = ("index", "offset", "vbucket", "opaque", "stream_id", "flags", "flag_names",
              *_SEQNO_COLUMNS, "filter")
     out: dict[str, list] = {name: [] for name in names}
@@ -143,8 +128,6 @@ def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa
     seqno``. ``entry`` 0 is the newest; ``vbucket``/``stream_id`` are those of the
     matching request (see ``matching``), null when none is found.
     """
-    import pyarrow as pa
-
     match = Matcher(batch, tracker)
     names = ("index", "offset", "opcode", "opaque", "vbucket", "stream_id", "entry",
              "vbucket_uuid", "seqno")
@@ -176,8 +159,6 @@ def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa
 def rollbacks(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Table:
     """Stream Request responses with status Rollback (0x23): ``index, offset, opaque,
     vbucket, stream_id, rollback_seqno`` (vbucket/stream id of the matching request)."""
-    import pyarrow as pa
-
     match = Matcher(batch, tracker)
     names = ("index", "offset", "opaque", "vbucket", "stream_id", "rollback_seqno")
     out: dict[str, list] = {name: [] for name in names}
@@ -195,8 +176,6 @@ def rollbacks(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Tab
 def stream_ends(batch: FrameBatch) -> pa.Table:
     """Stream End messages: ``index, offset, vbucket, opaque, stream_id, end_status,
     end_status_name`` (name null for a status the protocol does not define)."""
-    import pyarrow as pa
-
     rows = F.rows(batch, P.Opcode.STREAM_END, response=False)
     status = batch["end_status"][rows].tolist()
     sids = batch["stream_id"][rows].tolist()
