@@ -1,7 +1,7 @@
 """Reading dumps on Spark: the files under the inputs, their pieces (whole files and byte
-ranges), a piece's frames as the record batches Spark takes, and the batch reader of the
-``dcp`` data source (``datasource`` assembles the source). Needs pyspark only in the
-reader classes.
+ranges), a piece's frames as the record batches Spark takes, and the options of the
+``dcp`` data source's readers (``reader``, ``stream_reader``). Needs pyspark only in
+``ReadOptions``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ from ..errors import DcpFormatError, checked_mode, text
 from ..io.compression import codec_of
 from ..io.dumps import iter_batches, scan
 from ..io.kinds import is_capture
-from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan, range_batches
+from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, range_batches
 from ..options import SNIFF_BYTES, ScanOptions
 from .convert import noted, reported, scanner_columns, to_record_batch
-from .filters import condition, keep, wanted
-from .workers import same_dcpfast
+from .filters import keep, wanted
 
 
 def filesystem(uri: str):
@@ -275,49 +274,6 @@ class ReadOptions:
                                                P.DEFAULT_MAX_FRAME_SIZE))
         #: The driver's dcpfast (``workers.identity``), which every task must run.
         self.dcpfast = options.get("dcpfast")
-
-
-def reader_classes():
-    """The batch reader classes of the ``dcp`` data source (built on demand: they
-    subclass pyspark's): one that reads, and one that also takes Spark's filters."""
-    from pyspark.sql.datasource import DataSourceReader, InputPartition
-
-    class DcpReader(DataSourceReader):
-        def __init__(self, options, schema):
-            self.options = ReadOptions(options, schema)
-            self.conditions: list = []
-
-        def partitions(self):
-            same_dcpfast(self.options.dcpfast)
-            files = list_files(self.options.paths)
-            parts = plan(files, self.options.partition_bytes, self.options.parallelism,
-                         splittable=splittable)
-            return [InputPartition(tuple(p)) for p in parts] or [InputPartition(())]
-
-        def read(self, partition):
-            same_dcpfast(self.options.dcpfast)
-            o = self.options
-            for piece in partition.value:
-                yield from read_piece(piece, o.schema, collections=o.collections,
-                                      errors=o.errors, batch_bytes=o.batch_bytes,
-                                      lead_in=o.lead_in, max_frame_size=o.max_frame_size,
-                                      conditions=self.conditions)
-
-    class FilteringReader(DcpReader):
-        """The reader that takes filters: Spark refuses a reader that could take them
-        while ``spark.sql.python.filterPushdown.enabled`` is false."""
-
-        def pushFilters(self, filters):
-            """Take the comparisons of frame columns with integers (``filters``); Spark
-            evaluates the others."""
-            for spark_filter in filters:
-                taken = condition(spark_filter)
-                if taken is None:
-                    yield spark_filter
-                else:
-                    self.conditions.append(taken)
-
-    return DcpReader, FilteringReader
 
 
 def parallelism(spark) -> int:
