@@ -33,8 +33,8 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(("IMPLEMENTATION", "Frame", "FrameBatch"), "batch"),
     "state": "documents.api",
-    "report": "reporting.build",
-    "diff": "compare.build",
+    "report": "reporting.api",
+    "diff": "compare.api",
     **dict.fromkeys(("CaptureFormatError", "DcpFormatError", "SkippedRegion",
                      "skipped_regions"), "errors"),
     **dict.fromkeys(("iter_batches", "read", "scan"), "io.dumps"),
@@ -47,7 +47,7 @@ _HOMES = {
 
 if TYPE_CHECKING:
     from .batch import IMPLEMENTATION, Frame, FrameBatch
-    from .compare.build import diff
+    from .compare.api import diff
     from .documents.api import state
     from .errors import CaptureFormatError, DcpFormatError, SkippedRegion, skipped_regions
     from .io.dumps import iter_batches, read, scan
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
         SystemEventId,
         VBucketState,
     )
-    from .reporting.build import report
+    from .reporting.api import report
     from .schema import COLUMNS, arrow_schema
 
 

@@ -9,17 +9,14 @@ input's byte view); ``FrameBatch.to_arrow`` is their user.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from . import _core, buffers
 from . import protocol as P
 from . import schema as S
 from .buffers import recycled
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 def table(arrays: dict[str, np.ndarray], kinds: np.ndarray, view, *, collections: bool,
@@ -28,8 +25,6 @@ def table(arrays: dict[str, np.ndarray], kinds: np.ndarray, view, *, collections
     ``value`` where their offset/length pairs were scanned: gathered into ``binary``
     columns (``large_binary`` past 2 GiB), or with ``binary_view`` exported as views into
     ``view`` (from ``views``, the scan's own, when it wrote them)."""
-    import pyarrow as pa
-
     bitmaps = validity(arrays, kinds, collections)
     out, fields = [], []
     for name, column in arrays.items():
@@ -53,8 +48,6 @@ def validity(arrays: dict[str, np.ndarray], kinds: np.ndarray,
     valid) of a column of ``arrays``. Columns carried by the same frame kinds share one
     bitmap; the bitmaps of every such group among the columns are made together, in one
     compiled pass over the kinds, on the first column that needs one."""
-    import pyarrow as pa
-
     shared = {}
 
     def make(name):
@@ -113,8 +106,6 @@ def binary_column(data: np.ndarray, bounds: np.ndarray, bitmap: list, *,
     """Value ``i`` = ``data[bounds[i]:bounds[i + 1]]`` (``bounds`` int64, from 0) as a
     ``binary`` column, ``large_binary`` past 2 GiB or with ``wide``; ``bitmap`` is its
     Arrow validity buffer (``[None]``: none null)."""
-    import pyarrow as pa
-
     small = bounds[-1] <= buffers.INT32_MAX and not wide
     return pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), len(bounds) - 1,
                                  [*bitmap, pa.py_buffer(bounds.astype(np.int32) if small
@@ -135,10 +126,8 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
                    wide: bool = False) -> pa.Array:
     """Value ``entry[i]`` of ``chunks[chunk[i]]`` (``binary`` or ``large_binary`` arrays;
     a negative ``chunk[i]`` gives a null) for each ``i``, as ``take_binary`` returns them:
-    where each one lies is read from its chunk's offsets (``spans_at``), then all are
+    where each one lies is read from its chunk's offsets (``extents_at``), then all are
     copied at once (``gather_chunks``)."""
-    import pyarrow as pa
-
     chunk = np.asarray(chunk, np.int32)
     entry = np.asarray(entry, np.int64)
     offsets: list[np.ndarray] = []
@@ -157,7 +146,7 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
         datas.append(np.frombuffer(data, np.uint8) if data is not None
                      else np.zeros(0, np.uint8))
     n = len(chunk)
-    starts, bounds, valid = _spans(chunks, offsets, chunk, entry)
+    starts, bounds, valid = _extents(chunks, offsets, chunk, entry)
     taken = None if valid.all() else valid.view(bool)
     out = buffers.pooled(int(bounds[-1]))
     if n and datas:
@@ -165,7 +154,7 @@ def take_binary_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, *,
     return binary_column(out, bounds, mask_bitmap(taken), wide=wide)
 
 
-def _spans(chunks: list, offsets: list, chunk: np.ndarray, entry: np.ndarray):
+def _extents(chunks: list, offsets: list, chunk: np.ndarray, entry: np.ndarray):
     """Where value ``entry[i]`` of ``chunks[chunk[i]]`` (Arrow arrays whose ``offsets``
     are given) lies: its start, the running total of the lengths, and whether it is not
     null (a null of a chunk is taken as a null, and so is a negative ``chunk[i]``)."""
@@ -173,8 +162,8 @@ def _spans(chunks: list, offsets: list, chunk: np.ndarray, entry: np.ndarray):
     starts = np.empty(n, np.int64)
     bounds = np.zeros(n + 1, np.int64)
     valid = np.empty(n, np.uint8)
-    _core.values.spans_at(offsets, [piece.is_valid().to_numpy(zero_copy_only=False)
-                                    if piece.null_count else None for piece in chunks],
+    _core.values.extents_at(offsets, [piece.is_valid().to_numpy(zero_copy_only=False)
+                                      if piece.null_count else None for piece in chunks],
                           chunk, entry, starts, bounds, valid)
     return starts, bounds, valid
 
@@ -192,10 +181,8 @@ def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.
     """Map ``entry[i]`` of ``chunks[chunk[i]]`` (map arrays of string keys and items, of
     the type ``kind``; a negative ``chunk[i]`` gives a null) for each ``i``, as
     ``take_map`` returns them: where each map's pairs lie is read from its chunk's
-    offsets (``spans_at``), then the keys and items are taken as ``take_binary_at`` takes
+    offsets (``extents_at``), then the keys and items are taken as ``take_binary_at`` takes
     values."""
-    import pyarrow as pa
-
     chunk = np.asarray(chunk, np.int32)
     entry = np.asarray(entry, np.int64)
     offsets: list[np.ndarray] = []
@@ -205,12 +192,12 @@ def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.
         pairs = piece.values
         keys.append(pairs.field(0).cast(_as_binary(kind.key_type)))
         items.append(pairs.field(1).cast(_as_binary(kind.item_type)))
-    first, bounds, valid = _spans(chunks, offsets, chunk, entry)
+    first, bounds, valid = _extents(chunks, offsets, chunk, entry)
     taken = None if valid.all() else valid.view(bool)
     # each taken map's pairs, in order: its chunk, and its place there
     pair_chunk = np.empty(int(bounds[-1]), np.int32)
     pair_entry = np.empty(int(bounds[-1]), np.int64)
-    _core.values.spread_spans(chunk, first, bounds, pair_chunk, pair_entry)
+    _core.values.spread_extents(chunk, first, bounds, pair_chunk, pair_entry)
     out_keys = _retyped(take_binary_at(keys, pair_chunk, pair_entry,
                                        wide=pa.types.is_large_string(kind.key_type)),
                         kind.key_type)
@@ -224,8 +211,6 @@ def take_map_at(chunks: list, chunk: np.ndarray, entry: np.ndarray, kind) -> pa.
 
 def _chunks(column) -> list:
     """The chunks of ``column`` (an array, or a chunked one) that hold values."""
-    import pyarrow as pa
-
     return [c for c in (column.chunks if isinstance(column, pa.ChunkedArray) else [column])
             if len(c)]
 
@@ -257,16 +242,12 @@ def _positions(index, size: int, name: str) -> tuple[np.ndarray, np.ndarray | No
 
 def _as_binary(text):
     """The binary type of the same offsets as the string type ``text``."""
-    import pyarrow as pa
-
     return pa.large_binary() if pa.types.is_large_string(text) else pa.binary()
 
 
 def _retyped(array, text):
     """The binary ``array`` as the string type ``text`` (its bytes came from strings of
     that type: no check again)."""
-    import pyarrow as pa
-
     return pa.Array.from_buffers(text, len(array), array.buffers(), offset=array.offset)
 
 
@@ -275,8 +256,6 @@ def _binary_views(arrays, view, base_offset, views, pairs, bitmaps):
     (name: offset/length columns); ``bitmaps(off)`` gives a column's validity buffer.
     The structs come from the scan when it wrote them, else from one pass over the
     frames for all pairs."""
-    import pyarrow as pa
-
     if not pairs:
         return []
     n, size = len(next(iter(arrays.values()))), len(view)
@@ -300,8 +279,6 @@ def _binary_views(arrays, view, base_offset, views, pairs, bitmaps):
 
 def mask_bitmap(valid) -> list:
     """Arrow validity buffer for a bool mask: ``[buffer]`` or ``[None]`` when all valid."""
-    import pyarrow as pa
-
     if valid is None or valid.all():
         return [None]
     return [pa.py_buffer(np.packbits(valid, bitorder="little"))]
@@ -311,8 +288,6 @@ def masked(values: np.ndarray, valid: np.ndarray, kind=None) -> pa.Array:
     """``values`` (a contiguous numeric array) as an Arrow array of their type (or
     ``kind``, of the same width), null where ``valid`` (bool, one per value) is false: the
     values' buffer taken as it is, the validity packed straight from ``valid``."""
-    import pyarrow as pa
-
     values = np.ascontiguousarray(values)
     if len(valid) != len(values):
         raise ValueError("one validity flag per value")
@@ -324,8 +299,6 @@ def masked(values: np.ndarray, valid: np.ndarray, kind=None) -> pa.Array:
 def joined(column) -> pa.Array:
     """``column`` (an array, or a chunked one) as one array: a lone chunk as it is
     (``combine_chunks`` copies even that one)."""
-    import pyarrow as pa
-
     if not isinstance(column, pa.ChunkedArray):
         return column
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
@@ -335,8 +308,6 @@ def cast_map(array, to: pa.MapType) -> pa.Array:
     """``array`` (a map array, or a chunked one) as the map type ``to``, rebuilt from its
     offsets, keys and items: pyarrow 25 aborts the process (a failed check, not an
     exception) when it casts a map array that ``take`` made."""
-    import pyarrow as pa
-
     array = joined(array)
     if array.type == to:
         return array

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
+import pyarrow as pa
 
 from . import _core, arrow, buffers
 from . import protocol as P
@@ -22,7 +23,6 @@ from .options import ScanOptions
 if TYPE_CHECKING:
     import pandas as pd
     import polars as pl
-    import pyarrow as pa
 
 #: "cython" or "python": which cores (scan, capture walk, values) this process uses.
 IMPLEMENTATION = _core.IMPLEMENTATION
@@ -129,7 +129,7 @@ class FrameBatch:
         return len(self._kinds)
 
     def __repr__(self):
-        lo, hi = self._span() if len(self) else (self.start, self.consumed)
+        lo, hi = self._covered() if len(self) else (self.start, self.consumed)
         if not len(self) or lo >= hi:       # no offsets scanned: the bytes the scan walked
             lo, hi = self.start, self.consumed
         return (f"<FrameBatch {len(self)} frames, bytes {self.base_offset + lo}.."
@@ -184,8 +184,6 @@ class FrameBatch:
     @property
     def schema(self) -> pa.Schema:
         """The schema of ``to_arrow()``, found without making the table."""
-        import pyarrow as pa
-
         schema = self[:0].to_arrow().schema
         for name, (_, length) in S.BINARY.items():
             if name in schema.names and int(self[length].sum(dtype=np.uint64)) > buffers.INT32_MAX:
@@ -212,9 +210,9 @@ class FrameBatch:
     # -- pickling ----------------------------------------------------------------------------
 
     def __reduce__(self):
-        """Pickled by value: the columns and the bytes of ``data`` the frames span, not the
+        """Pickled by value: the columns and the bytes of ``data`` the frames cover, not the
         whole buffer (a memory map cannot be pickled); offsets keep their stream positions."""
-        lo, hi = self._span()
+        lo, hi = self._covered()
         state = parts_of(self)
         state.update(data=bytes(self._view[lo:hi]), view=None, views=None,
                      base_offset=self.base_offset + lo,
@@ -223,16 +221,17 @@ class FrameBatch:
         added = {k: v for k, v in vars(self).items() if k not in _BATCH_FIELDS}
         return _unpickled, (type(self), state, added)
 
-    def _span(self) -> tuple[int, int]:
+    def _covered(self) -> tuple[int, int]:
         """Positions in ``data`` of the first byte the frames use and past the last: whole
         frames where ``offset`` and ``body_len`` were scanned, and keys and values."""
-        spans = []
+        extents = []
         if "offset" in self._arrays and "body_len" in self._arrays:
-            spans.append((self._arrays["offset"], self._arrays["body_len"] + P.HEADER_SIZE))
-        spans += [(self._arrays[off], self._arrays[length]) for off, length in S.BINARY.values()
-                  if off in self._arrays and length in self._arrays]
+            extents.append((self._arrays["offset"], self._arrays["body_len"] + P.HEADER_SIZE))
+        extents += [(self._arrays[off], self._arrays[length])
+                    for off, length in S.BINARY.values()
+                    if off in self._arrays and length in self._arrays]
         lo, hi = len(self._view), 0
-        for starts, lengths in spans:
+        for starts, lengths in extents:
             used = lengths > 0
             if used.any():
                 first = starts[used].astype(np.int64) - self.base_offset

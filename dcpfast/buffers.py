@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow as pa
 
 from . import _core
 from .errors import text
@@ -48,8 +49,6 @@ def pooled(size: int) -> np.ndarray:
     """``size`` uninitialised bytes in Arrow's memory pool, for the data of an Arrow column
     (``pa.py_buffer`` of it holds no copy): the pool hands out again the pages it freed
     lately, where a fresh array of this size costs a fault and a zeroing per page."""
-    import pyarrow as pa
-
     return np.frombuffer(pa.allocate_buffer(size), np.uint8)
 
 

@@ -9,9 +9,9 @@ itself trusts its input.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 from flatbuffers import number_types as fbn
 from flatbuffers.table import Table
 
@@ -19,9 +19,6 @@ from . import protocol as P
 from .arrays import unique as distinct
 from .batch import FrameBatch, kinds_of, view_of
 from .errors import SkippedRegion, checked, skipped_regions, text, with_skipped
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 __all__ = ["NEEDED", "Manifest", "event_schema", "system_events"]
 
@@ -52,8 +49,6 @@ def event_schema() -> pa.Schema:
     from version-2 collection events, ``system`` (a system collection or scope) from
     version-2 drops; they are null elsewhere.
     """
-    import pyarrow as pa
-
     return pa.schema([
         ("index", pa.int64()), ("offset", pa.uint64()), ("vbucket", pa.uint16()),
         ("stream_id", pa.uint16()), ("by_seqno", pa.uint64()), ("event", pa.string()),
@@ -86,8 +81,6 @@ def system_events(batch: FrameBatch) -> pa.Table:
 def read_events(batch: FrameBatch) -> tuple[pa.Table, list[SkippedRegion]]:
     """``system_events(batch)`` without its metadata, and the frames whose event did not
     decode (left out of the table), in stream order, whatever the batch's mode."""
-    import pyarrow as pa
-
     missing = [name for name in NEEDED if name not in batch]
     if missing:
         raise ValueError(f"system_events needs the columns {', '.join(missing)}; "
@@ -280,8 +273,6 @@ class Manifest:
         collection. An event that does not decode follows ``batch.mode`` as in
         ``system_events``: in skip mode the table's metadata lists it.
         """
-        import pyarrow as pa
-
         events = system_events(batch)
         self.update(events)
         if batch.collections and "collection_id" not in batch:

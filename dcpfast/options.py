@@ -9,7 +9,7 @@ import numbers
 from . import protocol as P
 from . import schema as S
 from .errors import checked_mode
-from .pool import threads_of
+from .threads import threads_of
 
 #: Bytes of a stream judged at least before ``collections=None`` is decided for it.
 SNIFF_BYTES = 1024 * 1024

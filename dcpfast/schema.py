@@ -5,14 +5,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from . import protocol as p
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -144,8 +141,6 @@ OPCODE_NAME = "opcode_name"
 
 @cache
 def _opcode_dictionary():
-    import pyarrow as pa
-
     names = []
     for op in range(256):
         try:
@@ -158,19 +153,15 @@ def _opcode_dictionary():
 def opcode_names(opcodes: np.ndarray):
     """The names of ``opcodes`` (a uint8 column) as an Arrow dictionary column: the
     ``Opcode`` name in lower case (``mutation``), ``0x..`` for an opcode without one."""
-    import pyarrow as pa
-
     return pa.DictionaryArray.from_arrays(np.asarray(opcodes, np.int16), _opcode_dictionary())
 
 
 def arrow_type(name: str):
-    import pyarrow as pa
     return pa.from_numpy_dtype(DTYPES[name])
 
 
 def arrow_schema(columns=None, binary_type=None) -> pa.Schema:
     """Arrow schema of ``FrameBatch.to_arrow`` for a projection (``key``/``value`` last)."""
-    import pyarrow as pa
     names = resolve(columns)
     fields = [pa.field(n, arrow_type(n)) for n in names]
     for name, (off, length) in BINARY.items():

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
 from . import _core as core
 from . import buffers
@@ -18,11 +19,9 @@ from . import protocol as P
 from .arrow import cast_map, mask_bitmap
 from .batch import kinds_of, view_of
 from .errors import SkippedRegion, checked, checked_mode, describe, with_skipped
-from .pool import parts_for, run, shares, threads_of
+from .threads import parts_for, run, shares, threads_of
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from .batch import FrameBatch
 
 __all__ = ["PIECE_BYTES", "iter_values", "values", "values_schema"]
@@ -32,14 +31,12 @@ _THREAD_BYTES = 1 << 20       # values a thread decodes at least, in inflated by
 _ROW_WEIGHT = 64              # the work of one value besides its bytes, in bytes
 #: Inflated bytes of values one piece of ``values`` works on (``iter_values``).
 PIECE_BYTES = 64 << 20
-_Piece = TypeVar("_Piece")          # what ``_pieces`` makes of a piece: a table, its spans
+_Piece = TypeVar("_Piece")      # what ``_pieces`` makes of a piece: a table, its extents
 
 
 def values_schema(*, large: bool = False) -> pa.Schema:
     """Arrow schema of ``values``; ``large`` is the form for a batch whose values may take
     more than 2 GiB inflated (``large_binary``/``large_string``)."""
-    import pyarrow as pa
-
     text = pa.large_string() if large else pa.string()
     return pa.schema([("index", pa.int64()), ("offset", pa.uint64()),
                       ("body", pa.large_binary() if large else pa.binary()),
@@ -92,8 +89,6 @@ def values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "split",
     the batch holds, with any number of threads. The columns of a table of several pieces
     have one chunk per piece (with threads, one per run of a piece).
     """
-    import pyarrow as pa
-
     mode = _mode(batch, errors)
     pieces, damaged = [], []
     for piece, found in _pieces(batch, _piece, decompress=decompress, xattrs=xattrs,
@@ -122,19 +117,20 @@ def iter_values(batch: FrameBatch, *, decompress: bool = True, xattrs: str = "sp
         yield with_skipped(piece, checked(mode, damaged))
 
 
-def value_spans(batch: FrameBatch, *, threads: int | None = None,
-                frames: np.ndarray | None = None) -> tuple[list[Spans], list[SkippedRegion]]:
+def value_extents(batch: FrameBatch, *, threads: int | None = None,
+                  frames: np.ndarray | None = None
+                  ) -> tuple[list[Extents], list[SkippedRegion]]:
     """Where the values of ``batch`` lie once decoded, without copying them: per piece
-    of ``iter_values`` (inflated, xattrs split), a ``Spans``; and the damaged values, in
+    of ``iter_values`` (inflated, xattrs split), an ``Extents``; and the damaged values, in
     stream order, whatever the batch's mode (they do not decode: ``valid`` is false).
     ``frames`` (a flag per frame) limits it to those frames."""
-    spans: list[Spans] = []
+    extents: list[Extents] = []
     damaged: list[SkippedRegion] = []
-    for piece, found in _pieces(batch, _spans, decompress=True, xattrs="split",
+    for piece, found in _pieces(batch, _extents, decompress=True, xattrs="split",
                                 piece_bytes=0, threads=threads, frames=frames):
-        spans.append(piece)
+        extents.append(piece)
         damaged += found
-    return spans, damaged
+    return extents, damaged
 
 
 def _mode(batch: FrameBatch, errors: str | None) -> str:
@@ -182,8 +178,6 @@ def text_or_null(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Binary values (keys) as strings; one that is not valid UTF-8 becomes null. The
     buffers are taken as they are where every value is valid (the usual case); where
     every byte they hold is ASCII (keys mostly are) no value needs a closer look."""
-    import pyarrow as pa
-
     keys = keys.cast(pa.binary())
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
@@ -221,8 +215,8 @@ def _sizes(batch, rows, decompress) -> np.ndarray:
     return lengths
 
 
-class Spans(NamedTuple):
-    """Where the decoded values of some frames lie (``value_spans``): value ``i`` (of
+class Extents(NamedTuple):
+    """Where the decoded values of some frames lie (``value_extents``): value ``i`` (of
     frame ``rows[i]`` of its batch) is ``length[i]`` bytes at ``start[i]`` of ``view``
     (``source[i]`` 0: the batch's bytes) or of ``inflated`` (1); ``valid`` is false where
     it did not decode (length 0); ``xattrs`` its section as a map (null where none)."""
@@ -243,20 +237,19 @@ def _piece(batch, rows, sizes, decompress, xattrs, large
     of them), on one thread, and its damaged values as ``(frame offset, frame length,
     reason)`` in stream order; ``large``: the schema with 64-bit offsets, chosen for the
     whole batch."""
-    import pyarrow as pa
-
-    spans, damaged = _spans(batch, rows, sizes, decompress, xattrs, large)
+    extents, damaged = _extents(batch, rows, sizes, decompress, xattrs, large)
     n = len(rows)
     bounds = np.zeros(n + 1, np.int64)
-    np.cumsum(spans.length, out=bounds[1:])
+    np.cumsum(extents.length, out=bounds[1:])
     data = buffers.pooled(int(bounds[-1]))
-    core.values.gather_chunks([spans.view, spans.inflated], spans.source.astype(np.int32),
-                              spans.start, bounds, data)
+    core.values.gather_chunks([extents.view, extents.inflated],
+                              extents.source.astype(np.int32), extents.start, bounds, data)
     schema = values_schema(large=large)
     body = pa.Array.from_buffers(schema.field("body").type, n, [
-        *mask_bitmap(spans.valid), pa.py_buffer(bounds if large else bounds.astype(np.int32)),
+        *mask_bitmap(extents.valid),
+        pa.py_buffer(bounds if large else bounds.astype(np.int32)),
         pa.py_buffer(data)])
-    map_array = spans.xattrs
+    map_array = extents.xattrs
     if map_array.type != schema.field("xattrs").type:     # large bodies, small xattrs
         map_array = cast_map(map_array, schema.field("xattrs").type)
     is_json = batch["datatype"][rows] & int(P.Datatype.JSON) != 0
@@ -264,14 +257,12 @@ def _piece(batch, rows, sizes, decompress, xattrs, large
                                  map_array, pa.array(is_json)], schema=schema), damaged
 
 
-def _spans(batch, rows, sizes, decompress, xattrs, large
-           ) -> tuple[Spans, list[SkippedRegion]]:
+def _extents(batch, rows, sizes, decompress, xattrs, large
+             ) -> tuple[Extents, list[SkippedRegion]]:
     """Where the values of the frames at ``rows`` (of ``_sizes`` ``sizes``) lie decoded
     (Snappy inflated into a buffer of their own, xattr sections checked and split off), on
     one thread, and the damaged ones as ``(frame offset, frame length, reason)`` in stream
     order."""
-    import pyarrow as pa
-
     view = view_of(batch)
     n = len(rows)
     offsets = batch["offset"][rows]
@@ -305,7 +296,7 @@ def _spans(batch, rows, sizes, decompress, xattrs, large
     lengths[failed] = 0
     if map_array is None:
         map_array = pa.nulls(n, values_schema(large=large).field("xattrs").type)
-    return Spans(rows, view, inflated, source, starts, lengths, ~failed, map_array), damaged
+    return Extents(rows, view, inflated, source, starts, lengths, ~failed, map_array), damaged
 
 
 def _inflate(view, rows, declared, starts, lengths, source, problems) -> np.ndarray:
@@ -338,8 +329,6 @@ def _split(view, inflated, rows, starts, lengths, source, failed, problems, *, b
     """Check the xattr sections of the values at ``rows`` and move their ``starts`` past
     them; mark damaged ones in ``failed``. With ``build``, return the sections as an
     Arrow map column of ``n`` rows (null where a row has no sound section)."""
-    import pyarrow as pa
-
     skip = np.empty(len(rows), np.int64)
     pairs = np.empty(len(rows), np.int64)
     key_bytes, value_bytes, found = core.values.parse_xattrs(

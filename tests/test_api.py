@@ -107,7 +107,7 @@ def test_a_batch_pickles_by_value(batch):
         copy = pickle.loads(pickle.dumps(part))
         _same(copy, part)
         assert isinstance(copy.data, bytes)
-    # only the bytes the frames span travel, and their offsets are kept
+    # only the bytes the frames cover travel, and their offsets are kept
     few = batch[100:110]
     copy = pickle.loads(pickle.dumps(few))
     assert len(copy.data) == int(few["offset"][-1] + 24 + few["body_len"][-1] - few["offset"][0])

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "dcpfast"
 #: The layers, lowest first: a module may import its own layer's modules (within its
 #: own subpackage) and the layers below, never one above.
 LAYERS = (
-    ("protocol", "packets", "pool", "arrays"),
+    ("protocol", "packets", "threads", "arrays"),
     ("errors", "schema", "testing"),
     ("options",),
     ("_core",),
@@ -34,10 +34,11 @@ LAYERS = (
     ("cli",),
     ("__init__", "__main__"),
 )
-#: Imports that run against the layers on purpose, each with its reason: the one exception.
+#: Imports that run against the layers on purpose, each with its reason: the one exception,
+#: and the one import circle (docs/development.md).
 ALLOWED_UPWARD = {
     # FrameBatch.values() and .system_events() are conveniences for the functions of
-    # dcpfast.values and dcpfast.events, imported when called.
+    # dcpfast.values and dcpfast.events (the README's tour), imported when called.
     ("batch", "values"), ("batch", "events"),
 }
 #: The public modules: every public name of dcpfast has its home in the ``__all__`` of
@@ -91,16 +92,13 @@ def imported(path: Path) -> list[tuple[str, int]]:
                 target = ".".join(node.module.split(".")[1:])
             else:
                 continue
-            names = [a.name for a in node.names]
-            for name in names:          # ``from . import io`` names a module
-                sub = f"{target}.{name}" if target else name
-                if (PACKAGE / sub.replace(".", "/")).exists() or \
-                        (PACKAGE / (sub.replace(".", "/") + ".py")).exists():
-                    found.append((sub, node.lineno))
-                    break
-            else:
-                if target:
-                    found.append((target, node.lineno))
+            subs = [f"{target}.{a.name}" if target else a.name for a in node.names]
+            modules = [sub for sub in subs     # ``from . import io, arrow`` names modules
+                       if (PACKAGE / sub.replace(".", "/")).exists()
+                       or (PACKAGE / (sub.replace(".", "/") + ".py")).exists()]
+            found += [(sub, node.lineno) for sub in modules]
+            if target and len(modules) < len(subs):     # names defined in ``target``
+                found.append((target, node.lineno))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "dcpfast" and "." in alias.name:
@@ -376,21 +374,41 @@ def test_the_top_level_names_load_from_their_homes():
     assert loaded.strip() == "[]"
 
 
-def _graph() -> dict[str, set[str]]:
+#: The verbs users call on a whole source, each in the ``api.py`` of its face.
+VERBS = {"state": "documents", "diff": "compare", "report": "reporting"}
+
+
+def test_the_verbs_live_in_their_faces_api():
+    """``state``, ``diff`` and ``report`` are defined in ``documents/api.py``,
+    ``compare/api.py`` and ``reporting/api.py``, where ``dcpfast`` finds them; a builder
+    lives in a ``builder.py``, and no module is called ``build.py``."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    typed = {alias.asname or alias.name: node.module for block in tree.body
+             if _typing_only(block) for node in block.body
+             if isinstance(node, ast.ImportFrom) for alias in node.names}
+    for verb, face in VERBS.items():
+        assert typed[verb] == f"{face}.api"
+        defined = ast.parse((PACKAGE / face / "api.py").read_text()).body
+        assert any(isinstance(node, ast.FunctionDef) and node.name == verb
+                   for node in defined), f"{face}/api.py defines no {verb}"
+    assert not [p for p in PY_SOURCES if p.name == "build.py"]
+
+
+def _graph(*, upward: bool = False) -> dict[str, set[str]]:
     """Module -> the dcpfast modules it imports (at import time or inside a function), the
-    allowed upward imports left out."""
+    imports of ALLOWED_UPWARD left out unless ``upward``."""
     graph: dict[str, set[str]] = {}
     for path in PY_SOURCES:
         here = module_name(path)
         graph.setdefault(here, set())
         for target, _ in imported(path):
-            if (here, target) not in ALLOWED_UPWARD and target != here:
+            if (upward or (here, target) not in ALLOWED_UPWARD) and target != here:
                 graph[here].add(target)
     return graph
 
 
-def test_no_import_circle():
-    graph = _graph()
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles a walk of ``graph`` finds (none where there is none)."""
     state: dict[str, int] = {}          # 1: on the path being walked, 2: done
     circles = []
 
@@ -405,7 +423,58 @@ def test_no_import_circle():
     for node in sorted(graph):
         if node not in state:
             walk(node, [node])
+    return circles
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    """Whether ``goal`` is among the modules ``start`` imports, directly or not."""
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt == goal:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def test_no_import_circle():
+    """The imports of every module, at import time and inside functions, run in no circle
+    but through ALLOWED_UPWARD's: without them the whole graph has none."""
+    circles = _circles(_graph())
     assert not circles, "\n".join(" -> ".join(c) for c in circles)
+
+
+def _function_lines(tree: ast.AST) -> set[int]:
+    """The lines of the imports made inside a function (when it is called)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines.update(inner.lineno for inner in ast.walk(node)
+                         if isinstance(inner, (ast.Import, ast.ImportFrom)))
+    return lines
+
+
+def test_the_one_circle_is_imported_when_called():
+    """ALLOWED_UPWARD's imports, the one circle of the graph (``FrameBatch.values()`` and
+    ``.system_events()`` reach ``values`` and ``events``, which build on ``batch``), are
+    each made inside a function, never at import, and each still closes its circle (an
+    entry that no longer does is stale)."""
+    paths = {module_name(p): p for p in PY_SOURCES}
+    whole = _graph(upward=True)
+    wrong = []
+    for here, target in sorted(ALLOWED_UPWARD):
+        path = paths[here]
+        inside = _function_lines(ast.parse(path.read_text()))
+        lines = [line for found, line in imported(path) if found == target]
+        if not lines:
+            wrong.append(f"{here} no longer imports {target}: take it off ALLOWED_UPWARD")
+        wrong += [f"line {line}: {here} imports {target} at import time, not when called"
+                  for line in lines if line not in inside]
+        if lines and not _reaches(whole, target, here):
+            wrong.append(f"{here} -> {target} closes no circle: a plain upward import")
+    assert not wrong, "\n".join(wrong)
 
 
 _IMPORT = re.compile(r"^\s*(?:from\s+(dcpfast(?:\.\w+)*)\s+import\s+([\w, ]+)|"
@@ -453,14 +522,7 @@ WHOLE_HOUSE = {
     "test_fuzz_harnesses.py": "the fuzz harnesses run their seeds",
 }
 #: Test files whose name is not their module's, with the module each tests.
-NAMED_OTHERWISE = {
-    "test_threads.py": "pool",
-    "documents/test_builder.py": "documents.build",
-    "documents/test_builder_memory.py": "documents.build",
-    "compare/test_api.py": "compare.build",
-    "reporting/test_api.py": "reporting.build",
-    "reporting/test_api_bounds.py": "reporting.build",
-}
+NAMED_OTHERWISE: dict[str, str] = {}
 #: The modules no test file is named for, and where they are tested ("pkg.*": every such
 #: module of the subpackage).
 TESTED_THROUGH = {
@@ -479,6 +541,10 @@ TESTED_THROUGH = {
                    "(tests/reporting/test_api.py) and the page (test_page.py)",
     "spark.deltatable": "the Delta table's commit, through the Delta job "
                         "(tests/spark/test_sink_delta.py)",
+    "spark.dcp_source": "the data source's class, through its read paths "
+                        "(tests/spark/test_datasource.py, test_stream_reader.py)",
+    "spark.reader": "the batch readers, through the dcp source's read paths, filters "
+                    "pushed down too (tests/spark/test_datasource.py)",
 }
 
 

@@ -39,7 +39,7 @@ def test_unique_at_the_ends_of_the_type(dtype):
     info = np.iinfo(dtype)
     for values in ([info.max, info.max], [info.max, info.max - 3, info.max],
                    [info.min, info.min + 1, info.min], [info.min, info.max, info.min],
-                   [info.min + 1, info.max // 2 + 1, 0]):     # a span wider than max
+                   [info.min + 1, info.max // 2 + 1, 0]):     # a range wider than max
         values = np.array(values, dtype)
         found, inverse = unique(values, inverse=True)
         expected, expected_inverse = np.unique(values, return_inverse=True)

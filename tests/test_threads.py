@@ -1,4 +1,4 @@
-"""Worker threads (``dcpfast.pool``): how many (checked, capped by the cores, one on a busy
+"""Worker threads (``dcpfast.threads``): how many (checked, capped by the cores, one on a busy
 machine, no storm when thousands are asked, the calling thread where none can start),
 ``run`` with results in order and the first error, ``beside`` and ``ahead``'s lanes, and
 workers after a fork."""
@@ -11,30 +11,30 @@ import sys
 import pytest
 
 import dcpfast
-from dcpfast import pool
 from dcpfast import testing as t
+from dcpfast import threads
 from dcpfast.io import threaded
 from tests.io.test_threaded import assert_same_batch
 
 
-@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2", float("nan")])
-def test_threads_are_checked(threads):
+@pytest.mark.parametrize("asked", [0, -1, 1.5, True, "2", float("nan")])
+def test_threads_are_checked(asked):
     with pytest.raises(ValueError, match="threads"):
-        dcpfast.scan(t.noop(), threads=threads)
+        dcpfast.scan(t.noop(), threads=asked)
     with pytest.raises(ValueError, match="threads"):
-        list(dcpfast.iter_batches(t.noop(), threads=threads))
+        list(dcpfast.iter_batches(t.noop(), threads=asked))
 
 
 def test_threads_are_capped_by_the_cores_and_default_to_the_idle_ones():
     cores = len(os.sched_getaffinity(0))
-    assert 1 <= pool.threads_of(None) <= min(cores, pool.DEFAULT_MOST)
-    assert 1 <= pool.idle_threads() <= min(cores, pool.DEFAULT_MOST)
-    assert pool.threads_of(3) == min(3, cores)
-    assert pool.threads_of(10_000) == cores
+    assert 1 <= threads.threads_of(None) <= min(cores, threads.DEFAULT_MOST)
+    assert 1 <= threads.idle_threads() <= min(cores, threads.DEFAULT_MOST)
+    assert threads.threads_of(3) == min(3, cores)
+    assert threads.threads_of(10_000) == cores
     least = threaded.RANGE_BYTES
-    assert pool.parts_for(2 * least - 1, 8, least) == 1     # small: one thread
-    assert pool.parts_for(5 * least, 8, least) == 5
-    assert pool.parts_for(100 * least, 8, least) == 8
+    assert threads.parts_for(2 * least - 1, 8, least) == 1     # small: one thread
+    assert threads.parts_for(5 * least, 8, least) == 5
+    assert threads.parts_for(100 * least, 8, least) == 8
 
 
 def test_a_forked_child_scans_with_threads():
@@ -49,7 +49,7 @@ def test_a_forked_child_scans_with_threads():
 
 
 def test_run_gives_results_in_order_and_the_first_error():
-    assert pool.run([lambda k=k: k * k for k in range(5)], 3) == [0, 1, 4, 9, 16]
+    assert threads.run([lambda k=k: k * k for k in range(5)], 3) == [0, 1, 4, 9, 16]
     ran = []
 
     def fails(k):
@@ -58,14 +58,14 @@ def test_run_gives_results_in_order_and_the_first_error():
             raise KeyError(k)
         return task
     with pytest.raises(KeyError) as e:
-        pool.run([lambda: ran.append(0), fails(1), fails(2)], 3)
+        threads.run([lambda: ran.append(0), fails(1), fails(2)], 3)
     assert e.value.args == (1,) and sorted(ran) == [0, 1, 2]    # every task ran first
 
 
 def test_a_worker_that_ends_mid_task_fails_the_task_instead_of_hanging(monkeypatch):
     """A worker thread ends when even recording its task's outcome fails (out of memory):
     the task fails with MemoryError, and the next run starts workers afresh."""
-    real = pool._outcome
+    real = threads._outcome
     doomed = []
 
     def recording(call):
@@ -76,24 +76,24 @@ def test_a_worker_that_ends_mid_task_fails_the_task_instead_of_hanging(monkeypat
     def doomed_task():
         return "never recorded"
     doomed.append(doomed_task)
-    monkeypatch.setattr(pool, "_outcome", recording)
+    monkeypatch.setattr(threads, "_outcome", recording)
     with pytest.raises(MemoryError):
-        pool.run([lambda: 1, doomed_task], 2)
-    workers = pool._pool
+        threads.run([lambda: 1, doomed_task], 2)
+    workers = threads._workers
     assert workers is None or all(thread.is_alive() for thread in workers.threads)
-    assert pool.run([lambda: 1, lambda: 2, lambda: 3], 3) == [1, 2, 3]
+    assert threads.run([lambda: 1, lambda: 2, lambda: 3], 3) == [1, 2, 3]
 
 
 def test_beside_runs_calls_in_turn_on_one_thread_of_its_own():
     import threading
 
-    waits = [pool.beside(threading.current_thread) for _ in range(3)]
-    threads = {wait() for wait in waits}
-    assert len(threads) == 1 and threading.current_thread() not in threads
-    failing = pool.beside(lambda: {}["missing"])
+    waits = [threads.beside(threading.current_thread) for _ in range(3)]
+    seen = {wait() for wait in waits}
+    assert len(seen) == 1 and threading.current_thread() not in seen
+    failing = threads.beside(lambda: {}["missing"])
     with pytest.raises(KeyError):
         failing()
-    assert pool.beside(threading.current_thread)() in threads   # kept after a failure
+    assert threads.beside(threading.current_thread)() in seen      # kept after a failure
 
 
 def test_a_lane_called_from_its_own_thread_runs_the_call_there():
@@ -101,10 +101,10 @@ def test_a_lane_called_from_its_own_thread_runs_the_call_there():
     thread of its own."""
     import threading
 
-    own = pool.beside(threading.current_thread)()
-    nested = pool.beside(lambda: pool.beside(threading.current_thread)())
+    own = threads.beside(threading.current_thread)()
+    nested = threads.beside(lambda: threads.beside(threading.current_thread)())
     assert nested() is own
-    assert pool.ahead(threading.current_thread)() not in (own, threading.current_thread())
+    assert threads.ahead(threading.current_thread)() not in (own, threading.current_thread())
 
 
 # -- read_ahead: an iterator's next item read on another thread ------------------------
@@ -130,18 +130,18 @@ def test_read_ahead_keeps_the_order_on_another_thread():
     import threading
 
     log: list = []
-    assert list(pool.read_ahead(_slow_items(50, log))) == list(range(50))
-    assert {thread for _, thread, _ in log} == {pool.ahead(threading.current_thread)()}
+    assert list(threads.read_ahead(_slow_items(50, log))) == list(range(50))
+    assert {thread for _, thread, _ in log} == {threads.ahead(threading.current_thread)()}
     log.clear()
-    assert list(pool.read_ahead(_slow_items(5, log), threaded=False)) == list(range(5))
+    assert list(threads.read_ahead(_slow_items(5, log), threaded=False)) == list(range(5))
     assert {thread for _, thread, _ in log} == {threading.current_thread()}
-    assert list(pool.read_ahead([])) == []
+    assert list(threads.read_ahead([])) == []
 
 
 @pytest.mark.parametrize("threaded", [True, False])
 def test_read_ahead_raises_the_readers_exception_where_its_item_would_come(threaded):
     log: list = []
-    items = pool.read_ahead(_slow_items(5, log, fail_at=3), threaded=threaded)
+    items = threads.read_ahead(_slow_items(5, log, fail_at=3), threaded=threaded)
     assert [next(items) for _ in range(3)] == [0, 1, 2]
     with pytest.raises(KeyError):
         next(items)
@@ -153,7 +153,7 @@ def test_read_ahead_leaves_no_read_running_when_the_caller_stops_early():
     import time
 
     log: list = []
-    with pool.read_ahead(_slow_items(10, log, pause=0.05)) as items:
+    with threads.read_ahead(_slow_items(10, log, pause=0.05)) as items:
         for k in items:
             if k == 2:
                 break
@@ -161,7 +161,7 @@ def test_read_ahead_leaves_no_read_running_when_the_caller_stops_early():
     time.sleep(0.2)
     assert len(log) == 4                                        # and nothing after it
     log.clear()
-    items = pool.read_ahead(_slow_items(10, log, pause=0.05))
+    items = threads.read_ahead(_slow_items(10, log, pause=0.05))
     next(items)
     del items                                   # dropped without close: the same
     assert len(log) == 2 and all(done for _, _, done in log)
@@ -171,7 +171,7 @@ def test_read_ahead_leaves_no_read_running_when_the_caller_raises():
     import time
 
     log: list = []
-    with pytest.raises(ValueError), pool.read_ahead(_slow_items(10, log, pause=0.05)) as items:
+    with pytest.raises(ValueError), threads.read_ahead(_slow_items(10, log, pause=0.05)) as items:
         for k in items:
             if k == 1:
                 raise ValueError(k)
@@ -191,7 +191,7 @@ def test_two_states_at_once_each_reading_ahead_finish():
     out: dict = {}
 
     def both():
-        other = pool.beside(lambda: dcpfast.state(data, batch_bytes=1 << 16, threads=2))
+        other = threads.beside(lambda: dcpfast.state(data, batch_bytes=1 << 16, threads=2))
         out["here"] = dcpfast.state(data, batch_bytes=1 << 16, threads=2)
         out["beside"] = other()
     worker = threading.Thread(target=both, daemon=True)
@@ -213,7 +213,7 @@ def test_a_busy_machine_gets_one_thread_by_default():
     try:
         import time
         time.sleep(0.5)                             # running, each on a core
-        seen = [pool.idle_threads() for _ in range(5)]
+        seen = [threads.idle_threads() for _ in range(5)]
     finally:
         for hog in hogs:
             hog.kill()

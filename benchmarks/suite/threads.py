@@ -198,7 +198,7 @@ def default_threads(data: bytes, path: Path, repeat: int) -> dict:
                 runs.append((timing, lambda t=threads: dcpfast.read(path, collections=True,
                                                                      threads=t)))
         with busy(hogs) if hogs else contextlib.nullcontext():
-            chosen = dcpfast.pool.threads_of(None)
+            chosen = dcpfast.threads.threads_of(None)
             take_turns(runs, repeat)
         rows = {f"{p_}, {k}": _row(t) for (p_, k), t in timings.items()}
         for p_ in ("scan", "read"):
@@ -311,7 +311,7 @@ def section(report: dict) -> str:
     default = report.get("default")
     if default:
         lines += ["", "The default (`threads=None`: the cores idle now, at most "
-                  f"`pool.DEFAULT_MOST`) against one thread, "
+                  f"`threads.DEFAULT_MOST`) against one thread, "
                   f"{default['bytes'] / 1e6:.1f} MB; one thread's time over the default's "
                   "(above 1: the default is faster):", "",
                   "| | quiet | busy (a CPU-bound process on every core) |", "|---|---|---|"]

@@ -38,7 +38,7 @@ DEF MAX_COLUMNS = 64
 DEF BLOCK = 512            # frames decoded before their columns are written
 DEF PREFETCH_NEAR = 1024  # input bytes fetched ahead of the frame being parsed: at least ...
 DEF PREFETCH_FAR = 131072 # ... and at most
-DEF ESTIMATE_AHEAD = 4096  # input bytes fetched ahead while the first frames are measured
+DEF ESTIMATE_PREFETCH = 4096  # input bytes fetched ahead while the first frames are measured
 DEF MAX_UINT64 = 0xFFFFFFFFFFFFFFFF
 
 # rows reserved before the scan has measured the frames, and the mean frame length below
@@ -109,16 +109,16 @@ def scan_buffer(const uint8_t[::1] buf, request, Columns out=None, Py_ssize_t fi
 
 cdef size_t estimate_frames(const uint8_t* buf, size_t pos, size_t end) noexcept nogil:
     """Frames in ``buf[pos:end]`` judged by the mean length of its first frames, plus room."""
-    cdef size_t seen = 0, start = pos, length, ahead = pos
+    cdef size_t seen = 0, start = pos, length, fetched = pos
     while seen < 256 and end - pos >= 24 and magic_class[buf[pos]] >= 0:
         # the lengths form a chain of dependent reads: fetch ahead of it, or a cold input
         # costs one memory latency a frame (from the frame on: a long frame's body is
         # never read here, so the lines it spans are not fetched)
-        if ahead < pos:
-            ahead = pos
-        while ahead < end and ahead < pos + ESTIMATE_AHEAD:
-            DCP_PREFETCH(buf + ahead)
-            ahead += 64
+        if fetched < pos:
+            fetched = pos
+        while fetched < end and fetched < pos + ESTIMATE_PREFETCH:
+            DCP_PREFETCH(buf + fetched)
+            fetched += 64
         length = <size_t>24 + be32(buf + pos + 8)
         if length > end - pos:
             break

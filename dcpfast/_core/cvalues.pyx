@@ -30,8 +30,8 @@ cdef int XATTR_KEY = _VP.XATTR_KEY, XATTR_VALUE = _VP.XATTR_VALUE
 cdef int XATTR_UTF8 = _VP.XATTR_UTF8, XATTR_DUPLICATE = _VP.XATTR_DUPLICATE
 # pairs compared pairwise for duplicate keys; longer sections use a set
 DEF SMALL_SECTION = 16
-DEF GATHER_AHEAD = 16        # values fetched ahead of the one copied (up to 4 lines each)
-DEF READ_AHEAD = 8           # values fetched ahead of the one read in order (stream order)
+DEF GATHER_PREFETCH = 16     # values fetched ahead of the one copied (up to 4 lines each)
+DEF READ_PREFETCH = 8        # values fetched ahead of the one read in order (stream order)
 cdef char _nothing[1]
 
 
@@ -58,8 +58,8 @@ def snappy_lengths(const uint8_t[::1] buf, const int64_t[::1] starts,
     cdef const uint8_t* base = _base(buf)
     problems = []
     for i in range(n):
-        if i + READ_AHEAD < n and base != NULL:
-            DCP_PREFETCH(base + starts[i + READ_AHEAD])
+        if i + READ_PREFETCH < n and base != NULL:
+            DCP_PREFETCH(base + starts[i + READ_PREFETCH])
         size = lengths[i]
         declared = shift = used = 0
         while True:
@@ -183,8 +183,8 @@ def inflate(const uint8_t[::1] buf, const int64_t[::1] starts, const int64_t[::1
     cdef uint8_t[::1] unsound = np.zeros(n, np.uint8)
     with nogil:
         for i in range(n):
-            if i + READ_AHEAD < n:
-                _fetch(<uint8_t*>src + starts[i + READ_AHEAD], lengths[i + READ_AHEAD])
+            if i + READ_PREFETCH < n:
+                _fetch(<uint8_t*>src + starts[i + READ_PREFETCH], lengths[i + READ_PREFETCH])
             lo, hi = bounds[i], bounds[i + 1]
             if not _snappy(<uint8_t*>src + starts[i], lengths[i], <uint8_t*>dst + lo,
                            hi - lo):
@@ -382,9 +382,9 @@ def parse_xattrs(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1] 
     cdef int64_t[:, ::1] damaged = np.empty((0, 4), np.int64)
     with nogil:
         for i in range(n):
-            if i + READ_AHEAD < n:
-                _fetch(_at(pa, pb, source[i + READ_AHEAD], starts[i + READ_AHEAD]),
-                       lengths[i + READ_AHEAD])
+            if i + READ_PREFETCH < n:
+                _fetch(_at(pa, pb, source[i + READ_PREFETCH], starts[i + READ_PREFETCH]),
+                       lengths[i + READ_PREFETCH])
             skip[i] = pairs[i] = 0
             v = _at(pa, pb, source[i], starts[i])
             da = db = 0
@@ -468,9 +468,9 @@ def xattr_strings(const uint8_t[::1] a, const uint8_t[::1] b, const uint8_t[::1]
     key_offsets[0] = value_offsets[0] = 0
     with nogil:
         for i in range(n):
-            if i + READ_AHEAD < n:
-                _fetch(_at(pa, pb, source[i + READ_AHEAD], starts[i + READ_AHEAD]),
-                       lengths[i + READ_AHEAD])
+            if i + READ_PREFETCH < n:
+                _fetch(_at(pa, pb, source[i + READ_PREFETCH], starts[i + READ_PREFETCH]),
+                       lengths[i + READ_PREFETCH])
             if pairs[i] <= 0:
                 continue
             v = _at(pa, pb, source[i], starts[i])
@@ -525,7 +525,7 @@ cdef int _check_entries(const int32_t[::1] chunk, const int64_t[::1] entry,
 cdef list _offset_tables(list offsets, list valids, const int64_t** at64,
                          const int32_t** at32, const uint8_t** ok, int64_t* size):
     """Each chunk's offsets (int32 or int64: one of ``at32``/``at64`` is set), validity
-    flags (``_valid_table``) and number of values, for ``spans_at``: the views that keep
+    flags (``_valid_table``) and number of values, for ``extents_at``: the views that keep
     those pointers."""
     cdef Py_ssize_t j
     cdef const int64_t[::1] wide
@@ -543,14 +543,14 @@ cdef list _offset_tables(list offsets, list valids, const int64_t** at64,
             size[j] = wide.shape[0] - 1
             at64[j] = &wide[0] if wide.shape[0] else NULL
         if size[j] < 0:
-            raise ValueError("spans_at: a chunk's offsets hold one more than its values")
-    held.extend(_valid_table(valids, ok, size, "spans_at"))
+            raise ValueError("extents_at: a chunk's offsets hold one more than its values")
+    held.extend(_valid_table(valids, ok, size, "extents_at"))
     return held
 
 
 cdef list _valid_table(list valids, const uint8_t** ok, const int64_t* size, str name):
     """Each chunk's validity flags (``bool``, one per value; None: no nulls, ``ok``
-    left NULL), for ``spans_at`` and ``chunk_spans``: the views that keep the pointers."""
+    left NULL), for ``extents_at`` and ``chunk_extents``: the views that keep the pointers."""
     cdef Py_ssize_t j
     cdef const uint8_t[::1] flags
     held = []
@@ -564,17 +564,17 @@ cdef list _valid_table(list valids, const uint8_t** ok, const int64_t* size, str
     return held
 
 
-def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[::1] entry,
-             int64_t[::1] starts, int64_t[::1] bounds, uint8_t[::1] valid):
+def extents_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[::1] entry,
+               int64_t[::1] starts, int64_t[::1] bounds, uint8_t[::1] valid):
     """Where each value taken lies, read from its chunk's offsets and validity
-    (``pyvalues.spans_at``)."""
+    (``pyvalues.extents_at``)."""
     cdef Py_ssize_t i, n = chunk.shape[0], k = len(offsets)
     cdef int64_t e, c, lo = 0, hi = 0
     if entry.shape[0] != n or starts.shape[0] != n or bounds.shape[0] != n + 1 \
             or valid.shape[0] != n:
-        raise ValueError("spans_at: one entry, start, bound and answer per value")
+        raise ValueError("extents_at: one entry, start, bound and answer per value")
     if len(valids) != k:
-        raise ValueError("spans_at: one validity per chunk")
+        raise ValueError("extents_at: one validity per chunk")
     cdef const int64_t** at64 = <const int64_t**>calloc(k + 1, sizeof(int64_t*))
     cdef const int32_t** at32 = <const int32_t**>calloc(k + 1, sizeof(int32_t*))
     cdef const uint8_t** ok = <const uint8_t**>calloc(k + 1, sizeof(uint8_t*))
@@ -587,15 +587,15 @@ def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[
         raise MemoryError()
     try:
         held = _offset_tables(offsets, valids, at64, at32, ok, size)
-        _check_entries(chunk, entry, size, k, "spans_at")
+        _check_entries(chunk, entry, size, k, "extents_at")
         with nogil:
             for i in range(n):
-                if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
-                    c = chunk[i + GATHER_AHEAD]
+                if i + GATHER_PREFETCH < n and chunk[i + GATHER_PREFETCH] >= 0:
+                    c = chunk[i + GATHER_PREFETCH]
                     if at64[c] != NULL:
-                        DCP_PREFETCH(at64[c] + entry[i + GATHER_AHEAD])
+                        DCP_PREFETCH(at64[c] + entry[i + GATHER_PREFETCH])
                     else:
-                        DCP_PREFETCH(at32[c] + entry[i + GATHER_AHEAD])
+                        DCP_PREFETCH(at32[c] + entry[i + GATHER_PREFETCH])
                 c = chunk[i]
                 if c >= 0:
                     e = entry[i]
@@ -620,20 +620,20 @@ def spans_at(list offsets, list valids, const int32_t[::1] chunk, const int64_t[
         free(size)
 
 
-def spread_spans(const int32_t[::1] chunk, const int64_t[::1] starts,
-                 const int64_t[::1] bounds, int32_t[::1] item_chunk, int64_t[::1] item_entry):
-    """Each span's items one by one: their chunk and place there
-    (``pyvalues.spread_spans``)."""
+def spread_extents(const int32_t[::1] chunk, const int64_t[::1] starts,
+                   const int64_t[::1] bounds, int32_t[::1] item_chunk, int64_t[::1] item_entry):
+    """Each extent's items one by one: their chunk and place there
+    (``pyvalues.spread_extents``)."""
     cdef Py_ssize_t i, n = chunk.shape[0]
     cdef int64_t k, at, count
     if starts.shape[0] != n or bounds.shape[0] != n + 1:
-        raise ValueError("spread_spans: one start and bound per span")
+        raise ValueError("spread_extents: one start and bound per extent")
     for i in range(n):
         if bounds[i + 1] < bounds[i]:
-            raise ValueError("spread_spans: bounds go down")
+            raise ValueError("spread_extents: bounds go down")
     if item_chunk.shape[0] != bounds[n] - bounds[0] \
             or item_entry.shape[0] != bounds[n] - bounds[0]:
-        raise ValueError("spread_spans: one answer per item")
+        raise ValueError("spread_extents: one answer per item")
     with nogil:
         for i in range(n):
             at = bounds[i] - bounds[0]
@@ -643,12 +643,12 @@ def spread_spans(const int32_t[::1] chunk, const int64_t[::1] starts,
                 item_entry[at + k] = starts[i] + k
 
 
-def chunk_spans(list sources, list starts, list lengths, list valids,
-                const int32_t[::1] base, const int32_t[::1] chunk, const int64_t[::1] entry,
-                int32_t[::1] source, int64_t[::1] start, int64_t[::1] bounds,
-                uint8_t[::1] valid):
-    """Where each value taken lies, its chunk's values given as spans
-    (``pyvalues.chunk_spans``)."""
+def chunk_extents(list sources, list starts, list lengths, list valids,
+                  const int32_t[::1] base, const int32_t[::1] chunk, const int64_t[::1] entry,
+                  int32_t[::1] source, int64_t[::1] start, int64_t[::1] bounds,
+                  uint8_t[::1] valid):
+    """Where each value taken lies, its chunk's values given as extents
+    (``pyvalues.chunk_extents``)."""
     cdef Py_ssize_t i, j, n = chunk.shape[0], k = len(starts)
     cdef int64_t e, c
     cdef const int32_t[::1] source_column
@@ -656,9 +656,9 @@ def chunk_spans(list sources, list starts, list lengths, list valids,
     cdef const int64_t[::1] length_column
     if entry.shape[0] != n or source.shape[0] != n or start.shape[0] != n \
             or bounds.shape[0] != n + 1 or valid.shape[0] != n:
-        raise ValueError("chunk_spans: one entry, source, start, bound and answer per value")
+        raise ValueError("chunk_extents: one entry, source, start, bound and answer per value")
     if len(sources) != k or len(lengths) != k or len(valids) != k or base.shape[0] != k:
-        raise ValueError("chunk_spans: one source, start, length, validity column and base "
+        raise ValueError("chunk_extents: one source, start, length, validity column and base "
                          "per chunk")
     held = []                               # the views that keep the columns' pointers
     cdef const int32_t** sources_at = <const int32_t**>malloc((k + 1) * sizeof(int32_t*))
@@ -679,19 +679,19 @@ def chunk_spans(list sources, list starts, list lengths, list valids,
             source_column, start_column, length_column = sources[j], starts[j], lengths[j]
             size[j] = start_column.shape[0]
             if source_column.shape[0] != size[j] or length_column.shape[0] != size[j]:
-                raise ValueError("chunk_spans: a chunk's columns differ in length")
+                raise ValueError("chunk_extents: a chunk's columns differ in length")
             held.extend((source_column, start_column, length_column))
             sources_at[j] = &source_column[0] if size[j] else NULL
             starts_at[j] = &start_column[0] if size[j] else NULL
             lengths_at[j] = &length_column[0] if size[j] else NULL
-        held.extend(_valid_table(valids, ok, size, "chunk_spans"))
-        _check_entries(chunk, entry, size, k, "chunk_spans")
+        held.extend(_valid_table(valids, ok, size, "chunk_extents"))
+        _check_entries(chunk, entry, size, k, "chunk_extents")
         with nogil:
             for i in range(n):
-                if i + GATHER_AHEAD < n and chunk[i + GATHER_AHEAD] >= 0:
-                    c = chunk[i + GATHER_AHEAD]
-                    DCP_PREFETCH(starts_at[c] + entry[i + GATHER_AHEAD])
-                    DCP_PREFETCH(lengths_at[c] + entry[i + GATHER_AHEAD])
+                if i + GATHER_PREFETCH < n and chunk[i + GATHER_PREFETCH] >= 0:
+                    c = chunk[i + GATHER_PREFETCH]
+                    DCP_PREFETCH(starts_at[c] + entry[i + GATHER_PREFETCH])
+                    DCP_PREFETCH(lengths_at[c] + entry[i + GATHER_PREFETCH])
                 c = chunk[i]
                 if c >= 0 and ok[c] != NULL and not ok[c][entry[i]]:
                     c = -1
@@ -748,8 +748,8 @@ def gather_chunks(list chunks, const int32_t[::1] chunk, const int64_t[::1] star
             # the values lie anywhere in the chunks (a column taken into another order):
             # the first lines of one further on are fetched while this one is copied
             for i in range(n):
-                if i + GATHER_AHEAD < n:
-                    j = i + GATHER_AHEAD
+                if i + GATHER_PREFETCH < n:
+                    j = i + GATHER_PREFETCH
                     src = base[chunk[j]] + starts[j]
                     for line in range(0, min(bounds[j + 1] - bounds[j], 256), 64):
                         DCP_PREFETCH(src + line)

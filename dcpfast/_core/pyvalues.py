@@ -172,25 +172,25 @@ def xattr_strings(a, b, source, starts, lengths, pairs, key_offsets, key_data, v
             value_offsets[n] = vpos
 
 
-def spans_at(offsets, valids, chunk, entry, starts, bounds, valid) -> None:
+def extents_at(offsets, valids, chunk, entry, starts, bounds, valid) -> None:
     """Where value ``entry[i]`` of chunk ``chunk[i]`` lies (``offsets[k]``: a chunk's
     int32 or int64 offsets, one more than its values; ``valids[k]``: which of its values
     are not null, a ``bool`` array, or None where none is): its first byte in
     ``starts[i]``, the running total of the lengths in ``bounds`` (``bounds[0]`` as
     given), and whether it is not null in ``valid[i]``; a null, or a negative
-    ``chunk[i]``, gives an empty span. ``gather_chunks`` then copies them."""
+    ``chunk[i]``, gives an empty extent. ``gather_chunks`` then copies them."""
     n = len(chunk)
     if len(entry) != n or len(starts) != n or len(bounds) != n + 1 or len(valid) != n:
-        raise ValueError("spans_at: one entry, start, bound and answer per value")
+        raise ValueError("extents_at: one entry, start, bound and answer per value")
     if len(valids) != len(offsets):
-        raise ValueError("spans_at: one validity per chunk")
+        raise ValueError("extents_at: one validity per chunk")
     if any(len(o) < 1 for o in offsets):
-        raise ValueError("spans_at: a chunk's offsets hold one more than its values")
+        raise ValueError("extents_at: a chunk's offsets hold one more than its values")
     if any(v is not None and len(v) != len(o) - 1 for o, v in zip(offsets, valids)):
-        raise ValueError("spans_at: a chunk's validity needs one flag per value")
+        raise ValueError("extents_at: a chunk's validity needs one flag per value")
     for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
         if c >= len(offsets) or (c >= 0 and not 0 <= e < len(offsets[c]) - 1):
-            raise ValueError(f"spans_at: value {i} outside its chunk")
+            raise ValueError(f"extents_at: value {i} outside its chunk")
     for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
         if c < 0 or (valids[c] is not None and not valids[c][e]):
             starts[i], bounds[i + 1], valid[i] = 0, bounds[i], 0
@@ -199,49 +199,49 @@ def spans_at(offsets, valids, chunk, entry, starts, bounds, valid) -> None:
             starts[i], bounds[i + 1], valid[i] = lo, bounds[i] + hi - lo, 1
 
 
-def spread_spans(chunk, starts, bounds, item_chunk, item_entry) -> None:
-    """Span ``i`` (``bounds[i + 1] - bounds[i]`` items from item ``starts[i]`` of chunk
-    ``chunk[i]``; ``spans_at`` gives them) item by item: item ``j`` of all, counted from
+def spread_extents(chunk, starts, bounds, item_chunk, item_entry) -> None:
+    """Extent ``i`` (``bounds[i + 1] - bounds[i]`` items from item ``starts[i]`` of chunk
+    ``chunk[i]``; ``extents_at`` gives them) item by item: item ``j`` of all, counted from
     ``bounds[0]``, in ``item_chunk[j]`` (its chunk) and ``item_entry[j]`` (its place
-    there): the items of the maps ``spans_at`` found."""
+    there): the items of the maps ``extents_at`` found."""
     n = len(chunk)
     if len(starts) != n or len(bounds) != n + 1:
-        raise ValueError("spread_spans: one start and bound per span")
+        raise ValueError("spread_extents: one start and bound per extent")
     counts = np.diff(bounds)
     if (counts < 0).any():
-        raise ValueError("spread_spans: bounds go down")
+        raise ValueError("spread_extents: bounds go down")
     total = int(bounds[-1] - bounds[0])
     if len(item_chunk) != total or len(item_entry) != total:
-        raise ValueError("spread_spans: one answer per item")
+        raise ValueError("spread_extents: one answer per item")
     item_chunk[:] = np.repeat(chunk, counts)
     item_entry[:] = np.repeat(starts - (bounds[:-1] - bounds[0]), counts) \
         + np.arange(total, dtype=np.int64)
 
 
-def chunk_spans(sources, starts, lengths, valids, base, chunk, entry, source, start, bounds,
-                valid) -> None:
+def chunk_extents(sources, starts, lengths, valids, base, chunk, entry, source, start, bounds,
+                  valid) -> None:
     """Where value ``entry[i]`` of chunk ``chunk[i]`` lies, the chunks' values given as
-    spans (chunk ``k``'s value ``e``: ``lengths[k][e]`` bytes at ``starts[k][e]`` of its
+    extents (chunk ``k``'s value ``e``: ``lengths[k][e]`` bytes at ``starts[k][e]`` of its
     buffer ``sources[k][e]``, which is buffer ``base[k] + sources[k][e]`` of all;
-    ``valids[k]`` as for ``spans_at``): that buffer in ``source[i]``, its first byte in
+    ``valids[k]`` as for ``extents_at``): that buffer in ``source[i]``, its first byte in
     ``start[i]``, the running total of the lengths in ``bounds`` (``bounds[0]`` as
     given), whether it is not null in ``valid[i]``; a null, or a negative ``chunk[i]``,
-    gives an empty span. ``gather_chunks`` then copies them."""
+    gives an empty extent. ``gather_chunks`` then copies them."""
     n = len(chunk)
     if len(entry) != n or len(source) != n or len(start) != n or len(bounds) != n + 1 \
             or len(valid) != n:
-        raise ValueError("chunk_spans: one entry, source, start, bound and answer per value")
+        raise ValueError("chunk_extents: one entry, source, start, bound and answer per value")
     if len(sources) != len(starts) or len(lengths) != len(starts) \
             or len(valids) != len(starts) or len(base) != len(starts):
-        raise ValueError("chunk_spans: one source, start, length, validity column and base "
+        raise ValueError("chunk_extents: one source, start, length, validity column and base "
                          "per chunk")
     if any(len(a) != len(b) or len(a) != len(c) for a, b, c in zip(sources, starts, lengths)):
-        raise ValueError("chunk_spans: a chunk's columns differ in length")
+        raise ValueError("chunk_extents: a chunk's columns differ in length")
     if any(v is not None and len(v) != len(s) for v, s in zip(valids, starts)):
-        raise ValueError("chunk_spans: a chunk's validity needs one flag per value")
+        raise ValueError("chunk_extents: a chunk's validity needs one flag per value")
     for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
         if c >= len(starts) or (c >= 0 and not 0 <= e < len(starts[c])):
-            raise ValueError(f"chunk_spans: value {i} outside its chunk")
+            raise ValueError(f"chunk_extents: value {i} outside its chunk")
     for i, (c, e) in enumerate(zip(chunk.tolist(), entry.tolist())):
         if c < 0 or (valids[c] is not None and not valids[c][e]):
             source[i], start[i], bounds[i + 1], valid[i] = 0, 0, bounds[i], 0

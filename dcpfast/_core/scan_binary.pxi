@@ -2,7 +2,7 @@
 # a block, or by ``views`` for any slices), and ``gather``, which copies slices into one
 # data buffer.
 
-DEF VIEW_AHEAD = 16        # slices ahead of the binary view being written
+DEF VIEW_PREFETCH = 16     # slices ahead of the binary view being written
 
 cdef inline uint64_t far_word(uint64_t start, int window_bits, uint64_t mask) noexcept nogil:
     """The second word of the view of a slice of more than 12 bytes at ``start``: the index
@@ -126,8 +126,8 @@ def views(const uint8_t[::1] buf, starts, lengths, out, int window_bits):
     with nogil:
         for i in range(n):
             for j in range(m):
-                if i + VIEW_AHEAD < n and first[j * n + i + VIEW_AHEAD] < end:
-                    DCP_PREFETCH(data + first[j * n + i + VIEW_AHEAD])
+                if i + VIEW_PREFETCH < n and first[j * n + i + VIEW_PREFETCH] < end:
+                    DCP_PREFETCH(data + first[j * n + i + VIEW_PREFETCH])
                 start = first[j * n + i]
                 length = <uint64_t>sizes[j * n + i]      # a negative length is huge here
                 if start > end or length > end - start or length > mask:

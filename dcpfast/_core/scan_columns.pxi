@@ -66,7 +66,7 @@ cdef inline void store_rows(const Store* st, const uint8_t* buf, const size_t* s
 
 
 cdef void fields(const Plan* plan, const uint8_t* buf, const Frame* rows, size_t i0,
-                 size_t n, Ahead* a) noexcept nogil:
+                 size_t n, Prefetch* a) noexcept nogil:
     """Rows ``i0 ...`` of the requested field columns: zeros, then what each kind carries,
     kind by kind, so a field's offset and width are looked up once per block."""
     cdef uint16_t which[BLOCK]             # row numbers grouped by kind
@@ -88,7 +88,7 @@ cdef void fields(const Plan* plan, const uint8_t* buf, const Frame* rows, size_t
     for b in range(n):
         f = &rows[b]
         at[b % LANES][f.kind] += 1
-        ahead(a)
+        prefetch(a)
         starts[0][b] = f.pos + 24 + f.fel
         starts[1][b] = starts[0][b] + f.extlen + f.keylen
     total = 0
@@ -99,7 +99,7 @@ cdef void fields(const Plan* plan, const uint8_t* buf, const Frame* rows, size_t
     for b in range(n):
         k = rows[b].kind
         which[at[b % LANES][k]] = <uint16_t>b
-        ahead(a)
+        prefetch(a)
         at[b % LANES][k] += 1
     m = 0
     for k in range(n_kinds):
@@ -137,7 +137,7 @@ cdef inline uint32_t value_len(const Frame* f) noexcept nogil:
 
 # long: split, the compiler inlines otherwise and the scan takes more instructions
 cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
-                size_t n, Ahead* a) noexcept nogil:
+                size_t n, Prefetch* a) noexcept nogil:
     """Write ``n`` decoded frames as rows ``i0 ...`` of the requested columns."""
     cdef size_t b
     cdef const uint8_t* buf = w.buf
@@ -162,69 +162,69 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
         if c == C_OFFSET:
             for b in range(n):
                 (<uint64_t*>dst)[i0 + b] = base + rows[b].pos
-                ahead(a)
+                prefetch(a)
         elif c == C_MAGIC or c == C_OPCODE or c == C_DATATYPE:
             at = 0 if c == C_MAGIC else (1 if c == C_OPCODE else 5)
             for b in range(n):
                 (<uint8_t*>dst)[i0 + b] = buf[rows[b].pos + at]
-                ahead(a)
+                prefetch(a)
         elif c == C_VBUCKET:
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = vbucket(buf, &rows[b])
-                ahead(a)
+                prefetch(a)
         elif c == C_STATUS:
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = status(buf, &rows[b])
-                ahead(a)
+                prefetch(a)
         elif c == C_OPAQUE:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = be32(buf + rows[b].pos + 12)
-                ahead(a)
+                prefetch(a)
         elif c == C_CAS:
             for b in range(n):
                 (<uint64_t*>dst)[i0 + b] = be64(buf + rows[b].pos + 16)
-                ahead(a)
+                prefetch(a)
         elif c == C_BODY_LEN:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = rows[b].body
-                ahead(a)
+                prefetch(a)
         elif c == C_FRAMING_LEN:
             for b in range(n):
                 (<uint8_t*>dst)[i0 + b] = rows[b].fel
-                ahead(a)
+                prefetch(a)
         elif c == C_EXTRAS_LEN:
             for b in range(n):
                 (<uint8_t*>dst)[i0 + b] = rows[b].extlen
-                ahead(a)
+                prefetch(a)
         elif c == C_KEY_OFFSET:
             for b in range(n):
                 (<uint64_t*>dst)[i0 + b] = key_offset(base, &rows[b])
-                ahead(a)
+                prefetch(a)
         elif c == C_KEY_LEN:
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = key_len(&rows[b])
-                ahead(a)
+                prefetch(a)
         elif c == C_VALUE_OFFSET:
             for b in range(n):
                 (<uint64_t*>dst)[i0 + b] = value_offset(base, &rows[b])
-                ahead(a)
+                prefetch(a)
         elif c == C_VALUE_LEN:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = value_len(&rows[b])
-                ahead(a)
+                prefetch(a)
         elif c == C_COLLECTION_ID:
             for b in range(n):
                 (<uint32_t*>dst)[i0 + b] = rows[b].cid
-                ahead(a)
+                prefetch(a)
         elif c == C_STREAM_ID:
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = rows[b].sid
-                ahead(a)
+                prefetch(a)
 
 
 
 cdef inline void all_header(Walk* w, const Frame* rows, size_t i0, size_t n,
-                            Ahead* a) noexcept nogil:
+                            Prefetch* a) noexcept nogil:
     """Every header column: one pass over the rows, each frame's header loaded once."""
     cdef char** cols = w.cols
     cdef const uint8_t* buf = w.buf
@@ -269,5 +269,5 @@ cdef inline void all_header(Walk* w, const Frame* rows, size_t i0, size_t n,
         value_lens[b] = value_len(f)
         collection_id[b] = f.cid
         stream_id[b] = f.sid
-        ahead(a)
-        ahead(a)
+        prefetch(a)
+        prefetch(a)

@@ -198,9 +198,9 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
     elif avail < size:
         return problem(e, INCOMPLETE, 0, 0)
     # unsigned wrap-around: one comparison per range
-    if <uint32_t>(f.keylen - kind_key_min[kind]) > kind_key_span[kind]:
+    if <uint32_t>(f.keylen - kind_key_min[kind]) > kind_key_range[kind]:
         return problem(e, KEY_LENGTH, opcode, f.keylen)
-    if f.value_len - kind_val_min[kind] > kind_val_span[kind]:
+    if f.value_len - kind_val_min[kind] > kind_val_range[kind]:
         return problem(e, VALUE_LENGTH, opcode, f.value_len)
     f.kind = kind
     f.sid = 0

@@ -4,14 +4,14 @@
 # written (faster than fetching only while parsing). Offsets, not pointers:
 # the cursor may be placed past the end of the input, where it fetches nothing.
 
-cdef struct Ahead:
+cdef struct Prefetch:
     const uint8_t* buf
     size_t p                # next line to fetch
     size_t stop             # the column writers fetch no further
     size_t last             # nor anybody from here on (the end of the input, less three lines)
 
 
-cdef inline void ahead(Ahead* a) noexcept nogil:
+cdef inline void prefetch(Prefetch* a) noexcept nogil:
     """Fetch one more line, if it is before ``a.stop``."""
     if a.p < a.stop:
         DCP_PREFETCH_L2(a.buf + a.p)
@@ -60,7 +60,7 @@ cdef void out_columns(Out* o, const Walk* w) noexcept nogil:
     out_block(o, 0, 0)
 
 
-cdef inline void ahead_out(Out* o) noexcept nogil:
+cdef inline void prefetch_out(Out* o) noexcept nogil:
     """Fetch one more line of the next block's rows."""
     if o.p < o.stop:
         DCP_PREFETCH_L2(o.col + o.p)
@@ -72,7 +72,7 @@ cdef inline void ahead_out(Out* o) noexcept nogil:
         o.j += 1
 
 
-cdef inline void ahead_of(Ahead* a, size_t pos) noexcept nogil:
+cdef inline void prefetch_near(Prefetch* a, size_t pos) noexcept nogil:
     """Fetch three more lines, if they are less than PREFETCH_FAR past ``pos`` (the frame
     being parsed); start PREFETCH_NEAR past it if the cursor is behind."""
     if a.p < pos + PREFETCH_FAR:

@@ -30,8 +30,8 @@ cdef uint32_t kind_key_min[MAX_KINDS]
 cdef uint32_t kind_key_max[MAX_KINDS]
 cdef uint32_t kind_val_min[MAX_KINDS]
 cdef uint32_t kind_val_max[MAX_KINDS]
-cdef uint32_t kind_key_span[MAX_KINDS]      # max - min
-cdef uint32_t kind_val_span[MAX_KINDS]
+cdef uint32_t kind_key_range[MAX_KINDS]      # max - min
+cdef uint32_t kind_val_range[MAX_KINDS]
 cdef uint8_t kind_prefixed[MAX_KINDS]
 # all ones where the kind is a response / carries a key / a value: header columns are
 # masked instead of branched on
@@ -113,8 +113,8 @@ cdef void load_kinds() except *:
     for k, kind in enumerate(P.KINDS):
         kind_key_min[k], kind_key_max[k] = kind.key
         kind_val_min[k], kind_val_max[k] = kind.value
-        kind_key_span[k] = kind_key_max[k] - kind_key_min[k]
-        kind_val_span[k] = kind_val_max[k] - kind_val_min[k]
+        kind_key_range[k] = kind_key_max[k] - kind_key_min[k]
+        kind_val_range[k] = kind_val_max[k] - kind_val_min[k]
         kind_prefixed[k] = kind.prefixed
         response_mask[k] = 0 - <uint64_t>kind.response
         vbucket_mask[k] = 0 - <uint64_t>S.carried(kind, "vbucket", False)

@@ -7,7 +7,7 @@ cdef int walk(Walk* w) noexcept nogil:
     cdef Frame rows[BLOCK]
     cdef Plan plan
     cdef Problem e
-    cdef Ahead a
+    cdef Prefetch a
     cdef Out o
     cdef size_t n = 0
     cdef Frame* f
@@ -26,10 +26,10 @@ cdef int walk(Walk* w) noexcept nogil:
     a.last = end - 192 if end > 192 else 0
     while count < most and pos < stop:
         f = &rows[n]
-        ahead_of(&a, pos)
-        ahead_out(&o)
-        ahead_out(&o)
-        ahead_out(&o)
+        prefetch_near(&a, pos)
+        prefetch_out(&o)
+        prefetch_out(&o)
+        prefetch_out(&o)
         s = parse(buf, pos, end, collections, max_frame, f, &e)
         if checking and s != INCOMPLETE:
             # still resynchronising: only a frame start that resync would accept will do

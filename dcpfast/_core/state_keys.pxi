@@ -8,7 +8,7 @@
 cdef uint64_t TAG = 0xFFFFFF0000000000, AT = 0xFFFFFFFFFF, LOW = 0xFFFFFFFF
 DEF HEADER = 16             # a record: id, key length, stream, collection (uint32 each)
 cdef char _nothing[1]       # where the keys of an empty buffer are (all empty)
-DEF AHEAD = 16              # keys whose table slot is fetched ahead of the one found
+DEF PREFETCH = 16           # keys whose table slot is fetched ahead of the one found
 DEF CHUNK = 4096            # keys copied out of their frames, then found, at a time
 DEF ROOM = 1 << 17          # the bytes they are copied to (a longer key stays in place)
 DEF FAR = 64                # frames whose key is fetched ahead of the one copied
@@ -134,8 +134,8 @@ cdef int rehash(KeyIndex ix, int64_t size) noexcept nogil:
         return -1
     memset(table, 0, size * sizeof(uint64_t))
     for d in range(ix.n):
-        if d + AHEAD < ix.n:                 # the slot of a document further on
-            DCP_PREFETCH(&table[ix.docs[d + AHEAD].hash & mask])
+        if d + PREFETCH < ix.n:              # the slot of a document further on
+            DCP_PREFETCH(&table[ix.docs[d + PREFETCH].hash & mask])
         h = ix.docs[d].hash
         at = h & mask
         while table[at]:
@@ -207,7 +207,7 @@ cdef int64_t find_chunks(KeyIndex ix, const uint8_t* base, const int64_t* starts
     """The ids of ``n`` keys (``find``), ``CHUNK`` at a time in two passes: each key of a
     chunk copied out of its frame into ``room`` and hashed, the keys ``FAR`` frames on
     fetched meanwhile (a read that runs through the input in order); then each one found,
-    the table slot of the one ``AHEAD`` on and the record of the one ``AHEAD / 2`` on
+    the table slot of the one ``PREFETCH`` on and the record of the one ``PREFETCH / 2`` on
     fetched meanwhile. In one pass the frames' lines and the table's random reads would
     compete for the same memory traffic, which two passes keep apart. ``key``, ``hashes``:
     room for a chunk. 0, or -1 where memory ran out."""
@@ -236,10 +236,10 @@ cdef int64_t find_chunks(KeyIndex ix, const uint8_t* base, const int64_t* starts
             hashes[count] = hash_key(key[count], length, unit[first + count],
                                      cid[first + count])
             count += 1
-        for i in range(min(count, AHEAD)):
+        for i in range(min(count, PREFETCH)):
             DCP_PREFETCH(&ix.table[hashes[i] & ix.mask])
         for i in range(count):
-            j = i + AHEAD // 2
+            j = i + PREFETCH // 2
             if j < count:
                 h = hashes[j]
                 entry = ix.table[h & ix.mask]
@@ -252,7 +252,7 @@ cdef int64_t find_chunks(KeyIndex ix, const uint8_t* base, const int64_t* starts
             if d < 0:
                 return -1
             ids[first + i] = d
-            j = i + AHEAD
+            j = i + PREFETCH
             if j < count:
                 DCP_PREFETCH(&ix.table[hashes[j] & ix.mask])
         first += count
@@ -432,8 +432,8 @@ cdef class KeyIndex:
         self._check(ids)
         with nogil:
             for i in range(n):
-                if i + AHEAD < n:
-                    DCP_PREFETCH(&self.docs[ids[i + AHEAD]])
+                if i + PREFETCH < n:
+                    DCP_PREFETCH(&self.docs[ids[i + PREFETCH]])
                 total += self.docs[ids[i]].length
         offsets_arr = np.empty(n + 1, np.int64)
         data_arr = np.empty(total, np.uint8)
@@ -441,13 +441,13 @@ cdef class KeyIndex:
         cdef uint8_t[::1] out = data_arr
         offsets[0] = 0
         with nogil:
-            # ids in any order (a table's key order): the record of the id AHEAD on and the
-            # key bytes of the one AHEAD / 2 on are fetched meanwhile
+            # ids in any order (a table's key order): the record of the id PREFETCH on and
+            # the key bytes of the one PREFETCH / 2 on are fetched meanwhile
             for i in range(n):
-                if i + AHEAD < n:
-                    DCP_PREFETCH(&self.docs[ids[i + AHEAD]])
-                if i + AHEAD // 2 < n:
-                    DCP_PREFETCH(self.data + self.docs[ids[i + AHEAD // 2]].off)
+                if i + PREFETCH < n:
+                    DCP_PREFETCH(&self.docs[ids[i + PREFETCH]])
+                if i + PREFETCH // 2 < n:
+                    DCP_PREFETCH(self.data + self.docs[ids[i + PREFETCH // 2]].off)
                 d = ids[i]
                 length = self.docs[d].length
                 if length:

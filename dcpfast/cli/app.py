@@ -21,6 +21,7 @@ import sys
 import threading
 
 import click
+import pyarrow as pa
 
 from ..errors import MODES, DcpFormatError
 from ..io import DEFAULT_BATCH_BYTES, open_stream
@@ -221,7 +222,6 @@ def check_output(output: str, files, *, force: bool = False, replaceable: bool =
 
 def write_table(table, output: str, fmt: str) -> None:
     """``table`` to the file ``output`` as one Arrow IPC file (``fmt`` "ipc") or Parquet."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if fmt == "ipc":

@@ -14,10 +14,12 @@ from typing import Any
 
 import click
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import schema as S
 from ..io.dumps import scan
-from ..pool import beside, threads_of
+from ..threads import beside, threads_of
 from ..values import iter_values
 from .app import (
     INPUT,
@@ -63,8 +65,6 @@ class _Writer:
     TABLE_COST = 128 << 10
 
     def __init__(self, path: str, fmt: str, background: bool = False):
-        import pyarrow as pa
-
         self.path, self.format = path, fmt
         if path == "-":                       # a copy of standard output: closed at the end
             sys.stdout.flush()                # without closing standard output itself
@@ -99,8 +99,6 @@ class _Writer:
 
     def flush(self) -> None:
         """Write the tables gathered so far, as one."""
-        import pyarrow as pa
-
         if not self._pending:
             return
         table = pa.concat_tables(self._pending)
@@ -188,8 +186,6 @@ def _csv_ready(table):
     """CSV holds text: binary values (keys, values, bodies) are written as text where they
     are UTF-8 without control characters, else as ``0x`` and hex; maps become JSON
     objects; dictionaries their values."""
-    import pyarrow as pa
-
     columns = []
     for column in table.columns:
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
@@ -212,9 +208,6 @@ def _text(column):
     """A binary Arrow array as strings: each value as text where it is UTF-8 without
     control characters, else ``0x`` and its lower-case hex; nulls kept. A column that is
     all text is converted at once."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     try:
         text = column.cast(pa.large_string())
     except pa.ArrowInvalid:
@@ -240,8 +233,6 @@ def _with_values(batch, table, keep, threads=None):
     """``table`` (only the columns ``keep``) plus body, xattrs and is_json by frame, in
     slices of frames whose values inflate to a bounded size (``iter_values``), one at a
     time."""
-    import pyarrow as pa
-
     table = table.select(keep)
     pieces = iter_values(batch, threads=threads)
     found, at = next(pieces), 0

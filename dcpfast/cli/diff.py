@@ -7,12 +7,12 @@ from __future__ import annotations
 import click
 
 from ..compare import DEFAULT_FIELDS, FIELDS, diff_errors, summary
-from ..compare.build import diff as compare
+from ..compare.api import diff as compare
 from ..compare.sides import both
 from ..documents import StateBuilder
 from ..documents.feeding import feed_batches
 from ..errors import DcpFormatError
-from ..pool import threads_of
+from ..threads import threads_of
 from .app import (
     INPUT,
     OUT_OF_MEMORY,

@@ -113,9 +113,9 @@ def _report(path, s) -> str:
             lines.append(f"  {opcode_name(int(op)) + ' resp':<22} {responses:>9,}")
     lines.append("\n  vbucket    frames  documents   first seqno    last seqno")
     for vb, v in sorted(i.vbuckets.items()):
-        span = f"{v.first_seqno:>13,} {v.last_seqno:>13,}" if v.documents \
+        seqnos = f"{v.first_seqno:>13,} {v.last_seqno:>13,}" if v.documents \
             else f"{'-':>13} {'-':>13}"
-        lines.append(f"  {vb:>7} {v.frames:>9,} {v.documents:>10,} {span}")
+        lines.append(f"  {vb:>7} {v.frames:>9,} {v.documents:>10,} {seqnos}")
     if i.vbuckets:
         lines.append(f"  frames: the vbucket's requests\n  documents: its {_DOCUMENTS}\n"
                      "  first/last seqno: the lowest and highest by_seqno of its documents")

@@ -11,7 +11,7 @@ import click
 from ..errors import DcpFormatError, text
 from ..packets import DCP_PORT
 from ..reporting import DEFAULT_STALL_SECONDS
-from ..reporting.build import report
+from ..reporting.api import report
 from ..testing import SAMPLE_PCAP
 from .app import (
     INPUT,

@@ -8,9 +8,10 @@ import json
 import os
 import tempfile
 import time
-from typing import TYPE_CHECKING
 
 import click
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..documents import StateBuilder, consistency
 from ..documents.api import state as state_of
@@ -34,9 +35,6 @@ from .app import (
     write_table,
     writing,
 )
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 #: The formats ``state`` writes (without --spark), by the output's extension.
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
@@ -140,8 +138,6 @@ def _collections_named():
 
 
 def _summary(table, output: str, seconds: float) -> None:
-    import pyarrow.compute as pc
-
     from ..documents.output import metadata
 
     points = consistency(table)

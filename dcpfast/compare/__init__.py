@@ -2,7 +2,7 @@
 scope, collection and key and returns what differs; this module holds what reads its
 result and names what it compares.
 
-``build`` holds ``diff``; ``sides`` builds each side's state and tells which documents a
+``api`` holds ``diff``; ``sides`` builds each side's state and tells which documents a
 side can vouch for (up to its consistent seqno), ``rules`` says what "the same" means,
 ``match`` matches and judges the documents, ``fields`` finds the fields that differ and
 ``output`` builds the table and reads its metadata (``summary``, ``diff_errors``).

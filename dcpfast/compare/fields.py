@@ -4,6 +4,8 @@ xattr maps included, never a Python object per document."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .rules import DATATYPE_MASK, SYSTEM_XATTR
 from .sides import Side
@@ -35,17 +37,12 @@ def _numbers(a: Side, ra: np.ndarray, b: Side, rb: np.ndarray, name: str) -> np.
 
 def _lengths(column) -> np.ndarray:
     """The lengths of a binary column's values (0 for nulls)."""
-    import pyarrow.compute as pc
-
     return pc.fill_null(pc.binary_length(column), 0).to_numpy(zero_copy_only=False)
 
 
 def _bodies(col_a, ra: np.ndarray, col_b, rb: np.ndarray) -> np.ndarray:
     """Bodies differ where their lengths do, else where their bytes do (compared only for
     the pairs of equal length)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     out = _lengths(col_a)[ra] != _lengths(col_b)[rb]
     same = np.flatnonzero(~out)
     for at in range(0, len(same), BLOCK):       # copies of a block of bodies at a time
@@ -80,17 +77,12 @@ def _maps(col_a, ra: np.ndarray, col_b, rb: np.ndarray, *, system: bool) -> np.n
 
 
 def _unequal(x, y) -> np.ndarray:
-    import pyarrow.compute as pc
-
     return ~pc.fill_null(pc.equal(x, y), False).to_numpy(zero_copy_only=False)
 
 
 def _entries(column, rows: np.ndarray, system: bool):
     """(row, name, value) of the user (or ``system``) xattrs of ``rows`` of a map column,
     sorted by row, name and value: row numbers as numpy, names and values as Arrow."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     maps = column.take(pa.array(rows))
     offsets = maps.offsets.to_numpy(zero_copy_only=False)
     start, end = int(offsets[0]), int(offsets[-1])

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .fields import differing
 from .rules import KINDS, VALUE_FIELDS, order, wanted
@@ -71,9 +73,6 @@ def _identities(a: Side, b: Side, collections):
     """The collections of both sides in order, and per side the rows ``collections``
     keeps, each row's key number (the same key has the same number on both sides) and
     collection."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     (la, ia), (lb, ib) = a.labels(), b.labels()
     labels = order(la + lb)
     keep = wanted(labels, collections)
@@ -113,9 +112,6 @@ class Identities:
         bucket; where it holds one in several vbuckets (dumps of several buckets put
         together), the row with the highest seqno (then vbucket) stands, and the identity
         is unsure if any of its rows is."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         if not self.shared:
             return np.arange(len(self.key)), unsure
         ids = self.combined()
@@ -136,9 +132,6 @@ class Identities:
 def _matched(a: Identities, b: Identities) -> tuple[np.ndarray, np.ndarray]:
     """For every identity of either side (the source's first, then the target's own),
     its index on each side, -1 where that side has none."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     if a.shared or b.shared:
         found = pc.fill_null(pc.index_in(pa.array(b.combined()),
                                          value_set=pa.array(a.combined())), -1)

@@ -6,17 +6,15 @@ per side its consistent seqnos and what skip mode passed over), with readers for
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import SkippedRegion
 from .match import EQUAL, MISMATCH, NOT_COMPARED, Judged
 from .rules import KINDS
 from .sides import SIDES, Side
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 #: The schema metadata key of the diff's metadata (JSON).
 METADATA_KEY = b"dcpfast.diff"
@@ -32,8 +30,6 @@ SIDE_COLUMNS = (("vbucket", "vbucket"), ("collection_id", "collection_id"),
 
 def diff_schema() -> pa.Schema:
     """The Arrow schema of ``diff``'s rows (without its metadata)."""
-    import pyarrow as pa
-
     types = {"vbucket": pa.uint16(), "collection_id": pa.uint32(), "by_seqno": pa.uint64(),
              "cas": pa.uint64()}
     fields = [("scope", pa.string()), ("collection", pa.string()), ("key", pa.binary()),
@@ -45,16 +41,12 @@ def diff_schema() -> pa.Schema:
 
 def summary_schema() -> pa.Schema:
     """The Arrow schema of ``summary``'s table."""
-    import pyarrow as pa
-
     return pa.schema([("scope", pa.string()), ("collection", pa.string()),
                       *((name, pa.int64()) for name in COUNTS)])
 
 
 def table(judged: Judged, a: Side, b: Side, *, include_deleted: bool) -> pa.Table:
     """The rows of the differences of ``judged``, with the metadata."""
-    import pyarrow as pa
-
     out = np.flatnonzero(judged.kind < len(KINDS))
     code = pa.array(judged.code[out])
     columns = _side_columns(out, judged, a, b)
@@ -79,8 +71,6 @@ def table(judged: Judged, a: Side, b: Side, *, include_deleted: bool) -> pa.Tabl
 
 
 def _side_columns(out: np.ndarray, judged: Judged, a: Side, b: Side) -> dict:
-    import pyarrow as pa
-
     columns = {}
     for side, rows in ((a, judged.source[out]), (b, judged.target[out])):
         index = pa.array(np.maximum(rows, 0), mask=rows < 0)
@@ -92,9 +82,6 @@ def _side_columns(out: np.ndarray, judged: Judged, a: Side, b: Side) -> dict:
 
 def _either(a: Side, ra: np.ndarray, b: Side, rb: np.ndarray, name: str):
     """Column ``name`` of the source's row, else of the target's."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     kind = a.table.schema.field(name).type
     taken = [side.column(name).take(pa.array(np.maximum(rows, 0), mask=rows < 0))
              if side.rows else pa.nulls(len(rows), kind) for side, rows in ((a, ra), (b, rb))]
@@ -103,8 +90,6 @@ def _either(a: Side, ra: np.ndarray, b: Side, rb: np.ndarray, name: str):
 
 def _fields(out: np.ndarray, judged: Judged):
     """The ``fields`` column: the names of the fields that differ, for the mismatches."""
-    import pyarrow as pa
-
     at = np.full(len(judged.kind), -1, np.int64)
     at[judged.kind == MISMATCH] = np.arange(len(judged.differs))
     which = at[out]
@@ -119,9 +104,6 @@ def _fields(out: np.ndarray, judged: Judged):
 
 def _key_order(code, key):
     """The order of rows by collection, then key bytes."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     return pc.sort_indices(pa.table({"code": code, "key": key}),
                            sort_keys=[("code", "ascending"), ("key", "ascending")])
 
@@ -154,8 +136,6 @@ def summary(table: pa.Table) -> pa.Table:
     many were ``equal``, ``missing_from_source``, ``missing_from_target``, a
     ``mismatch`` or ``not_compared`` (a side could not vouch for them: past its
     consistent seqno, see docs/diff.md): a ``pyarrow.Table`` of ``summary_schema``."""
-    import pyarrow as pa
-
     return pa.Table.from_pylist(metadata(table)["summary"], schema=summary_schema())
 
 

@@ -12,20 +12,18 @@ does a document whose value did not decode.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..arrays import unique as distinct
 from ..documents import consistency, state_errors
 from ..documents.api import state
 from ..errors import DcpFormatError, SkippedRegion, text
 from ..io.kinds import Kind, classify
-from ..pool import beside
+from ..threads import beside
 from .rules import label
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 #: The sides, in the order ``diff`` takes them.
 SIDES = ("source", "target")
@@ -59,9 +57,6 @@ class Side:
 
     def numbers(self, name: str, dtype=None) -> np.ndarray:
         """Column ``name`` as numpy, nulls as 0 (made once)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         if name not in self._numbers:
             column = self.column(name)
             zero = False if pa.types.is_boolean(column.type) else 0
@@ -71,8 +66,6 @@ class Side:
 
     def labels(self) -> tuple[list[tuple], np.ndarray]:
         """The collections of the rows (``rules.label``) and each row's index into them."""
-        import pyarrow as pa
-
         cid = self.numbers("collection_id", np.uint32)
         unique, first, inverse = distinct(cid, first=True, inverse=True)
         at = pa.array(first)
@@ -134,8 +127,8 @@ def sides(source, target, options: dict, *, together: bool) -> tuple[Side, Side]
 
 def both(make_source, make_target, *, together: bool) -> tuple[Side, Side]:
     """The sides whose state tables ``make_source()`` and ``make_target()`` build: at the
-    same time (the target's on the thread ``pool.beside`` keeps, which waits on no worker
-    of the pool the states' scans use) when ``together``, else one after the other."""
+    same time (the target's on the thread ``threads.beside`` keeps, which waits on no
+    worker of those the states' scans use) when ``together``, else one after the other."""
     if not together:
         return Side("source", make_source()), Side("target", make_target())
     other = beside(make_target)

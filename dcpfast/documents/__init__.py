@@ -2,7 +2,7 @@
 per document (or per version, with ``history``) as of the end of the dump, a seqno or a
 time; ``StateBuilder`` builds it batch by batch.
 
-``api`` holds ``state``, ``build`` ``StateBuilder``, ``feeding`` how a builder is fed from
+``api`` holds ``state``, ``builder`` ``StateBuilder``, ``feeding`` how a builder is fed from
 a source, ``processes`` the split of a dump's vbuckets among processes; ``options`` checks
 their options;
 ``rows`` turns batches into the rows the engine reads, ``restarts`` places Stream Request
@@ -12,7 +12,7 @@ points, seqno order, cut points, snapshots), ``versions`` holds the documents' v
 ``output`` builds the table and reads its metadata (``consistency``, ``state_errors``).
 """
 
-from .build import StateBuilder
+from .builder import StateBuilder
 from .options import nanoseconds
 from .output import METADATA_KEY, consistency, state_errors, state_schema
 

@@ -3,16 +3,13 @@ work; a big dump's vbuckets shared among processes (``processes``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import pyarrow as pa
 
 from ..io import DEFAULT_BATCH_BYTES
-from .build import StateBuilder
+from .builder import StateBuilder
 from .feeding import again, feed
 from .options import positive, scan_collections
 from .processes import split_state, state_processes
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 # long: the one entry point, its options checked before any work and its docstring whole

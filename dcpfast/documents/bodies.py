@@ -1,5 +1,5 @@
 """The values of versions, held by reference. Each stretch's values stay where decoding
-left them (a ``Chunk``, under an id of its own): the bodies as spans of the batch's own
+left them (a ``Chunk``, under an id of its own): the bodies as extents of the batch's own
 bytes or of the buffer its Snappy values were inflated into, the xattrs in an Arrow map
 array. A version holds ``vref``: its chunk's id << 32 | its entry there (-1: no value).
 Keeping, dropping and moving versions then copies no value; the table copies each body
@@ -14,14 +14,13 @@ import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from .. import _core, buffers
 from ..arrow import binary_column, cast_map, mask_bitmap, take_map_at
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
-    from ..values import Spans
+    from ..values import Extents
 
 _SHIFT = 32
 _ENTRY = (1 << _SHIFT) - 1
@@ -36,8 +35,6 @@ SLACK_BYTES = 64 << 10
 
 def xattr_type():
     """The Arrow type the state keeps xattrs in."""
-    import pyarrow as pa
-
     return pa.map_(pa.large_string(), pa.large_string())
 
 
@@ -80,8 +77,6 @@ Chunks = dict
 def arrow_chunk(body, xattrs) -> Chunk:
     """The chunk of the values ``body`` (``large_binary``) and ``xattrs``
     (``xattr_type``), one entry per value, its bytes left where they are."""
-    import pyarrow as pa
-
     body = body.cast(pa.large_binary())
     if not len(body):
         return Chunk((), np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -97,11 +92,9 @@ def arrow_chunk(body, xattrs) -> Chunk:
                  length, valid, xattrs)
 
 
-def spans_chunk(pieces: list[Spans]) -> tuple[np.ndarray, Chunk]:
-    """The chunk of the decoded values of a batch (``values.value_spans``), no body
+def extents_chunk(pieces: list[Extents]) -> tuple[np.ndarray, Chunk]:
+    """The chunk of the decoded values of a batch (``values.value_extents``), no body
     copied: its entries in order, and the batch's row of each one."""
-    import pyarrow as pa
-
     if not pieces:
         return np.zeros(0, np.int64), arrow_chunk(pa.array([], pa.large_binary()),
                                                   pa.array([], xattr_type()))
@@ -210,9 +203,9 @@ def _gathered(chunks: Chunks | None, vref: np.ndarray):
     bounds = buffers.pooled(8 * (n + 1)).view(np.int64)
     bounds[0] = 0
     taken = np.empty(n, np.uint8)                  # a null of a chunk is taken as a null
-    _core.values.chunk_spans([c.source for c in held], [c.start for c in held],
-                             [c.length for c in held], [c.valid for c in held], base, which,
-                             entry, source, start, bounds, taken)
+    _core.values.chunk_extents([c.source for c in held], [c.start for c in held],
+                               [c.length for c in held], [c.valid for c in held], base, which,
+                               entry, source, start, bounds, taken)
     data = buffers.pooled(int(bounds[-1]))
     every = [b for c in held for b in c.buffers]
     if n and every:
@@ -228,17 +221,17 @@ def _places(ids: list[int], vref: np.ndarray) -> np.ndarray:
         if (vref >= 0).any():
             raise ValueError("a version refers to a value chunk it does not hold")
         return np.full(len(vref), -1, np.int32)
-    lowest, span = ids[0], ids[-1] - ids[0] + 1
-    if span > 4 * len(ids) + 1024:                          # ids that wrapped
+    lowest, width = ids[0], ids[-1] - ids[0] + 1
+    if width > 4 * len(ids) + 1024:                         # ids that wrapped
         _, rank = _positions(ids, [0] * len(ids), vref)
         return np.where(vref >= 0, rank, -1).astype(np.int32)
     # place of chunk id lowest + k at k + 1; -1 below (a -1 ref), -2 where no chunk is
-    table = np.full(span + 2, -2, np.int32)
+    table = np.full(width + 2, -2, np.int32)
     table[0] = -1
     table[np.array(ids, np.int64) - lowest + 1] = np.arange(len(ids), dtype=np.int32)
     shifted = vref >> _SHIFT
     shifted -= lowest - 1
-    np.clip(shifted, 0, span + 1, out=shifted)
+    np.clip(shifted, 0, width + 1, out=shifted)
     out = table[shifted]
     if len(out) and int(out.min()) < 0 and ((out < 0) & (vref >= 0)).any():
         raise ValueError("a version refers to a value chunk it does not hold")

@@ -199,7 +199,7 @@ class Engine:
                                                   t.rel[waiting])
                               & ~barriers.cleared(t.unit[waiting], t.cid[waiting],
                                                   t.rel[waiting],
-                                                  np.full(len(waiting), barriers.span - 1))]
+                                                  np.full(len(waiting), barriers.stride - 1))]
         return com[ok], pre[ok], waiting
 
     @property

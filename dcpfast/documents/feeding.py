@@ -14,8 +14,8 @@ from ..errors import DcpFormatError, text
 from ..io.dumps import iter_batches
 from ..io.kinds import Kind, classify
 from ..pcap import CLIENT_TO_SERVER, read_pcap
-from ..pool import read_ahead
-from .build import SCANNED, StateBuilder, state_threads
+from ..threads import read_ahead
+from .builder import SCANNED, StateBuilder, state_threads
 
 
 def feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
@@ -24,17 +24,17 @@ def feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
     another thread while ``builder`` takes this one."""
     kind = classify(source).kind
     feed_batches(builder, _batches(source, kind, errors, {**reading, "threads": 1}),
-                 ahead=state_threads(reading["threads"]) > 1 and (kind.path or kind.buffer))
+                 threaded=state_threads(reading["threads"]) > 1 and (kind.path or kind.buffer))
 
 
 def feed_batches(builder: StateBuilder, batches: Iterable[FrameBatch], *,
-                 ahead: bool = False, located: bool = False) -> None:
+                 threaded: bool = False, located: bool = False) -> None:
     """Feed ``builder`` ``batches``, those of one stream in order: a capture's
-    client-to-server batches to ``client``, the others to ``update``. ``ahead``: the next
-    batch is read on another thread while ``builder`` takes this one
-    (``pool.read_ahead``). ``located``: a strict error met in a capture's batch says which
+    client-to-server batches to ``client``, the others to ``update``. ``threaded``: the
+    next batch is read on another thread while ``builder`` takes this one
+    (``threads.read_ahead``). ``located``: a strict error met in a capture's batch says which
     TCP stream its offset is a position in."""
-    with read_ahead(batches, threaded=ahead) as stream:
+    with read_ahead(batches, threaded=threaded) as stream:
         for batch in stream:
             connection = getattr(batch, "connection", None)
             if connection is not None and connection.direction == CLIENT_TO_SERVER:

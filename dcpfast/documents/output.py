@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow as pa
 
 from .. import _core
 from .._core.contract import W_COMMIT, W_MUTATION, ValidityRequest, ValidityResult
@@ -26,8 +27,6 @@ METADATA_KEY = b"dcpfast.state"
 
 def state_schema(*, values: bool = True, history: bool = False):
     """The Arrow schema of ``state``'s table (without its metadata)."""
-    import pyarrow as pa
-
     time = pa.timestamp("ns", tz="UTC")
     fields = [("vbucket", pa.uint16()), ("collection_id", pa.uint32()),
               ("scope", pa.string()), ("collection", pa.string()), ("key", pa.binary()),
@@ -78,8 +77,6 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
     """The rows of ``state``: ``versions`` (of documents of ``index``) as the schema says,
     named by ``manifest``, filtered by ``collections``, with ``metadata`` in the schema.
     Each Arrow column is taken once, in the final order."""
-    import pyarrow as pa
-
     schema = state_schema(values=values, history=history)
     if versions is None or not len(versions):
         out = schema.empty_table()
@@ -115,8 +112,6 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
 
 
 def _columns(versions: Versions, manifest: Manifest) -> dict:
-    import pyarrow as pa
-
     what = versions["what"]
     carries_flags = (what == W_MUTATION) | (what == W_COMMIT)
     cid = versions["cid"]
@@ -146,8 +141,6 @@ def _validity(seqno: np.ndarray, cas: np.ndarray, gone: np.ndarray, same: np.nda
     ``kept`` among them (None: all), as Arrow columns: a version lasts until the next
     version of its document (kept or not), or the collection clear that ended it
     (``_core.state.validity``, one pass, into Arrow's memory pool)."""
-    import pyarrow as pa
-
     time = pa.timestamp("ns", tz="UTC")
     m = len(seqno) if kept is None else len(kept)
     out = _core.state.validity(ValidityRequest(
@@ -212,8 +205,6 @@ def consistency(table):
     (or a capture gap, or skipped damage) showed frames lost; ``starts_after``, the seqno
     at or below which the stream sent nothing (0: it began at the beginning), so that a
     document last changed there is not in the table. A ``pyarrow.Table``."""
-    import pyarrow as pa
-
     meta = metadata(table)
     rows, unrestored = meta["consistency"], set(meta.get("unrestored", ()))
     lost = set(meta.get("lost", ()))

@@ -25,22 +25,19 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import DcpFormatError
 from ..io.dumps import iter_batches
 from ..io.kinds import Kind, classify
-from ..pool import shares, threads_of
 from ..streams.frames import requests
-from .build import StateBuilder
+from ..threads import shares, threads_of
+from .builder import StateBuilder
 from .feeding import again, feed
 from .output import METADATA_KEY, metadata
 from .problems import LISTED
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 _VBUCKETS = 1 << 16
 #: The sources whose vbuckets processes share: a dump's path, a directory's, a glob's.
@@ -59,7 +56,7 @@ def state_processes(processes: int, source) -> int:
 def vbucket_ranges(weights: np.ndarray, parts: int) -> list[tuple[int, int]]:
     """Contiguous ranges ``[low, high)`` of vbucket ids covering them all, at most
     ``parts``, each with about as much of ``weights`` (frames per vbucket id, the cuts of
-    ``pool.shares``) and none without any."""
+    ``threads.shares``) and none without any."""
     ends = np.cumsum(weights)
     total = int(ends[-1]) if len(ends) else 0
     bounds, before = [0], 0
@@ -131,8 +128,6 @@ def first_error(errors: list[tuple[int, Exception]]) -> Exception:
 
 def _joined(outcomes: list[tuple]) -> pa.Table:
     """The shares' tables, in vbucket order, as one table with their metadata as one."""
-    import pyarrow as pa
-
     errors = [e for _, e in outcomes if e is not None]
     if errors:
         raise first_error(errors)
@@ -197,8 +192,6 @@ class _Worker:
 
     def outcome(self) -> tuple:
         """(its table, None) or (None, the error it met)."""
-        import pyarrow as pa
-
         assert self.process.stdout is not None
         out = self.process.stdout.read()
         self.process.wait()
@@ -239,8 +232,6 @@ def work() -> None:
     """A worker process: build the share read from standard input, write its table to the
     file it names and say on standard output how it went."""
     sys.meta_path.insert(0, _NoPandas())
-    import pyarrow as pa
-
     spec = json.loads(sys.stdin.buffer.read())
     options = spec["options"]
     if isinstance(options["at_seqno"], dict):

@@ -18,6 +18,7 @@ values are wanted, is entry ``value_at`` of the rows' chunk of values (``bodies`
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from .. import arrow, buffers
 from .. import protocol as P
@@ -26,7 +27,7 @@ from ..arrays import at
 from ..batch import FrameBatch, kinds_of, view_of
 from ..errors import SkippedRegion
 from ..streams.checks import EVENT_OF_OPCODE, oso_events
-from ..values import value_spans
+from ..values import value_extents
 from . import bodies
 from .bodies import xattr_type
 
@@ -163,8 +164,6 @@ NUMERIC = {"pos": np.int64, "what": np.uint8, "unit": np.uint32, "seqno": np.uin
 def make_rows(n: int, values: bool, keys=None, body=None, xattrs=None, **columns) -> Rows:
     """``n`` rows of ``columns`` (numpy arrays); the columns not given are zeros (-1 for
     ``value_at``: no value)."""
-    import pyarrow as pa
-
     out: dict = {name: np.zeros(n, dtype) for name, dtype in NUMERIC.items()}
     out["value_at"] = np.full(n, -1, np.int64)
     for name, column in columns.items():
@@ -400,8 +399,8 @@ def _values(batch: FrameBatch, doc_rows: np.ndarray, threads: int | None,
     aborts), those values (of the frames ``valued`` flags, where given) as a chunk
     (null where they do not decode): where they lie decoded, none copied; and the ones
     that do not decode."""
-    spans, damaged = value_spans(batch, threads=threads, frames=valued)
-    rows, chunk = bodies.spans_chunk(spans)
+    extents, damaged = value_extents(batch, threads=threads, frames=valued)
+    rows, chunk = bodies.extents_chunk(extents)
     where = np.full(len(batch), -1, np.int64)
     where[rows] = np.arange(len(rows))
     return where[doc_rows], chunk, damaged

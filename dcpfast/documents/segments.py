@@ -49,13 +49,13 @@ class Barriers:
     """
 
     def __init__(self, restarts, clears, size: int):
-        self.span = size + 3                       # rel values are below this
+        self.stride = size + 3           # a key's stride: the rel values are below it
         unit, rel, point = restarts
         order = np.lexsort((rel, unit))
         self.r_unit, self.r_rel, self.r_point = unit[order], rel[order], point[order]
         self.r_units = distinct(self.r_unit)
         ids, _ = dense(self.r_unit, self.r_units)
-        self.r_key = ids * self.span + self.r_rel
+        self.r_key = ids * self.stride + self.r_rel
         # the restart points with a sentinel, for range minima by reduceat
         self.r_min = np.append(self.r_point, U64_MAX).astype(np.uint64)
         unit, cid, rel, seqno = clears
@@ -65,7 +65,7 @@ class Barriers:
         self.c_unit = unit[order]
         self.c_known = distinct(self.c_keys)
         ids, _ = dense(self.c_keys, self.c_known)
-        self.c_key = ids * self.span + self.c_rel
+        self.c_key = ids * self.stride + self.c_rel
         kept = self.c_kept = ~self.discarded(self.c_unit, self.c_seqno, self.c_rel)
         # surviving clears' seqnos, suffix minima per collection key (for gone_after)
         self.c_left = np.where(kept, self.c_seqno, U64_MAX).astype(np.uint64)
@@ -88,9 +88,10 @@ class Barriers:
         if not len(self.r_unit) or not n:
             return out
         ids, found = dense(np.asarray(unit, np.uint32), self.r_units)
-        hi = np.full(n, self.span - 1, np.int64) if hi is None else np.asarray(hi, np.int64)
-        first = np.searchsorted(self.r_key, ids * self.span + np.asarray(lo, np.int64), "right")
-        stop = np.searchsorted(self.r_key, ids * self.span + hi, "left")
+        hi = np.full(n, self.stride - 1, np.int64) if hi is None else np.asarray(hi, np.int64)
+        base = ids * self.stride
+        first = np.searchsorted(self.r_key, base + np.asarray(lo, np.int64), "right")
+        stop = np.searchsorted(self.r_key, base + hi, "left")
         some = found & (first < stop)
         if some.any():
             bounds = np.empty(2 * int(some.sum()), np.int64)
@@ -105,8 +106,9 @@ class Barriers:
     def _clear_bounds(self, unit, cid, lo, hi):
         keys = np.asarray(unit, np.uint64) << np.uint64(32) | np.asarray(cid, np.uint64)
         ids, found = dense(keys, self.c_known)
-        first = np.searchsorted(self.c_key, ids * self.span + np.asarray(lo, np.int64), "right")
-        stop = np.searchsorted(self.c_key, ids * self.span + np.asarray(hi, np.int64), "left")
+        base = ids * self.stride
+        first = np.searchsorted(self.c_key, base + np.asarray(lo, np.int64), "right")
+        stop = np.searchsorted(self.c_key, base + np.asarray(hi, np.int64), "left")
         return found, first, stop
 
     def cleared(self, unit, cid, lo, hi) -> np.ndarray:
@@ -123,7 +125,7 @@ class Barriers:
         out = np.full(len(unit), U64_MAX, np.uint64)
         if not len(self.c_keys) or not len(unit):
             return out
-        found, first, stop = self._clear_bounds(unit, cid, lo, self.span - 1)
+        found, first, stop = self._clear_bounds(unit, cid, lo, self.stride - 1)
         some = found & (first < stop)
         out[some] = self.c_suffix[first[some]]
         return out

@@ -175,7 +175,7 @@ class Latest:
             zero = np.zeros(len(run), np.int64)
             out = barriers.discarded(run["unit"], run["seqno"], zero)
             self.lost.add(run, out & (run["gone"] == ALIVE))
-            out |= barriers.cleared(run["unit"], run["cid"], zero, zero + barriers.span - 1)
+            out |= barriers.cleared(run["unit"], run["cid"], zero, zero + barriers.stride - 1)
             run["gone"][out] = DISCARDED
         self.lost.add_streams(self.dropped_above(barriers.restart_min))
         unit, cid, seqno = self.clears
@@ -211,7 +211,7 @@ class Latest:
             out = barriers.discarded(versions["unit"], versions["seqno"], rel)
             self.lost.add(versions, out)
             out |= barriers.cleared(versions["unit"], versions["cid"], rel,
-                                    np.full(len(rel), barriers.span - 1))
+                                    np.full(len(rel), barriers.stride - 1))
             versions["gone"][out] = DISCARDED
         versions = versions.compacted()         # a few of a stretch's values: copied
         if not self.runs and barriers.empty:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 
 import numpy as np
+import pyarrow as pa
 
 from .. import protocol as P
 from ..batch import FrameBatch, scan_view
@@ -270,8 +271,6 @@ class Batches(Iterator[FrameBatch]):
         self._batches.close()              # type: ignore[attr-defined]
 
     def __arrow_c_stream__(self, requested_schema=None):
-        import pyarrow as pa
-
         reader = pa.RecordBatchReader.from_batches(self.schema, _record_batches(self))
         return reader.__arrow_c_stream__(requested_schema)
 

@@ -22,7 +22,7 @@ import stat
 import numpy as np
 
 from ..buffers import byte_view, recycled
-from ..pool import parts_for, run
+from ..threads import parts_for, run
 from .compression import DecodedStream, read_into, zero_for
 
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)   # drops a mapping's pages, not its data

@@ -1,6 +1,6 @@
 """The threaded scan: one buffer's frames decoded by several threads at once, exactly as
 one scan finds them (``scanner`` hands ``scan``, ``read`` and ``iter_batches`` the scan
-for their thread count; the threads are ``pool``'s).
+for their thread count; the threads are those of ``dcpfast.threads``).
 
 A large buffer is cut into byte ranges, one a thread. Each range starts at its anchor
 (``ranges.anchor``, the algorithm the Spark data source splits files with: the first frame
@@ -29,8 +29,8 @@ import threading
 from .. import _core
 from .._core import ScanRequest, ScanResult
 from ..batch import Scanner
-from ..pool import parts_for, run
 from ..schema import BINARY
+from ..threads import parts_for, run
 from .ranges import anchor
 
 #: Bytes a thread scans at least: an input of fewer than twice this is scanned by one
@@ -110,8 +110,8 @@ class _Job:
         self.parts = len(bounds) - 1
         self.viewed = _viewed(request)
         self.out = _core.scan.Columns(request.names, rows, self.viewed)
-        span = max(bounds[-1] - bounds[0], 1)
-        self.slots = [rows * (b - bounds[0]) // span for b in bounds]
+        width = max(bounds[-1] - bounds[0], 1)
+        self.slots = [rows * (b - bounds[0]) // width for b in bounds]
         # per range, its pieces as (result, Columns of a spill or None, first row in out)
         self.found: list[list] = [[] for _ in range(self.parts)]
         self.done = [False] * self.parts
@@ -213,7 +213,7 @@ class _Job:
     def _stuck(self) -> bool:
         """Whether no piece can be placed now without waiting for a walk that has not
         started (under the lock). A thread never waits for one: its task may be queued
-        behind tasks of other scans sharing the pool, themselves waiting; ``result``
+        behind tasks of other scans sharing the workers, themselves waiting; ``result``
         places what is left."""
         k, j = self.next
         return not self.open or k >= self.parts or self.chains[k] is False or \

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 
 from ..batch import FrameBatch, parts_of
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 CLIENT_TO_SERVER = "client->server"
 SERVER_TO_CLIENT = "server->client"
@@ -57,8 +55,6 @@ class CaptureBatch(FrameBatch):
 
     def to_arrow(self, *, binary_view: bool = False) -> pa.Table:
         """``FrameBatch.to_arrow`` plus ``timestamp`` (ns, UTC) and the connection columns."""
-        import pyarrow as pa
-
         table = super().to_arrow(binary_view=binary_view)
         n, c = len(self), self.connection
         zeros = pa.array(np.zeros(n, np.int32))

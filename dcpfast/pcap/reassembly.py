@@ -37,7 +37,7 @@ HELD_SEGMENT_COST = 1024
 REORDER_BUDGET = 256 * 1024 * 1024
 
 
-class Span:
+class Run:
     """Contiguous bytes of one direction: pieces ``src[starts[i]:][:lengths[i]]`` that end
     at stream offsets ``ends[i]``, each with its packet's capture time."""
 
@@ -54,8 +54,8 @@ class Span:
     def hi(self) -> int:
         return int(self.ends[-1])
 
-    def cut(self, lo, hi) -> Span:
-        """The part of this span between stream offsets ``lo`` and ``hi`` (non-empty).
+    def cut(self, lo, hi) -> Run:
+        """The part of this run between stream offsets ``lo`` and ``hi`` (non-empty).
 
         The pieces are contiguous (each starts where the one before ends), so the ones
         kept are found by bisection: the cost is that of the pieces kept.
@@ -72,17 +72,17 @@ class Span:
         if tail > 0:
             lengths[-1] -= tail
             ends[-1] = hi
-        return Span(self.src, starts, lengths, ends, ts)
+        return Run(self.src, starts, lengths, ends, ts)
 
-    def owned(self) -> Span:
+    def owned(self) -> Run:
         """A copy that holds its own bytes and arrays (the capture chunk and the walked
         rows it points into go away)."""
         bounds = np.zeros(len(self.lengths) + 1, np.int64)
         np.cumsum(self.lengths, out=bounds[1:])
         data = np.empty(int(bounds[-1]), np.uint8)
         core.scan.gather(self.src, self.starts.astype(np.uint64), bounds, data)
-        return Span(data, bounds[:-1].copy(), self.lengths.copy(), self.ends.copy(),
-                    self.ts.copy())
+        return Run(data, bounds[:-1].copy(), self.lengths.copy(), self.ends.copy(),
+                   self.ts.copy())
 
 
 class Held:
@@ -104,7 +104,7 @@ class Direction:
 
     ``origin`` is the sequence number of stream offset 0 (None until the first segment);
     ``next`` the offset of the first byte not yet in order. In-order bytes wait in
-    ``parts`` (spans and gap markers) until a flush scans them after ``tail``, the bytes
+    ``parts`` (runs and gap markers) until a flush scans them after ``tail``, the bytes
     the previous scan left (an incomplete frame).
     """
 
@@ -118,10 +118,10 @@ class Direction:
         self.origin: int | None = None
         self.next = 0
         self.fin_at = None
-        self.parts: list = []          # spans, and (lo, hi) gap markers
-        #: Segments waiting for the hole before them: a heap of (lo, arrival, span, what
+        self.parts: list = []          # runs, and (lo, hi) gap markers
+        #: Segments waiting for the hole before them: a heap of (lo, arrival, run, what
         #: it counts against ``REORDER_WINDOW``).
-        self.pending: list[tuple[int, int, Span, int]] = []
+        self.pending: list[tuple[int, int, Run, int]] = []
         #: What they count against ``REORDER_WINDOW``.
         self.pending_bytes = 0
         self.arrivals = 0              # segments (runs) taken so far: their arrival order
@@ -183,32 +183,32 @@ class Direction:
             if not len(ts):
                 return
         if not self.pending and off[0] == self.next and (off[1:] == ends[:-1]).all():
-            self.parts.append(Span(buf, starts, lengths, ends, ts))     # in order
+            self.parts.append(Run(buf, starts, lengths, ends, ts))      # in order
             self.next = int(ends[-1])
             return
         runs = np.flatnonzero(off[1:] != ends[:-1]) + 1
         for a, b in zip([0, *runs.tolist()], [*runs.tolist(), len(off)]):
-            self._run(Span(buf, starts[a:b], lengths[a:b], ends[a:b], ts[a:b]))
+            self._take(Run(buf, starts[a:b], lengths[a:b], ends[a:b], ts[a:b]))
 
-    def _run(self, span):
+    def _take(self, run):
         """Take a run of contiguous segments (consecutive in arrival order)."""
-        if span.hi <= self.next:
+        if run.hi <= self.next:
             return                                   # all retransmitted
-        if not self.pending and span.lo <= self.next:
-            if span.lo < self.next:
-                span = span.cut(self.next, span.hi)
-            self.parts.append(span)                  # in order, nothing held to weigh
-            self.next = span.hi
+        if not self.pending and run.lo <= self.next:
+            if run.lo < self.next:
+                run = run.cut(self.next, run.hi)
+            self.parts.append(run)                   # in order, nothing held to weigh
+            self.next = run.hi
             return
         self.arrivals += 1
         cost = 0
-        if span.lo > self.next:
-            span = span.owned()                      # it waits past this chunk
-            cost = span.hi - span.lo + HELD_SEGMENT_COST
+        if run.lo > self.next:
+            run = run.owned()                        # it waits past this chunk
+            cost = run.hi - run.lo + HELD_SEGMENT_COST
             self.pending_bytes += cost
             self.held.bytes += cost
-        heapq.heappush(self.pending, (span.lo, self.arrivals, span, cost))
-        if span.lo <= self.next:
+        heapq.heappush(self.pending, (run.lo, self.arrivals, run, cost))
+        if run.lo <= self.next:
             self._drain()
         while self.pending and (self.pending_bytes > REORDER_WINDOW or
                                 self.held.bytes > REORDER_BUDGET):
@@ -217,14 +217,14 @@ class Direction:
     def _drain(self):
         """Move the held bytes from ``next`` on into ``parts`` while they are contiguous:
         each byte from the earliest-arrived segment that holds it."""
-        at, active = self.next, list[tuple[int, Span]]()      # (arrival, span) over ``at``
+        at, active = self.next, list[tuple[int, Run]]()       # (arrival, run) over ``at``
         while True:
             while self.pending and self.pending[0][0] <= at:
-                _, arrival, span, cost = heapq.heappop(self.pending)
+                _, arrival, run, cost = heapq.heappop(self.pending)
                 self.pending_bytes -= cost
                 self.held.bytes -= cost
-                if span.hi > at:
-                    heapq.heappush(active, (arrival, span))
+                if run.hi > at:
+                    heapq.heappush(active, (arrival, run))
             while active and active[0][1].hi <= at:
                 heapq.heappop(active)
             if not active:
@@ -236,7 +236,7 @@ class Direction:
         self.next = at
 
     def _gap(self, to=None):
-        """Give up on the bytes before the first held span (or before ``to``)."""
+        """Give up on the bytes before the first held run (or before ``to``)."""
         lo = self.pending[0][0] if to is None else to
         self.parts.append((self.next, lo))
         self.counters["gaps"] += 1
@@ -261,24 +261,24 @@ class Direction:
                 group.append(part)
         yield from self._scan(group, None, final)
 
-    def _scan(self, spans, gap, final):
+    def _scan(self, runs, gap, final):
         resume, opts = self.resume, self.options
         tail = resume.take_tail()
-        size = len(tail) + sum(s.hi - s.lo for s in spans)
+        size = len(tail) + sum(s.hi - s.lo for s in runs)
         if not size and gap is None:
             return
         buf = np.empty(size, np.uint8)
         buf[:len(tail)] = tail
         at = len(tail)
-        for s in spans:
+        for s in runs:
             bounds = np.empty(len(s.lengths) + 1, np.int64)
             bounds[0] = at
             np.cumsum(s.lengths, out=bounds[1:])
             bounds[1:] += at
             core.scan.gather(s.src, s.starts.astype(np.uint64), bounds, buf)
             at = int(bounds[-1])
-        ends = np.concatenate([self.tail_ends, *(s.ends for s in spans)])
-        stamps = np.concatenate([self.tail_ts, *(s.ts for s in spans)])
+        ends = np.concatenate([self.tail_ends, *(s.ends for s in runs)])
+        stamps = np.concatenate([self.tail_ts, *(s.ts for s in runs)])
         base, ended = resume.base, final or gap is not None
         if resume.options.collections is None and not ended and size < SNIFF_BYTES:
             resume.tail, self.tail_ends, self.tail_ts = buf, ends, stamps   # decide later

@@ -9,18 +9,14 @@ had. A key's count is then a lower bound, short by at most ``floor`` (exact whil
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
+import pyarrow as pa
 
 from .. import protocol as P
 from ..arrays import unique as distinct
 from ..arrow import binary, positions
 from ..batch import FrameBatch, view_of
 from ..events import Manifest
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 #: The document changes by column of ``Content.collections``.
 CHANGES = (P.Opcode.MUTATION, P.Opcode.DELETION, P.Opcode.EXPIRATION, P.Opcode.PREPARE,
@@ -95,8 +91,6 @@ class Content:
         return found
 
     def _count_keys(self, batch: FrameBatch, rows: np.ndarray, cids: np.ndarray) -> None:
-        import pyarrow as pa
-
         if not len(rows):
             return
         if len(rows) < _FEW:                  # a few keys wait as bytes (a table is costly)
@@ -117,8 +111,6 @@ class Content:
 
     def _flush(self) -> None:
         """Add the key counts waiting (small batches are counted together)."""
-        import pyarrow as pa
-
         if self._few:
             cids, keys = zip(*self._few)
             self._waiting.append(pa.table({
@@ -130,8 +122,6 @@ class Content:
             self._add_keys(pa.concat_tables(waiting))
 
     def _add_keys(self, found: pa.Table) -> None:
-        import pyarrow as pa
-
         if self.keys is not None:
             found = pa.concat_tables([self.keys, found])
         found = found.group_by(["collection_id", "key"], use_threads=False) \

@@ -28,8 +28,8 @@ from ..io.dumps import iter_batches, scan
 from ..io.kinds import classify
 from ..packets import DCP_PORT
 from ..pcap import CLIENT_TO_SERVER, read_pcap
-from ..pool import read_ahead
 from ..streams.frames import IS_MESSAGE, requests
+from ..threads import read_ahead
 from .clock import CAPTURE, CAS, cas_times
 from .conversation import Conversation
 from .partial import Partial

@@ -6,10 +6,12 @@ once (``spark.read``) or as they grow (``spark.readStream``).
   partitions and splits large ones into byte ranges (``io.ranges``).
 * ``method="arrow"`` / ``"pandas"``: Spark's ``binaryFile`` source and ``mapInArrow``
   (``decode_arrow``) or ``mapInPandas`` (``decode_pandas``); files must be under 2 GiB.
-* ``spark.readStream.format("dcp")``: the stream reader of ``stream``.
+* ``spark.readStream.format("dcp")``: the stream reader of ``stream_reader``.
 
-pyspark is imported only by the functions that need it; the decoding itself runs on the
-executors, which need dcpfast installed.
+The data source's class (``dcp_source``) and its readers (``reader``, ``stream_reader``)
+subclass pyspark's: ``register`` imports them, so that pyspark is imported only by the
+functions that need it; the decoding itself runs on the executors, which need dcpfast
+installed.
 """
 
 from __future__ import annotations
@@ -21,57 +23,16 @@ import os
 from ..errors import checked_mode
 from .convert import decode_arrow, decode_pandas
 from .schema import output_columns, spark_schema
-from .source import check_inputs, option, parallelism, reader_classes
-from .stream import stream_reader_class
+from .source import check_inputs, parallelism
 from .workers import check_interpreter, identity, registered
 
 
-def _datasource_class():
-    """The ``dcp`` data source class (built on demand: it subclasses pyspark's)."""
-    from pyspark.sql.datasource import DataSource
-
-    reader, filtering = reader_classes()
-    streamer = stream_reader_class()
-
-    class DcpDataSource(DataSource):
-        """``spark.read.format("dcp").options(...).load(path)``: DCP dumps as frame rows;
-        ``spark.readStream.format("dcp")``: the same, as the dumps grow.
-
-        Options: ``columns`` (comma-separated projection, reaching the scanner;
-        ``all``; default ``schema.DEFAULT``), ``values`` (add ``content``/``xattrs``),
-        ``errors`` (strict/skip), ``filterPushdown`` (true: take Spark's filters on
-        frame columns; only while ``spark.sql.python.filterPushdown.enabled`` is true,
-        which ``read_dcp`` reads), ``collections`` (true/false/auto), ``partitionBytes``
-        (default 128m; files above it are split into byte ranges), ``parallelism`` (the
-        partition count is made a multiple of it; ``read_dcp`` passes the session's),
-        ``leadInBytes``, ``batchBytes``, ``maxFrameSize``; streaming:
-        ``maxBytesPerTrigger``, ``maxFilesPerTrigger``. ``load`` takes a file, a
-        directory or a list of them, local or any URI pyarrow's filesystems open (s3://,
-        gs://, hdfs://...).
-        """
-
-        @classmethod
-        def name(cls):
-            return "dcp"
-
-        def schema(self):
-            return spark_schema(self.options.get("columns"),
-                                bool(option(self.options, "values", False, bool)))
-
-        def reader(self, schema):
-            pushdown = option(self.options, "filterPushdown", False, bool)
-            return (filtering if pushdown else reader)(self.options, schema)
-
-        def streamReader(self, schema):
-            return streamer(self.options, schema)
+def data_source():
+    """The ``dcp`` data source class, for ``spark.dataSource.register`` (its module
+    imports pyspark)."""
+    from .dcp_source import DcpDataSource
 
     return DcpDataSource
-
-
-@functools.cache
-def data_source():
-    """The ``dcp`` data source class, for ``spark.dataSource.register``."""
-    return _datasource_class()
 
 
 def register(spark) -> None:

@@ -24,6 +24,9 @@ import json
 import posixpath
 import time
 
+import pyarrow as pa
+from pyarrow import fs
+
 from ..errors import text
 from .output import located, summary
 from .source import filesystem
@@ -57,8 +60,6 @@ def check(out: str, mode: str, schema, partition_by, app_id: str | None,
     ``mode`` does not allow what is at ``out``: a Delta table for ``"error"``, anything
     but a Delta table or an empty directory for every mode, a table of other columns or
     partitions for ``"append"``."""
-    from pyarrow import fs
-
     store, root, info = located(out, mode)
     if info.type == fs.FileType.NotFound:
         return False, None
@@ -90,8 +91,6 @@ def check(out: str, mode: str, schema, partition_by, app_id: str | None,
 
 def table_schema(schema):
     """The table's schema: the rows' Arrow schema with every dictionary as its values."""
-    import pyarrow as pa
-
     return pa.schema([pa.field(f.name, f.type.value_type, f.nullable)
                       if pa.types.is_dictionary(f.type) else f for f in schema])
 
@@ -161,8 +160,6 @@ def running(out: str, job: str) -> str:
 def settle(out: str, job: str, files) -> bool:
     """In a task, once its ``files`` (paths in the table) are written: whether job
     ``job`` still runs; where it no longer does, the files are deleted."""
-    from pyarrow import fs
-
     store, root = filesystem(out)
     if store.get_file_info(running(out, job)).type == fs.FileType.File:
         return True
@@ -175,8 +172,6 @@ def settle(out: str, job: str, files) -> bool:
 def sweep(out: str, job: str, keep) -> None:
     """Delete the job's files that the table does not name (``keep``: those it does),
     and the partition folders left empty, once its ``running`` marker is gone."""
-    from pyarrow import fs
-
     store, root = filesystem(out)
     with contextlib.suppress(FileNotFoundError, OSError):
         store.delete_file(running(out, job))

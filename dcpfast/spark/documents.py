@@ -29,7 +29,7 @@ from .._core import contract as C
 from ..arrow import cast_map
 from ..documents import StateBuilder, state_schema
 from ..documents.bodies import xattr_type
-from ..documents.build import Problem
+from ..documents.builder import Problem
 from ..documents.output import metadata
 from ..documents.problems import LISTED
 from ..documents.rows import DOCUMENTS, Rows, make_rows

@@ -17,6 +17,8 @@ import posixpath
 import re
 import uuid
 
+from pyarrow import fs
+
 from ..errors import text
 from .source import filesystem
 
@@ -26,8 +28,6 @@ MODES = ("error", "errorifexists", "overwrite", "append")
 
 
 def _entries(store, where: str, recursive: bool = False):
-    from pyarrow import fs
-
     return store.get_file_info(fs.FileSelector(where, recursive=recursive))
 
 
@@ -48,8 +48,6 @@ def check(out: str, mode: str) -> bool:
     in ``column=value`` directories, ``_SUCCESS``, staging directories), never anything
     else: a Parquet file of another writer is refused too. ``append``: anything.
     """
-    from pyarrow import fs
-
     store, root, info = located(out, mode)
     if info.type == fs.FileType.NotFound:
         return False
@@ -171,8 +169,6 @@ def _folder_key(folder: str):
 
 def abort(out: str, job: str) -> None:
     """Delete what the job's task attempts staged, and ``_temporary`` when it is empty."""
-    from pyarrow import fs
-
     store, root = filesystem(out)
     stage = staging(out, job)
     if store.get_file_info(stage).type != fs.FileType.NotFound:
@@ -191,8 +187,6 @@ def finish(out: str, job: str, created: bool, committed: bool) -> None:
 
 def drop_if_empty(store, where: str) -> None:
     """Delete the directory ``where`` if it is empty."""
-    from pyarrow import fs
-
     info = store.get_file_info(where)
     if info.type == fs.FileType.Directory and not _entries(store, where):
         store.delete_dir(where)

@@ -18,6 +18,8 @@ import os
 import pickle
 from collections.abc import Iterable, Iterator
 
+import pyarrow as pa
+
 from ..errors import text
 from ..packets import DCP_PORT
 from ..reporting import DEFAULT_STALL_SECONDS, Report
@@ -40,8 +42,6 @@ def _partials(units: list[Unit], options: Options, driver: str):
     """The function each task maps its unit numbers with: each unit read into a pickled
     partial aggregate (by the dcpfast the driver runs, ``driver``: see ``workers``)."""
     def read(batches):
-        import pyarrow as pa
-
         same_dcpfast(driver)
         for batch in batches:
             for number in batch.column(0).to_pylist():

@@ -24,6 +24,8 @@ import os
 import time
 from collections.abc import Sequence
 
+import pyarrow as pa
+
 from .. import protocol as P
 from ..errors import checked_mode
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan
@@ -43,7 +45,6 @@ def run_task(options: dict, batches):
     """``mapInArrow`` function of a job: for each partition id in ``batches`` (one, as the
     job plans), decode that partition's pieces and write their Parquet files; yields one
     row per id, what was written."""
-    import pyarrow as pa
     from pyspark import TaskContext
 
     same_dcpfast(options.get("dcpfast"))

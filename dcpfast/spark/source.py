@@ -1,7 +1,7 @@
 """Reading dumps on Spark: the files under the inputs, their pieces (whole files and byte
-ranges), a piece's frames as the record batches Spark takes, and the batch reader of the
-``dcp`` data source (``datasource`` assembles the source). Needs pyspark only in the
-reader classes.
+ranges), a piece's frames as the record batches Spark takes, and the options of the
+``dcp`` data source's readers (``reader``, ``stream_reader``). Needs pyspark only in
+``ReadOptions``.
 """
 
 from __future__ import annotations
@@ -12,23 +12,22 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 
+from pyarrow import fs
+
 from .. import protocol as P
 from ..batch import FrameBatch
 from ..errors import DcpFormatError, checked_mode, text
 from ..io.compression import codec_of
 from ..io.dumps import iter_batches, scan
 from ..io.kinds import is_capture
-from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan, range_batches
+from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, range_batches
 from ..options import SNIFF_BYTES, ScanOptions
 from .convert import noted, reported, scanner_columns, to_record_batch
-from .filters import condition, keep, wanted
-from .workers import same_dcpfast
+from .filters import keep, wanted
 
 
 def filesystem(uri: str):
     """The pyarrow filesystem and in-filesystem path of a local path or a URI."""
-    from pyarrow import fs
-
     if uri.startswith("file:"):
         uri = "/" + uri[5:].lstrip("/")
     if "://" in uri:
@@ -60,8 +59,6 @@ def list_files(paths: Sequence[str], *, exclude: Sequence[str] = ()
     named or one inside a directory) and what is neither a file nor a directory (a FIFO,
     a device) raise with their reason, never skipped without a word.
     """
-    from pyarrow import fs
-
     out = []
     fenced = [filesystem(x)[1].rstrip("/") + "/" for x in exclude]
     for path in paths:
@@ -277,49 +274,6 @@ class ReadOptions:
                                                P.DEFAULT_MAX_FRAME_SIZE))
         #: The driver's dcpfast (``workers.identity``), which every task must run.
         self.dcpfast = options.get("dcpfast")
-
-
-def reader_classes():
-    """The batch reader classes of the ``dcp`` data source (built on demand: they
-    subclass pyspark's): one that reads, and one that also takes Spark's filters."""
-    from pyspark.sql.datasource import DataSourceReader, InputPartition
-
-    class DcpReader(DataSourceReader):
-        def __init__(self, options, schema):
-            self.options = ReadOptions(options, schema)
-            self.conditions: list = []
-
-        def partitions(self):
-            same_dcpfast(self.options.dcpfast)
-            files = list_files(self.options.paths)
-            parts = plan(files, self.options.partition_bytes, self.options.parallelism,
-                         splittable=splittable)
-            return [InputPartition(tuple(p)) for p in parts] or [InputPartition(())]
-
-        def read(self, partition):
-            same_dcpfast(self.options.dcpfast)
-            o = self.options
-            for piece in partition.value:
-                yield from read_piece(piece, o.schema, collections=o.collections,
-                                      errors=o.errors, batch_bytes=o.batch_bytes,
-                                      lead_in=o.lead_in, max_frame_size=o.max_frame_size,
-                                      conditions=self.conditions)
-
-    class FilteringReader(DcpReader):
-        """The reader that takes filters: Spark refuses a reader that could take them
-        while ``spark.sql.python.filterPushdown.enabled`` is false."""
-
-        def pushFilters(self, filters):
-            """Take the comparisons of frame columns with integers (``filters``); Spark
-            evaluates the others."""
-            for spark_filter in filters:
-                taken = condition(spark_filter)
-                if taken is None:
-                    yield spark_filter
-                else:
-                    self.conditions.append(taken)
-
-    return DcpReader, FilteringReader
 
 
 def parallelism(spark) -> int:

@@ -102,13 +102,13 @@ class _Tally:
     def of(self, slots: list[int]) -> pa.MapArray:
         """The counts of the stream slots, in that order, as a map of opcode name to frames."""
         self._merge()
-        pick, offsets = _spans(self.keys >> 8, slots)
+        pick, offsets = _slot_rows(self.keys >> 8, slots)
         names = pa.array(F.OPCODE_NAMES).take(pa.array(self.keys[pick] & 0xFF))
         return pa.MapArray.from_arrays(pa.array(offsets.astype(np.int32)), names,
                                        pa.array(self.counts[pick]))
 
 
-def _spans(at: np.ndarray, slots) -> tuple[np.ndarray, np.ndarray]:
+def _slot_rows(at: np.ndarray, slots) -> tuple[np.ndarray, np.ndarray]:
     """The rows of sorted ``at`` equal to each of ``slots``, one slot after the other, and
     the offsets of each slot's rows among them."""
     wanted = np.asarray(slots, np.int64)
@@ -373,7 +373,7 @@ class Summary:
         """The snapshot ranges of the stream slots, in that order, each in arrival order."""
         rows = np.concatenate(self._markers) if self._markers else np.zeros((0, 4), U64)
         rows = rows[np.argsort(rows[:, 0], kind="stable")]
-        pick, offsets = _spans(rows[:, 0].astype(np.int64), slots)
+        pick, offsets = _slot_rows(rows[:, 0].astype(np.int64), slots)
         rows = rows[pick]
         ranges = pa.StructArray.from_arrays(
             [pa.array(rows[:, 1]), pa.array(rows[:, 2]), pa.array(rows[:, 3].astype(np.uint32))],

@@ -151,11 +151,11 @@ def test_any_garbage_keeps_the_frames_before_it(stream, data):
 
 def assert_tiles(batch, start):
     """Frames and skipped regions cover ``start..consumed`` exactly, without overlap."""
-    spans = [(int(o) - batch.base_offset, int(b) + 24)
-             for o, b in zip(batch["offset"], batch["body_len"])]
-    spans += [(e.offset - batch.base_offset, e.length) for e in batch.errors]
+    extents = [(int(o) - batch.base_offset, int(b) + 24)
+               for o, b in zip(batch["offset"], batch["body_len"])]
+    extents += [(e.offset - batch.base_offset, e.length) for e in batch.errors]
     at = start
-    for begin, length in sorted(spans):
+    for begin, length in sorted(extents):
         assert begin == at and length > 0
         at += length
     assert at == batch.consumed

@@ -36,7 +36,7 @@ def scan(data, collections, **kw):
     return dcpfast.scan(data, collections=collections, final=True, **kw)
 
 
-def spans(batch):
+def extents(batch):
     """(start, end) of every frame in a batch."""
     return [(int(o), int(o) + HEADER + int(b)) for o, b in zip(batch["offset"], batch["body_len"])]
 
@@ -155,10 +155,10 @@ def check(clean, data, lo, hi, intact, collections):
 
 
 def one_frame(clean, data):
-    """A frame of ``clean`` drawn by Hypothesis: its span, and the rows of the others (all
+    """A frame of ``clean`` drawn by Hypothesis: its extent, and the rows of the others (all
     intact when only this frame is damaged)."""
     i = data.draw(st.integers(0, len(clean) - 1), label="frame")
-    return spans(clean)[i], [(j, 0) for j in range(len(clean)) if j != i]
+    return extents(clean)[i], [(j, 0) for j in range(len(clean)) if j != i]
 
 
 @settings(max_examples=300, deadline=None)
@@ -182,7 +182,7 @@ def test_truncation_at_every_offset(stream):
     is not told the data ends there leaves that frame for later instead."""
     collections, raw = stream
     clean = scan(raw, collections)
-    bounds = spans(clean)
+    bounds = extents(clean)
     for cut in range(len(raw) + 1):
         whole = [j for j, (_, e) in enumerate(bounds) if e <= cut]
         lo = bounds[len(whole)][0] if cut not in {e for _, e in bounds} | {0} else cut
@@ -229,10 +229,10 @@ def test_spliced_streams(pair, data):
     clean_a, clean_b = scan(a, collections), scan(b, collections)
     x = data.draw(st.integers(0, len(a)), label="cut a")
     y = data.draw(st.integers(0, len(b)), label="cut b")
-    head = [j for j, (_, e) in enumerate(spans(clean_a)) if e <= x]
-    tail = [j for j, (s, _) in enumerate(spans(clean_b)) if s >= y]
-    lo = spans(clean_a)[head[-1]][1] if head else 0
-    rejoin = spans(clean_b)[tail[0]][0] if tail else len(b)
+    head = [j for j, (_, e) in enumerate(extents(clean_a)) if e <= x]
+    tail = [j for j, (s, _) in enumerate(extents(clean_b)) if s >= y]
+    lo = extents(clean_a)[head[-1]][1] if head else 0
+    rejoin = extents(clean_b)[tail[0]][0] if tail else len(b)
     hi = x + rejoin - y
     spliced = a[:x] + b[y:]
     # one clean scan of both: b's frames follow a's, shifted to where they land in spliced

@@ -218,9 +218,9 @@ def test_key_index_across_its_chunks(seed):
     rng = np.random.default_rng(seed)
     sizes = np.concatenate([rng.integers(0, 41, 400), rng.integers(15_000, 30_000, 12),
                             rng.integers(33_000, 40_000, 6)])
-    pool = [bytes(rng.integers(0, 256, size, np.uint8)) for size in sizes]
-    pool += [p[:-1] + bytes([p[-1] ^ 1]) for p in pool[:20] if p]   # differ in the last byte
-    picks = np.concatenate([rng.integers(0, 400, 7000), rng.integers(0, len(pool), 5000)])
+    drawn = [bytes(rng.integers(0, 256, size, np.uint8)) for size in sizes]
+    drawn += [p[:-1] + bytes([p[-1] ^ 1]) for p in drawn[:20] if p]   # differ in the last byte
+    picks = np.concatenate([rng.integers(0, 400, 7000), rng.integers(0, len(drawn), 5000)])
     unit = (rng.choice([1, 2], len(picks)).astype(np.uint32) << 16)
     cid = rng.choice([0, 8], len(picks)).astype(np.uint32)
     places = rng.permutation(len(picks))           # where in the input each key lies
@@ -228,11 +228,11 @@ def test_key_index_across_its_chunks(seed):
     at = 0
     for i in places.tolist():
         gap = bytes(rng.integers(0, 256, rng.integers(0, 200), np.uint8))
-        parts += [gap, pool[picks[i]]]
+        parts += [gap, drawn[picks[i]]]
         starts[i] = at + len(gap)
-        at += len(gap) + len(pool[picks[i]])
+        at += len(gap) + len(drawn[picks[i]])
     data = b"".join(parts)
-    lengths = np.array([len(pool[k]) for k in picks], np.int64)
+    lengths = np.array([len(drawn[k]) for k in picks], np.int64)
 
     def run(core):
         index = core.KeyIndex()
@@ -243,7 +243,7 @@ def test_key_index_across_its_chunks(seed):
     ids, (offsets, kept) = both(run)
     names: dict = {}
     for i, k in enumerate(picks.tolist()):
-        assert names.setdefault((int(unit[i]), int(cid[i]), pool[k]), ids[i]) == ids[i]
+        assert names.setdefault((int(unit[i]), int(cid[i]), drawn[k]), ids[i]) == ids[i]
     assert len(names) == len(set(ids.tolist())) == len(offsets) - 1
     for (_, _, key), d in names.items():
         assert kept[offsets[d]:offsets[d + 1]].tobytes() == key

@@ -1,5 +1,5 @@
 """The values core (``cvalues``) and its pure-Python twin (``pyvalues``): the same answers on
-random xattr sections and Snappy values, ranges outside their buffers refused, spans spread
+random xattr sections and Snappy values, ranges outside their buffers refused, extents spread
 and gathered alike, and UTF-8 accepted exactly where Python accepts it."""
 
 from __future__ import annotations
@@ -122,34 +122,34 @@ def test_helpers_reject_ranges_outside_their_buffers(core):
     valids = [None, None, np.array([False, True])]
     for chunk, entry in (([3], [0]), ([0], [2]), ([0], [-1]), ([1], [0])):
         with pytest.raises(ValueError):            # no such chunk, or no such value
-            module.spans_at(offsets, valids, np.array(chunk, np.int32),
-                            np.array(entry, np.int64), np.empty(1, np.int64),
-                            np.zeros(2, np.int64), np.empty(1, np.uint8))
+            module.extents_at(offsets, valids, np.array(chunk, np.int32),
+                              np.array(entry, np.int64), np.empty(1, np.int64),
+                              np.zeros(2, np.int64), np.empty(1, np.uint8))
     with pytest.raises(ValueError):                # more rows than bounds
-        module.spans_at(offsets, valids, np.zeros(2, np.int32), np.zeros(2, np.int64),
-                        np.empty(2, np.int64), np.zeros(2, np.int64), np.empty(2, np.uint8))
+        module.extents_at(offsets, valids, np.zeros(2, np.int32), np.zeros(2, np.int64),
+                          np.empty(2, np.int64), np.zeros(2, np.int64), np.empty(2, np.uint8))
     with pytest.raises(ValueError):                # a validity of another length
-        module.spans_at(offsets, [None, None, np.array([True])], np.zeros(1, np.int32),
-                        np.zeros(1, np.int64), np.empty(1, np.int64), np.zeros(2, np.int64),
-                        np.empty(1, np.uint8))
+        module.extents_at(offsets, [None, None, np.array([True])], np.zeros(1, np.int32),
+                          np.zeros(1, np.int64), np.empty(1, np.int64), np.zeros(2, np.int64),
+                          np.empty(1, np.uint8))
     starts, bounds, valid = np.empty(5, np.int64), np.zeros(6, np.int64), np.empty(5, np.uint8)
-    module.spans_at(offsets, valids, np.array([0, -1, 0, 2, 2], np.int32),
-                    np.array([1, 5, 0, 0, 1], np.int64), starts, bounds, valid)
+    module.extents_at(offsets, valids, np.array([0, -1, 0, 2, 2], np.int32),
+                      np.array([1, 5, 0, 0, 1], np.int64), starts, bounds, valid)
     assert bounds.tolist() == [0, 6, 6, 10, 10, 14] and valid.tolist() == [1, 0, 1, 0, 1]
     assert starts[[0, 2, 4]].tolist() == [4, 0, 3]
     source, start, bounds = np.empty(2, np.int32), np.empty(2, np.int64), np.zeros(3, np.int64)
     taken = np.empty(2, np.uint8)
-    spans = ([np.array([0, 1], np.int32)], [np.array([3, 0], np.int64)],
-             [np.array([2, 5], np.int64)], [None], np.array([4], np.int32))
+    extents = ([np.array([0, 1], np.int32)], [np.array([3, 0], np.int64)],
+               [np.array([2, 5], np.int64)], [None], np.array([4], np.int32))
     for chunk, entry in (([1, 0], [0, 0]), ([0, 0], [2, 0]), ([0, 0], [-1, 0])):
         with pytest.raises(ValueError):
-            module.chunk_spans(*spans, np.array(chunk, np.int32), np.array(entry, np.int64),
-                               source, start, bounds, taken)
+            module.chunk_extents(*extents, np.array(chunk, np.int32), np.array(entry, np.int64),
+                                 source, start, bounds, taken)
     with pytest.raises(ValueError):                # a validity of another length
-        module.chunk_spans(*spans[:3], [np.array([True])], spans[4], np.zeros(2, np.int32),
-                           np.zeros(2, np.int64), source, start, bounds, taken)
-    module.chunk_spans(*spans, np.array([0, -1], np.int32), np.array([1, 9], np.int64), source,
-                       start, bounds, taken)
+        module.chunk_extents(*extents[:3], [np.array([True])], extents[4], np.zeros(2, np.int32),
+                             np.zeros(2, np.int64), source, start, bounds, taken)
+    module.chunk_extents(*extents, np.array([0, -1], np.int32), np.array([1, 9], np.int64), source,
+                         start, bounds, taken)
     assert (source[0], start[0], bounds.tolist(), taken.tolist()) == (5, 0, [0, 5, 5], [1, 0])
     two = ([np.array([0, 1], np.int32), np.array([0], np.int32)],
            [np.array([3, 0], np.int64), np.array([7], np.int64)],
@@ -157,15 +157,15 @@ def test_helpers_reject_ranges_outside_their_buffers(core):
            [np.array([True, False]), None], np.array([4, 6], np.int32))
     source, start = np.empty(4, np.int32), np.empty(4, np.int64)
     bounds, taken = np.zeros(5, np.int64), np.empty(4, np.uint8)
-    module.chunk_spans(*two, np.array([0, 0, 1, -1], np.int32), np.array([0, 1, 0, 0], np.int64),
-                       source, start, bounds, taken)
+    module.chunk_extents(*two, np.array([0, 0, 1, -1], np.int32), np.array([0, 1, 0, 0], np.int64),
+                         source, start, bounds, taken)
     assert taken.tolist() == [1, 0, 1, 0]           # a null of a chunk is taken as a null
     assert bounds.tolist() == [0, 2, 2, 3, 3] and (source[2], start[2]) == (6, 7)
 
 
 @pytest.mark.parametrize("core", ["compiled", "twin"])
-def test_spread_spans_lists_every_item_of_its_span(core):
-    """``spread_spans`` gives each item of each span its chunk and place, spans of no item
+def test_spread_extents_lists_every_item_of_its_extent(core):
+    """``spread_extents`` gives each item of each extent its chunk and place, extents of no item
     (nulls) giving none, counted from ``bounds[0]``; bounds that go down or answers of
     another length are refused."""
     module = _values_py if core == "twin" else compiled
@@ -175,17 +175,17 @@ def test_spread_spans_lists_every_item_of_its_span(core):
     starts = np.array([5, 0, 0, 9], np.int64)
     bounds = np.array([3, 6, 6, 7, 9], np.int64)
     item_chunk, item_entry = np.empty(6, np.int32), np.empty(6, np.int64)
-    module.spread_spans(chunk, starts, bounds, item_chunk, item_entry)
+    module.spread_extents(chunk, starts, bounds, item_chunk, item_entry)
     assert item_chunk.tolist() == [2, 2, 2, 0, 1, 1]
     assert item_entry.tolist() == [5, 6, 7, 0, 9, 10]
     with pytest.raises(ValueError):                 # bounds that go down
-        module.spread_spans(chunk, starts, np.array([0, 2, 1, 3, 4], np.int64),
-                            np.empty(4, np.int32), np.empty(4, np.int64))
+        module.spread_extents(chunk, starts, np.array([0, 2, 1, 3, 4], np.int64),
+                              np.empty(4, np.int32), np.empty(4, np.int64))
     with pytest.raises(ValueError):                 # answers of another length
-        module.spread_spans(chunk, starts, bounds, np.empty(5, np.int32), np.empty(6, np.int64))
+        module.spread_extents(chunk, starts, bounds, np.empty(5, np.int32), np.empty(6, np.int64))
     with pytest.raises(ValueError):                 # one bound too few
-        module.spread_spans(chunk, starts, bounds[:-1], np.empty(3, np.int32),
-                            np.empty(3, np.int64))
+        module.spread_extents(chunk, starts, bounds[:-1], np.empty(3, np.int32),
+                              np.empty(3, np.int64))
 
 
 nul_free = st.binary(max_size=12).map(lambda b: b.replace(b"\0", b"\1"))

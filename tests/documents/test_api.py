@@ -116,7 +116,7 @@ def test_ids_worked_out_on_another_thread_are_the_model(seed, monkeypatch):
 
     from dcpfast.documents.engine import Engine
 
-    monkeypatch.setattr("dcpfast.pool.default_threads", lambda: 4)
+    monkeypatch.setattr("dcpfast.threads.default_threads", lambda: 4)
     keys, where = Engine.keys, set()
 
     def spied(self, rows):

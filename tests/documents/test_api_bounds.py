@@ -137,14 +137,14 @@ def test_values_are_decoded_on_the_threads_asked_for(threads, monkeypatch):
 
     data = t.synthetic_stream(12_000, seed=5, value_size=600)
     decoded_on: set[int] = set()
-    piece = v._spans
+    piece = v._extents
 
     def spied(*args, **kwargs):
         decoded_on.add(threading.get_ident())
         return piece(*args, **kwargs)
-    monkeypatch.setattr(v, "_spans", spied)
-    monkeypatch.setattr("dcpfast.pool.idle_threads", lambda: 2)   # the cores look idle
-    monkeypatch.setattr("dcpfast.pool.default_threads", lambda: 2)
+    monkeypatch.setattr(v, "_extents", spied)
+    monkeypatch.setattr("dcpfast.threads.idle_threads", lambda: 2)   # the cores look idle
+    monkeypatch.setattr("dcpfast.threads.default_threads", lambda: 2)
     table = dcpfast.state(data, threads=threads, batch_bytes=64 << 20)
     assert table.num_rows and sum(map(len, table.column("body").to_pylist())) > 2 << 20
     if threads == 1:

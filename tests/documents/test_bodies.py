@@ -1,5 +1,5 @@
 """The values of a state's versions held by reference (``dcpfast.documents.bodies``):
-gathered, copied down and compacted, from Arrow chunks and from spans of a batch's bytes,
+gathered, copied down and compacted, from Arrow chunks and from extents of a batch's bytes,
 whatever the chunks' ids."""
 
 from __future__ import annotations
@@ -66,21 +66,21 @@ def test_state_values_by_reference(chunks, data):
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_state_values_as_spans(threads, monkeypatch):
-    """The state's chunk of a batch's values (spans of the batch's bytes and of the
+def test_state_values_as_extents(threads, monkeypatch):
+    """The state's chunk of a batch's values (extents of the batch's bytes and of the
     buffers its Snappy values were inflated into: no body copied) gathers, in any order,
     to the bodies and xattrs ``values`` gives, in one piece or several."""
     from dcpfast.documents import bodies
 
-    monkeypatch.setattr("dcpfast.pool.idle_threads", lambda: 3)
-    monkeypatch.setattr("dcpfast.pool.default_threads", lambda: 3)
+    monkeypatch.setattr("dcpfast.threads.idle_threads", lambda: 3)
+    monkeypatch.setattr("dcpfast.threads.default_threads", lambda: 3)
     data = t.synthetic_stream(6000, seed=9, value_size=600, snappy_ratio=0.5,
                               xattr_ratio=0.5)
     batch = dcpfast.scan(data)
     expected = batch.values(threads=1)
-    spans, damaged = V.value_spans(batch, threads=threads)
+    extents, damaged = V.value_extents(batch, threads=threads)
     assert damaged == []
-    rows, chunk = bodies.spans_chunk(spans)
+    rows, chunk = bodies.extents_chunk(extents)
     assert rows.tolist() == expected.column("index").to_pylist()
     assert (len(chunk.buffers) > 2) == (threads > 1)     # a buffer inflated per piece
     assert (chunk.source > 0).any() and (chunk.source == 0).any()

@@ -1,6 +1,6 @@
 """The threaded scan (``dcpfast.io.threaded``): a buffer decoded by several threads over byte
 ranges equals one single-threaded scan, for every cut, damage and value that holds frames;
-scans sharing the pool all end; the entry points take threads. The core pieces it rests on
+scans sharing the workers all end; the entry points take threads. The core pieces it rests on
 (``ScanRequest.stop``, ``Columns``) are tested in tests/core/test_scan_walk.py."""
 
 from __future__ import annotations
@@ -111,10 +111,10 @@ def test_a_value_holding_frames_across_every_cut():
             assert_same_result(got, want)
 
 
-def test_scans_sharing_the_pool_at_once_all_end():
-    """Several callers scanning with many threads at once share one pool: a thread never
-    waits for a range whose task is still queued (behind the waiting tasks of another
-    scan), so every scan ends, each with the frames of one thread."""
+def test_scans_sharing_the_workers_at_once_all_end():
+    """Several callers scanning with many threads at once share the workers: a thread
+    never waits for a range whose task is still queued (behind the waiting tasks of
+    another scan), so every scan ends, each with the frames of one thread."""
     import threading
 
     buf = t.synthetic_stream(400, seed=11)
@@ -132,7 +132,7 @@ def test_scans_sharing_the_pool_at_once_all_end():
         c.start()
     for c in callers:
         c.join(120)
-    assert not any(c.is_alive() for c in callers), "a scan sharing the pool never ended"
+    assert not any(c.is_alive() for c in callers), "a scan sharing the workers never ended"
     assert len(got) == 20
     for result in got:
         assert_same_result(result, want)

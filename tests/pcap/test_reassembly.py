@@ -23,13 +23,13 @@ def _stream(values: list[int]) -> tuple[bytes, list[tuple[int, int]], np.ndarray
     """Mutations with values of these lengths: the bytes, each frame's (offset, length),
     and a mask of the value bytes (the ones a copy may change without breaking frames)."""
     frames = [t.mutation(b"key%d" % i, bytes(n), by_seqno=i + 1) for i, n in enumerate(values)]
-    data, spans, at = b"".join(frames), [], 0
+    data, extents, at = b"".join(frames), [], 0
     mask = np.zeros(len(data), bool)
     for f, n in zip(frames, values):
-        spans.append((at, len(f)))
+        extents.append((at, len(f)))
         mask[at + len(f) - n:at + len(f)] = True
         at += len(f)
-    return data, spans, mask
+    return data, extents, mask
 
 
 def _first_copies(size: int, arrivals: list[tuple[int, bytes]]) -> bytes:
@@ -63,7 +63,7 @@ def _arrivals(draw):
     """A stream, cut at random, the pieces in a random order with copies of random
     ranges among them; each copy with its own value bytes."""
     values = draw(st.lists(st.integers(0, 60), min_size=1, max_size=12))
-    data, spans, mask = _stream(values)
+    data, extents, mask = _stream(values)
     cuts = sorted(draw(st.sets(st.integers(1, len(data) - 1), max_size=40)))
     bounds = [0, *cuts, len(data)]
     pieces = [(a, b) for a, b in zip(bounds, bounds[1:])]
@@ -77,24 +77,24 @@ def _arrivals(draw):
         payload = np.frombuffer(data[lo:hi], np.uint8).copy()
         payload[mask[lo:hi]] = version + 1            # each copy's values differ
         arrivals.append((lo, payload.tobytes()))
-    return data, spans, arrivals
+    return data, extents, arrivals
 
 
 @settings(max_examples=200, deadline=None)
 @given(_arrivals(), st.sampled_from([64, 700, 1 << 20]), st.booleans())
 def test_each_byte_comes_from_its_first_copy(case, batch_bytes, wrap):
-    data, spans, arrivals = case
+    data, extents, arrivals = case
     segments = [SYN] + [t.TcpSegment(False, lo, payload) for lo, payload in arrivals]
     isn = (1, 0xFFFFFFFF - 100) if wrap else (1, 1000)
     capture = t.pcap_file(t.tcp_packets(segments, isn=isn))
     expected = _first_copies(len(data), arrivals)
     frames, errors = _decoded(capture, batch_bytes=batch_bytes, errors="strict")
     assert errors == []
-    assert frames == {at: expected[at:at + n] for at, n in spans}
+    assert frames == {at: expected[at:at + n] for at, n in extents}
 
 
 def test_first_copy_wins_over_a_later_in_order_copy():
-    data, spans, mask = _stream([40, 40, 40])
+    data, extents, mask = _stream([40, 40, 40])
     wrong = np.frombuffer(data, np.uint8).copy()
     wrong[mask] = 0xEE
     wrong = wrong.tobytes()
@@ -104,7 +104,7 @@ def test_first_copy_wins_over_a_later_in_order_copy():
     frames, _ = _decoded(t.pcap_file(t.tcp_packets(segments)))
     expected = _first_copies(len(data), arrivals)
     assert expected[:100] == wrong[:100] and expected[100:] == data[100:]
-    assert frames == {at: expected[at:at + n] for at, n in spans}
+    assert frames == {at: expected[at:at + n] for at, n in extents}
 
 
 # -- growth ------------------------------------------------------------------------------

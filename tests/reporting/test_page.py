@@ -73,9 +73,9 @@ def test_the_charts_share_one_time_axis_and_crosshair():
     timed = [c for name, c in charts.items() if name not in ("sizes", "datatypes")]
     assert len(timed) == 6 and {"sizes", "datatypes"} <= set(charts)
     assert len({id(c.x_range) for c in timed}) == 1
-    spans = {id(tool.overlay) for c in timed for tool in c.tools
-             if type(tool).__name__ == "CrosshairTool"}
-    assert len(spans) == 1
+    overlays = {id(tool.overlay) for c in timed for tool in c.tools
+                if type(tool).__name__ == "CrosshairTool"}
+    assert len(overlays) == 1
 
 
 def test_the_seqno_lines_are_named_while_each_has_its_colour(tmp_path):

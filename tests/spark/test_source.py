@@ -21,7 +21,7 @@ def test_skip_mode_logs_what_it_dropped(tmp_path, stream, caplog):
     data = _damaged(stream)
     path = _write(tmp_path, "bad.dcp", data)
     ref = _whole(data, errors="skip")
-    spans = sorted((e.offset, e.offset + e.length) for e in ref.errors)
+    regions = sorted((e.offset, e.offset + e.length) for e in ref.errors)
     schema = dspark.spark_arrow_schema(["offset"])
     whole = Piece(path, 0, len(data), len(data))
     with caplog.at_level("WARNING", logger="dcpfast.spark"):
@@ -29,8 +29,8 @@ def test_skip_mode_logs_what_it_dropped(tmp_path, stream, caplog):
             whole, schema, collections=None, errors="skip", batch_bytes=4096))
     assert rows == len(ref)
     [record] = caplog.records
-    assert f"skipped {len(spans)} damaged region(s), " \
-        f"{sum(end - start for start, end in spans)} bytes, the first at byte {spans[0][0]}" \
+    assert f"skipped {len(regions)} damaged region(s), " \
+        f"{sum(end - start for start, end in regions)} bytes, the first at byte {regions[0][0]}" \
         in record.getMessage()
     caplog.clear()
     list(read_piece(Piece(path, 0, len(stream) // 2, len(data)), schema,

@@ -255,12 +255,12 @@ def test_rollbacks_placed_late_and_unmatched():
 
 @settings(max_examples=40, deadline=None)
 @given(seqnos=st.lists(st.integers(1, 40), min_size=1, max_size=25),
-       spans=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 10)), min_size=1,
-                      max_size=6),
+       snapshots=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 10)), min_size=1,
+                          max_size=6),
        data=st.data())
-def test_random_streams_match_a_reference(seqnos, spans, data):
+def test_random_streams_match_a_reference(seqnos, snapshots, data):
     """The vectorised checks agree with a frame-by-frame reference on random streams."""
-    items = [("m", s) for s in seqnos] + [("s", a, a + w) for a, w in spans]
+    items = [("m", s) for s in seqnos] + [("s", a, a + w) for a, w in snapshots]
     order = data.draw(st.permutations(items))
     frames, expect = [], []
     last = snap = None

@@ -13,19 +13,18 @@ import os
 from collections.abc import Iterable
 from dataclasses import replace
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import pool
+import pyarrow as pa
+
 from ..errors import text
 from ..io import DEFAULT_BATCH_BYTES
 from ..packets import DCP_PORT
+from ..threads import run, threads_of
 from .figures import build
 from .inputs import DEFAULT_STALL_SECONDS, Options, local, plan, read_all
 from .page import page
 from .partial import Partial
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 #: The lists of the figures that ``Report.table`` gives as Arrow tables.
 TABLES = ("connections", "streams", "stalls", "flow_control", "anomalies", "inputs")
@@ -54,8 +53,6 @@ class Report:
 
     def table(self, name: str) -> pa.Table:
         """One of the figures' lists (``TABLES``) as a ``pyarrow.Table``."""
-        import pyarrow as pa
-
         if name not in TABLES:
             raise ValueError(f"no table {name!r}; the tables: {', '.join(TABLES)}")
         rows = self.figures[name]
@@ -106,11 +103,11 @@ def report(source, *, stall_seconds: float = DEFAULT_STALL_SECONDS, errors: str 
     if not sources:
         raise ValueError(text("report_empty"))
     ports = (ports,) if isinstance(ports, int) else tuple(ports)
-    threads = pool.threads_of(threads)
+    threads = threads_of(threads)
     options = Options(stall_seconds=stall_seconds, errors=errors, collections=collections,
                       ports=ports, batch_bytes=batch_bytes)
     units = plan(sources, local, errors)
     at_once = min(threads, len(units))
     options = replace(options, threads=max(1, threads // at_once))
     return Report.of(read_all(units, options, local,
-                              run=lambda tasks: pool.run(tasks, at_once)))
+                              run=lambda tasks: run(tasks, at_once)))

@@ -1,4 +1,4 @@
-"""``state`` and ``StateBuilder``: the options checked, batches fed to the engine, the
+"""``StateBuilder``, which ``state`` runs: the options checked, batches fed to the engine, the
 second pass for documents a restart makes current again, and the table with what it can
 and cannot claim in its metadata."""
 
@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
 from .. import _core
 from .. import protocol as P
@@ -17,8 +18,8 @@ from .._core.contract import W_SKIP
 from ..batch import FrameBatch
 from ..errors import DcpFormatError, checked_mode, is_capture_gap, text
 from ..events import Manifest, read_events
-from ..pool import ahead, threads_of
 from ..streams import opens
+from ..threads import ahead, threads_of
 from .engine import Engine
 from .options import chosen, flag, limits, nanoseconds, seqnos
 from .output import known_names, table, unknown_names
@@ -28,9 +29,6 @@ from .rows import NEEDED, batch_rows, concat, losses, merged, subset, take
 from .segments import dense
 from .versions import Lost, Versions, standing
 from .versions import concat as concat_versions
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 #: DCP Open flags after which a stream lacks something: the values, the tombstones of its
 #: initial backfill.

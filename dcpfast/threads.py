@@ -37,9 +37,9 @@ _POLL_SECONDS = 0.2         # how often a wait looks whether its worker thread s
 #: (docs/benchmarks.md, "Batch sizes and threads").
 DEFAULT_MOST = 8
 
-_pool: _Pool | None = None              # the workers of run
-_lanes: dict[str, _Pool] = {}           # the one thread each of beside and ahead
-_pool_lock = threading.Lock()
+_workers: _Workers | None = None        # the workers of run
+_lanes: dict[str, _Workers] = {}        # the one thread each of beside and ahead
+_lock = threading.Lock()
 _T = TypeVar("_T")
 
 
@@ -135,9 +135,9 @@ class _Task:
         return self.outcome
 
 
-class _Pool:
+class _Workers:
     """Up to ``size`` daemon worker threads taking ``_Task``s from a queue (as many as
-    could be started: ``RuntimeError`` when none could); they end when the pool is
+    could be started: ``RuntimeError`` when none could); they end when this object is
     collected (another caller may be handing it tasks until then)."""
 
     def __init__(self, size: int):
@@ -180,8 +180,8 @@ def _work(tasks: queue.SimpleQueue) -> None:
 
 def _after_fork() -> None:
     """In a forked child the parent's workers, and whoever held the lock, do not exist."""
-    global _pool, _lanes, _pool_lock
-    _pool, _lanes, _pool_lock = None, {}, threading.Lock()
+    global _workers, _lanes, _lock
+    _workers, _lanes, _lock = None, {}, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork)
@@ -191,10 +191,10 @@ def beside(call):
     """Start ``call`` on the thread that runs such calls one after another; returns a
     function that waits for it and returns its result or raises its exception
     (MemoryError if the thread ended without finishing it). One thread for the process,
-    started on first use and kept, like the pool's: what the calls allocate stays in one
-    allocator arena (a new thread a call spread a convert's row groups over up to one
-    arena each). Where no thread can be started, or the caller is that thread, the call
-    runs here and now."""
+    started on first use and kept, like the workers of ``run``: what the calls allocate
+    stays in one allocator arena (a new thread a call spread a convert's row groups over
+    up to one arena each). Where no thread can be started, or the caller is that thread,
+    the call runs here and now."""
     return _on_lane("beside", call)
 
 
@@ -277,38 +277,38 @@ def read_ahead(items: Iterable[_T], *, threaded: bool = True) -> ReadAhead[_T]:
 
 def _on_lane(lane: str, call):
     task = _Task(call)
-    pool: _Pool | None = None
+    workers: _Workers | None = None
     try:
-        with _pool_lock:
+        with _lock:
             if lane not in _lanes:
-                _lanes[lane] = _Pool(1)
-            pool = _lanes[lane]
+                _lanes[lane] = _Workers(1)
+            workers = _lanes[lane]
     except (RuntimeError, MemoryError):       # no thread could be started
         task.run()
     else:
-        if threading.current_thread() in pool.threads:
+        if threading.current_thread() in workers.threads:
             task.run()                        # from the lane's own thread: no wait on it
         else:
-            pool.queue.put(task)
+            workers.queue.put(task)
 
     def result():
-        value, error = task.wait(lambda: pool is None or pool.lost(task))
+        value, error = task.wait(lambda: workers is None or workers.lost(task))
         if task.outcome is None:              # its thread ended: start afresh next time
-            _drop(pool)
+            _drop(workers)
         if error is not None:
             raise error
         return value
     return result
 
 
-def _drop(pool: _Pool | None) -> None:
-    """Forget ``pool`` (a worker of it ended), so that the next call starts afresh."""
-    global _pool
-    with _pool_lock:
-        if _pool is pool:
-            _pool = None
+def _drop(workers: _Workers | None) -> None:
+    """Forget ``workers`` (a worker of it ended), so that the next call starts afresh."""
+    global _workers
+    with _lock:
+        if _workers is workers:
+            _workers = None
         for lane, kept in list(_lanes.items()):
-            if kept is pool:
+            if kept is workers:
                 del _lanes[lane]
 
 
@@ -321,24 +321,24 @@ def run(tasks, threads: int) -> list:
     the order of ``tasks``. Where no worker thread can be started (a memory limit), the
     tasks run one after another in this thread; a worker that ends without finishing its
     task (out of memory) makes its task fail with MemoryError, never a wait for ever."""
-    global _pool
+    global _workers
     if len(tasks) == 1 or threads < 2 or default_threads() < 2:
         return [task() for task in tasks]
     try:
-        with _pool_lock:
-            if _pool is None:
-                _pool = _Pool(default_threads() - 1)
-            pool = _pool
+        with _lock:
+            if _workers is None:
+                _workers = _Workers(default_threads() - 1)
+            workers = _workers
     except (RuntimeError, MemoryError):       # no thread could be started
         return [task() for task in tasks]
     handed = [_Task(task) for task in tasks[1:]]
     for task in handed:
-        pool.queue.put(task)
+        workers.queue.put(task)
     outcomes = [_outcome(tasks[0])]
     for task in handed:
-        outcomes.append(task.wait(lambda task=task: pool.lost(task)))
+        outcomes.append(task.wait(lambda task=task: workers.lost(task)))
         if task.outcome is None:                 # a worker ended: start afresh next time
-            _drop(pool)
+            _drop(workers)
     for _, error in outcomes:
         if error is not None:
             raise error

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import pyarrow as pa
 
 from ..errors import checked_mode
 from ..io import DEFAULT_BATCH_BYTES
-from ..pool import threads_of
+from ..threads import threads_of
 from .match import judge
 from .output import table
 from .rules import VALUE_FIELDS, checked_fields, wanted
 from .sides import sides
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 def diff(source, target, *, at_seqno=None, at_time=None, fields=None,
