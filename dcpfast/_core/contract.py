@@ -239,15 +239,15 @@ class CheckRequest(NamedTuple):
     state: np.ndarray
 
 
-class CheckResult(NamedTuple):
-    """What the stream checks found: per finding, the row, the rule it broke, the seqno
+class Findings(NamedTuple):
+    """What the stream checks found, per finding: its row, the rule it broke, the seqno
     found and what was expected (the range ``[low, high]``: an item outside its snapshot,
-    a snapshot short of its end; or the seqno ``low`` to exceed: a seqno going backwards);
-    and per row whether a run of a stream starts there."""
+    a snapshot short of its end; or the seqno ``low`` to exceed: a seqno going
+    backwards)."""
 
     #: int64 per finding: its row.
     at: np.ndarray
-    #: uint8 per finding: its ``R_*`` code.
+    #: uint8 per finding: its ``R_*`` code (an index into ``streams.checks.ANOMALIES``).
     rule: np.ndarray
     #: uint64 per finding: the seqno found (or reached), where ``given`` has GIVEN_FOUND.
     found: np.ndarray
@@ -258,6 +258,18 @@ class CheckResult(NamedTuple):
     low: np.ndarray
     #: uint64 per finding: the expected range's end.
     high: np.ndarray
+
+    def take(self, index) -> Findings:
+        """The findings at ``index`` (positions or a mask)."""
+        return Findings(*(column[index] for column in self))
+
+
+class CheckResult(NamedTuple):
+    """What the stream checks found over the rows, and per row whether a run of a stream
+    starts there."""
+
+    #: the findings, in row order.
+    findings: Findings
     #: bool per row: a run of a stream starts there.
     starts: np.ndarray
 

@@ -56,6 +56,7 @@ from .contract import (
     CheckResult,
     DurableRequest,
     DurableResult,
+    Findings,
     ValidityRequest,
     ValidityResult,
     WalkRequest,
@@ -210,12 +211,12 @@ def _short(st, i, rule, reached) -> tuple[int, int, int, int, int, int]:
 
 def _found(out, starts) -> CheckResult:
     n = len(out)
-    return CheckResult(at=np.array([o[0] for o in out], np.int64),
-                       rule=np.array([o[1] for o in out], np.uint8),
-                       found=np.array([o[2] for o in out], np.uint64).reshape(n),
-                       given=np.array([o[3] for o in out], np.uint8),
-                       low=np.array([o[4] for o in out], np.uint64).reshape(n),
-                       high=np.array([o[5] for o in out], np.uint64).reshape(n),
+    return CheckResult(Findings(at=np.array([o[0] for o in out], np.int64),
+                                rule=np.array([o[1] for o in out], np.uint8),
+                                found=np.array([o[2] for o in out], np.uint64).reshape(n),
+                                given=np.array([o[3] for o in out], np.uint8),
+                                low=np.array([o[4] for o in out], np.uint64).reshape(n),
+                                high=np.array([o[5] for o in out], np.uint64).reshape(n)),
                        starts=starts)
 
 

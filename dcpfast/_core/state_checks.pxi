@@ -188,7 +188,7 @@ def check_streams(request):
         for i in range(<Py_ssize_t>f.n):
             at[i], rule[i], found[i] = f.rows[i].at, f.rows[i].rule, f.rows[i].found
             given[i], low[i], high[i] = f.rows[i].given, f.rows[i].low, f.rows[i].high
-        return C.CheckResult(at=at, rule=rule, found=found, given=given, low=low, high=high,
-                             starts=starts_arr.view(bool))
+        return C.CheckResult(C.Findings(at=at, rule=rule, found=found, given=given, low=low,
+                                        high=high), starts=starts_arr.view(bool))
     finally:
         free(f.rows)

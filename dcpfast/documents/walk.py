@@ -15,7 +15,7 @@ import numpy as np
 from .. import _core
 from .._core import contract as C
 from ..arrays import unique as distinct
-from ..streams.checks import Checks, Found
+from ..streams.checks import Checks
 from .rows import Rows
 
 U64_MAX = np.uint64(2**64 - 1)
@@ -28,7 +28,7 @@ class Walk(NamedTuple):
     previous: np.ndarray     # that previous seqno
     applies: np.ndarray      # a change within at_seqno/at_time (and not bad)
     restarts: tuple          # (unit, rel, point) of each restart whose point is known
-    found: Found             # what the stream checks found
+    found: C.Findings             # what the stream checks found
     slots: np.ndarray        # each row's stream slot (-1 for a loss)
 
 

@@ -7,14 +7,13 @@ A caller turns its rows into one stream event each (``EV_*`` of ``_core.contract
 seqno item, a seqno advance, a snapshot marker, an OSO start or end, a Stream End, a
 Stream Request or its placed response), in arrival order, with its stream's slot (a dense
 number per vbucket stream), and ``Checks.run`` steps through them in the compiled core,
-each stream's check state carried from call to call. What it finds (``Found``) is worded
-by ``details`` (summarize) and ``expectation`` (the state's errors).
+each stream's check state carried from call to call. What it finds (``contract.Findings``)
+is worded by ``details`` (summarize) and ``expectation`` (the state's errors).
 """
 
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
 
 import numpy as np
 
@@ -46,22 +45,6 @@ def oso_events(flags: np.ndarray) -> np.ndarray:
                              C.EV_NONE)).astype(np.uint8)
 
 
-class Found(NamedTuple):
-    """What the checks found: per finding, the row (index into the rows given), its
-    anomaly code (an index into ``ANOMALIES``), the seqno found, which of the found and
-    expected values are there (``GIVEN_*`` bits), and the range expected."""
-
-    at: np.ndarray
-    rule: np.ndarray
-    found: np.ndarray
-    given: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-
-    def take(self, index) -> Found:
-        return Found(*(column[index] for column in self))
-
-
 class Checks:
     """Each vbucket stream's check state, from call to call: ``run`` the checks over the
     next rows of the streams (slots ``0..slots-1``)."""
@@ -71,7 +54,7 @@ class Checks:
 
     def run(self, event: np.ndarray, slot: np.ndarray, info: np.ndarray, opaque: np.ndarray,
             seqno: np.ndarray, snap_start: np.ndarray, snap_end: np.ndarray,
-            snap_flags: np.ndarray, end_status: np.ndarray) -> tuple[Found, np.ndarray]:
+            snap_flags: np.ndarray, end_status: np.ndarray) -> tuple[C.Findings, np.ndarray]:
         """The findings over these rows, and where a run of a stream starts (bool per
         row). ``slot`` is int64; the other columns as the scan gives them."""
         slots = int(slot.max()) + 1 if len(slot) else 0
@@ -89,9 +72,7 @@ class Checks:
             snap_start=typed(snap_start, np.uint64), snap_end=typed(snap_end, np.uint64),
             snap_flags=typed(snap_flags, np.uint32), end_status=typed(end_status, np.uint32),
             state=self.state))
-        found = Found(at=result.at, rule=result.rule, found=result.found, given=result.given,
-                      low=result.low, high=result.high)
-        return found, result.starts
+        return result.findings, result.starts
 
 
 def request_info(flags: int, body: str | None, collections: bool) -> int:

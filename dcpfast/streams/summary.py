@@ -29,7 +29,6 @@ from .checks import (
     EVENT_OF_OPCODE,
     UNMATCHED,
     Checks,
-    Found,
     details,
     oso_events,
     request_info,
@@ -283,7 +282,7 @@ class Summary:
         slots = np.array([self._stream(k).slot for k in unique.tolist()], np.int64)
         return slots[inverse].reshape(len(keys))
 
-    def _record(self, found: Found, offsets: np.ndarray, keys: np.ndarray,
+    def _record(self, found: C.Findings, offsets: np.ndarray, keys: np.ndarray,
                 end_status: np.ndarray) -> None:
         """Keep the anomaly columns found in a batch; count them against their streams."""
         if not len(found.at):

@@ -73,7 +73,8 @@ def test_stream_checks_agree(rows, pieces):
                 seqno=seqno[part], snap_start=snap_start[part], snap_end=snap_end[part],
                 snap_flags=flags[part], end_status=status[part], state=state))
             assert isinstance(got, C.CheckResult) and got.starts.dtype == bool
-            found.append((got.at + lo, got.rule, got.found, got.given, got.low, got.high))
+            f = got.findings
+            found.append((f.at + lo, f.rule, f.found, f.given, f.low, f.high))
             starts.append(got.starts)
         return tuple(np.concatenate(c) for c in zip(*found)), np.concatenate(starts), state
     cuts = sorted({0, n, *np.linspace(0, n, pieces + 1).astype(int).tolist()})
