@@ -56,12 +56,13 @@ def _lag(partial: Partial) -> dict | None:
 
 
 def build(partial: Partial, generator: str) -> dict:
-    """The figures of ``partial`` (closed and merged; this adds its ongoing stalls)."""
+    """The figures of ``partial`` (closed and merged; this adds its ongoing stalls and
+    keeps each connection's longest)."""
     first = min((c.first for c in partial.conversations if c.first is not None), default=None)
     last = max((c.last for c in partial.conversations if c.last is not None), default=None)
     for c in partial.conversations:
         c.flow.finish(c.last)
-        c.ongoing()
+        c.finish()
     seconds = (last - first) / 1e9 if first is not None and last is not None else None
     frames, nbytes = partial.frames, partial.bytes
     streams, index = _streams(partial)

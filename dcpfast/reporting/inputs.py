@@ -36,8 +36,6 @@ from .partial import Partial
 
 #: The default stall threshold: silence on an open stream longer than this is a stall.
 DEFAULT_STALL_SECONDS = 5.0
-#: Anomalies of the summary listed per connection (all are counted).
-MAX_ANOMALIES = 1000
 #: Bytes of a dump looked at to tell the client's side from the server's.
 SNIFF_BYTES = 1 << 20
 _CLIENT_REQUESTS = np.zeros(256, bool)
@@ -164,7 +162,7 @@ def read_unit(unit: Unit, options: Options, opener: Opener = local) -> Partial:
             raise
     assert partial is not None
     for c in partial.conversations:
-        c.close(partial, MAX_ANOMALIES)
+        c.close(partial)
     return partial
 
 
