@@ -15,7 +15,7 @@ from ..streams.frames import OPCODE_NAMES
 from .clock import CAPTURE, iso
 from .content import CHANGES, SIZE_BINS, VALUED
 from .conversation import damage_kind
-from .flow import NEAR_LIMIT
+from .flow import MAX_BUFFER, NEAR_LIMIT
 from .grid import Thinned
 from .partial import LAG_BINS, MARK_BITS, Partial, lag_low
 
@@ -343,6 +343,11 @@ def _warnings(partial: Partial, out: dict) -> list[str]:
                      "take their stream's latest; NOOPs, responses and the client's frames "
                      "have no time, so NOOP round trips and unacknowledged bytes are "
                      "unknown.")
+    refused = sum(c.flow.refused for c in partial.conversations)
+    if refused:
+        notes.append(f"{refused:,} Control connection_buffer_size values are no size the "
+                     f"server takes (an integer from 0 to {MAX_BUFFER:,}): left out, as the "
+                     "server refuses them.")
     if out["stalls_not_listed"]:
         notes.append(f"{out['stalls_not_listed']:,} shorter stalls are not listed.")
     if out["series"].get("streams_not_drawn"):
