@@ -12,6 +12,7 @@ from ..errors import DcpFormatError, text
 from ..packets import DCP_PORT
 from ..reporting import DEFAULT_STALL_SECONDS
 from ..reporting.api import report
+from ..reporting.inputs import MAX_STALL_SECONDS
 from ..testing import SAMPLE_PCAP
 from .app import (
     INPUT,
@@ -29,6 +30,15 @@ from .app import (
 )
 
 
+def _stall_seconds(_ctx, _param, value: float) -> float:
+    """A stall threshold: a number of seconds above 0 and at most ``MAX_STALL_SECONDS``
+    (not infinite, not nan)."""
+    if not 0 < value <= MAX_STALL_SECONDS:
+        raise click.BadParameter(f"{value:g} is not a number of seconds above 0 and at most "
+                                 f"{MAX_STALL_SECONDS:g}")
+    return value
+
+
 @main.command("report", epilog="Examples: dcpfast report --sample -o report.html; dcpfast "
               "report capture.pcap -o report.html --json report.json. More: docs/report.md.")
 @click.argument("files", nargs=-1, type=INPUT)
@@ -36,7 +46,7 @@ from .app import (
               help="The page to write (REPORT.html; needs dcpfast[report]).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True),
               help="The JSON file of the figures to write.")
-@click.option("--stall-seconds", type=click.FloatRange(min=0, min_open=True),
+@click.option("--stall-seconds", type=float, callback=_stall_seconds,
               default=DEFAULT_STALL_SECONDS, show_default=True,
               help="Silence on an open stream longer than this is a stall.")
 @click.option("--port", "ports", type=click.IntRange(1, 65535), multiple=True,

@@ -91,7 +91,8 @@ def report(source, *, stall_seconds: float = DEFAULT_STALL_SECONDS, errors: str 
     both directions) or DCP dumps (raw or compressed; a client's dump next to its
     server's in the list is read with it), one path, file object or a list of them.
 
-    ``stall_seconds``: silence on an open stream longer than this is a stall. ``errors``,
+    ``stall_seconds``: silence on an open stream longer than this is a stall (above 0, at
+    most ``MAX_STALL_SECONDS``, about 285 years). ``errors``,
     ``collections`` as for ``dcpfast.scan``; under ``errors="skip"`` damage shows among
     the anomalies. ``ports``: the DCP ports of captures. ``threads``: inputs read at once
     (and threads decoding a dump; default: every core). ``batch_bytes``: a dump is read

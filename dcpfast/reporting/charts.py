@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from .figures import trouble
+
 #: Streams drawn on the timeline and the seqno chart; the ones with stalls, rollbacks,
 #: anomalies or an end other than ``ok`` first.
 MAX_ROWS = 64
@@ -68,12 +70,14 @@ def stream_label(stream: dict, many: dict[str, int] | None) -> str:
 
 
 def chosen(figures: dict) -> list[int]:
-    """The streams drawn (indexes into ``figures["streams"]``): troubled ones first."""
-    def trouble(i: int) -> tuple:
-        s = figures["streams"][i]
-        return (-(s["stalls"] > 0), -(s["rollbacks"] > 0 or s["anomalies"] > 0 or
-                                      s["end"] not in (None, "ok")), i)
-    drawn = sorted(range(len(figures["streams"])), key=trouble)[:MAX_ROWS]
+    """The streams drawn (indexes into ``figures["streams"]``): troubled ones first
+    (``trouble``), then, where the series left streams out, those they hold; each by
+    index."""
+    streams, series = figures["streams"], figures["series"]
+    charted = {s["stream"] for s in series["streams"]} \
+        if series.get("streams_not_drawn") else None
+    drawn = sorted(range(len(streams)), key=lambda i: (
+        trouble(streams[i]), charted is not None and i not in charted, i))[:MAX_ROWS]
     return sorted(drawn)
 
 

@@ -34,6 +34,8 @@ SERVER, CLIENT = 0, 1
 MAX_STALLS = 500
 #: Damaged regions listed per connection; the rest are counted.
 MAX_DAMAGE = 200
+#: Anomalies of the summary kept per connection (the first by offset); all are counted.
+MAX_ANOMALIES = 1000
 #: Offset-to-time points kept per direction (for the time of an anomaly).
 _MARKS = 4096
 _MARK_EVERY = 256
@@ -60,7 +62,7 @@ class Conversation:
 
     def __init__(self, name: str, number: int, clock: str, stall_ns: int):
         self.name, self.number, self.clock, self.stall_ns = name, number, clock, stall_ns
-        self.summary: Summary | None = Summary()
+        self.summary: Summary | None = Summary(keep=MAX_ANOMALIES)
         self.manifest: Manifest | None = Manifest()
         self.flow = FlowControl()
         self.noops = Noops()
@@ -372,29 +374,32 @@ class Conversation:
                ongoing: bool = False, opened: int = 0) -> None:
         self.stalls.append((vbucket, stream_id, start, end, ongoing, opened))
         if len(self.stalls) > 2 * MAX_STALLS:
+            self._keep_longest()
+
+    def _keep_longest(self) -> None:
+        """Keep the ``MAX_STALLS`` longest stalls (of equal ones the first), count the rest."""
+        if len(self.stalls) > MAX_STALLS:
             self.stalls.sort(key=lambda s: s[2] - s[3])
             self.more_stalls += len(self.stalls) - MAX_STALLS
             del self.stalls[MAX_STALLS:]
 
     # -- the end -------------------------------------------------------------------------
 
-    def close(self, partial: Partial, max_anomalies: int) -> None:
-        """The connection has ended: settle its flow control, keep the summary's
-        per-stream table and its first ``max_anomalies`` anomalies, drop the rest."""
+    def close(self, partial: Partial) -> None:
+        """The connection has ended: settle its flow control, take the summary's counts
+        and the anomalies it kept (the first ``MAX_ANOMALIES``), drop the summary."""
         self.flow.settle(partial, self.number, final=True)
         summary, self.summary = self.summary, None
         if summary is None:
             return
-        anomalies = summary.anomalies
-        for kind, vb, sid in zip(*(anomalies[n].to_pylist()
-                                   for n in ("kind", "vbucket", "stream_id"))):
-            self.anomaly_counts[kind] = self.anomaly_counts.get(kind, 0) + 1
-            if vb is not None:
-                self.stream_anomalies[(vb, sid or 0)] = \
-                    self.stream_anomalies.get((vb, sid or 0), 0) + 1
-        for a in anomalies.slice(0, max_anomalies).to_pylist():
+        for a in summary.anomalies.to_pylist():
             a["time"] = self.time_at(SERVER, a["offset"])
             self.anomalies.append(a)
+            self.anomaly_counts.setdefault(a["kind"], 0)     # kinds in the order first met
+        for kind, n in summary.anomaly_counts.items():
+            self.anomaly_counts[kind] = self.anomaly_counts.get(kind, 0) + n
+        self.stream_anomalies = {(vb, sid or 0): n
+                                 for (vb, sid), n in summary.stream_anomalies.items()}
         for k, (side, offset, length, reason, t) in enumerate(self.damage):
             kind = damage_kind(reason)
             self.anomaly_counts[kind] = self.anomaly_counts.get(kind, 0) + 1
@@ -406,17 +411,17 @@ class Conversation:
         self.manifest = None                      # its names are the report's by now
         self.noops.close()
 
-    def ongoing(self) -> None:
-        """Stalls that last to the connection's last frame (either side's), on a capture:
-        a healthy idle connection still carries NOOPs and their answers."""
+    def finish(self) -> None:
+        """The stalls that last to the connection's last frame (either side's), on a
+        capture (a healthy idle connection still carries NOOPs and their answers); then
+        the ``MAX_STALLS`` longest kept."""
         end = self.last
-        if end is None:
-            return
-        if self.clock != CAPTURE:
-            return
-        if self.open_streams > 0 and self.quiet_since and end - self.quiet_since > self.stall_ns:
-            self._stall(None, 0, self.quiet_since, end, True, self.open_streams)
-        for s in self.streams.values():
-            if s.open and s.carry and end - s.carry > self.stall_ns:
-                s.stalls += 1
-                self._stall(s.vbucket, s.stream_id, s.carry, end, True)
+        if end is not None and self.clock == CAPTURE:
+            if self.open_streams > 0 and self.quiet_since and \
+                    end - self.quiet_since > self.stall_ns:
+                self._stall(None, 0, self.quiet_since, end, True, self.open_streams)
+            for s in self.streams.values():
+                if s.open and s.carry and end - s.carry > self.stall_ns:
+                    s.stalls += 1
+                    self._stall(s.vbucket, s.stream_id, s.carry, end, True)
+        self._keep_longest()

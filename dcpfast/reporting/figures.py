@@ -15,7 +15,7 @@ from ..streams.frames import OPCODE_NAMES
 from .clock import CAPTURE, iso
 from .content import CHANGES, SIZE_BINS, VALUED
 from .conversation import damage_kind
-from .flow import NEAR_LIMIT
+from .flow import MAX_BUFFER, NEAR_LIMIT
 from .grid import Thinned
 from .partial import LAG_BINS, MARK_BITS, Partial, lag_low
 
@@ -25,6 +25,10 @@ VERSION = 1
 MAX_LISTED_ANOMALIES = 2000
 #: Points of the per-stream series in all: past it, their buckets are merged.
 STREAM_POINTS = 60_000
+#: Streams given a series at most (``_ranked``: the troubled, then the busiest); the rest
+#: are counted (``series.streams_not_drawn``). Two points each fit ``STREAM_POINTS``, so
+#: merging buckets always gets there.
+SERIES_STREAMS = 4096
 #: Keys listed among the most changed.
 TOP_KEYS = 20
 _DATATYPES = ("raw", "json", "snappy", "json+snappy", "xattr", "json+xattr",
@@ -52,12 +56,13 @@ def _lag(partial: Partial) -> dict | None:
 
 
 def build(partial: Partial, generator: str) -> dict:
-    """The figures of ``partial`` (closed and merged; this adds its ongoing stalls)."""
+    """The figures of ``partial`` (closed and merged; this adds its ongoing stalls and
+    keeps each connection's longest)."""
     first = min((c.first for c in partial.conversations if c.first is not None), default=None)
     last = max((c.last for c in partial.conversations if c.last is not None), default=None)
     for c in partial.conversations:
         c.flow.finish(c.last)
-        c.ongoing()
+        c.finish()
     seconds = (last - first) / 1e9 if first is not None and last is not None else None
     frames, nbytes = partial.frames, partial.bytes
     streams, index = _streams(partial)
@@ -83,7 +88,7 @@ def build(partial: Partial, generator: str) -> dict:
         "documents": _documents(partial),
     }
     out.update(_anomalies(partial))
-    out["series"] = _series(partial, index)
+    out["series"] = _series(partial, streams, index)
     out["warnings"] = _warnings(partial, out)
     return out
 
@@ -216,7 +221,7 @@ def _anomalies(partial: Partial) -> dict:
                                                                        MAX_LISTED_ANOMALIES))}
 
 
-def _series(partial: Partial, index: dict[int, int]) -> dict:
+def _series(partial: Partial, streams: list[dict], index: dict[int, int]) -> dict:
     grid = partial.grid
     span = grid.span()
     if span is None:
@@ -229,7 +234,8 @@ def _series(partial: Partial, index: dict[int, int]) -> dict:
                        "buckets": (buckets[at] - origin).tolist(),
                        "frames": v["frames"][at].tolist(), "bytes": v["bytes"][at].tolist()}
                       for row, at in _groups(rows)]
-    out["streams"] = _stream_series(partial, index, origin)
+    out["streams"], out["streams_not_drawn"] = _stream_series(partial, streams, index,
+                                                              origin)
     rows, buckets, v = partial.unacked.table(grid.shift)
     out["unacked"] = [{"connection": partial.conversations[row].name,
                        "buckets": (buckets[at] - origin).tolist(),
@@ -250,11 +256,35 @@ def _groups(rows: np.ndarray):
     return [(int(rows[h]), slice(int(h), int(e))) for h, e in zip(heads, ends)]
 
 
-def _stream_series(partial: Partial, index: dict[int, int], origin: int) -> list[dict]:
-    """Each stream's items, highest seqno and snapshot kinds per bucket; with many
-    streams their buckets merged (by powers of two) to stay near ``STREAM_POINTS``."""
+def trouble(stream: dict) -> tuple[int, int]:
+    """How a stream ranks for drawing, troubled first: with stalls, then with rollbacks,
+    anomalies or an end other than ``ok``."""
+    return (-(stream["stalls"] > 0), -(stream["rollbacks"] > 0 or stream["anomalies"] > 0
+                                       or stream["end"] not in (None, "ok")))
+
+
+def _ranked(streams: list[dict], wanted: np.ndarray) -> np.ndarray:
+    """The drawing order of ``wanted`` (indexes into ``streams``), as positions in it: the
+    troubled first (``trouble``), then those with the most items, then by index."""
+    keys = np.array([(*trouble(streams[i]), -streams[i]["items"]) for i in wanted.tolist()],
+                    np.int64).reshape(-1, 3)
+    return np.lexsort((wanted, keys[:, 2], keys[:, 1], keys[:, 0]))
+
+
+def _stream_series(partial: Partial, streams: list[dict], index: dict[int, int],
+                   origin: int) -> tuple[list[dict], int]:
+    """Each drawn stream's items, highest seqno and snapshot kinds per bucket, and how
+    many streams with a series were left out: at most ``SERIES_STREAMS`` are drawn
+    (``_ranked``), their buckets merged (by powers of two) to stay near
+    ``STREAM_POINTS``."""
     shift = partial.grid.shift
     rows, buckets, v = partial.progress.table(shift)
+    slots = np.unique(rows)
+    left_out = max(0, len(slots) - SERIES_STREAMS)
+    if left_out:
+        at = np.array([index[slot] for slot in slots.tolist()], np.int64)
+        drawn = np.isin(rows, slots[_ranked(streams, at)[:SERIES_STREAMS]])
+        rows, buckets, v = rows[drawn], buckets[drawn], {n: a[drawn] for n, a in v.items()}
     coarser = 0
     while len(rows) and _cells_after(rows, buckets, coarser) > STREAM_POINTS:
         coarser += 1
@@ -267,7 +297,7 @@ def _stream_series(partial: Partial, index: dict[int, int], origin: int) -> list
                     "items": np.add.reduceat(v["items"][at], heads).tolist(),
                     "seqno": np.maximum.reduceat(v["seqno"][at], heads).tolist(),
                     "snapshots": np.bitwise_or.reduceat(v["marks"][at], heads).tolist()})
-    return out
+    return out, left_out
 
 
 def _cells_after(rows: np.ndarray, buckets: np.ndarray, coarser: int) -> int:
@@ -313,8 +343,18 @@ def _warnings(partial: Partial, out: dict) -> list[str]:
                      "take their stream's latest; NOOPs, responses and the client's frames "
                      "have no time, so NOOP round trips and unacknowledged bytes are "
                      "unknown.")
+    refused = sum(c.flow.refused for c in partial.conversations)
+    if refused:
+        notes.append(f"{refused:,} Control connection_buffer_size values are no size the "
+                     f"server takes (an integer from 0 to {MAX_BUFFER:,}): left out, as the "
+                     "server refuses them.")
     if out["stalls_not_listed"]:
         notes.append(f"{out['stalls_not_listed']:,} shorter stalls are not listed.")
+    if out["series"].get("streams_not_drawn"):
+        notes.append(f"{out['series']['streams_not_drawn']:,} streams are left out of the "
+                     f"series: they hold the {SERIES_STREAMS:,} with stalls, rollbacks, "
+                     "anomalies or a bad end first, then the busiest (the streams table "
+                     "lists every one).")
     if out["anomalies_not_listed"]:
         notes.append(f"{out['anomalies_not_listed']:,} anomalies are counted but not "
                      "listed.")

@@ -2,7 +2,9 @@
 client asked for, what the client acknowledged, and how long each NOOP took to answer.
 
 Flow control (the wire reference, section 8): the client sets the buffer with the
-Control ``connection_buffer_size``; the server charges each DCP request it sends at its
+Control ``connection_buffer_size`` (a decimal integer from 0 to ``MAX_BUFFER``: the
+server refuses any other value and keeps the buffer it had, and so does the report,
+counting the value as ``refused``); the server charges each DCP request it sends at its
 frame size (a Prepare 2 bytes more), Noops excepted; the client gives the bytes back with
 Buffer Acknowledgements. Unacknowledged bytes are the sends minus the acknowledgements in
 time order, so they need both directions' times: a capture's. The two directions arrive
@@ -31,8 +33,20 @@ PENDING_EVENTS = 1 << 20
 #: NOOPs waiting for their other half (request or response) per connection.
 PENDING_NOOPS = 4096
 _BUFFER_CONTROL = "connection_buffer_size"
+#: The largest buffer size the server takes (kv_engine reads it as an unsigned 32-bit int).
+MAX_BUFFER = 2**32 - 1
 #: What a Prepare is charged over its frame size (kv_engine's prepareBaseMsgBytes).
 PREPARE_SURCHARGE = 2
+
+
+def buffer_size(value: str) -> int | None:
+    """A ``connection_buffer_size`` as the server takes it: decimal digits (blanks around
+    them allowed) from 0 to ``MAX_BUFFER``; None for any other value."""
+    digits = value.strip()
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= len(str(MAX_BUFFER))):
+        return None
+    size = int(digits)
+    return size if size <= MAX_BUFFER else None
 
 
 class FlowControl:
@@ -41,6 +55,8 @@ class FlowControl:
     def __init__(self) -> None:
         #: The ``connection_buffer_size`` the client asked for (0: off), None if unseen.
         self.buffer_bytes: int | None = None
+        #: The ``connection_buffer_size`` values that are no size the server takes.
+        self.refused = 0
         #: Buffer Acknowledgements the client sent, and the bytes they gave back.
         self.acks = 0
         self.acked_bytes = 0
@@ -66,10 +82,11 @@ class FlowControl:
             return
         for row in controls(batch).to_pylist():
             if row["key"] == _BUFFER_CONTROL:
-                try:
-                    self.buffer_bytes = max(0, int(row["value"].strip()))
-                except ValueError:
-                    continue
+                size = buffer_size(row["value"])
+                if size is None:
+                    self.refused += 1
+                else:
+                    self.buffer_bytes = size
 
     def sent(self, times: np.ndarray, sizes: np.ndarray) -> None:
         """The server's charged sends (``times``: 0 where unknown)."""

@@ -36,8 +36,8 @@ from .partial import Partial
 
 #: The default stall threshold: silence on an open stream longer than this is a stall.
 DEFAULT_STALL_SECONDS = 5.0
-#: Anomalies of the summary listed per connection (all are counted).
-MAX_ANOMALIES = 1000
+#: The longest stall threshold: about 285 years, under the 2**63 ns a report's times hold.
+MAX_STALL_SECONDS = 9e9
 #: Bytes of a dump looked at to tell the client's side from the server's.
 SNIFF_BYTES = 1 << 20
 _CLIENT_REQUESTS = np.zeros(256, bool)
@@ -59,8 +59,9 @@ class Options:
 
     def __post_init__(self) -> None:
         checked_mode(self.errors)
-        if not self.stall_seconds > 0:
-            raise ValueError(f"stall_seconds must be above 0, not {self.stall_seconds!r}")
+        if not 0 < self.stall_seconds <= MAX_STALL_SECONDS:      # nan is neither
+            raise ValueError(f"stall_seconds must be a number of seconds above 0 and at "
+                             f"most {MAX_STALL_SECONDS:g}, not {self.stall_seconds!r}")
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,20 @@ def local(source) -> Iterator[IO[bytes]]:
 
 
 def name_of(source) -> str:
-    """How a source is named in a report."""
+    """How a source is named in a report: its file name (bytes that are not UTF-8
+    written ``\\xNN``, so that the page and the JSON can hold it)."""
     if _is_path(source):
-        text = os.fspath(source)
-        return "<stdin>" if text == "-" else os.path.basename(text.rstrip("/")) or text
-    return getattr(source, "name", None) or type(source).__name__
+        text = os.fsdecode(source)
+        name = "<stdin>" if text == "-" else os.path.basename(text.rstrip("/")) or text
+    else:
+        given = getattr(source, "name", None)
+        name = os.fsdecode(given) if isinstance(given, (str, bytes)) and given \
+            else type(source).__name__
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:                 # a surrogate that escapes no byte
+        raw = name.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def kind_of(source, opener: Opener, errors: str) -> str:
@@ -164,7 +174,7 @@ def read_unit(unit: Unit, options: Options, opener: Opener = local) -> Partial:
             raise
     assert partial is not None
     for c in partial.conversations:
-        c.close(partial, MAX_ANOMALIES)
+        c.close(partial)
     return partial
 
 

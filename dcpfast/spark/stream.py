@@ -1,14 +1,18 @@
 """Growing dumps read to frame boundaries, for the ``dcp`` stream reader
 (``stream_reader``): the driver's walk over the frames of a file from a boundary
-(``walk``: the scan core, offsets only), and the frames of a range between two
-boundaries read in a task as record batches (``read_range``). Needs no pyspark.
+(``walk``: the scan core, offsets only), the frames of a range between two boundaries
+read in a task as record batches (``read_range``), and the frames a stream has waited
+long for the rest of (``Waiting``). Needs no pyspark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+import time
+from collections.abc import Callable, Iterator
 
-from ..io.resume import Resume
+from .. import protocol as P
+from ..io.resume import Resume, frame_length
 from ..options import ScanOptions
 from .convert import noted, reported, scanner_columns, to_record_batch
 from .source import ReadOptions, filesystem, source_name
@@ -67,3 +71,38 @@ def read_range(uri: str, lo: int, hi: int, collections: bool, unverified: bool,
         for fb in reported(batches(), where):
             if len(fb):
                 yield to_record_batch(fb, source, schema, errors=options.errors)
+
+
+#: How long a stream waits for the rest of a frame before it says so (once a frame).
+WAIT_WARNING_SECONDS = 60.0
+
+log = logging.getLogger("dcpfast.spark")
+
+
+class Waiting:
+    """The frame each file's stream waits for the rest of (the one its end cuts): once
+    one has waited ``WAIT_WARNING_SECONDS`` (a writer cut off, or a header whose length
+    is damage), one warning says so; what the stream reads does not change."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._since: dict[str, tuple[int, float, bool]] = {}    # at, since, said
+
+    def look(self, uri: str, f, at: int, size: int) -> None:
+        """The stream of ``uri`` (open as ``f``, ``size`` bytes long) stands at byte
+        ``at``: a frame there whose end lies past ``size`` is waited for."""
+        claimed = frame_length(bytes(f.read_at(P.HEADER_SIZE, at)))
+        if not size - at < claimed:
+            self._since.pop(uri, None)
+            return
+        seen = self._since.get(uri)
+        if seen is None or seen[0] != at:
+            self._since[uri] = (at, self.clock(), False)
+            return
+        since, said = seen[1], seen[2]
+        waited = self.clock() - since
+        if not said and waited >= WAIT_WARNING_SECONDS:
+            log.warning("%s: the frame at byte %d claims %s bytes, %s of them written in "
+                        "%.0f s: the stream waits for the rest (a writer cut off, or a "
+                        "damaged length?)", uri, at, f"{claimed:,}", f"{size - at:,}", waited)
+            self._since[uri] = (at, since, True)

@@ -7,8 +7,9 @@ with a checksum of its first bytes (``head``) and what the file's scan decided
 (``collections``; ``unverified`` in skip mode): ``{"files": {uri: {...}}}``. Each trigger
 the driver lists the files and walks the frames of every file from its ``end`` (the
 scan core, offsets only: ``stream.walk``), so a micro-batch always ends on frame
-boundaries: a frame cut at the end of a growing file waits for the next trigger, new
-files and bytes appended to known files are read, and a restart from a checkpoint reads
+boundaries: a frame cut at the end of a growing file waits for the next trigger (a
+warning says so once it has waited long: ``stream.Waiting``), new files and bytes
+appended to known files are read, and a restart from a checkpoint reads
 each frame exactly once. ``maxBytesPerTrigger`` (``ReadMaxBytes``) and
 ``maxFilesPerTrigger`` (``ReadMaxFiles``) bound a micro-batch; ``Trigger.AvailableNow``
 reads what was there when it started. A file that shrinks or is replaced, a packet
@@ -37,7 +38,7 @@ from ..io.kinds import is_capture
 from ..options import ScanOptions
 from .convert import noted
 from .source import ReadOptions, byte_size, filesystem, list_files, option
-from .stream import read_range, walk
+from .stream import Waiting, read_range, walk
 from .workers import same_dcpfast
 
 #: Bytes of a file's start that its ``head`` checksum covers.
@@ -72,6 +73,7 @@ class DcpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise ValueError("give maxBytesPerTrigger or maxFilesPerTrigger, not both")
         self.target: dict[str, int] | None = None
         self.bounds: dict[tuple[str, int, int], list] = {}
+        self.waiting = Waiting()
 
     def initialOffset(self):
         return {"files": {}}
@@ -157,6 +159,7 @@ class DcpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                        batch_bytes=o.batch_bytes, progress=progress)
             end, unverified = bounds[-1]
             if end == lo:
+                self.waiting.look(uri, f, lo, size)
                 return before
             self.bounds[(uri, lo, end)] = bounds
             entry = {"end": end, "head": _head(f, end), "collections": bool(decided)}

@@ -137,10 +137,14 @@ class Summary:
     ``ended_in_snapshot``, ``oso_not_ended``, ``oso_not_started``; ``unmatched_rollback``
     (a Rollback response that neither a request nor a stream opaque places on a vbucket)
     and ``bytes_lost`` (a region a skip-mode scan passed over: a capture gap, damage; or a
-    frame its caller's decoders passed over, given to ``update``).
+    frame its caller's decoders passed over, given to ``update``). ``anomaly_counts``
+    counts them by kind.
+
+    ``keep``: list only the first ``keep`` anomalies by offset and count the rest, so
+    that memory does not follow them (None: list every one).
     """
 
-    def __init__(self):
+    def __init__(self, keep: int | None = None):
         #: Frames seen.
         self.frames = 0
         #: Requests and stream opaques of the batches seen so far.
@@ -149,6 +153,10 @@ class Summary:
         self._counts = _Tally()                            # frames by stream slot, opcode
         self._markers: list[np.ndarray] = []   # per batch: slot, start, end, flags rows
         self._anomalies: list[dict[str, np.ndarray]] = []
+        self._keep = keep
+        self._found = 0                                     # rows of ``_anomalies``
+        #: anomalies (by kind, the index of ``ANOMALIES``) past the first ``keep``
+        self._dropped = np.zeros(len(ANOMALIES), np.int64)
         #: responses nothing placed yet: opaque, rollback seqno (None: success), offset,
         #: frame number
         self._pending: list[tuple[int, int | None, int, int]] = []
@@ -168,6 +176,10 @@ class Summary:
         # malformed: those ``to_arrow`` lists)
         lost = sorted([*batch.errors, *damaged]) if damaged else batch.errors
         self._lost += [tuple(region) for region in lost]
+        if self._keep is not None and len(self._lost) > 2 * self._keep:
+            self._lost.sort(key=lambda region: region[0])
+            self._dropped[BYTES_LOST] += len(self._lost) - self._keep
+            del self._lost[self._keep:]
         if not len(batch):
             return self
         decoded, malformed = F.read_requests(batch)
@@ -294,6 +306,21 @@ class Summary:
                                 "end_status": end_status[at].astype(np.int64)})
         for k, n in zip(*np.unique(keys[at], return_counts=True)):
             self._stream(int(k)).anomalies += int(n)
+        self._found += len(at)
+        if self._keep is not None and self._found > 2 * self._keep:
+            self._keep_first()
+
+    def _keep_first(self) -> None:
+        """Keep the first ``keep`` anomalies found by offset (in the order found: of equal
+        offsets the first found), count the others."""
+        cols = {name: np.concatenate([a[name] for a in self._anomalies])
+                for name in self._anomalies[0]}
+        order = np.argsort(cols["offset"], kind="stable")
+        self._dropped += np.bincount(cols["kind"][order[self._keep:]].astype(np.intp),
+                                     minlength=len(ANOMALIES))
+        kept = np.sort(order[:self._keep])
+        self._anomalies = [{name: col[kept] for name, col in cols.items()}]
+        self._found = len(kept)
 
     def _tally(self, batch: FrameBatch, rows: np.ndarray, real: np.ndarray,
                event: np.ndarray, slots: np.ndarray, starts: np.ndarray) -> None:
@@ -386,9 +413,27 @@ class Summary:
         return self.to_arrow().to_pandas(types_mapper=pd.ArrowDtype)
 
     @property
+    def anomaly_counts(self) -> dict[str, int]:
+        """Every anomaly found (listed in ``anomalies`` or not), by kind."""
+        counts = self._dropped.copy()
+        for a in self._anomalies:
+            counts += np.bincount(a["kind"].astype(np.intp), minlength=len(ANOMALIES))
+        counts[UNMATCHED] += len(self._unplaced())
+        counts[BYTES_LOST] += len(self._lost)
+        return {ANOMALIES[k]: n for k, n in enumerate(counts.tolist()) if n}
+
+    @property
+    def stream_anomalies(self) -> dict[tuple[int, int | None], int]:
+        """The anomalies found on each stream that has any, by ``(vbucket, stream_id)``
+        (None without one): the ``anomalies`` column of ``to_arrow()``."""
+        return {(s.vbucket, s.stream_id or None): s.anomalies
+                for s in self._streams.values() if s.anomalies}
+
+    @property
     def anomalies(self) -> pa.Table:
-        """Every anomaly found, by stream offset: ``kind, offset, vbucket, stream_id,
-        by_seqno, details`` (``by_seqno``: the item's, or the seqno a snapshot reached)."""
+        """Every anomaly found (the first ``keep``), by stream offset: ``kind, offset,
+        vbucket, stream_id, by_seqno, details`` (``by_seqno``: the item's, or the seqno a
+        snapshot reached)."""
         unmatched = self._unplaced()
         cols = {name: np.concatenate([a[name] for a in self._anomalies])
                 for name in self._anomalies[0]} if self._anomalies else None
@@ -407,7 +452,7 @@ class Summary:
             rows.append((offset, ANOMALIES[BYTES_LOST], None, None, None,
                          text("check_bytes_lost", length=length, reason=reason)))
         rows.sort(key=lambda r: r[0])
-        columns = list(zip(*rows)) or [()] * 6
+        columns = list(zip(*rows[:self._keep])) or [()] * 6
         return pa.table({
             "kind": pa.array(columns[1], pa.string()),
             "offset": pa.array(columns[0], pa.uint64()),
@@ -421,8 +466,8 @@ class Summary:
         """A readable account: one line per stream, then the first anomalies."""
         table = self.to_arrow().to_pylist()
         anomalies = self.anomalies
-        lines = [f"{self.frames} frames, {len(table)} vbucket streams, "
-                 f"{anomalies.num_rows} anomalies"]
+        total = sum(self.anomaly_counts.values())
+        lines = [f"{self.frames} frames, {len(table)} vbucket streams, {total} anomalies"]
         for s in table:
             name = f"vb {s['vbucket']}" + (f" sid {s['stream_id']}" if s["stream_id"] else "")
             seqnos = ("no items" if s["first_seqno"] is None
@@ -436,8 +481,9 @@ class Summary:
             lines.append(f"  ! {a['kind']} at byte {a['offset']}"
                          + (f" (vb {a['vbucket']})" if a["vbucket"] is not None else "")
                          + f": {a['details']}")
-        if anomalies.num_rows > max_anomalies:
-            lines.append(f"  ... {anomalies.num_rows - max_anomalies} more anomalies")
+        shown = min(anomalies.num_rows, max_anomalies)
+        if total > shown:
+            lines.append(f"  ... {total - shown} more anomalies")
         return "\n".join(lines)
 
     def __str__(self):

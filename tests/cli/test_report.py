@@ -138,3 +138,29 @@ def test_a_signal_while_report_reads_leaves_nothing(tmp_path, signum):
     assert proc.returncode == -signum, said
     assert b"Traceback" not in said and b"Aborted" not in said, said
     assert not page.exists() and not figures.exists()
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "0", "-1"])
+def test_the_stall_threshold_is_a_finite_number_above_0(tmp_path, value):
+    out = tmp_path / "r.json"
+    result = run("report", SAMPLE_PCAP, "--json", out, "--stall-seconds", value)
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--stall-seconds'" in result.output
+    assert "Traceback" not in result.output and not out.exists()
+
+
+def test_an_input_named_in_bytes_that_are_not_utf8(tmp_path):
+    """The name is shown with the bytes that are not UTF-8 escaped (``\\xe9``): the page is
+    written and the JSON is valid UTF-8."""
+    name = os.path.join(os.fsencode(tmp_path), b"caf\xe9.pcap")
+    with open(name, "wb") as f:
+        f.write(SAMPLE_PCAP.read_bytes())
+    page, out = tmp_path / "r.html", tmp_path / "r.json"
+    args = [os.fsdecode(name), "--json", out] + (["-o", page] if has_bokeh else [])
+    result = run("report", *args)
+    assert result.exit_code == 0, result.output
+    text = out.read_bytes().decode("utf-8")
+    assert json.loads(text)["inputs"][0]["name"] == "caf\\xe9.pcap"
+    assert "\\udc" not in text
+    if has_bokeh:
+        assert "caf\\xe9.pcap" in page.read_bytes().decode("utf-8")

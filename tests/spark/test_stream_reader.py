@@ -177,3 +177,35 @@ def test_micro_batches_under_a_byte_limit_and_a_replanned_batch(tmp_path):
     fresh = _reader(tmp_path)
     end = fresh.latestOffset(start, ReadAllAvailable())
     assert _read(fresh, start, end) == offsets[150:]
+
+
+def test_a_frame_awaited_for_long_is_said_once(tmp_path, caplog):
+    """A file that ends inside a frame claiming 40 MB: the stream waits for the rest as
+    for any cut frame, and once it has waited ``WAIT_WARNING_SECONDS`` says so in one
+    warning naming the file and the frame; what it reads does not change."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from dcpfast.spark import stream
+
+    data = T.synthetic_stream(20, seed=3)
+    offsets = dcpfast.scan(data, final=True)["offset"].tolist()
+    huge = T.mutation(b"big", bytes(40_000_000), by_seqno=99)
+    path = tmp_path / "a.dcp"
+    path.write_bytes(data + huge[:5000])
+    reader = _reader(tmp_path)
+    now = [1000.0]
+    reader.waiting.clock = lambda: now[0]
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert _read(reader, start, end) == offsets and end["files"][str(path)]["end"] == len(data)
+    caplog.set_level("WARNING", logger="dcpfast.spark")
+    for step in (1, stream.WAIT_WARNING_SECONDS - 2, 1, 5, 600):
+        now[0] += step
+        assert reader.latestOffset(end, ReadAllAvailable()) == end
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert str(path) in said and f"byte {len(data)}" in said and "40,000,0" in said
+    assert "5,000" in said and len(said.splitlines()) == 1
+    with open(path, "ab") as f:                         # the rest comes: it is read
+        f.write(huge[5000:])
+    later = reader.latestOffset(end, ReadAllAvailable())
+    assert later["files"][str(path)]["end"] == len(data) + len(huge)

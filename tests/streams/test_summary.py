@@ -253,6 +253,35 @@ def test_rollbacks_placed_late_and_unmatched():
         ("unmatched_rollback", len(frames[0]), None, 6)
 
 
+def test_a_summary_that_keeps_some_anomalies_lists_the_first_and_counts_all():
+    """``Summary(keep=n)``: the first ``n`` anomalies by offset, as a summary keeping every
+    one lists them, and every one counted by kind and by stream, however it is cut."""
+    frames = [t.rollback_response(5, opaque=0x99)]
+    for k in range(40):
+        base = 10 * k + 1
+        frames += [marker(base, base + 5), mut(base), mut(base + 3), mut(base + 2),
+                   mut(base + 9), mut(base + 4, vbucket=4)]
+        if k % 7 == 3:
+            frames.append(b"\x42" * 30)                    # damage: bytes lost
+    data = b"".join(frames)
+    whole = S.summarize(dcpfast.scan(data, final=True, collections=False, errors="skip"))
+    every = whole.anomalies
+    kinds = Counter(every["kind"].to_pylist())
+    assert len(kinds) == 4 and every.num_rows > 80
+    for keep in (0, 1, 17, 60, every.num_rows, every.num_rows + 5):
+        for cut in (None, 97, 1000):
+            batches = [dcpfast.scan(data, final=True, collections=False, errors="skip")] \
+                if cut is None else dcpfast.iter_batches([data], batch_bytes=cut,
+                                                         collections=False, errors="skip")
+            summary = S.Summary(keep=keep)
+            for batch in batches:
+                summary.update(batch)
+            assert summary.anomalies.equals(every.slice(0, keep)), (keep, cut)
+            assert summary.anomaly_counts == dict(kinds), (keep, cut)
+            assert summary.to_arrow().equals(whole.to_arrow())
+    assert whole.anomaly_counts == dict(kinds)
+
+
 @settings(max_examples=40, deadline=None)
 @given(seqnos=st.lists(st.integers(1, 40), min_size=1, max_size=25),
        snapshots=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 10)), min_size=1,
