@@ -307,6 +307,16 @@ _NAMED = {
     "diff_side": "{reason} (in the {side})",
     "diff_side_file": "{reason} (in {file})",
     "diff_side_in": "{reason} (in the {side}: {file})",
+    "diff_unknown_collections": "only_collections names {names}, which neither side holds "
+                                "(they hold: {known}); a collection whose create event a "
+                                "dump lacks goes by 0x<its id>",
+    "diff_without_tombstones": "the {side} state was built without include_deleted=True: "
+                               "build it with include_deleted=True (the diff needs its "
+                               "tombstones)",
+    "diff_keys_unsaid": "the {side}'s keys were read without collection ids, its stream not "
+                        "saying whether they carry one (no HELLO, no collection event), "
+                        "while the {other}'s carry them: read both with collections=True "
+                        "(--collections) if the {side}'s keys carry collection ids too",
 }
 
 

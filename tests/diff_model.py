@@ -2,9 +2,11 @@
 each side as ``state_model`` finds them: a dict per side, one document at a time.
 
 A document is named by its collection's names (or, never named, its id) and its key; a
-side vouches for it only up to its vbucket's consistent seqno (and not where its value
-did not decode, or its vbucket could not be restored on either side); the rest of
-docs/diff.md's rules are spelled out below.
+collection whose scope a side never named takes the scope of the other side's collection
+of the same id and name, where the other side holds a document (a tombstone counts) of
+it (``lent``); a side vouches for a document only up to its vbucket's consistent seqno
+(and not where its value did not decode, or its vbucket could not be restored on either
+side); the rest of docs/diff.md's rules are spelled out below.
 """
 
 from __future__ import annotations
@@ -35,6 +37,16 @@ def named(cid: int, names: dict) -> tuple:
     return None, f"0x{cid:x}", False
 
 
+def lent(names: dict, other: tuple) -> dict:
+    """``names`` (collection id -> (scope, name)) with each scope a side never named (None)
+    taken from the other side's collection of that id and name, among those ``other``
+    (documents, consistency, names) holds a document of."""
+    held = {cid for (_, cid, _) in other[0]}
+    return {cid: (other[2][cid][0] if scope is None and cid in held and cid in other[2]
+                  and other[2][cid][1] == name else scope, name)
+            for cid, (scope, name) in names.items()}
+
+
 def side(docs: dict, points: dict, names: dict, unrestored: set, values: bool) -> dict:
     """identity -> [version, vbucket, cid, unsure]: per identity the version with the
     highest seqno (then vbucket), unsure if any of its versions is."""
@@ -57,8 +69,8 @@ def diff(source: tuple, target: tuple, *, fields=DEFAULT_FIELDS, include_deleted
     consistency, names) of ``diff_scenarios.documents`` and the names of the side."""
     values = bool(VALUE_FIELDS & set(fields))
     lost = unrestored[0] | unrestored[1]
-    a = side(*source, lost, values)
-    b = side(*target, lost, values)
+    a = side(*source[:2], lent(source[2], target), lost, values)
+    b = side(*target[:2], lent(target[2], source), lost, values)
     rows, counts = [], {}
     for ident in set(a) | set(b):
         label = ident[:3]

@@ -8,6 +8,7 @@ import click
 
 from ..compare import DEFAULT_FIELDS, FIELDS, diff_errors, summary
 from ..compare.api import diff as compare
+from ..compare.rules import UnknownCollections
 from ..compare.sides import both
 from ..documents import StateBuilder
 from ..documents.feeding import feed_batches
@@ -123,8 +124,12 @@ def _run(source: str, target: str, output: str | None, force: bool, options: dic
     a, b = both(lambda: _state(source, "source", build, options["scan"]),
                 lambda: _state(target, "target", build, options["scan"]),
                 together=threads_of(options["threads"]) > 1)
-    table = compare(a.table, b.table, fields=fields, include_deleted=options["include_deleted"],
-                    only_collections=options["only_collections"])
+    try:
+        table = compare(a.table, b.table, fields=fields,
+                        include_deleted=options["include_deleted"],
+                        only_collections=options["only_collections"])
+    except UnknownCollections as e:                    # a typo: a usage error, as state's
+        raise click.BadParameter(str(e), param_hint="--collection") from None
     if output is not None and fmt is not None:
         with writing(output):
             write_table(table, output, fmt)

@@ -73,7 +73,7 @@ def _identities(a: Side, b: Side, collections):
     """The collections of both sides in order, and per side the rows ``collections``
     keeps, each row's key number (the same key has the same number on both sides) and
     collection."""
-    (la, ia), (lb, ib) = a.labels(), b.labels()
+    (la, ia), (lb, ib) = a.labels(b), b.labels(a)
     labels = order(la + lb)
     keep = wanted(labels, collections)
     labels = [lb_ for lb_ in labels if lb_ in keep]

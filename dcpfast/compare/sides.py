@@ -7,6 +7,11 @@ last complete snapshot, as ``consistency`` reports it): a version above it comes
 snapshot that did not arrive whole. A vbucket whose versions a restart made current again
 and the state could not restore (``restored`` false) vouches for nothing, and neither
 does a document whose value did not decode.
+
+A side's keys must be read as the other's: where one side's keys were read with their
+collection ids and the other's without, because nothing in its stream said whether they
+carry one, the comparison is refused (``alike``) rather than made with an id's byte in
+every key.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ import pyarrow.compute as pc
 from ..arrays import unique as distinct
 from ..documents import consistency, state_errors
 from ..documents.api import state
+from ..documents.output import metadata
 from ..errors import DcpFormatError, SkippedRegion, text
 from ..io.kinds import Kind, classify
 from ..threads import beside
-from .rules import label
+from .rules import labels
 
 #: The sides, in the order ``diff`` takes them.
 SIDES = ("source", "target")
@@ -43,6 +49,9 @@ class Side:
         #: the vbuckets whose documents may lack a version a restart made current again
         self.unrestored = sorted(vb for vb, ok in zip(self.points, restored) if not ok)
         self.errors: list[SkippedRegion] = state_errors(table)
+        #: whether its keys were read with their collection ids: True, False, or None
+        #: where read without them, its stream not saying whether they carry one
+        self.keyed: bool | None = metadata(table).get("collections")
         self.rows = table.num_rows
         self._columns: dict[str, object] = {}
         self._numbers: dict[str, np.ndarray] = {}
@@ -64,15 +73,21 @@ class Side:
         out = self._numbers[name]
         return out if dtype is None else out.astype(dtype, copy=False)
 
-    def labels(self) -> tuple[list[tuple], np.ndarray]:
-        """The collections of the rows (``rules.label``) and each row's index into them."""
+    def collections(self) -> tuple[list[tuple], np.ndarray]:
+        """The collections of the rows, each ``(id, scope, name)`` as the state names it,
+        and each row's index into them."""
         cid = self.numbers("collection_id", np.uint32)
         unique, first, inverse = distinct(cid, first=True, inverse=True)
         at = pa.array(first)
-        scopes = self.column("scope").take(at).to_pylist()
-        names = self.column("collection").take(at).to_pylist()
-        return ([label(c, s, n) for c, s, n in zip(unique.tolist(), scopes, names)],
+        return (list(zip(unique.tolist(), self.column("scope").take(at).to_pylist(),
+                         self.column("collection").take(at).to_pylist())),
                 inverse.reshape(-1))
+
+    def labels(self, other: Side) -> tuple[list[tuple], np.ndarray]:
+        """The collections of the rows (``rules.labels``, beside the ``other`` side's) and
+        each row's index into them."""
+        mine, inverse = self.collections()
+        return labels(mine, other.collections()[0]), inverse
 
     def uncertain(self, other: Side, *, values: bool) -> np.ndarray:
         """The rows this side cannot vouch for: above their vbucket's consistent seqno, in
@@ -116,7 +131,18 @@ def given(table: pa.Table, side: str, options: dict) -> pa.Table:
     if options["at_seqno"] is not None or options["at_time"] is not None:
         raise ValueError(f"the {side} is a state table, cut when it was built: at_seqno "
                          "and at_time apply to sources read by diff")
+    if metadata(table).get("include_deleted") is not True:
+        raise ValueError(text("diff_without_tombstones", side=side))
     return table
+
+
+def alike(a: Side, b: Side) -> None:
+    """Refuse sides whose keys were read differently where one was read without collection
+    ids only because its stream did not say whether they carry one (and it holds keys):
+    each of its keys may begin with its collection id's byte."""
+    for mine, other in ((a, b), (b, a)):
+        if mine.keyed is None and mine.rows and other.keyed:
+            raise ValueError(text("diff_keys_unsaid", side=mine.name, other=other.name))
 
 
 def sides(source, target, options: dict, *, together: bool) -> tuple[Side, Side]:

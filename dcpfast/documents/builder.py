@@ -34,6 +34,10 @@ from .versions import concat as concat_versions
 #: initial backfill.
 _NO_VALUE = P.OpenFlag.NO_VALUE | P.OpenFlag.NO_VALUE_WITH_UNDERLYING_DATATYPE
 _U64_MAX = 2**64 - 1
+#: The opcodes of frames that say whether a stream's keys carry a collection id: a HELLO
+#: (its features), and the messages only a stream with collections has.
+_SAYS_KEYS = np.zeros(256, bool)
+_SAYS_KEYS[[P.Opcode.HELLO, *P.COLLECTIONS_ONLY]] = True
 #: The kinds of problem that concern the whole stream, not one vbucket: every share of a
 #: state split among processes finds them (``StateBuilder.share``).
 _WHOLE_STREAM = frozenset({"skipped_bytes", "capture_gap", "damaged_event",
@@ -111,6 +115,10 @@ class StateBuilder:
         self.manifest = Manifest()
         self.problems = Problems()
         self.open_flags = 0                       # the DCP Open flags seen (client side)
+        #: whether the keys of the batches fed were read with their collection ids (None
+        #: before the first), and whether the stream said whether they carry one
+        self._keyed: bool | None = None
+        self._said = False
         self._frames = 0
         self._table: pa.Table | None = None
         #: a flag per vbucket id: the vbuckets whose documents this builder keeps (None:
@@ -133,8 +141,15 @@ class StateBuilder:
         values and their backfill's tombstones."""
         for flags in opens(batch).column("flags").to_pylist():
             self.open_flags |= flags
+        self._heard(batch)
         self.placer.tracker.update(batch)
         return self
+
+    def _heard(self, batch: FrameBatch) -> None:
+        """Note whether ``batch`` (of either side) says whether the stream's keys carry a
+        collection id, until one does."""
+        if not self._said and len(batch):
+            self._said = bool(_SAYS_KEYS[batch["opcode"]].any())
 
     @_in_working_memory
     def update(self, batch: FrameBatch) -> StateBuilder:
@@ -142,6 +157,9 @@ class StateBuilder:
         if self._table is not None:
             raise RuntimeError("this StateBuilder has given its table; start a new one")
         scanned = list(batch.errors)              # what the scan skipped
+        self._keyed = bool(self._keyed) or batch.collections
+        if not self._keyed:
+            self._heard(batch)
         events, event_errors = read_events(batch)
         self.manifest.update(events)
         shared = self._vbuckets
@@ -265,6 +283,7 @@ class StateBuilder:
                     "at_seqno": self.at_seqno if not isinstance(self.at_seqno, dict)
                     else {str(k): v for k, v in self.at_seqno.items()},
                     "at_time": self.at_time, "history": self.history,
+                    "include_deleted": self.include_deleted, "collections": self._keys(),
                     "unrestored": unrestored,
                     "lost": sorted({u >> 16 for u in lost_units}),
                     "lacks": self._lacks(floors)}
@@ -272,6 +291,15 @@ class StateBuilder:
                             history=self.history, include_deleted=self.include_deleted,
                             collections=self.only_collections, metadata=metadata)
         return self._table
+
+    def _keys(self) -> bool | None:
+        """Whether the keys were read with their collection ids: True, False where the
+        stream said whether they carry one (a HELLO, a collection event, a DCP Open asking
+        for collections), None where it did not (they may carry one)."""
+        if self._keyed:
+            return True
+        said = self._said or bool(self.open_flags & P.OPEN_FLAG_COLLECTIONS)
+        return False if said else None
 
     def _lacks(self, floors: dict[int, int]) -> dict:
         """What the streams did not send: per vbucket the seqno at or below which its

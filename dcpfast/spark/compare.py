@@ -23,8 +23,9 @@ from ..compare.rules import (
     KINDS,
     SYSTEM_XATTR,
     VALUE_FIELDS,
+    checked_collections,
     checked_fields,
-    label,
+    labels,
     order,
     wanted,
 )
@@ -52,7 +53,7 @@ def diff(spark, source, target, out: str, *, at_seqno=None, at_time=None, fields
 
     fields = checked_fields(fields)
     checked_mode(errors)
-    wanted((), only_collections)
+    checked_collections(only_collections)
     values = any(f in VALUE_FIELDS for f in fields)
     options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=True, values=values,
                    errors=errors)
@@ -62,14 +63,16 @@ def diff(spark, source, target, out: str, *, at_seqno=None, at_time=None, fields
         for name, path in (("source", source), ("target", target)):
             sides[name] = _Side(spark, name, path, options)
             kept.append(sides[name].docs)
-        labels = order(sides["source"].labels + sides["target"].labels)
-        labels = [lb for lb in labels if lb in wanted(labels, only_collections)]
+        for name, other in (("source", "target"), ("target", "source")):
+            sides[name].named(sides[other])
+        found = order(sides["source"].labels + sides["target"].labels)
+        found = [lb for lb in found if lb in wanted(found, only_collections)]
         lost = sorted({*sides["source"].unrestored, *sides["target"].unrestored})
-        joined = _joined(spark, sides, labels, lost, values)
+        joined = _joined(spark, sides, found, lost, values)
         judged = _judged(joined, fields, include_deleted).persist(StorageLevel.MEMORY_AND_DISK)
         kept.append(judged)
-        _rows(spark, judged, labels).write.mode(mode).parquet(out)
-        counts = _counts(judged, labels)
+        _rows(spark, judged, found).write.mode(mode).parquet(out)
+        counts = _counts(judged, found)
     finally:
         for frame in kept:
             frame.unpersist()
@@ -96,8 +99,10 @@ class _Side:
             self.docs.unpersist()
             raise
         self.name = name
-        self.labels = [label(r.collection_id, r.scope, r.collection) for r in found]
-        self.label_of = {r.collection_id: lb for r, lb in zip(found, self.labels)}
+        #: its collections, (id, scope, name) as its state names them
+        self.collections = [(r.collection_id, r.scope, r.collection) for r in found]
+        self.labels: list[tuple] = []
+        self.label_of: dict[int, tuple] = {}
         self.points = {vb: seqno for vb, seqno in report["consistency"]}
         self.unrestored = list(report["unrestored"])
         errors = [[offset, length, reason if file is None else
@@ -106,6 +111,11 @@ class _Side:
         self.report = {"documents": sum(r["count"] for r in found),
                        "consistency": report["consistency"], "unrestored": self.unrestored,
                        "errors": errors}
+
+    def named(self, other: _Side) -> None:
+        """The labels of its collections beside the ``other`` side's (``rules.labels``)."""
+        self.labels = labels(self.collections, other.collections)
+        self.label_of = {c[0]: lb for c, lb in zip(self.collections, self.labels)}
 
     @staticmethod
     def _run(side: str, job):

@@ -113,3 +113,27 @@ def test_every_error_exits_2(dumps, tmp_path):
     assert paths["existing"].read_bytes() == b"kept"
     forced = run("diff", paths["source"], paths["target"], "-o", paths["existing"], "--force")
     assert forced.exit_code == 1 and pq.read_table(paths["existing"]).num_rows
+
+
+def test_what_diff_cannot_answer_exits_2_and_what_it_can_matches(tmp_path):
+    """A collection name neither side holds is a usage error of --collection; keys whose
+    stream does not say they carry a collection id, beside keys that do, are an error
+    until --collections says so; a dump that never named a scope still matches."""
+    from tests.compare.test_api import default_collection, without_scope_events
+
+    _, server = t.synthetic_conversation(200, seed=2, vbuckets=2)
+    paths = {name: tmp_path / f"{name}.dcp" for name in ("whole", "unscoped", "said", "unsaid")}
+    paths["whole"].write_bytes(b"".join(f.data for f in server))
+    paths["unscoped"].write_bytes(without_scope_events(server))
+    paths["said"].write_bytes(default_collection(hello=dcpfast.protocol.FEATURE_COLLECTIONS))
+    paths["unsaid"].write_bytes(default_collection(hello=None))
+    typo = run("diff", paths["whole"], paths["whole"], "--collection", "hotle")
+    assert typo.exit_code == 2 and "Traceback" not in typo.output
+    assert "Invalid value for --collection" in typo.output and \
+        "hotle, which neither side holds" in typo.output
+    unsaid = run("diff", paths["said"], paths["unsaid"])
+    assert unsaid.exit_code == 2 and "Traceback" not in unsaid.output
+    assert "the target's keys were read without collection ids" in unsaid.output
+    assert run("diff", paths["said"], paths["unsaid"], "--collections").exit_code == 0
+    same = run("diff", paths["whole"], paths["unscoped"])
+    assert same.exit_code == 0 and "no differences" in same.output, same.output

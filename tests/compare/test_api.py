@@ -22,9 +22,10 @@ from dcpfast.compare import (
     summary_schema,
 )
 from dcpfast.documents import consistency
+from dcpfast.documents.output import metadata
 from dcpfast.errors import DcpFormatError
 from dcpfast.pcap import read_pcap
-from dcpfast.protocol import SnapshotFlag
+from dcpfast.protocol import FEATURE_COLLECTIONS, Opcode, SnapshotFlag, SystemEventId
 from tests.diff_model import diff as model_diff
 from tests.diff_scenarios import SOURCE_NAMES, derive, documents, source
 from tests.state_scenarios import scenario
@@ -128,8 +129,10 @@ def test_self_diff_is_empty_and_swapping_swaps(pairs):
 
 # -- random small buckets (hypothesis) ------------------------------------------------------
 
-#: A side's collections: id -> name (None: never named), all in scope _default.
-NAMINGS = [{8: "a", 9: "b"}, {30: "a", 31: "b"}, {8: None, 9: "b"}]
+#: A side's collections: id -> name (None: never named), all in scope _default but the
+#: last naming's, which lie in a scope (id 7) that no event names.
+NAMINGS = [{8: "a", 9: "b"}, {30: "a", 31: "b"}, {8: None, 9: "b"}, {8: "a", 30: "b"}]
+UNSCOPED = 3
 version = st.fixed_dictionaries({
     "key": st.sampled_from([b"k0", b"k1", b"k2", b"\xffk"]),
     "collection": st.sampled_from([0, 1, 2]),             # _default, then the side's two
@@ -142,17 +145,18 @@ bucket = st.tuples(st.lists(version, max_size=8), st.sampled_from(range(len(NAMI
                    st.sampled_from([0, 0, 2]))          # snapshot ends past its changes
 
 
-def written(changes: list, naming: dict, past: int) -> bytes:
+def written(changes: list, naming: dict, past: int, scope_id: int = 0) -> bytes:
     """One snapshot per vbucket holding ``changes`` in order (each one a new seqno), its
-    end ``past`` seqnos beyond the last: a snapshot cut before its end."""
+    end ``past`` seqnos beyond the last: a snapshot cut before its end. The collections of
+    ``naming`` are created in scope ``scope_id`` (an event names only scope 0)."""
     import cramjam
 
     cids = [0, *naming]
     out = []
     for vb in (3, 5):
         mine = [c for c in changes if c["vbucket"] == vb]
-        events = [t.create_collection(name.encode(), by_seqno=i, manifest_uid=i, scope_id=0,
-                                      collection_id=cid, vbucket=vb)
+        events = [t.create_collection(name.encode(), by_seqno=i, manifest_uid=i,
+                                      scope_id=scope_id, collection_id=cid, vbucket=vb)
                   for i, (cid, name) in enumerate(
                       [(cid, name or "x") for cid, name in naming.items() if name], start=1)]
         events.append(t.create_collection(b"z", by_seqno=len(events) + 1, manifest_uid=9,
@@ -201,13 +205,15 @@ def two_buckets(draw):
 @settings(max_examples=80, deadline=None)
 @given(two_buckets(), st.sampled_from([{}, {"include_deleted": True}, {"fields": FIELDS}]))
 def test_random_buckets_are_the_model(buckets, options):
-    """Keys in several vbuckets, collections renamed, unnamed or numbered alike, values
-    compressed or not, snapshots cut: the diff is the model's."""
+    """Keys in several vbuckets, collections renamed, unnamed, numbered alike or in a scope
+    no event names, values compressed or not, snapshots cut: the diff is the model's."""
     sides = []
     for changes, naming, past in buckets:
-        data = written(changes, NAMINGS[naming], past)
+        unscoped = naming == UNSCOPED
+        data = written(changes, NAMINGS[naming], past, scope_id=7 if unscoped else 0)
+        scope = None if unscoped else "_default"
         names = {0: ("_default", "_default"), 99: ("_default", "z"),
-                 **{cid: ("_default", name) for cid, name in NAMINGS[naming].items() if name}}
+                 **{cid: (scope, name) for cid, name in NAMINGS[naming].items() if name}}
         sides.append((data, (*documents(data), names)))
     check(dcpfast.diff(sides[0][0], sides[1][0], **options),
           model_diff(sides[0][1], sides[1][1], **options))
@@ -325,8 +331,115 @@ def test_collections_match_by_name_never_by_id():
         ("orders", "missing_from_target"), ("0x8", "missing_from_source")]
     assert dcpfast.diff(dump(8, True), dump(8, True, b"other"),
                         only_collections=["_default.orders"]).num_rows == 2
-    assert dcpfast.diff(dump(8, True), dump(8, True, b"other"),
-                        only_collections=["hotel"]).num_rows == 0
+    with pytest.raises(ValueError, match="hotel, which neither side holds"):
+        dcpfast.diff(dump(8, True), dump(8, True, b"other"), only_collections=["hotel"])
+    assert dcpfast.diff(dump(8, False), dump(9, False), only_collections=["0x8"]).num_rows == 1
+
+
+def test_a_name_neither_side_holds_is_refused():
+    """A typo in only_collections is an error naming what the sides hold, never an empty
+    diff (as state refuses a name its stream never gave)."""
+    data = source(5, items=120)
+    with pytest.raises(ValueError, match=r"names hotle, which neither side holds \(they "
+                       r"hold: _default\._default, _default\.route, inventory\.airline, "
+                       r"inventory\.hotel\)") as e:
+        dcpfast.diff(data, data, only_collections=["hotel", "hotle"])
+    assert "\n" not in str(e.value)
+    for typo in (["inventory.hotle"], ["_default.hotel"], ["None.hotel"]):
+        with pytest.raises(ValueError, match="neither side holds"):
+            dcpfast.diff(data, data, only_collections=typo)
+    kept = summary(dcpfast.diff(data, data, only_collections=["hotel", "_default.route"]))
+    assert kept["collection"].to_pylist() == ["route", "hotel"]
+
+
+def without_scope_events(frames, *, every: int = 0) -> bytes:
+    """The bytes of ``frames`` less the events that create a scope (a dump that names its
+    collections, not their scope), and with ``every`` each ``every``-th mutation."""
+    mutations = iter(range(1, len(frames) + 1))
+    return b"".join(f.data for f in frames
+                    if not (f.fields.get("opcode") == Opcode.SYSTEM_EVENT
+                            and f.fields.get("event_id") == SystemEventId.CREATE_SCOPE)
+                    and not (every and f.fields.get("opcode") == Opcode.MUTATION
+                             and next(mutations) % every == 0))
+
+
+def test_a_collection_whose_scope_a_side_never_named_matches_by_id_and_name():
+    """A side whose dump created a collection but not its scope: the collection matches the
+    other side's of the same id and name (and takes its scope's name), so identical
+    buckets do not differ; under another id it stays apart; both as the model has it."""
+    _, server = t.synthetic_conversation(300, seed=5, sync_writes=True, vbuckets=4,
+                                         snapshot_size=12)
+    data, unscoped = b"".join(f.data for f in server), without_scope_events(server)
+    assert None in dcpfast.state(unscoped)["scope"].to_pylist()   # never named
+    same = summary(dcpfast.diff(data, data, include_deleted=True))
+    for a, b in ((data, unscoped), (unscoped, data)):
+        table = dcpfast.diff(a, b, include_deleted=True)
+        assert table.num_rows == 0 and summary(table).equals(same)
+    assert dcpfast.diff(unscoped, unscoped).num_rows == 0
+    hotel = summary(dcpfast.diff(unscoped, data, only_collections=["inventory.hotel"]))
+    assert hotel.select(["scope", "collection"]).to_pylist() == [
+        {"scope": "inventory", "collection": "hotel"}] and hotel["equal"][0].as_py() > 0
+    unnamed = {cid: (None if scope == "inventory" else scope, name)
+               for cid, (scope, name) in SOURCE_NAMES.items()}
+    mine = (*documents(data), SOURCE_NAMES)
+    lacking = without_scope_events(server, every=7)          # documents left behind
+    theirs = (*documents(lacking), unnamed)
+    renumbered = derive(theirs[0], 9)                        # other ids, and changes
+    other = (*documents(renumbered.data), renumbered.names)
+    for options in ({}, {"include_deleted": True}, {"only_collections": ["hotel"]}):
+        check(dcpfast.diff(data, lacking, **options), model_diff(mine, theirs, **options))
+        check(dcpfast.diff(lacking, data, **options), model_diff(theirs, mine, **options))
+        check(dcpfast.diff(lacking, renumbered.data, **options),
+              model_diff(theirs, other, **options))
+    assert dcpfast.diff(data, lacking).num_rows
+
+
+def test_a_state_without_its_tombstones_is_refused():
+    """A state table built without include_deleted cannot tell a deletion from a document
+    it never held: refused, as docs/diff.md requires."""
+    data = source(6, items=120)
+    whole = dcpfast.state(data, include_deleted=True)
+    for side, pair_ in (("source", (dcpfast.state(data), whole)),
+                        ("target", (whole, dcpfast.state(data)))):
+        with pytest.raises(ValueError, match=f"the {side} state was built without "
+                           "include_deleted=True: build it with include_deleted=True") as e:
+            dcpfast.diff(*pair_)
+        assert "\n" not in str(e.value)
+    assert metadata(whole)["include_deleted"] is True
+    assert dcpfast.diff(whole, data).num_rows == 0
+
+
+def default_collection(*, hello: int | None) -> bytes:
+    """A dump of documents of the default collection whose keys carry its collection id:
+    with a HELLO response granting collections (``hello``: FEATURE_COLLECTIONS), granting
+    none (0), or with nothing that says (None)."""
+    frames = [] if hello is None else [t.hello_response([hello] if hello else [])]
+    frames.append(t.snapshot_marker(1, 20, vbucket=4))
+    frames += [t.mutation(b"k%d" % i, b'{"n":%d}' % i, by_seqno=i, datatype=1, vbucket=4,
+                          collection_id=0) for i in range(1, 21)]
+    return b"".join(frames)
+
+
+def test_keys_whose_stream_does_not_say_they_carry_collection_ids_are_not_compared_wrongly():
+    """A side whose keys carry a collection id but whose stream says nothing about it (no
+    HELLO, no collection event) beside one whose stream says they do: the diff says so
+    rather than compare the keys with their id's byte; with collections=True they match."""
+    said, unsaid = default_collection(hello=FEATURE_COLLECTIONS), default_collection(hello=None)
+    assert metadata(dcpfast.state(said))["collections"] is True
+    assert metadata(dcpfast.state(unsaid))["collections"] is None
+    assert metadata(dcpfast.state(default_collection(hello=0)))["collections"] is False
+    assert metadata(dcpfast.state(unsaid, collections=True))["collections"] is True
+    for a, b, side in ((said, unsaid, "target"), (unsaid, said, "source")):
+        with pytest.raises(ValueError, match=f"the {side}'s keys were read without collection "
+                           "ids.*collections=True") as e:
+            dcpfast.diff(a, b)
+        assert "\n" not in str(e.value)
+        with pytest.raises(ValueError, match=f"the {side}'s keys"):
+            dcpfast.diff(dcpfast.state(a, include_deleted=True),
+                         dcpfast.state(b, include_deleted=True))
+        assert dcpfast.diff(a, b, collections=True).num_rows == 0
+    assert dcpfast.diff(unsaid, unsaid).num_rows == 0     # both read alike
+    assert dcpfast.diff(said, b"").num_rows == 20         # nothing held, nothing misread
 
 
 def test_a_key_held_in_two_vbuckets_stands_by_its_highest_seqno():

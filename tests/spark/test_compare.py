@@ -8,12 +8,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import dcpfast
+from dcpfast import testing as t
 from dcpfast.compare import FIELDS, diff_errors, summary
 from dcpfast.compare.output import metadata
 from dcpfast.errors import DcpFormatError
 from dcpfast.spark import diff as spark_diff
 from dcpfast.spark.compare import rows_schema
-from tests.compare.test_api import cut_inside_a_snapshot
+from tests.compare.test_api import cut_inside_a_snapshot, without_scope_events
 from tests.diff_scenarios import derive, documents, source
 
 pytestmark = pytest.mark.spark
@@ -78,3 +79,20 @@ def test_strict_spark_diff_names_the_side(spark, dumps, tmp_path):
     assert e.value.offset == dumps["broken"]
     assert not (tmp_path / "c").exists()
     assert isinstance(rows_schema(), pa.Schema)
+
+
+def test_spark_diff_names_collections_as_the_single_process_diff(spark, tmp_path):
+    """A side that never named a scope matches by collection id and name, and a name
+    neither side holds is refused, as in dcpfast.diff."""
+    _, server = t.synthetic_conversation(200, seed=3, vbuckets=2)
+    paths = {"whole": tmp_path / "whole.dcp", "unscoped": tmp_path / "unscoped.dcp"}
+    paths["whole"].write_bytes(b"".join(f.data for f in server))
+    paths["unscoped"].write_bytes(without_scope_events(server, every=5))
+    want = dcpfast.diff(paths["unscoped"], paths["whole"])
+    counts = spark_diff(spark, str(paths["unscoped"]), str(paths["whole"]), str(tmp_path / "d"))
+    same(tmp_path / "d", want)
+    assert counts.to_pylist() == summary(want).to_pylist()
+    assert None not in counts["scope"].to_pylist()
+    with pytest.raises(ValueError, match="hotle, which neither side holds"):
+        spark_diff(spark, str(paths["whole"]), str(paths["whole"]), str(tmp_path / "e"),
+                   only_collections=["hotle"])
