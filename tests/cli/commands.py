@@ -1,16 +1,23 @@
 """What the command's tests share: the command run in this process, a clean ending, the
-codecs every input may come in, and the bundled sample's frame count as the command
-prints it."""
+codecs every input may come in, the bundled sample's frame count as the command prints
+it, and dumps big enough to take a while."""
 
 from __future__ import annotations
 
 import gzip
+import os
+import random
+import sys
 
 from click.testing import CliRunner
 
 import dcpfast
+from dcpfast import testing as t
 from dcpfast.cli import main
 from dcpfast.testing import SAMPLE
+
+#: The environment of a child process that runs this dcpfast.
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
 
 
 def run(*args, input=None):
@@ -42,3 +49,18 @@ PACK = {"gz": lambda d: gzip.compress(d[:3000]) + gzip.compress(d[3000:]), "zst"
         "lz4": _lz4}
 #: The frames of the bundled sample, as the command counts them.
 SAMPLE_FRAMES = f"{len(dcpfast.read(SAMPLE)):,}"
+
+
+def documents(n: int, key: int = 8, body: int = 2000, seed: int = 1) -> bytes:
+    """A dump of ``n`` documents in four vbuckets, with distinct keys of about ``key``
+    bytes and incompressible bodies of ``body`` bytes: big enough that writing its state
+    (or its differences) takes a while."""
+    rng = random.Random(seed)
+    parts = []
+    per = n // 4
+    for vb in range(4):
+        parts.append(t.snapshot_marker(1, per, vbucket=vb))
+        for i in range(per):
+            parts.append(t.mutation(b"doc-%d-%d-" % (vb, i) + rng.randbytes(key),
+                                    rng.randbytes(body), by_seqno=i + 1, vbucket=vb))
+    return b"".join(parts)

@@ -90,6 +90,14 @@ def test_bad_command_arguments(dumps, tmp_path):
     assert "out.parquet" in result.output
 
 
+def test_a_vbucket_given_twice_to_at_seqno_is_a_usage_error(tmp_path):
+    for args in (["state", SAMPLE, "-o", tmp_path / "s.parquet"], ["diff", SAMPLE, SAMPLE]):
+        result = run(*args, "--at-seqno", "5:5,7:1,5:6")
+        clean(result, 2)
+        assert "vbucket 5 is given twice" in result.output
+        assert not (tmp_path / "s.parquet").exists()
+
+
 # -- captures --------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
