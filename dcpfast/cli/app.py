@@ -1,6 +1,6 @@
 """The ``dcpfast`` command group and what every command shares: input options, opening an
-input (a dump, a compressed dump or a capture, or ``-``), outputs, signals, and one-line
-errors.
+input (a dump, a compressed dump or a capture, or ``-``), outputs, signals, text from a
+dump shown safely, and one-line errors.
 
 Every command reads raw dumps, gzip/zstd/lz4-compressed dumps and packet captures (told
 apart by their magic numbers), or ``-`` for standard input. User errors (missing or
@@ -11,7 +11,7 @@ command by that signal (status 130, 143 and 129 in a shell) once it has removed 
 was writing; a standard output whose reader is gone ends it by SIGPIPE (141), silently.
 Every file a command writes is written beside it and renamed into place once whole
 (``atomic_output``): the previous output stays as it was until then, whatever ends the
-command.
+command. Keys and names from a dump, and file names, are printed escaped (``printable``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class _Group(click.Group):
     """The command group: a command that runs out of memory, or whose standard output
     cannot be written, ends with a one-line error too, not a traceback; one whose standard
     output's reader is gone ends by SIGPIPE (``_reader_gone``); signals end it as
-    ``ended_by_signals`` says."""
+    ``ended_by_signals`` says; an error's message is shown as ``terminal_safe`` makes it."""
 
     def invoke(self, ctx):
         with ended_by_signals():
@@ -59,6 +59,9 @@ class _Group(click.Group):
                     result = super().invoke(ctx)
                 except click.exceptions.Exit:     # a status of its own (diff's 1)
                     flush_output()
+                    raise
+                except click.ClickException as e:
+                    e.message = terminal_safe(e.message, lines=False)
                     raise
                 flush_output()
                 return result
@@ -203,10 +206,11 @@ def _reader_gone() -> NoReturn:
 
 
 def say(line: str = "", *, err: bool = False) -> None:
-    """``click.echo``, an output that cannot be written (a full disk) being the command's
-    one-line error, not the input's; a closed pipe is ``_reader_gone``'s."""
+    """``click.echo`` of ``line`` made safe for a terminal (``terminal_safe``), an output
+    that cannot be written (a full disk) being the command's one-line error, not the
+    input's; a closed pipe is ``_reader_gone``'s."""
     try:
-        click.echo(line, err=err)
+        click.echo(terminal_safe(line), err=err)
     except BrokenPipeError:
         raise
     except OSError as e:
@@ -490,11 +494,53 @@ def check_inputs(names) -> None:
 
 
 def shown(name: str, *, output: bool = False) -> str:
-    """How a file is named in messages (bytes of a name that are not UTF-8 replaced);
-    ``-`` is standard input (an ``output``'s: standard output)."""
+    """How a file is named in messages: ``printable``, the bytes of a name that are not
+    UTF-8 replaced; ``-`` is standard input (an ``output``'s: standard output)."""
     if name == "-":
         return "<stdout>" if output else "<stdin>"
-    return click.format_filename(name)
+    return printable(click.format_filename(name))
+
+
+def printable(text: str | bytes) -> str:
+    """``text`` (a key, a collection or scope name, a file name: anything a dump or a user
+    holds) as one line that a terminal shows and never acts on: every character that is
+    not printable (C0 and C1 controls, so ESC and every escape sequence; line and
+    paragraph separators, format characters, lone surrogates) and every byte that is not
+    UTF-8 written as Python writes it in a string (``\\x1b``, ``\\u2028``, ``\\xff``),
+    a backslash doubled so that what is shown reads back one way."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(c if c.isprintable() and c != "\\" else _escaped(c) for c in text)
+
+
+#: The characters a terminal acts on: C0 controls, DEL and C1 controls, and lone surrogates
+#: (a name's bytes that are not UTF-8).
+_ACTED_ON = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: What ``terminal_safe`` keeps of them in text of several lines.
+_LINES = "\n\t"
+
+
+def terminal_safe(text: str, *, lines: bool = True) -> str:
+    """``text`` (a line or, with ``lines``, several) with the characters a terminal acts
+    on escaped as ``printable`` escapes them (but line feeds and tabs of text of several
+    lines), so that nothing a dump holds reaches the terminal raw, whatever printed it.
+    What ``printable`` made is unchanged."""
+    if _ACTED_ON.search(text) is None:
+        return text
+    keep = _LINES if lines else ""
+    return _ACTED_ON.sub(lambda m: m.group() if m.group() in keep else _escaped(m.group()),
+                         text)
+
+
+def _escaped(c: str) -> str:
+    """One character as ``printable`` shows it."""
+    if c == "\\":
+        return "\\\\"
+    if 0xDC80 <= ord(c) <= 0xDCFF:                 # a byte that is not UTF-8
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c.encode("unicode_escape").decode("ascii")
 
 
 class Input:

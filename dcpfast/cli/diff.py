@@ -23,6 +23,7 @@ from .app import (
     main,
     opened,
     output_format,
+    printable,
     say,
     scan_options,
     shown,
@@ -181,7 +182,8 @@ def _report(table, names: tuple[str, str], output: str | None) -> None:
         (f" -> {shown(output, output=True)}" if output else ":"))
     if output is None:
         for row in table.slice(0, SHOWN).to_pylist():
-            key = row["key_str"] if row["key_str"] is not None else row["key"].hex()
+            key = printable(row["key_str"]) if row["key_str"] is not None \
+                else row["key"].hex()
             what = f" ({','.join(row['fields'])})" if row["fields"] else ""
             say(f"  {row['kind']:<20} {_name(row)} {key}{what}")
         if table.num_rows > SHOWN:
@@ -189,4 +191,6 @@ def _report(table, names: tuple[str, str], output: str | None) -> None:
 
 
 def _name(row: dict) -> str:
-    return row["collection"] if row["scope"] is None else f"{row['scope']}.{row['collection']}"
+    """A row's collection as printed: ``scope.collection``, escaped."""
+    name = printable(row["collection"])
+    return name if row["scope"] is None else f"{printable(row['scope'])}.{name}"

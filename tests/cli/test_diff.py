@@ -16,6 +16,7 @@ from dcpfast.cli import main
 from dcpfast.compare import summary
 from dcpfast.compare.output import metadata
 from dcpfast.testing import SAMPLE
+from tests.cli.commands import assert_escaped, escapes_dump
 from tests.diff_scenarios import derive, documents, source
 
 
@@ -113,3 +114,17 @@ def test_every_error_exits_2(dumps, tmp_path):
     assert paths["existing"].read_bytes() == b"kept"
     forced = run("diff", paths["source"], paths["target"], "-o", paths["existing"], "--force")
     assert forced.exit_code == 1 and pq.read_table(paths["existing"]).num_rows
+
+
+def test_names_and_keys_from_a_dump_are_printed_escaped(tmp_path):
+    """Scope, collection and key names holding terminal escapes (a colour, a window title,
+    a C1 control, a line feed) are printed escaped, never as they are."""
+    path = tmp_path / "escapes.dcp"
+    path.write_bytes(escapes_dump())
+    empty = tmp_path / "empty.dcp"
+    empty.write_bytes(b"")
+    result = run("diff", path, empty)
+    assert result.exit_code == 1, result.output
+    assert_escaped(result.output)
+    assert "s\\x1b[31mred.c\\x1b]0;owned\\x07" in result.output
+    assert "k\\x1b[2J\\x9bx\\nforged" in result.output

@@ -23,7 +23,7 @@ from dcpfast.cli import main
 from dcpfast.documents import consistency, state_errors
 from dcpfast.documents.output import metadata
 from dcpfast.testing import SAMPLE
-from tests.cli.commands import ENV, documents
+from tests.cli.commands import ENV, assert_escaped, documents, escapes_dump
 from tests.documents.test_options import collections_dump
 from tests.documents.test_processes import written
 from tests.state_scenarios import CAS_EPOCH, scenario
@@ -235,6 +235,15 @@ def test_the_command_shares_a_dump_among_processes(tmp_path):
                                          *extra]) for extra in ([], ["--processes", "2"])]
     assert results[0].exit_code == results[1].exit_code == 1
     assert results[1].output == results[0].output and "holed.dcp" in results[0].output
+
+
+def test_collection_names_quoted_in_an_error_are_escaped(tmp_path):
+    dump = tmp_path / "e.dcp"
+    dump.write_bytes(escapes_dump())
+    result = run("state", dump, "-o", tmp_path / "s.parquet", "--collection", "nope")
+    assert result.exit_code == 2 and "nope" in result.output
+    assert_escaped(result.output)
+    assert "s\\x1b[31mred.c\\x1b]0;owned\\x07" in result.output
 
 
 def _workers_of(pid: int) -> list[int]:
