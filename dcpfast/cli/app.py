@@ -1,6 +1,6 @@
 """The ``dcpfast`` command group and what every command shares: input options, opening an
-input (a dump, a compressed dump or a capture, or ``-``), outputs, signals, and one-line
-errors.
+input (a dump, a compressed dump or a capture, or ``-``), outputs, signals, text from a
+dump shown safely, and one-line errors.
 
 Every command reads raw dumps, gzip/zstd/lz4-compressed dumps and packet captures (told
 apart by their magic numbers), or ``-`` for standard input. User errors (missing or
@@ -8,17 +8,24 @@ unreadable files, a closed standard input, malformed input in strict mode, bad o
 too little memory, an output that cannot be written) end with a one-line message and a
 non-zero exit status, never a traceback. SIGINT (Ctrl-C), SIGTERM and SIGHUP end a
 command by that signal (status 130, 143 and 129 in a shell) once it has removed what it
-was writing.
+was writing; a standard output whose reader is gone ends it by SIGPIPE (141), silently.
+Every file a command writes is written beside it and renamed into place once whole
+(``atomic_output``): the previous output stays as it was until then, whatever ends the
+command. Keys and names from a dump, and file names, are printed escaped (``printable``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import signal
 import stat
 import sys
 import threading
+from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 import click
 import pyarrow as pa
@@ -41,17 +48,27 @@ OUT_OF_MEMORY = "not enough memory"
 
 class _Group(click.Group):
     """The command group: a command that runs out of memory, or whose standard output
-    cannot be written, ends with a one-line error too, not a traceback; signals end it
-    as ``ended_by_signals`` says."""
+    cannot be written, ends with a one-line error too, not a traceback; one whose standard
+    output's reader is gone ends by SIGPIPE (``_reader_gone``); signals end it as
+    ``ended_by_signals`` says; an error's message is shown as ``terminal_safe`` makes it."""
 
     def invoke(self, ctx):
         with ended_by_signals():
             try:
-                result = super().invoke(ctx)
+                try:
+                    result = super().invoke(ctx)
+                except click.exceptions.Exit:     # a status of its own (diff's 1)
+                    flush_output()
+                    raise
+                except click.ClickException as e:
+                    e.message = terminal_safe(e.message, lines=False)
+                    raise
                 flush_output()
                 return result
             except MemoryError:
                 raise click.ClickException(OUT_OF_MEMORY) from None
+            except BrokenPipeError:
+                _reader_gone()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
@@ -90,6 +107,9 @@ def ended_by_signals():
     def end(signum, frame):
         if caught:                                # a second signal waits for the cleanup
             return
+        if _held is not None:                     # outputs being renamed into place
+            _held.append(signum)
+            return
         if _importing(frame):
             _send_later(signum)
             return
@@ -116,6 +136,24 @@ def ended_by_signals():
         _restore(before)
 
 
+#: The signals that came while ``_signals_held`` held them (None: not holding).
+_held: list[int] | None = None
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """The signals ``ended_by_signals`` handles wait for the block's end (outputs renamed
+    into place, all of them or none), then the first of them ends the command."""
+    global _held
+    _held = []
+    try:
+        yield
+    finally:
+        came, _held = _held, None
+        if came:
+            signal.raise_signal(came[0])
+
+
 def _importing(frame) -> bool:
     """Whether ``frame`` runs inside an import (under importlib's frames)."""
     while frame is not None:
@@ -140,7 +178,7 @@ def _restore(handlers: dict) -> None:
         signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
-def _end_by(signum: int):
+def _end_by(signum: int) -> NoReturn:
     """End the process by ``signum``, its default action (what was printed flushed
     first)."""
     for stream in (sys.stdout, sys.stderr):
@@ -151,11 +189,28 @@ def _end_by(signum: int):
     raise SystemExit(128 + signum)         # where the signal does not end the process
 
 
+#: What a shell shows as the status of a command ended by SIGPIPE (where there is none).
+_SIGPIPE_STATUS = 141
+
+
+def _reader_gone() -> NoReturn:
+    """Standard output's reader is gone (``dcpfast diff a b | head -1``): end as the Unix
+    tools do, by SIGPIPE (status 141 in a shell), without a word; what is still buffered
+    for standard output is dropped."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    signum = getattr(signal, "SIGPIPE", None)
+    if signum is None:
+        raise SystemExit(_SIGPIPE_STATUS)
+    _end_by(signum)
+
+
 def say(line: str = "", *, err: bool = False) -> None:
-    """``click.echo``, an output that cannot be written (a full disk, a closed pipe)
-    being the command's one-line error, not the input's."""
+    """``click.echo`` of ``line`` made safe for a terminal (``terminal_safe``), an output
+    that cannot be written (a full disk) being the command's one-line error, not the
+    input's; a closed pipe is ``_reader_gone``'s."""
     try:
-        click.echo(line, err=err)
+        click.echo(terminal_safe(line), err=err)
     except BrokenPipeError:
         raise
     except OSError as e:
@@ -188,17 +243,43 @@ def output_format(output: str, formats: dict[str, str], given: str | None = None
         raise click.UsageError("writing to standard output (-o -) needs --format")
     found = formats.get(os.path.splitext(output)[1].lower())
     if found is None:
-        raise click.BadParameter(f"{click.format_filename(output)}: unknown extension; use "
+        raise click.BadParameter(f"{shown(output, output=True)}: unknown extension; use "
                                  f"one of {', '.join(formats)}", param_hint=option)
     return found
 
 
-def check_output(output: str, files, *, force: bool = False, replaceable: bool = True) -> None:
-    """Refuse, before anything is read or written, an output that is one of the inputs
-    (the same file by device and inode: through a symbolic or hard link too, or as
-    standard input): writing it would destroy it; and a file or directory that exists
-    already, unless ``force`` (a device or a pipe, such as /dev/null, is written as it
-    is); ``replaceable``: whether --force could replace it."""
+def check_output(output: str | Sequence[str], files, *, force: bool = False,
+                 replaceable: bool = True) -> None:
+    """Refuse, before anything is read or written, an output (``output``: one, or the
+    several a command writes) that is one of the inputs (the same file by device and
+    inode: through a symbolic or hard link too, or as standard input): writing it would
+    destroy it; two outputs that are one file (a link to the other, dangling or not);
+    and a file or directory that exists already, unless ``force`` (a device or a pipe,
+    such as /dev/null, is written as it is); ``replaceable``: whether --force could
+    replace it."""
+    outputs = [output] if isinstance(output, str) else list(output)
+    for i, one in enumerate(outputs):
+        for other in outputs[:i]:
+            if _same_file(one, other):
+                raise click.ClickException(f"{shown(one, output=True)}: the same file as "
+                                           f"{shown(other, output=True)}: choose two outputs")
+        _check_one(one, files, force=force, replaceable=replaceable)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether the outputs ``a`` and ``b`` name one file (that may not exist yet)."""
+    if "-" in (a, b):
+        return a == b
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        one, other = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (one.st_dev, one.st_ino) == (other.st_dev, other.st_ino)
+
+
+def _check_one(output: str, files, *, force: bool, replaceable: bool) -> None:
     if output == "-":
         return
     try:
@@ -212,11 +293,11 @@ def check_output(output: str, files, *, force: bool = False, replaceable: bool =
             continue
         if (got.st_dev, got.st_ino) == (out.st_dev, out.st_ino):
             raise click.ClickException(
-                f"{click.format_filename(output)}: the output is also an input "
+                f"{shown(output, output=True)}: the output is also an input "
                 f"({shown(name)}); writing it would destroy it: choose another output")
     if not force and (stat.S_ISREG(out.st_mode) or stat.S_ISDIR(out.st_mode)):
         how = ", or replace it with --force" if replaceable else ""
-        raise click.ClickException(f"{click.format_filename(output)} already exists: "
+        raise click.ClickException(f"{shown(output, output=True)} already exists: "
                                    f"choose another output{how}")
 
 
@@ -232,25 +313,135 @@ def write_table(table, output: str, fmt: str) -> None:
 
 
 @contextlib.contextmanager
-def writing(output: str, *, remove: bool = True):
-    """Write ``output`` inside: an error names it (not the input being read), and when the
-    command does not finish (an error, an interrupt, SIGTERM or SIGHUP), a partial output
-    it made (a regular file) is removed (unless not ``remove``: an inner write whose
-    outer ``writing`` removes it once the file is closed)."""
-    done = False
+def writing(output: str):
+    """Write ``output`` inside: an error (a full disk, a file too large) is the output's,
+    named by it, not the input's being read."""
     try:
         yield
-        done = True
+    except BrokenPipeError:
+        raise
     except OSError as e:
-        if isinstance(e, BrokenPipeError):
-            raise
         reason = os.strerror(e.errno) if e.errno else (e.strerror or str(e))
-        raise click.ClickException(f"{click.format_filename(output)}: {reason}") from None
+        raise click.ClickException(f"{shown(output, output=True)}: {reason}") from None
+
+
+#: The temporary an output is written to, beside the file it will replace:
+#: ``.NAME.dcpfast-PID-XXXXXXXX.tmp`` (PID: the process writing it).
+_TEMPORARY = ".{name}.dcpfast-{pid}-{token}.tmp"
+_TEMPORARY_OF = r"\.{name}\.dcpfast-(\d+)-[0-9a-f]{{8}}\.tmp"
+#: The bytes of an output's name its temporary's name keeps (within a name's 255).
+_NAME_BYTES = 200
+
+
+@contextlib.contextmanager
+def atomic_output(*outputs: str) -> Iterator[list[str]]:
+    """The one way a command writes files: ``outputs``, all of them or none. Inside, each
+    is written to the path yielded for it: a new temporary file beside it (where a
+    symbolic link points), made at once, so that an output that cannot be written fails
+    the command before its work. Once the block ends, each temporary is flushed to disk
+    and renamed over its output (keeping the mode of the file it replaces; a signal that
+    comes during the renames waits for their end). Until then every output is as it
+    was: an error, an interrupt or a signal removes the temporaries instead; a SIGKILL
+    leaves them, and the next command that writes that output removes them once their
+    process is gone. Standard output (``-``) and what is not a regular file (a device, a
+    pipe, a directory) are written in place: the path yielded is the output's own."""
+    made: list[tuple[str, str | None]] = []          # (output, its temporary or None)
+    done = False
+    try:
+        for output in outputs:
+            with writing(output):
+                made.append((output, _temporary(output)))
+        yield [output if temporary is None else temporary for output, temporary in made]
+        for output, temporary in made:
+            if temporary is not None:
+                with writing(output):
+                    _flushed(temporary)
+        with _signals_held():
+            for output, temporary in made:
+                if temporary is not None:
+                    with writing(output):
+                        _renamed(temporary, os.path.realpath(output))
+            done = True
     finally:
-        if not done and remove and output != "-":
+        if not done:
+            for _, temporary in made:
+                if temporary is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(temporary)
+
+
+def _temporary(output: str) -> str | None:
+    """A new empty temporary file for ``output``, beside the file it names, its older
+    temporaries swept; None where ``output`` is written in place."""
+    if output == "-":
+        return None
+    target = os.path.realpath(output)
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.stat(target).st_mode):
+            return None
+    folder, name = os.path.split(target)
+    name = os.fsdecode(os.fsencode(name)[:_NAME_BYTES])
+    _sweep(folder, name)
+    while True:
+        path = os.path.join(folder, _TEMPORARY.format(name=name, pid=os.getpid(),
+                                                      token=secrets.token_hex(4)))
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return path
+
+
+def _sweep(folder: str, name: str) -> None:
+    """Remove the temporaries of the output ``name`` in ``folder`` whose process is gone
+    (killed while it wrote), never one another command is writing."""
+    pattern = re.compile(_TEMPORARY_OF.format(name=re.escape(name)))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        found = pattern.fullmatch(entry)
+        if found is not None and not _running(int(found.group(1))):
             with contextlib.suppress(OSError):
-                if stat.S_ISREG(os.stat(output).st_mode):
-                    os.unlink(output)
+                os.unlink(os.path.join(folder, entry))
+
+
+def _running(pid: int) -> bool:
+    """Whether the process ``pid`` runs (where that cannot be told: as if it did)."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _flushed(path: str) -> None:
+    """The file at ``path`` written to disk."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _renamed(temporary: str, target: str) -> None:
+    """``temporary`` in place of ``target``, with the mode ``target`` had, the folder's
+    entry written to disk."""
+    with contextlib.suppress(FileNotFoundError):
+        os.chmod(temporary, stat.S_IMODE(os.stat(target).st_mode))
+    os.replace(temporary, target)
+    if os.name == "posix":
+        with contextlib.suppress(OSError):
+            fd = os.open(os.path.dirname(target), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def threads_option(command):
@@ -302,9 +493,54 @@ def check_inputs(names) -> None:
                 raise click.ClickException(f"{name}: {e.strerror or e}") from None
 
 
-def shown(name: str) -> str:
-    """How an input is named in messages (bytes of a name that are not UTF-8 replaced)."""
-    return "<stdin>" if name == "-" else click.format_filename(name)
+def shown(name: str, *, output: bool = False) -> str:
+    """How a file is named in messages: ``printable``, the bytes of a name that are not
+    UTF-8 replaced; ``-`` is standard input (an ``output``'s: standard output)."""
+    if name == "-":
+        return "<stdout>" if output else "<stdin>"
+    return printable(click.format_filename(name))
+
+
+def printable(text: str | bytes) -> str:
+    """``text`` (a key, a collection or scope name, a file name: anything a dump or a user
+    holds) as one line that a terminal shows and never acts on: every character that is
+    not printable (C0 and C1 controls, so ESC and every escape sequence; line and
+    paragraph separators, format characters, lone surrogates) and every byte that is not
+    UTF-8 written as Python writes it in a string (``\\x1b``, ``\\u2028``, ``\\xff``),
+    a backslash doubled so that what is shown reads back one way."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(c if c.isprintable() and c != "\\" else _escaped(c) for c in text)
+
+
+#: The characters a terminal acts on: C0 controls, DEL and C1 controls, and lone surrogates
+#: (a name's bytes that are not UTF-8).
+_ACTED_ON = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: What ``terminal_safe`` keeps of them in text of several lines.
+_LINES = "\n\t"
+
+
+def terminal_safe(text: str, *, lines: bool = True) -> str:
+    """``text`` (a line or, with ``lines``, several) with the characters a terminal acts
+    on escaped as ``printable`` escapes them (but line feeds and tabs of text of several
+    lines), so that nothing a dump holds reaches the terminal raw, whatever printed it.
+    What ``printable`` made is unchanged."""
+    if _ACTED_ON.search(text) is None:
+        return text
+    keep = _LINES if lines else ""
+    return _ACTED_ON.sub(lambda m: m.group() if m.group() in keep else _escaped(m.group()),
+                         text)
+
+
+def _escaped(c: str) -> str:
+    """One character as ``printable`` shows it."""
+    if c == "\\":
+        return "\\\\"
+    if 0xDC80 <= ord(c) <= 0xDCFF:                 # a byte that is not UTF-8
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c.encode("unicode_escape").decode("ascii")
 
 
 class Input:
@@ -364,13 +600,17 @@ def reported(name: str, errors: str | None = None):
 
 
 def at_seqno(ctx, param, value):
-    """``N`` (every vbucket) or ``VB:N[,VB:N...]``."""
+    """``N`` (every vbucket) or ``VB:N[,VB:N...]``, each vbucket once."""
     if value is None:
         return None
     try:
         if ":" not in value:
             return int(value)
-        pairs = (part.split(":") for part in value.split(",") if part.strip())
-        return {int(vb): int(seqno) for vb, seqno in pairs}
+        pairs = [tuple(map(int, part.split(":"))) for part in value.split(",") if part.strip()]
+        chosen = {vb: seqno for vb, seqno in pairs}
     except ValueError:
         raise click.BadParameter("expected N or VB:N[,VB:N...]") from None
+    if len(chosen) < len(pairs):
+        twice = next(vb for i, (vb, _) in enumerate(pairs) if vb in dict(pairs[:i]))
+        raise click.BadParameter(f"vbucket {twice} is given twice")
+    return chosen

@@ -24,6 +24,7 @@ from ..values import iter_values
 from .app import (
     INPUT,
     TABLE_FORMATS,
+    atomic_output,
     check_output,
     inputs,
     main,
@@ -84,7 +85,7 @@ class _Writer:
 
     def write(self, table) -> None:
         if self.schema is not None and table.column_names != self.schema.names:
-            raise click.ClickException(f"{click.format_filename(self.path)}: cannot write these "
+            raise click.ClickException(f"{shown(self.path, output=True)}: cannot write these "
                                        f"inputs together (columns "
                                        f"{', '.join(table.column_names)} "
                                        f"after {', '.join(self.schema.names)})")
@@ -318,8 +319,8 @@ def convert(files, output, fmt, force, columns, with_values, quiet, threads, sam
     frame_columns = set(_named_opcodes(scan(b"").to_arrow()).column_names)
     scanned = None if with_values else columns
     written = 0
-    with writing(output):
-        writer = _Writer(output, fmt, background=threads > 1)
+    with atomic_output(output) as [path], writing(output):
+        writer = _Writer(path, fmt, background=threads > 1)
         try:
             for name in files:
                 with reported(name, errors), opened(name, errors) as source, \
@@ -333,7 +334,7 @@ def convert(files, output, fmt, force, columns, with_values, quiet, threads, sam
                         parts = _with_values(batch, table, names, threads) if with_values \
                             else [table.select(names)]
                         for part in parts:
-                            with writing(output, remove=False):
+                            with writing(output):
                                 writer.write(part)
                         frames += len(batch)
                         written += len(batch)
@@ -351,7 +352,7 @@ def convert(files, output, fmt, force, columns, with_values, quiet, threads, sam
             writer.abandon()
             raise
     if not quiet and output != "-":
-        say(f"wrote {written:,} frames to {click.format_filename(output)} "
+        say(f"wrote {written:,} frames to {shown(output, output=True)} "
             f"({os.path.getsize(output):,} bytes)")
 
 

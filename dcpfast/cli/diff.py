@@ -18,11 +18,13 @@ from .app import (
     INPUT,
     OUT_OF_MEMORY,
     at_seqno,
+    atomic_output,
     check_inputs,
     check_output,
     main,
     opened,
     output_format,
+    printable,
     say,
     scan_options,
     shown,
@@ -94,7 +96,7 @@ def diff(source, target, output, force, at_seqno, at_time, fields, include_delet
             at_seqno=at_seqno, at_time=at_time, fields=fields, include_deleted=include_deleted,
             only_collections=list(only) or None, threads=threads, errors=errors,
             scan=collections))
-    except click.UsageError:
+    except (click.UsageError, BrokenPipeError):
         raise
     except click.ClickException as e:
         raise Failed(e.format_message()) from None
@@ -121,18 +123,19 @@ def _run(source: str, target: str, output: str | None, force: bool, options: dic
     build = dict(at_seqno=options["at_seqno"], at_time=options["at_time"],
                  include_deleted=True, values=values, errors=options["errors"])
     StateBuilder(**build)                                      # checks the options
-    a, b = both(lambda: _state(source, "source", build, options["scan"]),
-                lambda: _state(target, "target", build, options["scan"]),
-                together=threads_of(options["threads"]) > 1)
-    try:
-        table = compare(a.table, b.table, fields=fields,
-                        include_deleted=options["include_deleted"],
-                        only_collections=options["only_collections"])
-    except UnknownCollections as e:                    # a typo: a usage error, as state's
-        raise click.BadParameter(str(e), param_hint="--collection") from None
-    if output is not None and fmt is not None:
-        with writing(output):
-            write_table(table, output, fmt)
+    with atomic_output(*([] if output is None else [output])) as paths:
+        a, b = both(lambda: _state(source, "source", build, options["scan"]),
+                    lambda: _state(target, "target", build, options["scan"]),
+                    together=threads_of(options["threads"]) > 1)
+        try:
+            table = compare(a.table, b.table, fields=fields,
+                            include_deleted=options["include_deleted"],
+                            only_collections=options["only_collections"])
+        except UnknownCollections as e:                # a typo: a usage error, as state's
+            raise click.BadParameter(str(e), param_hint="--collection") from None
+        if output is not None and fmt is not None:
+            with writing(output):
+                write_table(table, paths[0], fmt)
     _report(table, (source, target), output)
     return SAME if table.num_rows == 0 else DIFFERENT
 
@@ -179,10 +182,12 @@ def _report(table, names: tuple[str, str], output: str | None) -> None:
     if table.num_rows == 0:
         say("no differences")
         return
-    say(f"{table.num_rows:,} difference(s)" + (f" -> {output}" if output else ":"))
+    say(f"{table.num_rows:,} difference(s)" +
+        (f" -> {shown(output, output=True)}" if output else ":"))
     if output is None:
         for row in table.slice(0, SHOWN).to_pylist():
-            key = row["key_str"] if row["key_str"] is not None else row["key"].hex()
+            key = printable(row["key_str"]) if row["key_str"] is not None \
+                else row["key"].hex()
             what = f" ({','.join(row['fields'])})" if row["fields"] else ""
             say(f"  {row['kind']:<20} {_name(row)} {key}{what}")
         if table.num_rows > SHOWN:
@@ -190,4 +195,6 @@ def _report(table, names: tuple[str, str], output: str | None) -> None:
 
 
 def _name(row: dict) -> str:
-    return row["collection"] if row["scope"] is None else f"{row['scope']}.{row['collection']}"
+    """A row's collection as printed: ``scope.collection``, escaped."""
+    name = printable(row["collection"])
+    return name if row["scope"] is None else f"{printable(row['scope'])}.{name}"

@@ -16,6 +16,7 @@ from ..pcap import CLIENT_TO_SERVER
 from ..reporting.clock import cas_times, iso
 from ..streams import Summary
 from ..streams.frames import STREAM_OPCODES, opcode_table
+from .app import printable
 
 #: The opcodes a stream health summary reads: a batch without them leaves it as it was.
 _ABOUT_STREAMS = opcode_table(STREAM_OPCODES | {P.Opcode.GET_FAILOVER_LOG,
@@ -96,7 +97,7 @@ class Glance:
                        f"{span:,.3f} s")
         names = self.names()
         if len(names) > 1 or self.manifest.uid:
-            out.append("  collection names: " + ", ".join(f"0x{cid:x} {name}"
+            out.append("  collection names: " + ", ".join(f"0x{cid:x} {printable(name)}"
                                                           for cid, name in names.items()))
         h = self.health()
         ended = ", ".join(f"{n} {end}" for end, n in h["ends"].items()) or "none"

@@ -16,6 +16,7 @@ from .app import (
     inputs,
     main,
     opened,
+    printable,
     reported,
     sample_option,
     say,
@@ -47,8 +48,7 @@ def _opcode(value: str) -> int:
     return number
 
 
-def _escaped(key: bytes, width: int) -> str:
-    text = repr(key)[2:-1]
+def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
@@ -90,7 +90,7 @@ def _head_line(batch, i: int) -> str:
     else:
         seqno = "-"
     key = f.get("key")
-    key = "-" if key is None else _escaped(key, 32)
+    key = "-" if key is None else _cut(printable(key), 32)
     if "collection_id" in f:
         key = f"[0x{f['collection_id']:x}] {key}"
     value = f.get("value")

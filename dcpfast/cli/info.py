@@ -50,7 +50,7 @@ def info(files, sample, collections, errors, threads, as_json):
             with reported(path, errors):
                 summary = _summarise(path, collections, errors, threads)
         except click.ClickException as e:
-            e.show()
+            say(f"Error: {e.format_message()}", err=True)
             failed = True
             continue
         if as_json:

@@ -11,12 +11,13 @@ import click
 from ..errors import DcpFormatError, text
 from ..packets import DCP_PORT
 from ..reporting import DEFAULT_STALL_SECONDS
-from ..reporting.api import report
+from ..reporting.api import Report, report
 from ..reporting.inputs import MAX_STALL_SECONDS
 from ..testing import SAMPLE_PCAP
 from .app import (
     INPUT,
     SKIP_HINT,
+    atomic_output,
     check_inputs,
     check_output,
     main,
@@ -83,14 +84,29 @@ def report_command(files, output, json_path, stall_seconds, ports, force, sample
         raise click.ClickException(text("needs_extra", what="the report page (-o)",
                                         module="bokeh", extra="report"))
     check_inputs(names)
-    for path in (output, json_path):
-        if path:
-            check_output(path, names, force=force)
+    check_output([path for path in (output, json_path) if path], names, force=force)
+    outputs = [(path, write) for path, write in ((json_path, Report.to_json),
+                                                 (output, Report.to_html)) if path]
+    with atomic_output(*(path for path, _ in outputs)) as temporaries:  # all or none
+        found = _reported(names, stall_seconds=stall_seconds, errors=errors,
+                          collections=collections, ports=ports or (DCP_PORT,),
+                          threads=threads)
+        for (path, write), temporary in zip(outputs, temporaries):
+            with writing(path):
+                write(found, temporary)
+    written = [f"{shown(path, output=True)} ({os.path.getsize(path):,} bytes)"
+               for path, _ in outputs]
+    f = found.figures
+    say(f"wrote {' and '.join(written)}: {f['frames']:,} frames, "
+        f"{len(f['connections'])} connections, {len(f['streams'])} streams, "
+        f"{len(f['stalls'])} stalls, {sum(f['anomaly_counts'].values())} anomalies")
+
+
+def _reported(names: list[str], *, errors: str, **options):
+    """The report on ``names``, its errors one line each."""
     with reported(", ".join(names), errors):
         try:
-            found = report(names, stall_seconds=stall_seconds, errors=errors,
-                           collections=collections, ports=ports or (DCP_PORT,),
-                           threads=threads)
+            return report(names, errors=errors, **options)
         except DcpFormatError as e:
             where = getattr(e, "source", None)
             if where is None:
@@ -101,13 +117,3 @@ def report_command(files, output, json_path, stall_seconds, ports, force, sample
             if type(e) is not ValueError:
                 raise
             raise click.ClickException(str(e)) from None
-    written = []
-    for path, write in ((json_path, found.to_json), (output, found.to_html)):
-        if path:
-            with writing(path):
-                write(path)
-            written.append(f"{click.format_filename(path)} ({os.path.getsize(path):,} bytes)")
-    f = found.figures
-    say(f"wrote {' and '.join(written)}: {f['frames']:,} frames, "
-        f"{len(f['connections'])} connections, {len(f['streams'])} streams, "
-        f"{len(f['stalls'])} stalls, {sum(f['anomaly_counts'].values())} anomalies")

@@ -16,11 +16,13 @@ import pyarrow.compute as pc
 from ..documents import StateBuilder, consistency
 from ..documents.api import state as state_of
 from ..documents.feeding import feed_batches
+from ..documents.processes import WorkerDied
 from ..errors import DcpFormatError, is_capture_gap
 from ..io.kinds import Kind, classify
 from .app import (
     INPUT,
     at_seqno,
+    atomic_output,
     check_output,
     inputs,
     main,
@@ -98,16 +100,17 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
         _on_spark(files, output, master, options, collections)
         return
     began = time.perf_counter()
-    if processes > 1 and len(files) == 1 and files[0] != "-" \
-            and classify(files[0]).kind is not Kind.CAPTURE_PATH:
-        with reported(shown(files[0]), errors), _collections_named():
-            table = state_of(files[0], **options, collections=collections, threads=threads,
-                             processes=processes)
-    else:
-        table = _built(builder, files, collections=collections, errors=errors,
-                       threads=threads)
-    with writing(output):
-        write_table(table, output, fmt)
+    with atomic_output(output) as [path]:
+        if processes > 1 and len(files) == 1 and files[0] != "-" \
+                and classify(files[0]).kind is not Kind.CAPTURE_PATH:
+            with reported(shown(files[0]), errors), _collections_named(), _workers():
+                table = state_of(files[0], **options, collections=collections,
+                                 threads=threads, processes=processes)
+        else:
+            table = _built(builder, files, collections=collections, errors=errors,
+                           threads=threads)
+        with writing(output):
+            write_table(table, path, fmt)
     _summary(table, output, time.perf_counter() - began)
 
 
@@ -137,6 +140,22 @@ def _collections_named():
         raise click.BadParameter(str(e), param_hint="--collection") from None
 
 
+class _WorkerFailed(click.ClickException):
+    """A worker process of ``--processes`` died: one line, exit status 2 (the input is not
+    at fault)."""
+
+    exit_code = 2
+
+
+@contextlib.contextmanager
+def _workers():
+    """A worker process that died (killed, crashed): which one and how, in one line."""
+    try:
+        yield
+    except WorkerDied as e:
+        raise _WorkerFailed(str(e)) from None
+
+
 def _summary(table, output: str, seconds: float) -> None:
     from ..documents.output import metadata
 
@@ -144,7 +163,7 @@ def _summary(table, output: str, seconds: float) -> None:
     meta = metadata(table)
     what = "versions" if "valid_to_seqno" in table.column_names else "documents"
     say(f"{table.num_rows:,} {what} from {points.num_rows} vbuckets in "
-        f"{seconds:.1f} s -> {output}")
+        f"{seconds:.1f} s -> {shown(output, output=True)}")
     if points.num_rows:
         seqnos = points.column("consistent_seqno").to_pylist()
         say(f"consistent up to seqno {min(seqnos):,}..{max(seqnos):,} per vbucket "
@@ -246,7 +265,7 @@ def _on_spark(files, output, master, options, collections) -> None:
         for crc in glob.glob(os.path.join(glob.escape(output), "**", ".*.crc"),
                              recursive=True):
             os.unlink(crc)                     # Spark's checksums: polars reads them too
-        with open(where, "w") as f:
+        with atomic_output(where) as [path], writing(where), open(path, "w") as f:
             json.dump(report, f)
     seqnos = [seqno for _, seqno in report["consistency"]]
     if seqnos:

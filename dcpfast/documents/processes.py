@@ -21,6 +21,7 @@ import heapq
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -173,11 +174,17 @@ class _NoPandas:
         return None
 
 
+class WorkerDied(RuntimeError):
+    """A worker process ended without saying how its share went: killed (SIGKILL, the
+    out-of-memory killer) or crashed."""
+
+
 class _Worker:
     """A worker process that builds one share and writes its table to ``out``."""
 
     def __init__(self, out: Path):
         self.out = out
+        self.vbuckets = ""                         # the share it was given, as text
         self._log = open(out.with_suffix(".log"), "w+b")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
             [sys.executable, "-c", _WORKER.format(path=repr([str(p) for p in sys.path]))],
@@ -186,6 +193,7 @@ class _Worker:
     def send(self, spec: dict) -> None:
         """Give the worker its share (it has been importing meanwhile)."""
         assert self.process.stdin is not None
+        self.vbuckets = f"{spec['low']}..{spec['high'] - 1}"
         with contextlib.suppress(BrokenPipeError):   # it ended: ``outcome`` says why
             self.process.stdin.write(json.dumps({**spec, "out": str(self.out)}).encode())
             self.process.stdin.close()
@@ -198,16 +206,28 @@ class _Worker:
         try:
             result = json.loads(out)
         except ValueError:
-            self._log.seek(0)
-            tail = self._log.read().decode(errors="replace").strip().splitlines()[-3:]
-            return None, (0, RuntimeError(f"a state worker process ended with exit code "
-                                          f"{self.process.returncode}: {' '.join(tail)}"))
+            return None, (0, self._died())
         if "error" in result:
             return None, _error(result)
         with pa.memory_map(str(self.out)) as source:
             table = pa.ipc.open_file(source).read_all()
         self.out.unlink()                    # the mapping keeps the pages
         return table, None
+
+    def _died(self) -> WorkerDied:
+        """What became of a worker that gave no result: its share, its process, how it
+        ended and the last lines it wrote."""
+        self._log.seek(0)
+        tail = self._log.read().decode(errors="replace").strip().splitlines()[-3:]
+        code = self.process.returncode
+        try:
+            how = f"was killed by {signal.Signals(-code).name}" if code < 0 else \
+                f"ended with exit code {code}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+        return WorkerDied(f"the state worker process for vbuckets {self.vbuckets} (pid "
+                          f"{self.process.pid}) {how}" + (f": {' '.join(tail)}" if tail
+                                                          else ""))
 
     def stop(self) -> None:
         """End the process where it still runs."""

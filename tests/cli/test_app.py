@@ -16,6 +16,7 @@ import pytest
 
 import dcpfast
 from dcpfast import testing as t
+from dcpfast.cli.app import printable
 from dcpfast.testing import SAMPLE
 from tests.cli.commands import PACK, SAMPLE_FRAMES, clean, run
 from tests.cli.test_inventory import inventory_of
@@ -88,6 +89,28 @@ def test_bad_command_arguments(dumps, tmp_path):
     result = run("convert", dumps["raw"], "-o", tmp_path / "no" / "dir" / "out.parquet")
     clean(result, 1)
     assert "out.parquet" in result.output
+
+
+def test_a_vbucket_given_twice_to_at_seqno_is_a_usage_error(tmp_path):
+    for args in (["state", SAMPLE, "-o", tmp_path / "s.parquet"], ["diff", SAMPLE, SAMPLE]):
+        result = run(*args, "--at-seqno", "5:5,7:1,5:6")
+        clean(result, 2)
+        assert "vbucket 5 is given twice" in result.output
+        assert not (tmp_path / "s.parquet").exists()
+
+
+# -- text from a dump, shown -------------------------------------------------------------------
+
+
+def test_printable_escapes_what_a_terminal_would_act_on():
+    assert printable("plain caf\u00e9, \u65e5\u672c") == "plain caf\u00e9, \u65e5\u672c"
+    assert printable("a\x1b[31mb\x1b]0;title\x07") == "a\\x1b[31mb\\x1b]0;title\\x07"
+    assert printable("\u009b\u0085\x7f\u2028\u202e\t\n\r") == \
+        "\\x9b\\x85\\x7f\\u2028\\u202e\\t\\n\\r"
+    assert printable(b"ok\xff\xc3 \xe2\x82") == "ok\\xff\\xc3 \\xe2\\x82"    # not UTF-8
+    assert printable(os.fsdecode(b"caf\xe9")) == "caf\\xe9"        # a name's odd bytes
+    assert printable("a\\x1b") == "a\\\\x1b"               # a backslash is not an escape
+    assert printable(b"") == "" and printable("\ud800") == "\\ud800"
 
 
 # -- captures --------------------------------------------------------------------------------

@@ -185,10 +185,10 @@ def test_a_signal_during_convert_removes_the_partial_output(tmp_path, signum):
             proc.stdin.write(body)
         proc.stdin.flush()
         deadline = time.monotonic() + 120
-        while not (out.exists() and out.stat().st_size) and time.monotonic() < deadline:
+        while not _written(out) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read()
             time.sleep(0.05)
-        assert out.stat().st_size > 0
+        assert _written(out)
         proc.send_signal(signum)
         try:
             proc.wait(timeout=30)
@@ -202,7 +202,12 @@ def test_a_signal_during_convert_removes_the_partial_output(tmp_path, signum):
     assert proc.returncode == -signum
     said = proc.stderr.read()
     assert b"Traceback" not in said and b"Aborted" not in said
-    assert not out.exists()
+    assert not out.exists() and not list(tmp_path.iterdir())     # nor its temporary
+
+
+def _written(out: Path) -> bool:
+    """Whether the temporary ``out`` is written to (beside it) holds bytes."""
+    return any(p.stat().st_size for p in out.parent.glob(f".{out.name}.dcpfast-*.tmp"))
 
 
 # a writer of convert's, interrupted at random moments while a row group is written beside
@@ -349,6 +354,7 @@ def test_a_signal_during_state_leaves_no_partial_output(tmp_path, signum):
         _, said = proc.communicate(timeout=120)
         assert b"Traceback" not in said and b"Aborted" not in said, said
         assert proc.returncode in (0, -signum), said
+        assert not list(tmp_path.glob(".state.parquet.dcpfast-*"))     # no temporary left
         if out.exists():            # the write was over before the signal: a whole file
             assert pq.read_metadata(out).num_rows > 0
         else:

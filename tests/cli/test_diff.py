@@ -16,6 +16,7 @@ from dcpfast.cli import main
 from dcpfast.compare import summary
 from dcpfast.compare.output import metadata
 from dcpfast.testing import SAMPLE
+from tests.cli.commands import assert_escaped, escapes_dump
 from tests.diff_scenarios import derive, documents, source
 
 
@@ -137,3 +138,17 @@ def test_what_diff_cannot_answer_exits_2_and_what_it_can_matches(tmp_path):
     assert run("diff", paths["said"], paths["unsaid"], "--collections").exit_code == 0
     same = run("diff", paths["whole"], paths["unscoped"])
     assert same.exit_code == 0 and "no differences" in same.output, same.output
+
+
+def test_names_and_keys_from_a_dump_are_printed_escaped(tmp_path):
+    """Scope, collection and key names holding terminal escapes (a colour, a window title,
+    a C1 control, a line feed) are printed escaped, never as they are."""
+    path = tmp_path / "escapes.dcp"
+    path.write_bytes(escapes_dump())
+    empty = tmp_path / "empty.dcp"
+    empty.write_bytes(b"")
+    result = run("diff", path, empty)
+    assert result.exit_code == 1, result.output
+    assert_escaped(result.output)
+    assert "s\\x1b[31mred.c\\x1b]0;owned\\x07" in result.output
+    assert "k\\x1b[2J\\x9bx\\nforged" in result.output

@@ -9,7 +9,7 @@ import numpy as np
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.testing import SAMPLE
-from tests.cli.commands import clean, run
+from tests.cli.commands import assert_escaped, clean, escapes_dump, run
 
 
 def test_head_lines_follow_the_frames(dumps):
@@ -43,3 +43,16 @@ def test_head_escapes_and_truncates_keys(tmp_path):
     clean(result, 0)
     line = result.output.splitlines()[1]
     assert "\\x00tab\\there" in line and "..." in line and line.endswith("json")
+
+
+def test_head_escapes_what_a_terminal_would_run(tmp_path):
+    """Keys with escape sequences, C1 controls and line feeds shown escaped; keys that are
+    UTF-8 text shown as text."""
+    path = tmp_path / "escapes.dcp"
+    path.write_bytes(escapes_dump() + t.mutation("caf\u00e9".encode(), b"{}", by_seqno=5,
+                                                 datatype=1, collection_id=9, vbucket=5))
+    result = run("head", path)
+    clean(result, 0)
+    assert_escaped(result.output)
+    assert "[0x9] k\\x1b[2J\\x9bx\\nforged" in result.output
+    assert "[0x9] b\\xff\\x1b[0m" in result.output and "[0x9] caf\u00e9 " in result.output

@@ -7,7 +7,7 @@ import re
 
 import dcpfast
 from dcpfast.testing import SAMPLE
-from tests.cli.commands import clean, run
+from tests.cli.commands import assert_escaped, clean, escapes_dump, run
 
 
 def test_info_on_the_sample():
@@ -46,3 +46,17 @@ def test_info_json_matches_the_scan(dumps):
     assert sum(summary["documents_by_collection"].values()) == len(mutations)
     assert {int(c, 16) for c in summary["documents_by_collection"]} == \
         set(mutations["collection_id"].tolist())
+
+
+def test_names_from_a_dump_and_file_names_are_printed_escaped(tmp_path):
+    path = tmp_path / "escapes\x1b]0;title\x07.dcp"
+    path.write_bytes(escapes_dump())
+    result = run("info", path)
+    clean(result, 0)
+    assert_escaped(result.output)
+    assert re.search(r"collection names: .*, 0x9 s\\x1b\[31mred\.c\\x1b\]0;owned\\x07\n",
+                     result.output)
+    assert result.output.startswith(f"{tmp_path}/escapes\\x1b]0;title\\x07.dcp: ")
+    missing = run("info", tmp_path / "none\x1b[2J.dcp")
+    clean(missing, 1)
+    assert_escaped(missing.output)

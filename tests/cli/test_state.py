@@ -6,6 +6,12 @@ import datetime as dt
 import gzip
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -17,6 +23,7 @@ from dcpfast.cli import main
 from dcpfast.documents import consistency, state_errors
 from dcpfast.documents.output import metadata
 from dcpfast.testing import SAMPLE
+from tests.cli.commands import ENV, assert_escaped, documents, escapes_dump
 from tests.documents.test_options import collections_dump
 from tests.documents.test_processes import written
 from tests.state_scenarios import CAS_EPOCH, scenario
@@ -228,3 +235,61 @@ def test_the_command_shares_a_dump_among_processes(tmp_path):
                                          *extra]) for extra in ([], ["--processes", "2"])]
     assert results[0].exit_code == results[1].exit_code == 1
     assert results[1].output == results[0].output and "holed.dcp" in results[0].output
+
+
+def test_collection_names_quoted_in_an_error_are_escaped(tmp_path):
+    dump = tmp_path / "e.dcp"
+    dump.write_bytes(escapes_dump())
+    result = run("state", dump, "-o", tmp_path / "s.parquet", "--collection", "nope")
+    assert result.exit_code == 2 and "nope" in result.output
+    assert_escaped(result.output)
+    assert "s\\x1b[31mred.c\\x1b]0;owned\\x07" in result.output
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The state worker processes the process ``pid`` started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and \
+                b"dcpfast.documents.processes" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="finds its workers in /proc; needs two cores for two processes")
+def test_a_worker_killed_is_one_line(tmp_path):
+    """A worker of ``state --processes 2`` killed (SIGKILL: the OOM killer, a user): the
+    command says which worker died and how, in one line, exit status 2, and writes
+    nothing."""
+    dump = tmp_path / "big.dcp"
+    dump.write_bytes(documents(20000, body=200))
+    out = tmp_path / "s.parquet"
+    proc = subprocess.Popen([sys.executable, "-m", "dcpfast", "state", str(dump), "-o",
+                             str(out), "--processes", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while not workers and proc.poll() is None and time.monotonic() < deadline:
+            workers = _workers_of(proc.pid)
+            time.sleep(0.001)
+        assert workers, "no worker seen"
+        os.kill(workers[0], signal.SIGKILL)     # before it can have read its share
+        _, said = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    lines = said.decode().strip().splitlines()
+    assert proc.returncode == 2, said
+    assert len(lines) == 1, said
+    assert lines[0].startswith("Error: ") and "killed by SIGKILL" in lines[0], lines
+    assert f"pid {workers[0]}" in lines[0] and "vbuckets" in lines[0], lines
+    assert not out.exists()
