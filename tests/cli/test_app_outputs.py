@@ -105,6 +105,16 @@ def big(tmp_path_factory):
     return of
 
 
+def _changed(dump: Path) -> Path:
+    """A dump beside ``dump`` with the same keys and other bodies, so that every document
+    differs (both without a HELLO: their keys read alike)."""
+    other = dump.with_name("changed-" + dump.name)
+    if not other.exists():
+        n, key, body = map(int, dump.stem.split("-"))
+        other.write_bytes(documents(n, key, body + 1))
+    return other
+
+
 #: Each command that writes files: (its arguments given the input and the outputs, the
 #: outputs' names, the sizes of input it is tried with, the arguments of a small run that
 #: makes a previous output).
@@ -113,7 +123,7 @@ COMMANDS = {
               (20000, 8, 2000), lambda outs: ["state", SAMPLE, "-o", outs[0]]),
     "convert": (lambda dump, outs: ["convert", "-q", dump, "-o", outs[0]], ["c.arrow"],
                 (20000, 8, 2000), lambda outs: ["convert", SAMPLE, "-o", outs[0]]),
-    "diff": (lambda dump, outs: ["diff", dump, SAMPLE, "-o", outs[0]], ["d.parquet"],
+    "diff": (lambda dump, outs: ["diff", dump, _changed(dump), "-o", outs[0]], ["d.parquet"],
              (20000, 1000, 10), lambda outs: ["diff", SAMPLE, SAMPLE_CLIENT, "-o", outs[0]]),
     "report": (lambda dump, outs: ["report", dump, "--json", outs[0], "-o", outs[1]],
                ["r.json", "r.html"], (20000, 8, 10),
