@@ -1,10 +1,14 @@
 """The documentation: the column table of docs/columns.md is the schema's, every relative
 link of the README, docs/ and the changelog leads to a file (and heading) that exists, and
-the pages describe dcpfast as it is (no commit hashes, no dated diary entries)."""
+the pages describe dcpfast as it is (no commit hashes, no dated diary entries), and the
+README's Python blocks run as shown."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +91,37 @@ def test_diary_marks():
     assert DIARY.findall("## 2026-11-29: the vbuckets\n") == ["## 2026-11-29: the vbuckets"]
     assert DIARY.findall("Tried and not kept: a table") == ["Tried and not kept"]
     assert DIARY.findall('at_time="2024-05-02T13:59:00Z"\nA CAS before 2000-01-01') == []
+
+
+#: The README's Python blocks: the tour's, which run in turn in one interpreter as a
+#: reader follows them, and the Spark block, which stands alone.
+BLOCKS = re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+TOUR = [block for block in BLOCKS if "pyspark" not in block]
+SPARK = [block for block in BLOCKS if "pyspark" in block]
+
+
+def _runs(code: str, cwd: Path) -> None:
+    """Run ``code`` verbatim in a fresh interpreter in ``cwd``; it must end well."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
+                          timeout=900, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              sys.path)))
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]
+
+
+def test_the_tour_runs_verbatim(tmp_path):
+    """Every Python block of the README's tour but Spark's, in order, in one fresh
+    interpreter: the reader's path through it works as shown."""
+    assert len(TOUR) >= 8
+    _runs("\n".join(TOUR), tmp_path)
+
+
+@pytest.mark.spark
+def test_the_spark_block_runs_verbatim(tmp_path):
+    """The README's Spark block alone in a fresh interpreter (its session made there, the
+    data source registered) writes what it says."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("deltalake")
+    assert len(SPARK) == 1
+    _runs(SPARK[0], tmp_path)
+    assert list((tmp_path / "decoded").rglob("*.parquet"))
+    assert (tmp_path / "frames" / "_delta_log").is_dir()
