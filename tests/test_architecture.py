@@ -515,6 +515,7 @@ WHOLE_HOUSE = {
     "test_readme.py": "the documentation: column table, links, no diary",
     "test_api.py": "the public API as users of dataframes meet it",
     "test_vectors.py": "every test vector of the wire reference, and a real server's frames",
+    "test_recorded.py": "frames other projects recorded from real servers",
     "test_roundtrip.py": "encoder-to-scanner round trips of every frame kind",
     "test_large.py": "a dump of more than 2 GB in bounded memory",
     "test_bounds.py": "memory bounded on hostile input, across the commands and modules",
