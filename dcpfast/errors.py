@@ -224,6 +224,8 @@ _NAMED = {
     "stream_request_sid": "stream request sid {sid!r} is not in 1..65535",
     "failover_log_size": "failover log of {size} bytes is not a multiple of {entry}",
     "rollback_size": "rollback response value of {size} bytes (must be {must})",
+    "high_seqnos_size": "GetAllVbSeqnos response value of {size} bytes is not a multiple of "
+                        "{entry}",
     # Spark jobs (spark)
     "capture_on_spark": "a packet capture (pcap or pcapng), not a DCP dump: decode it with "
                         "dcpfast convert or dcpfast.pcap.read_pcap",

@@ -291,6 +291,8 @@ STREAM_REQUEST_EXTRAS = ">IIQQQQQ"
 #: A failover-log entry (vbucket uuid, seqno) and a rollback response value (seqno).
 FAILOVER_ENTRY = ">QQ"
 ROLLBACK_VALUE = ">Q"
+#: One vbucket of a GetAllVbSeqnos (0x48) success response's value: vbucket u16, seqno u64.
+HIGH_SEQNO_ENTRY = ">HQ"
 #: Key of the stream id in a Stream Request's JSON value.
 STREAM_REQUEST_SID = "sid"
 

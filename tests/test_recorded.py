@@ -14,6 +14,7 @@ import cramjam
 import pytest
 
 import dcpfast
+import dcpfast.streams
 import dcpfast.testing as t
 from dcpfast.protocol import Datatype, Opcode
 
@@ -199,3 +200,17 @@ def test_goxdcr_events_as_one_stream():
     for i, (_, data) in enumerate(plain):
         assert bytes(batch.frame(i).value or b"") == bytes(dcpfast.scan(data).frame(0).value
                                                            or b"")
+
+
+def test_gomemcached_all_vbucket_seqnos():
+    """gomemcached's GetAllVbSeqnos response body from a one-node cluster: 1,024 vbuckets
+    (as its test asserts), each with its seqno as the bytes hold them."""
+    body = (RECORDED / "gomemcached" / "getSeqnoRespBody.bin").read_bytes()
+    data = t.response(Opcode.GET_ALL_VB_SEQNOS, value=body, opaque=7)
+    table = dcpfast.streams.high_seqnos(dcpfast.scan(data))
+    assert table.num_rows == 1024
+    assert table["vbucket"].to_pylist() == [int.from_bytes(body[k:k + 2], "big")
+                                            for k in range(0, len(body), 10)]
+    assert table["seqno"].to_pylist() == [int.from_bytes(body[k + 2:k + 10], "big")
+                                          for k in range(0, len(body), 10)]
+    assert sorted(table["vbucket"].to_pylist()) == list(range(1024))

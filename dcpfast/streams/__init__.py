@@ -8,7 +8,15 @@ numpy checks behind the summary) serve them.
 
 from .matching import StreamTracker
 from .summary import Summary, summarize
-from .tables import controls, failover_logs, opens, rollbacks, stream_ends, stream_requests
+from .tables import (
+    controls,
+    failover_logs,
+    high_seqnos,
+    opens,
+    rollbacks,
+    stream_ends,
+    stream_requests,
+)
 
-__all__ = ["StreamTracker", "Summary", "controls", "failover_logs", "opens", "rollbacks",
-           "stream_ends", "stream_requests", "summarize"]
+__all__ = ["StreamTracker", "Summary", "controls", "failover_logs", "high_seqnos", "opens",
+           "rollbacks", "stream_ends", "stream_requests", "summarize"]

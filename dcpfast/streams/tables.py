@@ -1,18 +1,19 @@
 """Connection setup and the server's answers, one ``pyarrow.Table`` row per frame.
 
-``opens``, ``controls``, ``stream_requests``, ``failover_logs``, ``rollbacks`` and
-``stream_ends``: ``index`` is the row in the batch and ``offset`` the frame's stream
-offset, for joining back. The frames they read are few, so each is decoded in Python
-after a numpy mask has found it. Responses get the vbucket and stream id of their request
-(``matching``).
+``opens``, ``controls``, ``stream_requests``, ``failover_logs``, ``rollbacks``,
+``high_seqnos`` and ``stream_ends``: ``index`` is the row in the batch and ``offset`` the
+frame's stream offset, for joining back. The frames they read are few, so each is decoded
+in Python after a numpy mask has found it. Responses get the vbucket and stream id of
+their request (``matching``).
 
 Malformed content (a failover log whose length is not a multiple of 16, a rollback value
-that is not 8 bytes, a Stream Request value that is not a JSON object with a valid
-``sid``) follows ``batch.mode``: ``DcpFormatError`` in strict mode; in skip mode the frame
-gets no row and the table lists it in its metadata as a ``SkippedRegion`` for the whole
-frame, in stream order (``dcpfast.skipped_regions(table)``; ``failover_logs`` and
-``rollbacks`` list the malformed Stream Requests too, which place no response). The batch
-is left as it is: its ``errors`` keep what the scan skipped.
+that is not 8 bytes, a GetAllVbSeqnos value whose length is not a multiple of 10, a Stream
+Request value that is not a JSON object with a valid ``sid``) follows ``batch.mode``:
+``DcpFormatError`` in strict mode; in skip mode the frame gets no row and the table lists
+it in its metadata as a ``SkippedRegion`` for the whole frame, in stream order
+(``dcpfast.skipped_regions(table)``; ``failover_logs`` and ``rollbacks`` list the
+malformed Stream Requests too, which place no response). The batch is left as it is: its
+``errors`` keep what the scan skipped.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ assert _ENTRY_DTYPE.itemsize == _ENTRY_SIZE
 #: Responses that carry a failover log when successful.
 _FAILOVER_OPCODES = (P.Opcode.STREAM_REQUEST, P.Opcode.GET_FAILOVER_LOG,
                      P.Opcode.GET_FAILOVER_LOG_NON_DCP)
+_HIGH_SIZE = struct.calcsize(P.HIGH_SEQNO_ENTRY)
+_HIGH_DTYPE = np.dtype([("vbucket", ">u2"), ("seqno", ">u8")])
+assert _HIGH_DTYPE.itemsize == _HIGH_SIZE
 _SEQNO_COLUMNS = ("start_seqno", "end_seqno", "vbucket_uuid", "snap_start_seqno",
                   "snap_end_seqno")
 
@@ -188,6 +192,36 @@ def rollbacks(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Tab
                                 ("vbucket", pa.uint16()), ("stream_id", pa.uint16()),
                                 ("rollback_seqno", pa.uint64())))
     return with_skipped(table, sorted(damaged + checked(batch.mode, malformed)))
+
+
+def high_seqnos(batch: FrameBatch) -> pa.Table:
+    """The servers' high seqnos: one row per vbucket of each successful GetAllVbSeqnos
+    (0x48) response, ``index, offset, opaque, vbucket, seqno``, in the order the server
+    listed them. A client asks for them to see how far a bucket has got; beside its DCP
+    streams they tell how far each stream was behind at that moment. (A request may ask
+    for the vbuckets in one state, or for one collection's high seqnos: the request's
+    extras say so, the response does not.)"""
+    rows = np.flatnonzero(F.responses(batch) & (batch["opcode"] == P.Opcode.GET_ALL_VB_SEQNOS)
+                          & (batch["status"] == P.Status.SUCCESS)) if len(batch) else F.NO_ROWS
+    names = ("index", "offset", "opaque", "vbucket", "seqno")
+    out: dict[str, list] = {name: [] for name in names}
+    bad: list[SkippedRegion] = []
+    for i in rows.tolist():
+        value = F.value(batch, i)
+        if len(value) % _HIGH_SIZE:
+            bad.append(F.frame_region(batch, i, text("high_seqnos_size", size=len(value),
+                                                     entry=_HIGH_SIZE)))
+            continue
+        entries = np.frombuffer(value, _HIGH_DTYPE)
+        n = len(entries)
+        out["index"] += [i] * n
+        out["offset"] += [int(batch["offset"][i])] * n
+        out["opaque"] += [int(batch["opaque"][i])] * n
+        out["vbucket"] += entries["vbucket"].tolist()
+        out["seqno"] += entries["seqno"].tolist()
+    table = _table(out, _schema(*_index_fields(), ("opaque", pa.uint32()),
+                                ("vbucket", pa.uint16()), ("seqno", pa.uint64())))
+    return with_skipped(table, checked(batch.mode, bad))
 
 
 def stream_ends(batch: FrameBatch) -> pa.Table:

@@ -263,3 +263,35 @@ def test_rollback_open_end_round_trip(seqno, name, flags, status, sid):
     assert (e["end_status"], e["stream_id"], e["vbucket"]) == (status, sid, 2)
     assert e["end_status_name"] == (StreamEndStatus(status).name.lower() if status <= 8
                                     else None)
+
+
+def _all_vb_seqnos(pairs, **hdr) -> bytes:
+    """A GetAllVbSeqnos (0x48) success response listing ``pairs`` (vbucket, seqno)."""
+    return t.response(0x48, value=b"".join(vb.to_bytes(2, "big") + seqno.to_bytes(8, "big")
+                                           for vb, seqno in pairs), **hdr)
+
+
+@given(st.lists(st.tuples(st.integers(0, 1023), st.integers(0, 2**64 - 1)), max_size=40),
+       st.integers(0, 2**32 - 1))
+@settings(max_examples=60, deadline=None)
+def test_high_seqnos_round_trip(pairs, opaque):
+    data = t.frame(0x48, extras=(1).to_bytes(4, "big"), opaque=opaque) + \
+        _all_vb_seqnos(pairs, opaque=opaque) + t.response(0x48, status=Status.NOT_MY_VBUCKET)
+    table = S.high_seqnos(dcpfast.scan(data))
+    assert list(zip(table["vbucket"].to_pylist(), table["seqno"].to_pylist())) == pairs
+    assert set(table["opaque"].to_pylist()) <= {opaque}
+    assert set(table["index"].to_pylist()) <= {1}          # the request and the error: none
+
+
+def test_high_seqnos_of_a_malformed_value():
+    """A value that is not whole (vbucket, seqno) entries: strict raises, skip lists the
+    frame in the table's metadata and keeps the other responses."""
+    good = _all_vb_seqnos([(3, 70)])
+    bad = t.response(0x48, value=bytes(15))
+    data = good + bad + good
+    with pytest.raises(dcpfast.DcpFormatError, match="GetAllVbSeqnos response value of 15"):
+        S.high_seqnos(dcpfast.scan(data))
+    table = S.high_seqnos(dcpfast.scan(data, errors="skip"))
+    assert table["vbucket"].to_pylist() == [3, 3]
+    (region,) = dcpfast.skipped_regions(table)
+    assert (region.offset, region.length) == (len(good), len(bad))
