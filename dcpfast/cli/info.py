@@ -119,6 +119,8 @@ def _report(path, s) -> str:
     if i.vbuckets:
         lines.append(f"  frames: the vbucket's requests\n  documents: its {_DOCUMENTS}\n"
                      "  first/last seqno: the lowest and highest by_seqno of its documents")
+    if i.server_seqnos:
+        lines += _behind(i)
     if i.collections:
         lines.append("\n  collection   documents")
         for cid, n in sorted(i.collections.items()):
@@ -147,6 +149,24 @@ def _report(path, s) -> str:
     return "\n".join(lines)
 
 
+#: Vbuckets named in the line of those behind the server.
+_BEHIND_NAMED = 10
+
+
+def _behind(i) -> list[str]:
+    """How far the input got against the server's high seqnos (GetAllVbSeqnos)."""
+    behind = i.behind()
+    if not behind:
+        return [f"  server's high seqnos (GetAllVbSeqnos, {len(i.server_seqnos):,} vbuckets): "
+                "every vbucket here reached them"]
+    named = ", ".join(f"vb {vb} captured to {last:,} of {seqno:,}" if last is not None
+                      else f"vb {vb} none of its {seqno:,}"
+                      for vb, last, seqno in behind[:_BEHIND_NAMED])
+    more = f", and {len(behind) - _BEHIND_NAMED:,} more" if len(behind) > _BEHIND_NAMED else ""
+    return [f"  server's high seqnos (GetAllVbSeqnos, {len(i.server_seqnos):,} vbuckets): "
+            f"{len(behind):,} not reached here: {named}{more}"]
+
+
 def _as_json(path, s) -> dict:
     i = s["inventory"]
     return {
@@ -156,8 +176,12 @@ def _as_json(path, s) -> dict:
         "responses": {opcode_name(int(op)): int(i.responses[op])
                       for op in np.flatnonzero(i.responses)},
         "vbuckets": {str(vb): {"frames": v.frames, "documents": v.documents,
-                               "first_seqno": v.first_seqno, "last_seqno": v.last_seqno}
+                               "first_seqno": v.first_seqno, "last_seqno": v.last_seqno,
+                               "server_seqno": i.server_seqnos.get(vb)}
                      for vb, v in sorted(i.vbuckets.items())},
+        "server_seqnos": {str(vb): seqno for vb, seqno in sorted(i.server_seqnos.items())},
+        "behind_server": [{"vbucket": vb, "last_seqno": last, "server_seqno": seqno}
+                          for vb, last, seqno in i.behind()],
         "documents_by_collection": {f"0x{cid:x}": n
                                     for cid, n in sorted(i.collections.items())},
         "connections": [{**c._asdict(), "frames": n}

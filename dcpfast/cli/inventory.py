@@ -2,9 +2,10 @@
 
 An ``Inventory`` takes the batches of one input one at a time (``update``) and keeps only
 counts, so any input is summarised in bounded memory: frames and bytes, frames by opcode,
-frames, documents and the seqno range by vbucket, documents by collection, frames by
-capture connection, and the regions skipped as damage: all of them counted, by reason,
-and the first ``LISTED_PER_REASON`` of each reason listed.
+frames, documents and the seqno range by vbucket, the high seqno of each vbucket the
+server last answered a GetAllVbSeqnos with, documents by collection, frames by capture
+connection, and the regions skipped as damage: all of them counted, by reason, and the
+first ``LISTED_PER_REASON`` of each reason listed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from operator import attrgetter
 import numpy as np
 
 from ..batch import kinds_of
-from ..protocol import DOCUMENT_CHANGES, HEADER_SIZE, kinds_where
+from ..errors import skipped_regions
+from ..protocol import DOCUMENT_CHANGES, HEADER_SIZE, Opcode, kinds_where
+from ..streams import high_seqnos
 
 #: Document changes: the opcodes counted as documents, by vbucket and by collection.
 DOCUMENT_OPCODES = np.array(sorted(DOCUMENT_CHANGES), np.uint8)
@@ -53,7 +56,9 @@ class Inventory:
     """Frames, bytes, opcodes, vbuckets, collections, connections and damage of a stream."""
 
     #: The columns ``update`` reads; a scan may leave out every other.
-    COLUMNS = ("opcode", "vbucket", "by_seqno", "collection_id", "body_len")
+    COLUMNS = ("opcode", "vbucket", "by_seqno", "collection_id", "body_len",
+               # a GetAllVbSeqnos answer's
+               "offset", "magic", "status", "opaque", "value_offset", "value_len")
 
     def __init__(self) -> None:
         #: Frames seen.
@@ -66,6 +71,8 @@ class Inventory:
         self.responses = np.zeros(256, np.int64)
         #: Counts by vbucket, for the vbuckets of request frames.
         self.vbuckets: dict[int, VbucketCounts] = {}
+        #: The high seqno of each vbucket in the server's last GetAllVbSeqnos answer.
+        self.server_seqnos: dict[int, int] = {}
         #: Document changes by collection id (only batches with collections on).
         self.collections: Counter = Counter()
         #: Frames by capture connection direction (empty for DCP dumps).
@@ -104,6 +111,23 @@ class Inventory:
         if batch.collections:
             ids, counts = np.unique(batch["collection_id"][documents], return_counts=True)
             self.collections.update(dict(zip(ids.tolist(), counts.tolist())))
+        if (opcodes == Opcode.GET_ALL_VB_SEQNOS).any():
+            answered = high_seqnos(batch)
+            self.server_seqnos.update(zip(answered["vbucket"].to_pylist(),
+                                          answered["seqno"].to_pylist()))
+            self._add_skipped(skipped_regions(answered))
+
+    def behind(self) -> list[tuple[int, int | None, int]]:
+        """(vbucket, its last seqno here or None, the server's high seqno) of the vbuckets
+        the server answered a GetAllVbSeqnos with a seqno this input's documents did not
+        reach, by vbucket."""
+        out = []
+        for vb, seqno in sorted(self.server_seqnos.items()):
+            counts = self.vbuckets.get(vb)
+            last = counts.last_seqno if counts else None
+            if seqno and (last is None or last < seqno):
+                out.append((vb, last, seqno))
+        return out
 
     @property
     def skipped_count(self) -> int:

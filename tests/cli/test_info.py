@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
+
 import dcpfast
+from dcpfast import testing as t
+from dcpfast.protocol import DOCUMENT_CHANGES
 from dcpfast.testing import SAMPLE
 from tests.cli.commands import assert_escaped, clean, escapes_dump, run
 
@@ -60,3 +64,42 @@ def test_names_from_a_dump_and_file_names_are_printed_escaped(tmp_path):
     missing = run("info", tmp_path / "none\x1b[2J.dcp")
     clean(missing, 1)
     assert_escaped(missing.output)
+
+
+def _all_vb_seqnos(pairs) -> bytes:
+    """A GetAllVbSeqnos success response listing ``pairs`` (vbucket, seqno)."""
+    return t.response(0x48, value=b"".join(vb.to_bytes(2, "big") + seqno.to_bytes(8, "big")
+                                           for vb, seqno in pairs))
+
+
+def test_info_against_the_servers_high_seqnos(tmp_path):
+    """A dump that holds the server's GetAllVbSeqnos answer: info says which vbuckets did
+    not get as far as the server said they were, and the JSON gives each vbucket's."""
+    batch = dcpfast.read(SAMPLE)
+    documents = np.isin(batch["opcode"], sorted(DOCUMENT_CHANGES)) & batch.validity("vbucket")
+    last = {vb: int(batch["by_seqno"][documents & (batch["vbucket"] == vb)].max())
+            for vb in (593, 621, 748, 848)}
+    answer = [(593, last[593]), (621, last[621] + 80), (748, last[748] - 5), (848, 0), (12, 7)]
+    path = tmp_path / "with-seqnos.dcp"
+    path.write_bytes(SAMPLE.read_bytes() + _all_vb_seqnos(answer))
+    text = run("info", str(path)).output
+    assert (f"server's high seqnos (GetAllVbSeqnos, 5 vbuckets): 2 not reached here: vb 12 "
+            f"none of its 7, vb 621 captured to {last[621]:,} of {last[621] + 80:,}") in text
+    (found,) = json.loads(run("info", "--json", str(path)).output)
+    assert found["server_seqnos"] == {str(vb): seqno for vb, seqno in sorted(answer)}
+    assert found["vbuckets"]["748"]["server_seqno"] == last[748] - 5
+    assert found["behind_server"] == [
+        {"vbucket": 12, "last_seqno": None, "server_seqno": 7},
+        {"vbucket": 621, "last_seqno": last[621], "server_seqno": last[621] + 80}]
+
+
+def test_info_of_a_malformed_high_seqnos_answer(tmp_path):
+    """A GetAllVbSeqnos answer that is not whole entries: an error naming it, or in skip
+    mode a skipped region, the rest of the input counted."""
+    path = tmp_path / "bad-seqnos.dcp"
+    path.write_bytes(SAMPLE.read_bytes() + t.response(0x48, value=bytes(15)))
+    failed = run("info", str(path))
+    assert failed.exit_code != 0 and "GetAllVbSeqnos response value of 15 bytes" in \
+        failed.output
+    text = run("info", "--errors", "skip", str(path)).output
+    assert "1,172 frames" in text and "1 skipped regions" in text
