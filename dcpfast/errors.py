@@ -224,6 +224,12 @@ _NAMED = {
     "stream_request_sid": "stream request sid {sid!r} is not in 1..65535",
     "failover_log_size": "failover log of {size} bytes is not a multiple of {entry}",
     "rollback_size": "rollback response value of {size} bytes (must be {must})",
+    "cache_record_cut": "cache transfer record {record} at byte {at} of the value runs past "
+                        "its {size} bytes",
+    "cache_record_key": "cache transfer record {record}: key of {length} bytes (must be "
+                        "{low} to {high})",
+    "cache_record_collection": "cache transfer record {record}: its key does not start "
+                               "with a valid collection id",
     "high_seqnos_size": "GetAllVbSeqnos response value of {size} bytes is not a multiple of "
                         "{entry}",
     # Spark jobs (spark)

@@ -293,6 +293,11 @@ FAILOVER_ENTRY = ">QQ"
 ROLLBACK_VALUE = ">Q"
 #: One vbucket of a GetAllVbSeqnos (0x48) success response's value: vbucket u16, seqno u64.
 HIGH_SEQNO_ENTRY = ">HQ"
+#: The head of a Cache Transfer (0x66) record: cas, by_seqno, rev_seqno u64; value_len,
+#: flags, expiration u32; key_len u16; datatype, cache hint u8 (then key, then value); and
+#: the lengths its key may have (a collection id and at least one byte of a 250-byte key).
+CACHE_RECORD = ">QQQIIIHBB"
+CACHE_RECORD_KEY = (2, 251)
 #: Key of the stream id in a Stream Request's JSON value.
 STREAM_REQUEST_SID = "sid"
 

@@ -27,7 +27,7 @@ LAYERS = (
     ("arrow",),
     ("batch",),
     ("io",),
-    ("values", "events", "streams", "pcap"),
+    ("values", "events", "cached", "streams", "pcap"),
     ("documents",),
     ("compare", "reporting"),
     ("spark",),
@@ -44,7 +44,7 @@ ALLOWED_UPWARD = {
 #: The public modules: every public name of dcpfast has its home in the ``__all__`` of
 #: exactly one of them ("" is ``dcpfast`` itself); the modules inside them are their
 #: implementation.
-FACES = ("", "io", "pcap", "streams", "values", "events", "documents", "compare",
+FACES = ("", "io", "pcap", "streams", "values", "events", "cached", "documents", "compare",
          "reporting", "spark",
          "testing", "cli", "memory")
 #: The compiled cores: only ``_core`` imports them.
