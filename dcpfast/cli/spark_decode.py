@@ -1,9 +1,10 @@
 """``dcpfast spark-decode``: dumps to a Parquet dataset or a Delta table with Spark,
 decoded and written in Spark's tasks (``dcpfast.spark.write_parquet``, ``write_delta``).
 
-SIGINT, SIGTERM and SIGHUP end it cleanly: the Spark job cancelled, nothing of it left at
-``--out``, one line on standard error, and the process ends by the signal (status 130, 143
-or 129 in a shell)."""
+SIGINT, SIGTERM and SIGHUP end it cleanly at any moment: the Spark job cancelled, nothing
+of it left at ``--out`` (or, where the signal came as the job finished, its whole output),
+one line on standard error that says which, and the process ends by the signal (status
+130, 143 or 129 in a shell)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def spark_decode(inputs, sample, out, fmt, app_id, master, partition_by, columns
             format=fmt, signals=True, **delta)
     except Ended as e:
         os.unlink(log)
-        _ended(e.signum, out)
+        _ended(e.signum, out, e.written)
     except ImportError as e:
         os.unlink(log)
         raise click.ClickException(str(e)) from None
@@ -83,10 +84,12 @@ def spark_decode(inputs, sample, out, fmt, app_id, master, partition_by, columns
         click.echo(line)
 
 
-def _ended(signum: int, out: str) -> None:
+def _ended(signum: int, out: str, written: bool) -> None:
     """One line, then the end by the signal that asked for it."""
     name = signal.Signals(signum).name
-    click.echo(f"Error: ended by {name}: nothing written to {out}", err=True)
+    said = f"the job had written all of {out} when it could stop" if written \
+        else f"nothing written to {out}"
+    click.echo(f"Error: ended by {name}: {said}", err=True)
     signal.signal(signum, signal.SIG_DFL)
     signal.raise_signal(signum)
     raise SystemExit(128 + signum)                      # where the signal did not end it

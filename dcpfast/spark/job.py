@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from . import deltatable, output
 from .schema import file_schema
-from .sink import cancel_running, checked, write_delta, write_parquet
+from .sink import RUNNING, cancel_running, checked, write_delta, write_parquet
 from .source import check_inputs
 
 
@@ -104,11 +104,13 @@ def task_progress(spark, desc: str, *, enabled: bool = True):
 
 
 class Ended(BaseException):
-    """The process was asked to end (SIGINT, SIGTERM, SIGHUP) while a job ran."""
+    """The process was asked to end (SIGINT, SIGTERM, SIGHUP) while a job ran; ``written``:
+    the job had written its whole output by the time it could stop (the signal came as it
+    ended), else it left nothing."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, written: bool = False):
         super().__init__(signum)
-        self.signum = signum
+        self.signum, self.written = signum, written
 
 
 class _Signals:
@@ -142,8 +144,11 @@ def signals_end_the_job():
         if signals.caught:                        # a second signal waits for the cleanup
             return
         signals.caught.append(signum)
-        if not cancel_running():                  # no Spark job to cancel: unwind now
+        if not RUNNING:                           # no Spark job to cancel: unwind now
             raise Ended(signum)
+        # the main thread may be inside a py4j call (waiting for the job): a py4j call from
+        # this handler would re-enter its connection and fail, so another thread cancels
+        threading.Thread(target=cancel_running, name="dcpfast-cancel", daemon=True).start()
 
     signals = _Signals(end)
     ours = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
@@ -201,6 +206,8 @@ def decode_to_parquet(inputs: Sequence[str], out: str, *, master: str | None = N
             raise
         if own:
             spark.stop()
+        if caught.caught:                         # it ended before the cancel could stop it
+            raise Ended(caught.caught[0], written=True)
     summary["startup_seconds"] = started
     return summary
 

@@ -240,26 +240,33 @@ def _run(spark, parts: list[list[Piece]], **options) -> list[dict]:
     ids = spark.range(0, len(parts), 1, len(parts))
     with worker_python(spark):          # the tasks run this dcpfast: see workers
         tasks = ids.mapInArrow(functools.partial(run_task, options), RESULT)
-    tag = f"dcpfast-{options['job']}"
-    spark.addTag(tag)
-    RUNNING.append((spark, tag))
+    group = f"dcpfast-{options['job']}"
+    context = spark.sparkContext
+    before = {key: context.getLocalProperty(key) for key in _JOB_GROUP}
+    context.setJobGroup(group, "dcpfast: decoding and writing", interruptOnCancel=True)
+    RUNNING.append((spark, group))
     try:
         rows = tasks.collect()
     finally:
-        RUNNING.remove((spark, tag))
+        RUNNING.remove((spark, group))
         with contextlib.suppress(Exception):
-            spark.removeTag(tag)
+            for key, value in before.items():     # the thread's own group back, or none
+                context.setLocalProperty(key, value)
     return [json.loads(row[0]) for row in rows]
 
 
-#: The Spark jobs of ``_run`` under way, as ``(session, tag)``: what a signal cancels
-#: (``spark.interruptTag``) before the job unwinds.
+#: The Spark jobs of ``_run`` under way, as ``(session, job group)``: what a signal
+#: cancels before the job unwinds.
 RUNNING: list = []
+#: The thread's properties that make its job group (``SparkContext.setJobGroup``).
+_JOB_GROUP = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
 
 def cancel_running() -> bool:
-    """Cancel the Spark jobs under way (``RUNNING``); whether there were any."""
-    for spark, tag in list(RUNNING):
+    """Cancel the Spark jobs under way (``RUNNING``), their tasks interrupted; whether
+    there were any. (A job group, not a session's operation tag: a classic session's
+    ``interruptTag`` stops no job.)"""
+    for spark, group in list(RUNNING):
         with contextlib.suppress(Exception):
-            spark.interruptTag(tag)
+            spark.sparkContext.cancelJobGroup(group)
     return bool(RUNNING)
