@@ -9,12 +9,15 @@ by listing. The commit, in the driver's process once every task has succeeded, a
 files of the attempts whose results Spark returned in one transaction (``deltalake``,
 delta-rs: no JVM, no catalog), with the job's summary in the commit's metadata and,
 with an ``app_id``, Delta's application transaction version, so that a re-run commits
-nothing new. Files of attempts that failed or lost, and of a job that failed, are
-deleted (``sweep``). While the job runs, a marker file in the table's folder says so
-(``running``, hidden from readers by its leading underscore): the driver deletes it
-before it sweeps, and an attempt that finds it gone once its files are written deletes
-them itself, so that an attempt Spark abandoned and that wrote after the sweep leaves
-nothing either.
+nothing new. A commit is made for the log's next version and fails where another took it
+(put-if-absent of the version's file, a table's creation included); the loser reads the
+log again and commits nothing where its load is there, else commits on the new version,
+so that two runs of one load racing commit it once. Files of attempts that failed or
+lost, and of a job that failed, are deleted (``sweep``). While the job runs, a marker
+file in the table's folder says so (``running``, hidden from readers by its leading
+underscore): the driver deletes it before it sweeps, and an attempt that finds it gone
+once its files are written deletes them itself, so that an attempt Spark abandoned and
+that wrote after the sweep leaves nothing either.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ NULL_FOLDER = "__HIVE_DEFAULT_PARTITION__"
 LOG = "_delta_log"
 #: The key of the commit metadata that holds the job's summary.
 SUMMARY_KEY = "dcpfast"
+#: How many commits of others a commit may lose to before the job gives up.
+RACES = 20
 
 
 def _deltalake():
@@ -127,29 +132,51 @@ def commit(out: str, job: str, mode: str, schema, partition_by, results, *,
     account["rows"] = {k.replace(NULL_FOLDER, "null"): n for k, n in account["rows"].items()}
     properties = CommitProperties(
         custom_metadata={SUMMARY_KEY: json.dumps(dict(account, job=job))},
+        max_commit_retries=0,
         app_transactions=[Transaction(app_id, app_version)] if app_id is not None else None)
     uri = table_uri(out)
     kept = {relative for r in results for relative, _, _ in r["files"]}
-    try:
-        table = deltalake.DeltaTable(uri)
-    except deltalake.exceptions.TableNotFoundError:
-        table = None
-    if table is not None and app_id is not None:
-        done = table.transaction_version(app_id)
-        if done is not None and done >= app_version:      # a concurrent run committed it
-            sweep(out, job, keep=())
-            return None
-    if table is None:
-        create_table_with_add_actions(uri, deltalake.Schema.from_arrow(table_schema(schema)),
-                                      actions, mode="append", partition_by=list(partition_by),
-                                      commit_properties=properties)
+    for _ in range(RACES):
+        try:
+            table = deltalake.DeltaTable(uri)
+        except deltalake.exceptions.TableNotFoundError:
+            table = None
+        if table is not None and app_id is not None:
+            done = table.transaction_version(app_id)
+            if done is not None and done >= app_version:  # a concurrent run committed it
+                sweep(out, job, keep=())
+                return None
+        try:
+            if table is None:
+                create_table_with_add_actions(uri, deltalake.Schema.from_arrow(
+                    table_schema(schema)), actions, mode="error",
+                    partition_by=list(partition_by), commit_properties=properties)
+            else:
+                table.create_write_transaction(actions, "overwrite" if mode == "overwrite"
+                                               else "append", table_schema(schema),
+                                               list(partition_by),
+                                               commit_properties=properties)
+            break
+        except deltalake.exceptions.DeltaError:
+            if not _lost_race(uri, table):
+                raise
     else:
-        table.create_write_transaction(actions, "overwrite" if mode == "overwrite" else
-                                       "append", table_schema(schema), list(partition_by),
-                                       commit_properties=properties)
+        raise RuntimeError(f"{out}: {RACES} other commits came first: nothing committed")
     sweep(out, job, keep=kept)
     account["version"] = version(out)
     return account
+
+
+def _lost_race(uri: str, table) -> bool:
+    """After a commit failed: whether another commit took the version it was made for
+    (the log's put-if-absent of that version's file decides), so that it must be made
+    again on what the log holds now (where a commit of the same ``app_id`` may be)."""
+    deltalake = _deltalake()
+    try:
+        now = deltalake.DeltaTable(uri).version()
+    except deltalake.exceptions.TableNotFoundError:
+        return False
+    return table is None or now > table.version()
 
 
 def running(out: str, job: str) -> str:
