@@ -17,7 +17,11 @@ lost, and of a job that failed, are deleted (``sweep``). While the job runs, a m
 file in the table's folder says so (``running``, hidden from readers by its leading
 underscore): the driver deletes it before it sweeps, and an attempt that finds it gone
 once its files are written deletes them itself, so that an attempt Spark abandoned and
-that wrote after the sweep leaves nothing either.
+that wrote after the sweep leaves nothing either. The marker names the job's process
+(``output.owner``): a first load killed before its commit (SIGKILL, an OOM kill, a lost
+driver) leaves its marker and files in a folder without a table, which the next job
+takes over (``check`` accepts such leftovers of dcpfast and nothing else, ``recover``
+deletes those of jobs whose process is gone).
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
+import re
 import time
 
 import pyarrow as pa
 from pyarrow import fs
 
 from ..errors import text
-from .output import located, summary
+from .output import abandoned, located, summary
 from .source import filesystem
 
 #: The folder value of frames without a partition value (null in the table), as Spark
@@ -42,6 +47,12 @@ LOG = "_delta_log"
 SUMMARY_KEY = "dcpfast"
 #: How many commits of others a commit may lose to before the job gives up.
 RACES = 20
+#: The names of what a job leaves in the table's folder: its ``running`` marker, its
+#: Parquet files (``part-<partition>-<job>-<attempt>-<id>-<n>.parquet``) and, in the log,
+#: the temporary of a first commit that was not made.
+_MARKER = re.compile(r"_dcpfast-running-([0-9a-f]{16})")
+_PART = re.compile(r"part-\d{5}-([0-9a-f]{16})-\d+-\d+-\d+\.parquet")
+_UNMADE = re.compile(r"_commit_[0-9a-f-]+\.json\.tmp")
 
 
 def _deltalake():
@@ -63,21 +74,23 @@ def check(out: str, mode: str, schema, partition_by, app_id: str | None,
     """Before a job: whether the table exists, and its version when ``app_id`` has
     already committed ``app_version`` (or a later one) there, else None. Raises where
     ``mode`` does not allow what is at ``out``: a Delta table for ``"error"``, anything
-    but a Delta table or an empty directory for every mode, a table of other columns or
-    partitions for ``"append"``."""
+    but a Delta table or a folder holding nothing but what jobs of dcpfast leave before
+    their first commit (``recover`` deletes it) for every mode, a table of other columns
+    or partitions for ``"append"``."""
     store, root, info = located(out, mode)
     if info.type == fs.FileType.NotFound:
         return False, None
     if info.type != fs.FileType.Directory:
         raise FileExistsError(text("delta_not_table", out=out, name=info.base_name))
-    if store.get_file_info(f"{root}/{LOG}").type != fs.FileType.Directory:
-        entries = store.get_file_info(fs.FileSelector(root))
-        if entries:
-            raise FileExistsError(text("delta_not_table", out=out, name=entries[0].base_name))
+    table = _table(out)
+    if table is None:
+        for entry in store.get_file_info(fs.FileSelector(root, recursive=True)):
+            inside = posixpath.relpath(entry.path, root)
+            if _job_of(inside, entry.type == fs.FileType.Directory) is None:
+                raise FileExistsError(text("delta_not_table", out=out, name=inside))
         return False, None
     if mode.startswith("error"):
         raise FileExistsError(text("delta_exists", out=out))
-    table = _deltalake().DeltaTable(table_uri(out))
     if app_id is not None:
         done = table.transaction_version(app_id)
         if done is not None and done >= app_version:
@@ -92,6 +105,51 @@ def check(out: str, mode: str, schema, partition_by, app_id: str | None,
                              f"not {[n for n, _ in want]} by {list(partition_by)}: write "
                              f"elsewhere, or replace it (mode=\"overwrite\")")
     return True, None
+
+
+def _table(out: str):
+    """The Delta table at ``out``, or None where its log holds no commit."""
+    deltalake = _deltalake()
+    try:
+        return deltalake.DeltaTable(table_uri(out))
+    except deltalake.exceptions.TableNotFoundError:
+        return None
+
+
+def _job_of(inside: str, folder: bool) -> str | None:
+    """For a path in a folder that holds no table yet: the job that left it ("" for a
+    partition folder or the log's), or None for what no job of dcpfast leaves there."""
+    parts = inside.split("/")
+    if parts[0] == LOG:
+        return "" if folder and len(parts) == 1 or len(parts) == 2 and \
+            _UNMADE.fullmatch(parts[1]) else None
+    if folder:
+        return "" if all("=" in part for part in parts) else None
+    found = _MARKER.fullmatch(inside) or (_PART.fullmatch(parts[-1]) if all(
+        "=" in part for part in parts[:-1]) else None)
+    return found.group(1) if found else None
+
+
+def recover(out: str) -> None:
+    """Before a job at ``out``, where no table is: delete what earlier jobs killed before
+    their commit left (their markers and files): jobs whose marker is gone (killed as
+    they deleted their files) or whose process is (``output.abandoned``)."""
+    store, root = filesystem(out)
+    if store.get_file_info(root).type != fs.FileType.Directory:
+        return
+    markers: dict[str, str | None] = {}
+    for entry in store.get_file_info(fs.FileSelector(root, recursive=True)):
+        inside = posixpath.relpath(entry.path, root)
+        job = _job_of(inside, entry.type == fs.FileType.Directory)
+        if job and _MARKER.fullmatch(inside):
+            markers[job] = entry.path
+        elif job:
+            markers.setdefault(job, None)
+    if _table(out) is not None:      # a job committed since: its files may be the table's
+        return
+    for job, marker in markers.items():
+        if marker is None or abandoned(store, marker):
+            sweep(out, job, keep=())
 
 
 def table_schema(schema):
@@ -137,10 +195,7 @@ def commit(out: str, job: str, mode: str, schema, partition_by, results, *,
     uri = table_uri(out)
     kept = {relative for r in results for relative, _, _ in r["files"]}
     for _ in range(RACES):
-        try:
-            table = deltalake.DeltaTable(uri)
-        except deltalake.exceptions.TableNotFoundError:
-            table = None
+        table = _table(out)
         if table is not None and app_id is not None:
             done = table.transaction_version(app_id)
             if done is not None and done >= app_version:  # a concurrent run committed it

@@ -192,14 +192,15 @@ def write_delta(spark, inputs, table: str, *, partition_by: Sequence[str] = ("vb
         return _nothing(done, began)
     store, root = filesystem(out)
     if not existed:
+        deltatable.recover(out)
         store.create_dir(root, recursive=True)
     job = output.new_job()
     options = _options(schema, partition_by, values=values, collections=collections,
                        errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
                        max_frame_size=max_frame_size)
     try:
-        with store.open_output_stream(deltatable.running(out, job)):
-            pass
+        with store.open_output_stream(deltatable.running(out, job)) as marker:
+            marker.write(output.owner())
         results = _run(spark, parts, out=out, job=job, layout="delta", **options)
         result = deltatable.commit(out, job, mode, schema, partition_by, results,
                                    app_id=app_id, app_version=app_version)
