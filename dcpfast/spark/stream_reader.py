@@ -6,8 +6,8 @@ An offset is, per file, the stream position after its last complete frame, kept 
 the file's ``io.positions.Position`` (``position``: the offset, the file's size,
 modification time and inode, checksums of its first bytes and of those before the
 offset), with what the file's scan decided (``collections``; ``unverified`` in skip
-mode): ``{"files": {uri: {...}}}``. Each trigger
-the driver lists the files and walks the frames of every file from its ``end`` (the
+mode): ``{"files": {uri: {...}}}``. Each trigger the driver lists the files, checks each
+known one against its position, and walks the frames of every file from there (the
 scan core, offsets only: ``stream.walk``), so a micro-batch always ends on frame
 boundaries: a frame cut at the end of a growing file waits for the next trigger (a
 warning says so once it has waited long: ``stream.Waiting``), new files and bytes
