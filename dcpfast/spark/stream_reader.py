@@ -37,9 +37,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..errors import text
-from ..io.compression import codec_of
+from ..io.compression import HEAD_BYTES, codec_of
 from ..io.kinds import is_capture
-from ..io.positions import HEAD_BYTES, Position, Stat
+from ..io.positions import Position, Stat
 from ..options import ScanOptions
 from .convert import noted
 from .source import ReadOptions, byte_size, filesystem, list_files, option
