@@ -78,13 +78,13 @@ class Position:
         """Raise ``FileChanged`` unless the file (``stat``, its bytes through ``read``) is
         the file read to ``offset``, grown or not."""
         was = self.stat
-        if stat.size < self.offset:
-            raise FileChanged(text("position_truncated", path=self.path, size=stat.size,
-                                   offset=self.offset))
         if (was.device, was.inode) != (stat.device, stat.inode) and None not in (
                 was.device, was.inode, stat.device, stat.inode):
             raise FileChanged(text("position_replaced", path=self.path,
                                    how="another file has its name"))
+        if stat.size < self.offset:
+            raise FileChanged(text("position_truncated", path=self.path, size=stat.size,
+                                   offset=self.offset))
         if stat == was:          # untouched since (a write changes ctime): nothing to read
             return
         if stat.size == was.size and stat.mtime_ns != was.mtime_ns:

@@ -73,9 +73,15 @@ def test_a_dump_replaced_by_a_rename_is_refused(tmp_path):
     path.write_bytes(FIRST)
     kept = _taken(path, len(FIRST) - 100)
     no_inodes = _taken(path, len(FIRST) - 100, inodes=False)
-    (tmp_path / "new.dcp").write_bytes(OTHER + OTHER)
-    os.rename(tmp_path / "new.dcp", path)
-    _refused(kept, path, "was replaced (another file has its name)")
+    with open(path, "rb"):                 # the file read keeps its inode: none reuses it
+        (tmp_path / "new.dcp").write_bytes(OTHER + OTHER)
+        os.rename(tmp_path / "new.dcp", path)
+        _refused(kept, path, "was replaced (another file has its name)")
+        (tmp_path / "new.dcp").write_bytes(OTHER[:100])        # shorter: replaced still
+        os.rename(tmp_path / "new.dcp", path)
+        _refused(kept, path, "was replaced (another file has its name)")
+        (tmp_path / "new.dcp").write_bytes(OTHER + OTHER)
+        os.rename(tmp_path / "new.dcp", path)
     _refused(no_inodes, path, f"was rewritten (the bytes before {len(FIRST) - 100}, read "
              "already, changed)", inodes=False)
 
