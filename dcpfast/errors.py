@@ -197,6 +197,13 @@ _NAMED = {
     "unknown_opcode": "no opcode named {name!r}{hint}; the names: {names}",
     "did_you_mean": " (did you mean {name!r}?)",
     "needs_extra": "{what} needs {module}: pip install 'dcpfast[{extra}]'",
+    # a position kept in a file between runs (io.positions)
+    "position_truncated": "{path} shrank to {size} bytes below the {offset} already read: "
+                          "a dump read on from where it stopped may only grow",
+    "position_replaced": "{path} was replaced ({how}): a dump read on from where it "
+                         "stopped may only grow",
+    "position_rewritten": "{path} was rewritten ({how}): a dump read on from where it "
+                          "stopped may only grow",
     # byte ranges of a file (io.ranges); ``anchor``: where a range's frames start or end
     "range_overlaps": _SPLIT + "the range after byte {hi} starts before this one (at "
                                "{anchor})",
@@ -257,10 +264,6 @@ _NAMED = {
     "stream_capture": "{source}: {reason}; the dcp stream reads raw DCP dumps",
     "stream_compressed": "{source} is compressed ({codec}): the dcp stream reads raw dumps "
                          "that grow (decompress it, or read it with read_dcp)",
-    "stream_shrank": "{source} shrank to {size} bytes below the {end} already read: a "
-                     "streamed dump may only grow",
-    "stream_replaced": "{source} was replaced (its first bytes changed): a streamed dump "
-                       "may only grow",
     "delta_exists": "{out} is already a Delta table: append to it or replace it "
                     "(mode=\"append\" or \"overwrite\", --append or --overwrite)",
     "delta_not_table": "{out} holds {name} and is not a Delta table: write elsewhere",

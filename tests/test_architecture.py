@@ -540,8 +540,6 @@ TESTED_THROUGH = {
     "compare.*": "through diff against its plain-Python model (tests/compare/test_api.py)",
     "reporting.*": "through report against conversations of known timing "
                    "(tests/reporting/test_api.py) and the page (test_page.py)",
-    "spark.deltatable": "the Delta table's commit, through the Delta job "
-                        "(tests/spark/test_sink_delta.py)",
     "spark.dcp_source": "the data source's class, through its read paths "
                         "(tests/spark/test_datasource.py, test_stream_reader.py)",
     "spark.reader": "the batch readers, through the dcp source's read paths, filters "

@@ -4,8 +4,9 @@
 ``dcpfast.scan``, ``dcpfast.read`` and ``dcpfast.iter_batches``; ``compression`` sniffs
 and decompresses, ``sources`` feeds chunks, ``resume`` carries a scan across them,
 ``ranges`` cuts a file into byte ranges that decode independently, ``threaded`` decodes
-one buffer with several threads and ``kinds`` tells what kind of source a reader was
-given (a path, a directory, a buffer, a capture...).
+one buffer with several threads, ``kinds`` tells what kind of source a reader was
+given (a path, a directory, a buffer, a capture...) and ``positions`` keeps how far a
+file that only grows was read, between runs.
 """
 
 from .compression import COMPRESSION_MAGIC, DecodedStream, codec_of, open_stream

@@ -213,8 +213,9 @@ def decode_to_parquet(inputs: Sequence[str], out: str, *, master: str | None = N
 
 
 #: The errors whose message is the whole story (dcpfast words them; a stream reader's
-#: refusals are ValueErrors); others keep their kind in front.
-_OURS = ("DcpFormatError", "OSError", "FileNotFoundError", "ValueError")
+#: refusals are ValueErrors, a file that is no longer the one read a FileChanged); others
+#: keep their kind in front.
+_OURS = ("DcpFormatError", "OSError", "FileNotFoundError", "ValueError", "FileChanged")
 
 
 def spark_error(exc: BaseException) -> str:

@@ -7,14 +7,18 @@ the attempt whose result Spark returned) moves those files into place and writes
 ``_SUCCESS`` (empty, so that readers that take every file of a directory, polars among
 them, pass over it); ``finish`` deletes the staging directory, with the files of every
 other attempt. Until the commit nothing of the job is outside ``_temporary``, which every
-reader skips.
+reader skips. A job's staging directory holds its ``owner`` (host and process): the
+staging directory of a job whose process is gone (killed: SIGKILL, an OOM kill, a lost
+driver) is removed by the next job at ``out`` (``prepare``), which it never blocks.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
+import socket
 import uuid
 
 from pyarrow import fs
@@ -24,6 +28,8 @@ from .source import filesystem
 
 STAGING = "_temporary"
 SUCCESS = "_SUCCESS"
+#: The file in a job's staging directory that names the process running the job.
+OWNER = "_owner"
 MODES = ("error", "errorifexists", "overwrite", "append")
 
 
@@ -54,7 +60,8 @@ def check(out: str, mode: str) -> bool:
     if info.type != fs.FileType.Directory:
         raise FileExistsError(text("output_exists", out=out) if mode.startswith("error")
                               else text("output_not_dataset", out=out, name=info.base_name))
-    if mode.startswith("error") and _entries(store, root):
+    if mode.startswith("error") and [e for e in _entries(store, root) if e.base_name !=
+                                     STAGING or _running_jobs(store, root)]:
         raise FileExistsError(text("output_exists", out=out))
     if mode == "overwrite":
         for entry in _entries(store, root, recursive=True):
@@ -91,11 +98,62 @@ def refuse_dangling(store, root: str, out: str) -> None:
 
 def prepare(out: str, mode: str) -> bool:
     """``check`` ``out``, and create it when it does not exist; whether it was created
-    (a failed job removes it again)."""
-    if check(out, mode):
-        return False
+    (a failed job removes it again). The staging directories of jobs whose process is
+    gone are removed."""
     store, root = filesystem(out)
+    if check(out, mode):
+        stage = f"{root}/{STAGING}"
+        if store.get_file_info(stage).type == fs.FileType.Directory:
+            running = _running_jobs(store, root)
+            for entry in _entries(store, stage):
+                if entry.base_name not in running:
+                    store.delete_dir(entry.path)
+            drop_if_empty(store, stage)
+        return False
     store.create_dir(root, recursive=True)
+    return True
+
+
+def _running_jobs(store, root: str) -> set[str]:
+    """The names in ``root``'s staging directory of the jobs that may still run: all
+    but those whose ``owner`` is gone (``abandoned``) and empty ones (a job killed
+    before it wrote its owner)."""
+    stage = f"{root}/{STAGING}"
+    if store.get_file_info(stage).type != fs.FileType.Directory:
+        return set()
+    return {e.base_name for e in _entries(store, stage)
+            if e.type != fs.FileType.Directory or (_entries(store, e.path) and
+                                                   not abandoned(store, f"{e.path}/{OWNER}"))}
+
+
+def owner() -> bytes:
+    """What a job's marker holds: the host and process that run the job (JSON)."""
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid()}).encode()
+
+
+def abandoned(store, marker: str) -> bool:
+    """Whether the job whose marker (``owner``) is the file ``marker`` was abandoned: its
+    process, on this host, is gone. A marker of another host, or one that does not say,
+    is a job that may run."""
+    try:
+        with store.open_input_stream(marker) as f:
+            said = json.loads(f.read())
+        host, pid = said["host"], int(said["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return host == socket.gethostname() and not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process ``pid`` runs (where that cannot be told: as if it did)."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
     return True
 
 
@@ -105,10 +163,13 @@ def new_job() -> str:
 
 
 def start(out: str) -> str:
-    """A new job's name, its staging directory made (task attempts make theirs in it)."""
+    """A new job's name, its staging directory made (task attempts make theirs in it)
+    with its ``owner``."""
     job = new_job()
     store, _ = filesystem(out)
     store.create_dir(staging(out, job), recursive=True)
+    with store.open_output_stream(f"{staging(out, job)}/{OWNER}") as f:
+        f.write(owner())
     return job
 
 

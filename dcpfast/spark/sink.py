@@ -168,8 +168,9 @@ def write_delta(spark, inputs, table: str, *, partition_by: Sequence[str] = ("vb
     those of ``write_parquet`` (frames without a partition value: null). ``mode``:
     ``"append"`` (the default; the table is created where there is none),
     ``"overwrite"`` (the table's contents replaced in the same one commit) or ``"error"``
-    (no table there yet). A directory that is not a Delta table and not empty is never
-    written to.
+    (no table there yet). A directory that is not a Delta table is written to only when
+    it is empty or holds nothing but what dcpfast's jobs leave before their first commit
+    (those of a job killed outright, which are deleted).
 
     A failed job commits nothing: the table keeps its version and references no file of
     the job, whose files are deleted. ``app_id``: a name for this load; when the table
@@ -192,14 +193,15 @@ def write_delta(spark, inputs, table: str, *, partition_by: Sequence[str] = ("vb
         return _nothing(done, began)
     store, root = filesystem(out)
     if not existed:
+        deltatable.recover(out)
         store.create_dir(root, recursive=True)
     job = output.new_job()
     options = _options(schema, partition_by, values=values, collections=collections,
                        errors=errors, batch_bytes=batch_bytes, lead_in=lead_in,
                        max_frame_size=max_frame_size)
     try:
-        with store.open_output_stream(deltatable.running(out, job)):
-            pass
+        with store.open_output_stream(deltatable.running(out, job)) as marker:
+            marker.write(output.owner())
         results = _run(spark, parts, out=out, job=job, layout="delta", **options)
         result = deltatable.commit(out, job, mode, schema, partition_by, results,
                                    app_id=app_id, app_version=app_version)

@@ -2,18 +2,22 @@
 Structured Streaming (``spark.readStream.format("dcp").load(path)``, PySpark 4.2 and
 later).
 
-An offset is, per file, the stream position after its last complete frame (``end``),
-with a checksum of its first bytes (``head``) and what the file's scan decided
-(``collections``; ``unverified`` in skip mode): ``{"files": {uri: {...}}}``. Each trigger
-the driver lists the files and walks the frames of every file from its ``end`` (the
+An offset is, per file, the stream position after its last complete frame, kept as
+the file's ``io.positions.Position`` (``position``: the offset, the file's size,
+modification time and inode, checksums of its first bytes and of those before the
+offset), with what the file's scan decided (``collections``; ``unverified`` in skip
+mode): ``{"files": {uri: {...}}}``. Each trigger the driver lists the files, checks each
+known one against its position, and walks the frames of every file from there (the
 scan core, offsets only: ``stream.walk``), so a micro-batch always ends on frame
 boundaries: a frame cut at the end of a growing file waits for the next trigger (a
 warning says so once it has waited long: ``stream.Waiting``), new files and bytes
 appended to known files are read, and a restart from a checkpoint reads
 each frame exactly once. ``maxBytesPerTrigger`` (``ReadMaxBytes``) and
 ``maxFilesPerTrigger`` (``ReadMaxFiles``) bound a micro-batch; ``Trigger.AvailableNow``
-reads what was there when it started. A file that shrinks or is replaced, a packet
-capture and a compressed file fail the query in one line naming them.
+reads what was there when it started. A file that shrinks, is replaced (renamed over,
+even by a dump of the same first bytes) or is rewritten, a packet capture and a
+compressed file fail the query in one line naming them: a stream reads a file that only
+grows.
 
 The reader subclasses pyspark's ``DataSourceStreamReader`` and
 ``SupportsTriggerAvailableNow``, so this module imports pyspark: only ``dcp_source``
@@ -22,7 +26,7 @@ imports it, when ``register`` asks for the data source.
 
 from __future__ import annotations
 
-import zlib
+import os
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -33,22 +37,33 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..errors import text
-from ..io.compression import codec_of
+from ..io.compression import HEAD_BYTES, codec_of
 from ..io.kinds import is_capture
+from ..io.positions import Position, Stat
 from ..options import ScanOptions
 from .convert import noted
 from .source import ReadOptions, byte_size, filesystem, list_files, option
 from .stream import Waiting, read_range, walk
 from .workers import same_dcpfast
 
-#: Bytes of a file's start that its ``head`` checksum covers.
-HEAD_BYTES = 64
+
+def _end(entry: dict | None) -> int:
+    """The offset a file's entry has read it to (0: not read yet)."""
+    return entry["position"]["offset"] if entry else 0
 
 
-def _head(f, end: int) -> int:
-    """The checksum of a file's first bytes (up to ``HEAD_BYTES``, not beyond ``end``)."""
-    n = min(end, HEAD_BYTES)
-    return zlib.crc32(bytes(f.read_at(n, 0))) if n else 0
+def _stat(store, where: str) -> Stat:
+    """The file's ``Stat``: a local file's from ``os.stat``, with its inode, another
+    filesystem's from its listing (size and modification time)."""
+    if store.type_name == "local":
+        return Stat.of(os.stat(where))
+    info = store.get_file_info(where)
+    return Stat(info.size, info.mtime_ns)
+
+
+def _reading(f):
+    """The ``io.positions.Reader`` of an open pyarrow file."""
+    return lambda offset, n: bytes(f.read_at(n, offset))
 
 
 def _limits(limit) -> tuple[int | None, int | None]:
@@ -108,34 +123,31 @@ class DcpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 entry = self._advance(uri, before, found[uri], budget,
                                       progress=not moved_any)
             else:
-                self._check(uri, before, found[uri])
+                self._check(uri, before)
             if entry is None:
                 continue
             if entry != before:
                 moved_any = True
                 if budget is not None:
-                    budget -= entry["end"] - (before or {}).get("end", 0)
+                    budget -= _end(entry) - _end(before)
                 if files_left is not None:
                     files_left -= 1
             out[uri] = entry
         return {"files": out}
 
-    def _check(self, uri, before, size) -> None:
-        """A known file must not shrink or change its first bytes."""
-        if not before or not before["end"]:
+    def _check(self, uri, before) -> None:
+        """A known file must be the one read, grown or not (``Position.check``: else
+        ``FileChanged``, one line naming it)."""
+        if not before:
             return
-        if size < before["end"]:
-            raise ValueError(text("stream_shrank", source=uri, size=size,
-                                  end=before["end"]))
         store, where = filesystem(uri)
         with store.open_input_file(where) as f:
-            if _head(f, before["end"]) != before["head"]:
-                raise ValueError(text("stream_replaced", source=uri))
+            Position.from_json(before["position"]).check(_stat(store, where), _reading(f))
 
     def _advance(self, uri, before, size, budget, *, progress):
         """The file's entry after the frames that ``budget`` bytes admit."""
-        self._check(uri, before, size)
-        lo = before["end"] if before else 0
+        self._check(uri, before)
+        lo = _end(before)
         if size - lo < 24:               # not even a frame header yet
             return before
         store, where = filesystem(uri)
@@ -162,7 +174,8 @@ class DcpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self.waiting.look(uri, f, lo, size)
                 return before
             self.bounds[(uri, lo, end)] = bounds
-            entry = {"end": end, "head": _head(f, end), "collections": bool(decided)}
+            position = Position.taken(uri, end, _stat(store, where), _reading(f))
+            entry = {"position": position.to_json(), "collections": bool(decided)}
             if unverified:
                 entry["unverified"] = True
             return entry
@@ -173,10 +186,10 @@ class DcpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         known = start.get("files", {})
         for uri, entry in end.get("files", {}).items():
             before = known.get(uri) or {}
-            lo = before.get("end", 0)
-            if entry["end"] <= lo:
+            lo = _end(before)
+            if _end(entry) <= lo:
                 continue
-            bounds = self.bounds.pop((uri, lo, entry["end"]), None) or \
+            bounds = self.bounds.pop((uri, lo, _end(entry)), None) or \
                 self._bounds(uri, before, entry)
             for (a, u), (b, _) in zip(bounds, bounds[1:]):
                 pieces.append((uri, a, b, entry["collections"], u))
@@ -190,7 +203,7 @@ class DcpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                  errors=self.options.errors,
                                  max_frame_size=self.options.max_frame_size)
         with store.open_input_file(where) as f:
-            bounds, _ = walk(f, before.get("end", 0), entry["end"], entry["end"], options,
+            bounds, _ = walk(f, _end(before), _end(entry), _end(entry), options,
                              unverified=bool(before.get("unverified")),
                              batch_bytes=self.options.batch_bytes, progress=False)
         return bounds

@@ -3,6 +3,12 @@ before a job in each mode, and what is never replaced."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
+
 import pytest
 
 dspark = pytest.importorskip("dcpfast.spark")
@@ -42,3 +48,44 @@ def test_the_output_directory_rules(tmp_path):
         with pytest.raises(FileExistsError, match=f"^{link}: a symbolic link to "
                                                   f"{tmp_path / 'nowhere'}, which does not"):
             output.check(str(link), mode)
+
+
+def _gone() -> int:
+    """The id of a process that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait()
+    return child.pid
+
+
+def _staged(out, job: str, pid: int | None) -> None:
+    """What job ``job`` stages: its owner (process ``pid`` on this host; None: none) and
+    an attempt's Parquet file."""
+    stage = out / output.STAGING / job
+    (stage / "00001-0-7" / "vbucket=1").mkdir(parents=True)
+    (stage / "00001-0-7" / "vbucket=1" / f"part-00001-{job}-0.parquet").write_bytes(b"x")
+    if pid is not None:
+        (stage / output.OWNER).write_text(json.dumps({"host": socket.gethostname(),
+                                                      "pid": pid}))
+
+
+def test_the_staging_a_killed_job_left_is_removed(tmp_path):
+    """A job killed (its owner gone) leaves ``_temporary``: the next job at the place, in
+    every mode, removes it; that of a job still running (or of an owner it cannot judge)
+    is kept, and an output holding it is not empty."""
+    out = tmp_path / "out"
+    for mode in ("error", "overwrite", "append"):
+        _staged(out, "a" * 16, _gone())
+        (out / output.STAGING / ("b" * 16)).mkdir()            # killed before its owner
+        assert output.check(str(out), mode) is True
+        assert output.prepare(str(out), mode) is False
+        assert os.listdir(out) == []
+    _staged(out, "c" * 16, os.getpid())
+    _staged(out, "d" * 16, None)
+    with pytest.raises(FileExistsError, match="already exists"):
+        output.check(str(out), "error")
+    _staged(out, "a" * 16, _gone())
+    assert output.prepare(str(out), "overwrite") is False
+    assert sorted(os.listdir(out / output.STAGING)) == ["c" * 16, "d" * 16]
+    job = output.start(str(out))
+    assert json.loads((out / output.STAGING / job / output.OWNER).read_text()) == \
+        {"host": socket.gethostname(), "pid": os.getpid()}

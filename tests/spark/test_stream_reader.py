@@ -99,24 +99,54 @@ def _end(offsets, size, hi):
     return ends[-1] if ends else 0
 
 
+def _renamed_over(path, data: bytes) -> None:
+    """``data`` put at ``path`` as a writer replaces a file: written beside, renamed."""
+    beside = path.with_name(".new")
+    beside.write_bytes(data)
+    os.replace(beside, path)
+
+
+def _rewritten(path, data: bytes) -> None:
+    """``path`` rewritten in place with ``data``, its modification time a second later."""
+    was = os.stat(path)
+    path.write_bytes(data)
+    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns + 1_000_000_000))
+
+
 @pytest.mark.spark
 def test_a_dump_that_shrinks_or_is_replaced_fails_in_one_line(spark, tmp_path):
+    """Truncated, replaced by a rename of another dump of the same first bytes (longer,
+    so that reading on from the old end would find its frames), rewritten in place with
+    the same size, or with other first bytes: the query fails in one line naming the
+    file, and nothing of the new content is read."""
     dspark.register(spark)
     data = T.synthetic_stream(80, seed=9)
+    other = T.synthetic_stream(300, seed=10)
+    assert other[:64] == data[:64] and len(other) > len(data)
     where = tmp_path / "dumps"
     where.mkdir()
     path = where / "a.dcp"
     path.write_bytes(data)
     check = tmp_path / "ckpt"
     _stream(spark, where, check, tmp_path / "out")
-    for change, said in ((data[:100], f"{path} shrank to 100 bytes below the {len(data)}"),
-                         (data[:10] + bytes([data[10] ^ 0xFF]) + data[11:] + data,
-                          f"{path} was replaced (its first bytes changed)")):
-        path.write_bytes(change)
+    same_size = bytearray(data)
+    same_size[len(data) // 2] ^= 0xFF
+    for change, said in ((lambda: path.write_bytes(data[:100]),
+                          f"{path} shrank to 100 bytes below the {len(data)}"),
+                         (lambda: _rewritten(path, bytes(same_size)),
+                          f"{path} was rewritten (it changed without growing)"),
+                         (lambda: path.write_bytes(data[:10] + bytes([data[10] ^ 0xFF]) +
+                                                   data[11:] + data),
+                          f"{path} was replaced (its first bytes changed)"),
+                         (lambda: _renamed_over(path, other),
+                          f"{path} was replaced (another file has its name)")):
+        change()
         with pytest.raises(Exception) as failure:
             _stream(spark, where, check, tmp_path / "out")
         line = spark_error(failure.value)
-        assert said in line and "\n" not in line
+        assert said in line and "\n" not in line, line
+    read = spark.read.parquet(str(tmp_path / "out")).select("offset").collect()
+    assert sorted(r.offset for r in read) == dcpfast.scan(data, final=True)["offset"].tolist()
     os.unlink(path)
     from dcpfast.testing import capture
 
@@ -163,7 +193,7 @@ def test_micro_batches_under_a_byte_limit_and_a_replanned_batch(tmp_path):
         end = reader.latestOffset(start, reader.getDefaultReadLimit())
         if end == start:
             break
-        ends.append(end["files"][str(path)]["end"])
+        ends.append(end["files"][str(path)]["position"]["offset"])
         got += _read(reader, start, end)
         again = _reader(tmp_path)                 # restarted: plans the batch itself
         assert _read(again, start, end) == got[len(got) - len(_read(again, start, end)):]
@@ -197,7 +227,8 @@ def test_a_frame_awaited_for_long_is_said_once(tmp_path, caplog):
     reader.waiting.clock = lambda: now[0]
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
-    assert _read(reader, start, end) == offsets and end["files"][str(path)]["end"] == len(data)
+    assert _read(reader, start, end) == offsets
+    assert end["files"][str(path)]["position"]["offset"] == len(data)
     caplog.set_level("WARNING", logger="dcpfast.spark")
     for step in (1, stream.WAIT_WARNING_SECONDS - 2, 1, 5, 600):
         now[0] += step
@@ -208,4 +239,4 @@ def test_a_frame_awaited_for_long_is_said_once(tmp_path, caplog):
     with open(path, "ab") as f:                         # the rest comes: it is read
         f.write(huge[5000:])
     later = reader.latestOffset(end, ReadAllAvailable())
-    assert later["files"][str(path)]["end"] == len(data) + len(huge)
+    assert later["files"][str(path)]["position"]["offset"] == len(data) + len(huge)
