@@ -72,7 +72,8 @@ def table_uri(out: str) -> str:
 def check(out: str, mode: str, schema, partition_by, app_id: str | None,
           app_version: int) -> tuple[bool, int | None]:
     """Before a job: whether the table exists, and its version when ``app_id`` has
-    already committed ``app_version`` (or a later one) there, else None. Raises where
+    already committed ``app_version`` (or a later one) there, else None (whatever the
+    mode: a load committed once is not committed again, nor refused). Raises where
     ``mode`` does not allow what is at ``out``: a Delta table for ``"error"``, anything
     but a Delta table or a folder holding nothing but what jobs of dcpfast leave before
     their first commit (``recover`` deletes it) for every mode, a table of other columns
@@ -89,12 +90,12 @@ def check(out: str, mode: str, schema, partition_by, app_id: str | None,
             if _job_of(inside, entry.type == fs.FileType.Directory) is None:
                 raise FileExistsError(text("delta_not_table", out=out, name=inside))
         return False, None
-    if mode.startswith("error"):
-        raise FileExistsError(text("delta_exists", out=out))
-    if app_id is not None:
+    if app_id is not None:          # the load committed already: a rerun in any mode
         done = table.transaction_version(app_id)
         if done is not None and done >= app_version:
             return True, table.version()
+    if mode.startswith("error"):
+        raise FileExistsError(text("delta_exists", out=out))
     if mode == "append":
         have = [(f.name, str(f.type)) for f in table.schema().to_arrow()]
         want = [(f.name, str(f.type)) for f in table_schema(schema)]

@@ -121,9 +121,13 @@ def test_the_command_writes_a_delta_table(spark, tmp_path):
     frames = len(dcpfast.read(T.SAMPLE))
     assert run.output.startswith(f"{frames:,} frames from ") and "Delta table version 0" \
         in run.output and "(=null: frames that carry no value there" in run.output
-    again = CliRunner().invoke(main, ["spark-decode", "--sample", "--out", str(out),
-                                      "--format", "delta", "--app-id", "sample", "--append"])
-    assert again.exit_code == 0 and "committed already (version 0): nothing new" in \
-        again.output
+    for more in ([], ["--append"], ["--overwrite"]):       # the same load run again
+        again = CliRunner().invoke(main, ["spark-decode", "--sample", "--out", str(out),
+                                          "--format", "delta", "--app-id", "sample", *more])
+        assert again.exit_code == 0 and "committed already (version 0): nothing new" in \
+            again.output, again.output
+    other = CliRunner().invoke(main, ["spark-decode", "--sample", "--out", str(out),
+                                      "--format", "delta", "--app-id", "other"])
+    assert other.exit_code == 1 and "already a Delta table" in other.output, other.output
     assert deltalake.DeltaTable(str(out)).to_pyarrow_table(columns=["offset"]).num_rows == \
         frames
