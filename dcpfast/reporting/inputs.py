@@ -145,10 +145,8 @@ def kind_of(source, opener: Opener, errors: str) -> str:
     """``"capture"``, or for a dump ``"client"`` or ``"server"`` (see the module); an
     opened stream (``Once``) is peeked at, not read."""
     with opener(source) as f:
-        if isinstance(f, DecodedStream):
-            stream = f
-        else:
-            stream = open_stream(f, errors="skip")
+        stream: DecodedStream = f if isinstance(f, DecodedStream) \
+            else open_stream(f, errors="skip")
         if classify(stream).kind.capture:
             return "capture"
         head = stream.peek(SNIFF_BYTES)
