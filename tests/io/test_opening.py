@@ -125,9 +125,12 @@ def test_a_regular_file_is_opened_again_not_kept(tmp_path):
 # -- the API on pipes ---------------------------------------------------------------------
 
 
-def test_read_and_iter_batches(piped):
+def test_scan_read_and_iter_batches(piped):
     whole = dcpfast.read(t.SAMPLE).to_arrow()
-    assert bounded(dcpfast.read, piped(DUMP)).to_arrow().equals(whole)
+    path = piped(DUMP)
+    with pytest.raises(TypeError, match="dcpfast.read"):   # a buffer's reader: no path opened
+        bounded(dcpfast.scan, path)
+    assert bounded(dcpfast.read, path).to_arrow().equals(whole)
     batches = bounded(lambda: [b.to_arrow() for b in
                                dcpfast.iter_batches(piped(gzip.compress(DUMP), "z"), 4096)])
     assert pa.concat_tables(batches).equals(whole)
