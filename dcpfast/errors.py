@@ -345,6 +345,12 @@ def text(name: str, /, **fields: object) -> str:
     return _NAMED[name].format(**fields)
 
 
+def is_truncated(reason: str) -> bool:
+    """Whether a skipped region's ``reason`` is the scan's truncated frame: one the end of
+    the data it was given cut short."""
+    return reason.startswith(_SCAN[Problem.TRUNCATED].split(":")[0] + ":")
+
+
 def is_capture_gap(reason: str) -> bool:
     """Whether a skipped region's ``reason`` is a capture gap: bytes of a TCP stream the
     capture lacks, not damage."""

@@ -31,9 +31,10 @@ import click
 import pyarrow as pa
 
 from ..errors import MODES, DcpFormatError
-from ..io import DEFAULT_BATCH_BYTES, open_stream
+from ..io import DEFAULT_BATCH_BYTES
 from ..io.dumps import iter_batches
-from ..io.kinds import classify
+from ..io.opening import Input as OpenedInput
+from ..io.opening import open_input
 from ..pcap import read_pcap
 from ..testing import SAMPLE
 
@@ -544,34 +545,48 @@ def _escaped(c: str) -> str:
 
 
 class Input:
-    """One input opened for reading: its (decompressed) stream and what it holds."""
+    """One input opened once (``io.opening``): its (decompressed) stream, what it holds,
+    its batches, and (opened with ``again``) the same batches once more."""
 
-    def __init__(self, stream):
-        self.stream = stream
+    def __init__(self, opened: OpenedInput):
+        self._opened = opened
+        self.stream = opened.stream
         #: Whether the input is a packet capture (else DCP frames).
-        self.capture = classify(stream).kind.capture
+        self.capture = opened.capture is not None
         #: The codec the input was compressed with, or None.
-        self.compression = stream.codec
+        self.compression = opened.codec
 
     def batches(self, *, collections, columns, errors, batch_bytes=DEFAULT_BATCH_BYTES,
-                threads=None):
+                threads=None, stream=None):
+        """The batches of the input (of ``stream``: its bytes read ``again``)."""
+        stream = self.stream if stream is None else stream
         if self.capture:
-            return read_pcap(self.stream, collections=collections, columns=columns,
+            return read_pcap(stream, collections=collections, columns=columns,
                              errors=errors, batch_bytes=batch_bytes)
-        return iter_batches(self.stream, batch_bytes, collections=collections,
+        return iter_batches(stream, batch_bytes, collections=collections,
                             columns=columns, errors=errors, threads=threads)
+
+    def done(self) -> None:
+        """The first read is over (``io.opening.Input.done``)."""
+        self._opened.done()
+
+    def again(self):
+        """The input's stream once more, from its start (``io.opening.Input.again``)."""
+        return self._opened.again()
 
 
 @contextlib.contextmanager
-def opened(name: str, errors: str):
-    """The input ``name`` (``-``: standard input) as an ``Input``."""
+def opened(name: str, errors: str, *, again: bool = False):
+    """The input ``name`` (``-``: standard input) as an ``Input``, opened once; with
+    ``again``, one that can be read a second time (a pipe's, a FIFO's and standard
+    input's bytes are kept in a temporary file as they are read)."""
     if name == "-" and sys.stdin is None:
         raise click.ClickException(f"{shown(name)}: standard input is closed")
     # standard input unbuffered: one read per call, so that a signal that comes between
     # two reads is handled before the next one (a buffered reader loops in C)
     raw = getattr(sys.stdin.buffer, "raw", sys.stdin.buffer) if name == "-" else name
-    with open_stream(raw, errors=errors) as stream:
-        yield Input(stream)
+    with open_input(raw, errors=errors, again=again) as found:
+        yield Input(found)
 
 
 #: What a strict command adds to the error of damaged input.

@@ -141,16 +141,23 @@ def _run(source: str, target: str, output: str | None, force: bool, options: dic
 
 
 def _state(name: str, side: str, options: dict, collections):
-    """The state of one side (a dump, a compressed dump, a capture or standard input), read
-    a second time where a restart needs it (not standard input)."""
-    def feed(builder: StateBuilder) -> None:
-        with opened(name, options["errors"]) as source:
-            feed_batches(builder, source.batches(collections=collections, columns=None,
-                                                 errors=options["errors"]), located=True)
+    """The state of one side (a dump, a compressed dump, a capture or standard input),
+    opened once and read a second time where a restart needs it (a pipe, a FIFO or
+    standard input from what the first read kept)."""
+    def feed(builder: StateBuilder, source, stream=None) -> None:
+        feed_batches(builder, source.batches(collections=collections, columns=None,
+                                             errors=options["errors"], stream=stream),
+                     located=True)
+
+    def again(builder: StateBuilder) -> None:
+        with source.again() as stream:
+            feed(builder, source, stream)
     try:
         builder = StateBuilder(**options)
-        feed(builder)
-        return builder.table(None if name == "-" else feed)
+        with opened(name, options["errors"], again=True) as source:
+            feed(builder, source)
+            source.done()
+            return builder.table(again)
     except DcpFormatError as e:
         raise Failed(f"{side} {shown(name)}: {e}") from None
     except OSError as e:

@@ -101,8 +101,9 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
         return
     began = time.perf_counter()
     with atomic_output(output) as [path]:
-        if processes > 1 and len(files) == 1 and files[0] != "-" \
-                and classify(files[0]).kind is not Kind.CAPTURE_PATH:
+        found = classify(files[0])          # a pipe's path is not opened: not repeated
+        if processes > 1 and len(files) == 1 and found.repeated \
+                and found.kind is not Kind.CAPTURE_PATH:
             with reported(shown(files[0]), errors), _collections_named(), _workers():
                 table = state_of(files[0], **options, collections=collections,
                                  threads=threads, processes=processes)
@@ -116,17 +117,29 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
 
 def _built(builder: StateBuilder, files: list[str], *, collections, errors: str,
            threads) -> pa.Table:
-    """The state of ``files`` (read in order, as one stream) built here by ``builder``."""
-    def feed(builder: StateBuilder) -> None:
-        for name in files:
-            with reported(name, errors), opened(name, errors) as source:
-                feed_batches(builder, source.batches(collections=collections, columns=None,
-                                                     errors=errors, threads=threads),
-                             located=True)
+    """The state of ``files`` (read in order, as one stream) built here by ``builder``;
+    each input opened once, and read a second time where a restart needs it (a pipe, a
+    FIFO or standard input from what the first read kept)."""
+    def batches(source, stream=None):
+        return source.batches(collections=collections, columns=None, errors=errors,
+                              threads=threads, stream=stream)
 
-    feed(builder)
-    with reported(shown(files[-1]), errors), _collections_named():
-        return builder.table(None if "-" in files else feed)   # standard input: once
+    with contextlib.ExitStack() as held:
+        sources = []
+        for name in files:
+            with reported(name, errors):
+                source = held.enter_context(opened(name, errors, again=True))
+                feed_batches(builder, batches(source), located=True)
+                source.done()
+            sources.append((name, source))
+
+        def again(builder: StateBuilder) -> None:
+            for name, source in sources:
+                with reported(name, errors), source.again() as stream:
+                    feed_batches(builder, batches(source, stream), located=True)
+
+        with reported(shown(files[-1]), errors), _collections_named():
+            return builder.table(again)
 
 
 @contextlib.contextmanager
@@ -171,7 +184,7 @@ def _summary(table, output: str, seconds: float) -> None:
     lost = points.filter(pc.invert(points.column("restored"))).column("vbucket").to_pylist()
     if lost:
         say(f"{len(lost)} vbucket(s) ({_few(lost)}) may lack versions a restart made "
-            "current again: give the input as files, not standard input")
+            "current again: the input could not be read a second time")
     for line in _warnings(meta):
         say(line)
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from ..io import DEFAULT_BATCH_BYTES
 from .builder import StateBuilder
-from .feeding import again, feed
+from .feeding import fed
 from .options import positive, scan_collections
 from .processes import split_state, state_processes
 
@@ -55,5 +55,5 @@ def state(source, *, at_seqno=None, at_time=None, include_deleted: bool = False,
         table = split_state(source, options, reading, split)
         if table is not None:
             return table
-    feed(builder, source, errors, reading)
-    return builder.table(again(source, errors, reading))
+    with fed(builder, source, errors, reading) as again:
+        return builder.table(again)

@@ -2,29 +2,58 @@
 client-to-server side to ``StateBuilder.client`` (``feed_batches``: the one loop every
 feeder runs, the next batch read ahead on another thread where asked); the batches a
 source holds (a dump's path or buffer read and scanned here, a capture's path read, a
-batch, batches); and whether a source can be read a second time."""
+batch, batches), each path opened once; and the same batches once more for a second
+pass (``fed``)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from ..batch import FrameBatch
 from ..errors import DcpFormatError, text
 from ..io.dumps import iter_batches
 from ..io.kinds import Kind, classify
+from ..io.opening import open_input
 from ..pcap import CLIENT_TO_SERVER, read_pcap
 from ..threads import read_ahead
 from .builder import SCANNED, StateBuilder, state_threads
 
 
-def feed(builder: StateBuilder, source, errors: str, reading: dict) -> None:
-    """Feed ``builder`` the batches of ``source``. Where a dump is scanned here (a path or
-    a buffer) and more than one core may be used, the next batch is read and scanned on
+@contextlib.contextmanager
+def fed(builder: StateBuilder, source, errors: str,
+        reading: dict) -> Iterator[Callable[[StateBuilder], object] | None]:
+    """Feed ``builder`` the batches of ``source``; the context is the function that feeds a
+    builder the same batches once more (``StateBuilder.table``'s ``again``), or None where
+    they cannot be had again (an iterator of batches).
+
+    A dump's or a capture's path and a file object are opened once (``open_input``): a
+    pipe's, a FIFO's or a file object's bytes are kept in a temporary file as they are
+    read, for the second pass; a regular file is opened again for it."""
+    found = classify(source, sniff=False)
+    if found.kind not in (Kind.PATH, Kind.FILE):
+        kind = classify(source).kind              # a buffer's first bytes looked at
+        feed(builder, source, kind, errors, reading)
+        yield (lambda again: feed(again, source, kind, errors, reading)) \
+            if found.repeated else None
+        return
+    with open_input(source, errors=errors, again=True) as opened:
+        kind = Kind.CAPTURE_FILE if opened.capture else Kind.FILE
+        feed(builder, opened.stream, kind, errors, reading)
+
+        def again(builder: StateBuilder) -> None:
+            with opened.again() as stream:
+                feed(builder, stream, kind, errors, reading)
+        yield again
+
+
+def feed(builder: StateBuilder, source, kind: Kind, errors: str, reading: dict) -> None:
+    """Feed ``builder`` the batches of ``source`` (of ``kind``). Where a dump is scanned
+    here and more than one core may be used, the next batch is read and scanned on
     another thread while ``builder`` takes this one."""
-    kind = classify(source).kind
     feed_batches(builder, _batches(source, kind, errors, {**reading, "threads": 1}),
-                 threaded=state_threads(reading["threads"]) > 1 and (kind.path or kind.buffer))
+                 threaded=state_threads(reading["threads"]) > 1
+                 and (kind.path or kind.buffer or kind in (Kind.FILE, Kind.CAPTURE_FILE)))
 
 
 def feed_batches(builder: StateBuilder, batches: Iterable[FrameBatch], *,
@@ -58,22 +87,13 @@ def _in_stream(connection):
         raise DcpFormatError(e.offset, f"{where}: {e.reason}") from None
 
 
-def again(source, errors: str, reading: dict) -> Callable[[StateBuilder], object] | None:
-    """A function that feeds a builder ``source``'s batches once more, where ``source``
-    can be read twice: a path, a buffer, a batch or a list or tuple of batches (not a
-    file object or an iterator)."""
-    if not classify(source, sniff=False).repeated:
-        return None
-    return lambda builder: feed(builder, source, errors, reading)
-
-
 def _batches(source, kind: Kind, errors: str, reading: dict) -> Iterable[FrameBatch]:
-    """The batches of ``source`` (of ``kind``): a batch, a capture's path, batches, or a
-    dump (path, directory, glob, buffer or file object; anything else is refused by
-    ``iter_batches``)."""
+    """The batches of ``source`` (of ``kind``): a batch, a capture (path or opened
+    stream), batches, or a dump (path, directory, glob, buffer or file object; anything
+    else is refused by ``iter_batches``)."""
     if kind is Kind.BATCH:
         return [source]
-    if kind is Kind.CAPTURE_PATH:
+    if kind in (Kind.CAPTURE_PATH, Kind.CAPTURE_FILE):
         return read_pcap(source, collections=reading["collections"], errors=errors,
                          batch_bytes=reading["batch_bytes"], columns=SCANNED)
     if kind is Kind.CAPTURE_BUFFER:

@@ -36,7 +36,7 @@ from ..io.kinds import Kind, classify
 from ..streams.frames import requests
 from ..threads import shares, threads_of
 from .builder import StateBuilder
-from .feeding import again, feed
+from .feeding import fed
 from .output import METADATA_KEY, metadata
 from .problems import LISTED
 
@@ -48,8 +48,9 @@ _SPLIT = frozenset({Kind.PATH, Kind.DIRECTORY, Kind.GLOB})
 def state_processes(processes: int, source) -> int:
     """How many processes build the state of ``source``: ``processes`` (at most the cores)
     for a dump's path (a file, a directory or a glob), one for anything else (a capture,
-    a buffer, batches)."""
-    if processes == 1 or classify(source).kind not in _SPLIT:
+    a buffer, batches, and a path that cannot be read twice: a pipe's, a FIFO's)."""
+    if processes == 1 or not classify(source, sniff=False).repeated \
+            or classify(source).kind not in _SPLIT:
         return 1
     return threads_of(processes)
 
@@ -113,9 +114,9 @@ def _share(path, options: dict, reading: dict, low: int, high: int, *,
     phase = 0
     try:
         builder = StateBuilder(**options, threads=1).share(vbuckets, lead=lead)
-        feed(builder, path, options["errors"], reading)
-        phase = 1
-        return builder.table(again(path, options["errors"], reading)), None
+        with fed(builder, path, options["errors"], reading) as again:
+            phase = 1
+            return builder.table(again), None
     except Exception as e:          # the one raised is chosen among the shares' errors
         return None, (phase, e)
 

@@ -198,6 +198,7 @@ class DecodedStream(io.RawIOBase):
         self._pending = memoryview(b"")
         self._position = 0
         self._decoder = None
+        self._deferred: DcpFormatError | None = None      # met while peeking, raised after
         if self.codec:
             source = self._source
             source.recorded = []
@@ -219,6 +220,9 @@ class DecodedStream(io.RawIOBase):
         return True
 
     def readinto(self, b):
+        if self._deferred is not None and not self._pending:
+            error, self._deferred = self._deferred, None
+            raise error
         if not self._pending and self._decoder is not None and not self.damage:
             try:                                  # read1: a failure loses no earlier bytes;
                 data = self._decoder.read1(_PIECE)    # always the same size, so what is
@@ -239,6 +243,29 @@ class DecodedStream(io.RawIOBase):
             return 0
         self._position += n
         return n
+
+    def peek(self, size: int) -> bytes:
+        """Up to ``size`` next bytes of the stream (fewer only at its end), which the next
+        reads return again: a look at an input that cannot be read twice (a pipe) costs
+        nothing of it. Damaged compressed data met on the way (strict mode) is raised by
+        the read that reaches it, not here."""
+        pieces, got = [], 0
+        try:
+            while got < size:
+                piece = self.read(size - got)
+                if not piece:
+                    break
+                pieces.append(piece)
+                got += len(piece)
+        except DcpFormatError as e:
+            self._deferred = e
+        data = b"".join(pieces)
+        self._position -= len(data)
+        if self._decoder is not None:
+            self._pending = memoryview(data + bytes(self._pending))
+        else:
+            self._source = _Replayed(data, self._source)
+        return data
 
     @property
     def raw(self):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import os
+import stat
 import sys
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -83,25 +84,28 @@ _CAPTURES = frozenset({Kind.CAPTURE_PATH, Kind.CAPTURE_BUFFER, Kind.CAPTURE_FILE
 
 class Source(NamedTuple):
     """A source's ``kind``, and whether it can be ``repeated``: read a second time from
-    its beginning (a path, a buffer, a batch, a list or tuple; not a file object or an
-    iterator)."""
+    its beginning (a path that is ``rereadable``, a buffer, a batch, a list or tuple; not
+    a pipe's path, a file object or an iterator)."""
 
     kind: Kind
     repeated: bool
 
 
 def classify(source, *, sniff: bool = True) -> Source:
-    """What ``source`` is. With ``sniff``, a file's path is opened and its first bytes read
-    to tell a capture from a dump (the only such look into a path: a pipe's path gives
-    those bytes to it, not to the reader that follows), a buffer's first bytes likewise,
+    """What ``source`` is. With ``sniff``, a regular file's path is opened and its first
+    bytes read to tell a capture from a dump (a path that cannot be read twice, a pipe's
+    or a FIFO's, is never opened here: it is ``PATH``, not ``repeated``, and
+    ``io.opening.open_input`` opens it once and sniffs the opened stream), a buffer's
+    first bytes likewise,
     and an opened stream (``io.DecodedStream``) is judged by the bytes it sniffed already;
     without, nothing is read and a path is ``PATH``, a buffer ``BUFFER``, whatever they
     hold. Only the file system's entries are looked at to tell a directory and a glob."""
     if isinstance(source, (str, os.PathLike)):
         kind = _path_kind(source)
-        if sniff and kind is Kind.PATH and _is_capture_path(source):
+        again = kind is not Kind.PATH or rereadable(source)
+        if sniff and again and kind is Kind.PATH and _is_capture_path(source):
             kind = Kind.CAPTURE_PATH
-        return Source(kind, True)
+        return Source(kind, again)
     if _is_buffer(source):
         capture = sniff and is_capture(_head(source))
         return Source(Kind.CAPTURE_BUFFER if capture else Kind.BUFFER, True)
@@ -116,6 +120,21 @@ def classify(source, *, sniff: bool = True) -> Source:
     if isinstance(source, Iterable):
         return Source(Kind.ITERABLE, isinstance(source, (list, tuple)))
     return Source(Kind.OTHER, False)
+
+
+def rereadable(path) -> bool:
+    """Whether the input a path names can be read again from its start: a regular file, a
+    block device, a directory or a glob (or a path that names nothing: opening it says
+    why). A pipe (``<(cat dump)``, ``/dev/fd/N``), a FIFO, a character device, a socket
+    and ``-`` (standard input, where a command takes it) give their bytes once."""
+    text = os.fspath(path)
+    if text in ("-", b"-"):
+        return False
+    try:
+        mode = os.stat(text).st_mode
+    except (OSError, ValueError):
+        return True
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISBLK(mode)
 
 
 def _path_kind(path) -> Kind:

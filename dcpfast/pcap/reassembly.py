@@ -22,7 +22,7 @@ from .. import packets as PK
 from .. import protocol
 from ..batch import keep_columns, scan_view
 from ..buffers import byte_view
-from ..errors import DcpFormatError, SkippedRegion, text
+from ..errors import DcpFormatError, SkippedRegion, describe, is_truncated, text
 from ..io.resume import Resume
 from ..options import SNIFF_BYTES, ScanOptions
 from .batch import CLIENT_TO_SERVER, SERVER_TO_CLIENT, CaptureBatch, Connection
@@ -132,6 +132,7 @@ class Direction:
         self.tail_ends = np.empty(0, np.int64)     # where the tail's packets end ...
         self.tail_ts = np.empty(0, np.int64)       # ... and their capture times
         self.resync = False          # looking for the first frame after a gap or mid-stream
+        self.gap_end: int | None = None     # where the last gap ended, till a frame is found
 
     def start(self, origin):
         self.origin, self.next = origin, 0
@@ -287,6 +288,17 @@ class Direction:
             resume.options = resume.options.but(collections=self._sniff(buf, ended))
         skip = opts.errors == "skip" or self.resync
         batch = resume.scan(buf, final=ended and skip, errors="skip" if skip else "strict")
+        batch.errors = list(batch.errors)
+        # a scan told that the data end here calls the frame they cut short truncated: it
+        # is a frame the gap (or the capture's end) cut, neither damage nor an error
+        cut = batch.errors.pop() if ended and batch.errors \
+            and _cut_at(batch.errors[-1], base + size) else None
+        if self.gap_end is not None and (len(batch) or batch.errors):
+            first_region = batch.errors[0] if batch.errors else None
+            if first_region is not None and first_region.offset == self.gap_end \
+                    and first_region.reason == _RESYNC:   # the rest of a frame the gap cut
+                batch.errors[0] = first_region._replace(reason=text("frame_cut_by_gap"))
+            self.gap_end = None
         if self.resync and len(batch):
             self.resync = False
             if opts.errors == "strict":
@@ -294,18 +306,19 @@ class Direction:
                 for region in batch.errors:
                     if region.offset > first:
                         raise DcpFormatError(region.offset, region.reason)
-        batch.errors = list(batch.errors)
         left = size - batch.consumed
         if ended:
-            if left:
-                why = "frame_cut_by_gap" if gap is not None else "frame_cut_by_end"
-                batch.errors.append(SkippedRegion(base + batch.consumed, left, text(why)))
+            why = text("frame_cut_by_gap" if gap is not None else "frame_cut_by_end")
+            if cut is not None:
+                batch.errors.append(cut._replace(reason=why))
+            elif left:
+                batch.errors.append(SkippedRegion(base + batch.consumed, left, why))
             if gap is not None:
                 lo, hi = gap
                 batch.errors.append(SkippedRegion(lo, hi - lo,
                                                   text("capture_gap", length=hi - lo)))
                 resume.restart(hi)
-                self.resync = True
+                self.resync, self.gap_end = True, hi
             else:
                 resume.restart(base + size, unverified=resume.unverified)
             self.tail_ends = self.tail_ts = np.empty(0, np.int64)
@@ -331,3 +344,13 @@ class Direction:
                 final=ended, unverified=True)
             first = int(probe["offset"][0]) if len(probe) else len(buf)
         return bool(core.scan.sniff_collections(byte_view(buf), first))
+
+
+#: The scan's reason for the bytes it stepped over to find a frame.
+_RESYNC = describe(protocol.Problem.RESYNC)
+
+
+def _cut_at(region: SkippedRegion, end: int) -> bool:
+    """Whether ``region`` is a frame that the end of the data at stream offset ``end`` cut
+    short (the scan's truncated frame)."""
+    return region.offset + region.length == end and is_truncated(region.reason)

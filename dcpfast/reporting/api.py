@@ -22,7 +22,7 @@ from ..io import DEFAULT_BATCH_BYTES
 from ..packets import DCP_PORT
 from ..threads import run, threads_of
 from .figures import build
-from .inputs import DEFAULT_STALL_SECONDS, Options, local, plan, read_all
+from .inputs import DEFAULT_STALL_SECONDS, Once, Options, plan, read_all
 from .page import page
 from .partial import Partial
 
@@ -107,8 +107,12 @@ def report(source, *, stall_seconds: float = DEFAULT_STALL_SECONDS, errors: str 
     threads = threads_of(threads)
     options = Options(stall_seconds=stall_seconds, errors=errors, collections=collections,
                       ports=ports, batch_bytes=batch_bytes)
-    units = plan(sources, local, errors)
-    at_once = min(threads, len(units))
-    options = replace(options, threads=max(1, threads // at_once))
-    return Report.of(read_all(units, options, local,
-                              run=lambda tasks: run(tasks, at_once)))
+    opener = Once(sources, errors)                # a pipe's path opened once, up front
+    try:
+        units = plan(sources, opener, errors)
+        at_once = min(threads, len(units))
+        options = replace(options, threads=max(1, threads // at_once))
+        return Report.of(read_all(units, options, opener,
+                                  run=lambda tasks: run(tasks, at_once)))
+    finally:
+        opener.close()

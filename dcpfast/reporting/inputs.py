@@ -23,9 +23,10 @@ import numpy as np
 
 from .. import protocol as P
 from ..errors import DcpFormatError, checked_mode
-from ..io import DEFAULT_BATCH_BYTES, open_stream
+from ..io import DEFAULT_BATCH_BYTES, DecodedStream, open_stream
 from ..io.dumps import iter_batches, scan
-from ..io.kinds import classify
+from ..io.kinds import classify, rereadable
+from ..io.opening import open_input
 from ..packets import DCP_PORT
 from ..pcap import CLIENT_TO_SERVER, read_pcap
 from ..streams.frames import IS_MESSAGE, requests
@@ -108,19 +109,48 @@ def name_of(source) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+class Once:
+    """The opener of a report's local inputs (``local``), but each path that cannot be
+    read twice (a pipe's, a FIFO's, ``-``) opened once, up front (``io.opening``), its
+    stream handed out each time the path is asked for: first to ``kind_of``, which peeks
+    at it, then to ``read_unit``, which reads it all. ``close`` closes them."""
+
+    def __init__(self, sources: Sequence, errors: str):
+        self._streams: dict[Any, DecodedStream] = {}
+        with contextlib.ExitStack() as held:      # closed again if one fails to open
+            for source in sources:
+                if _is_path(source) and not rereadable(source):
+                    raw = held.enter_context(local(source))
+                    opened = held.enter_context(open_input(raw, errors=errors))
+                    self._streams[os.fspath(source)] = opened.stream
+            self._held = held.pop_all()
+
+    def holds(self, source) -> bool:
+        """Whether ``source`` is a path opened here."""
+        return _is_path(source) and os.fspath(source) in self._streams
+
+    @contextlib.contextmanager
+    def __call__(self, source) -> Iterator[IO[bytes]]:
+        if self.holds(source):
+            yield self._streams[os.fspath(source)]      # type: ignore[misc]
+        else:
+            with local(source) as f:
+                yield f
+
+    def close(self) -> None:
+        self._held.close()
+
+
 def kind_of(source, opener: Opener, errors: str) -> str:
-    """``"capture"``, or for a dump ``"client"`` or ``"server"`` (see the module)."""
+    """``"capture"``, or for a dump ``"client"`` or ``"server"`` (see the module); an
+    opened stream (``Once``) is peeked at, not read."""
     with opener(source) as f:
-        stream = open_stream(f, errors="skip")
+        stream: DecodedStream = f if isinstance(f, DecodedStream) \
+            else open_stream(f, errors="skip")
         if classify(stream).kind.capture:
             return "capture"
-        head = bytearray()
-        while len(head) < SNIFF_BYTES:
-            piece = stream.read(SNIFF_BYTES - len(head))
-            if not piece:
-                break
-            head += piece
-    batch = scan(bytes(head), errors="skip")
+        head = stream.peek(SNIFF_BYTES)
+    batch = scan(head, errors="skip")
     if not len(batch):
         return "server"
     op, req = batch["opcode"], requests(batch)
@@ -133,10 +163,10 @@ def kind_of(source, opener: Opener, errors: str) -> str:
 def plan(sources: Sequence, opener: Opener = local, errors: str = "strict") -> list[Unit]:
     """The units of ``sources``: each capture and dump alone, but a client's dump next to
     a server's dump (either first) read with it. A source that cannot be looked at
-    twice (standard input, a file object) is read alone, as a server's side unless it
-    is a capture."""
+    twice and that ``opener`` did not open once (``Once``; a file object) is read alone,
+    as a server's side unless it is a capture."""
     names = [name_of(s) for s in sources]
-    kinds = [kind_of(s, opener, errors) if _seekable(s) else None for s in sources]
+    kinds = [kind_of(s, opener, errors) if _looked_at(s, opener) else None for s in sources]
     units, i = [], 0
     while i < len(sources):
         pair = i + 1 < len(sources) and {kinds[i], kinds[i + 1]} == {"client", "server"}
@@ -151,8 +181,11 @@ def plan(sources: Sequence, opener: Opener = local, errors: str = "strict") -> l
     return units
 
 
-def _seekable(source) -> bool:
-    return _is_path(source) and os.fspath(source) != "-"
+def _looked_at(source, opener: Opener) -> bool:
+    """Whether ``source`` can be looked at before it is read: a path that can be read
+    twice, or one ``opener`` holds open (``Once``)."""
+    return _is_path(source) and (rereadable(source) or isinstance(opener, Once)
+                                 and opener.holds(source))
 
 
 def _is_path(source) -> bool:
@@ -181,7 +214,8 @@ def read_unit(unit: Unit, options: Options, opener: Opener = local) -> Partial:
 def _read_input(name: str, kind: str, source, unit: Unit, options: Options, opener: Opener,
                 partial: Partial | None, conversation: Conversation | None):
     """Read one input of a unit into ``partial`` (made for the first input)."""
-    with opener(source) as f, open_stream(f, errors=options.errors) as stream:
+    with opener(source) as f, (f if isinstance(f, DecodedStream)
+                               else open_stream(f, errors=options.errors)) as stream:
         capture = classify(stream).kind.capture
         if partial is None:
             partial = Partial(CAPTURE if capture else CAS, options.stall_seconds)

@@ -45,10 +45,10 @@ def test_paths(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
-def test_without_sniff_a_pipe_is_not_opened(tmp_path):
+def test_a_pipe_is_never_opened_and_not_repeated(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)                 # opening it to read would wait for a writer for ever
-    assert kind(fifo, sniff=False) == (Kind.PATH, True)
+    assert kind(fifo, sniff=False) == kind(fifo) == (Kind.PATH, False)
 
 
 def test_buffers():
@@ -88,11 +88,16 @@ def test_batches_and_the_rest():
 
 def test_the_readers_follow_it(tmp_path):
     """``state`` takes each kind as ``classify`` says: a capture's path as a capture, a
-    capture's buffer refused, a directory as one stream; it reads again only what can be
-    read twice."""
-    from dcpfast.documents.feeding import again
+    capture's buffer refused, a directory as one stream; it reads again what can be read
+    twice, and a file object from what its first read kept."""
+    from dcpfast.documents import StateBuilder
+    from dcpfast.documents.feeding import fed
 
     reading = dict(collections=None, batch_bytes=1 << 20, threads=1)
+
+    def again(source):
+        with fed(StateBuilder(), source, "strict", reading) as found:
+            return found
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "0.dcp").write_bytes(DUMP)
     want = dcpfast.state(DUMP)
@@ -101,7 +106,7 @@ def test_the_readers_follow_it(tmp_path):
     assert dcpfast.state(t.SAMPLE_PCAP).num_rows == want.num_rows
     with pytest.raises(ValueError, match="read_pcap"):
         dcpfast.state(CAPTURE)
-    assert again(DUMP, "strict", reading) is not None
-    assert again([dcpfast.scan(DUMP)], "strict", reading) is not None
-    assert again(io.BytesIO(DUMP), "strict", reading) is None
-    assert again(iter([dcpfast.scan(DUMP)]), "strict", reading) is None
+    assert again(DUMP) is not None
+    assert again([dcpfast.scan(DUMP)]) is not None
+    assert again(io.BytesIO(DUMP)) is not None         # kept as it is read
+    assert again(iter([dcpfast.scan(DUMP)])) is None

@@ -328,6 +328,46 @@ def test_missing_segment_is_reported_and_decoding_resumes(errors, index):
     assert got[CLIENT_TO_SERVER][0] == SENT[CLIENT_TO_SERVER]
 
 
+@pytest.mark.parametrize("sizes,drops", [((1000,), (3, 6)), ((1000,), (0, 2)),
+                                         ((1000,), (4, 5)), ((1000,), (6, -1)),
+                                         ((333,), (4, 6))])
+def test_two_gaps_in_one_direction_are_reported_never_raised(sizes, drops):
+    """Two segments missing from the server's side: in either mode both gaps are listed,
+    every frame they leave whole is kept, and the bytes of each frame a gap cut (its head
+    before the gap, its rest after) are listed as cut by a gap, not as damage or as a
+    truncated frame (which strict mode would raise); the two modes agree."""
+    segs = t.tcp_segments(SERVER_BYTES, sizes, client=False)
+    drops = [i % len(segs) for i in drops]
+    holes = [(segs[i].offset, segs[i].offset + len(segs[i].payload)) for i in drops]
+    if holes[0][1] == holes[1][0]:                 # next to each other: one gap
+        holes = [(holes[0][0], holes[1][1])]
+    sent = SENT[SERVER_TO_CLIENT]
+    cut = [k for k, v in sent.items() if any(k < lo < k + len(v) for lo, _ in holes)]
+    assert cut, "no frame crosses a gap: nothing is cut"
+    found = {}
+    for errors in ("strict", "skip"):
+        got, reader = decode(conversation_capture(sizes=sizes, drop=[(False, i)
+                                                                     for i in drops]),
+                             errors=errors)
+        frames, regions, _ = got[SERVER_TO_CLIENT]
+        assert reader.counters["gaps"] == len(holes)
+        gaps = [r for r in regions if r.reason.startswith("capture gap")]
+        assert [(r.offset, r.offset + r.length) for r in gaps] == holes
+        by_gap = [r for r in regions if r.reason == "frame cut short by a capture gap"]
+        assert len(gaps) + len(by_gap) == len(regions), regions    # no damage, no truncation
+
+        def covered(k):
+            return any(r.offset <= k < r.offset + r.length for r in by_gap)
+        assert all(covered(k) for k in cut)
+        for k, v in sent.items():
+            if all(k + len(v) <= lo or k >= hi for lo, hi in holes) and not covered(k):
+                assert frames.get(k) == v, (errors, k)              # whole: kept
+        assert all(sent[k] == v for k, v in frames.items())        # nothing invented
+        assert got[CLIENT_TO_SERVER][0] == SENT[CLIENT_TO_SERVER]
+        found[errors] = got
+    assert found["strict"] == found["skip"]
+
+
 def test_gap_held_past_the_reorder_window(monkeypatch):
     monkeypatch.setattr("dcpfast.pcap.reassembly.REORDER_WINDOW", 4000)
     segs = t.tcp_segments(SERVER_BYTES, (1000,), client=False)

@@ -1,0 +1,130 @@
+"""Opening an input once: a path (or an opened file) opened one time, sniffed from the
+opened stream, handed on with the sniffed bytes put back, and read a second time from
+what the first read kept where the input cannot be read twice.
+
+A pipe (``<(cat dump)``, ``/dev/fd/N``), a FIFO, a character device and standard input
+give their bytes once: whatever looks at their start and then opens them again sees the
+rest, nothing, or (a FIFO) waits for ever for a writer. So every reader that must tell a
+capture from a dump, or must read an input twice (a state's second pass over the
+documents a restart made current again), opens it here: ``open_input`` gives one
+``Input`` whose ``stream`` is the (decompressed) bytes, first ones sniffed and read again,
+and whose ``again`` reads them once more: a file that can be read twice is opened again;
+one that cannot is read from a ``Spool``, the unnamed temporary file (in ``TMPDIR``) that
+kept every byte the first read took, compressed as it came.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+from collections.abc import Iterator
+
+from .compression import DecodedStream, open_stream, read_into
+from .kinds import capture_kind, rereadable
+
+#: Bytes a ``Spool`` copies at once when it reads the rest of its input itself.
+_COPY_BYTES = 1 << 20
+
+
+class Spool(io.RawIOBase):
+    """A reader of the file ``f`` that keeps every byte it reads in an unnamed temporary
+    file, so that the input can be read again (``replay``) after ``f`` is gone."""
+
+    def __init__(self, f):
+        self._f = f
+        self._copy = tempfile.TemporaryFile()
+        self._ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        view = memoryview(b).cast("B")
+        n = read_into(self._f, view)
+        if n:
+            self._copy.write(view[:n])
+        elif len(view):
+            self._ended = True
+        return n
+
+    def replay(self):
+        """A binary file of every byte of the input from its start: what was read, and
+        the rest of the input, read (and kept) now."""
+        if not self._ended:
+            buf = bytearray(_COPY_BYTES)
+            while self.readinto(buf):
+                pass
+        self._copy.flush()
+        fileno = self._copy.fileno()
+        os.lseek(fileno, 0, os.SEEK_SET)
+        return open(os.dup(fileno), "rb")           # a regular file: read at positions
+
+    def close(self) -> None:
+        if not self.closed:
+            self._copy.close()
+        super().close()
+
+
+class Input:
+    """One input opened once: its ``stream`` (decompressed, first bytes sniffed and read
+    again), whether it is a ``capture`` (``"pcap"``, ``"pcapng"`` or None), its ``codec``
+    and, when opened with ``again``, the same bytes once more (``again``)."""
+
+    def __init__(self, source, raw, stream: DecodedStream, spool: Spool | None,
+                 errors: str):
+        self._source, self._raw, self._spool, self._errors = source, raw, spool, errors
+        self.stream = stream
+        #: "pcap" or "pcapng" where the input is a packet capture, else None (DCP frames).
+        self.capture = capture_kind(stream.head)
+        #: The codec the input was compressed with, or None.
+        self.codec = stream.codec
+
+    @property
+    def repeatable(self) -> bool:
+        """Whether ``again`` can read the input once more."""
+        return self._spool is not None or _reopened(self._source)
+
+    def done(self) -> None:
+        """The first read is over: a file that ``again`` opens anew is closed now (so that
+        inputs held for a second pass hold no file each); a spool is kept."""
+        if self._spool is None and _reopened(self._source):
+            self.stream.close()
+            self._raw.close()
+
+    @contextlib.contextmanager
+    def again(self) -> Iterator[DecodedStream]:
+        """The input's bytes once more, from its start: the path opened again, or what
+        the spool kept. ``ValueError`` for an input opened without ``again`` that cannot
+        be read twice."""
+        if self._spool is not None:
+            with self._spool.replay() as raw, DecodedStream(raw, self._errors) as stream:
+                yield stream
+        elif _reopened(self._source):
+            with open_stream(self._source, errors=self._errors) as stream:
+                yield stream
+        else:
+            raise ValueError("an input that cannot be read twice (a pipe, a FIFO, standard "
+                             "input, a file object) was read once already")
+
+
+def _reopened(source) -> bool:
+    """Whether ``source`` is a path that can be opened and read again."""
+    return isinstance(source, (str, os.PathLike)) and rereadable(source)
+
+
+@contextlib.contextmanager
+def open_input(source, *, errors: str = "strict", again: bool = False) -> Iterator[Input]:
+    """``source`` (a path, or a binary file object read from where it is) opened once, as
+    an ``Input``. With ``again``, an input that cannot be read twice (a pipe's or a FIFO's
+    path, a device, a file object) is kept in a ``Spool`` as it is read, for
+    ``Input.again``; a path that can be read twice is opened again instead."""
+    with contextlib.ExitStack() as held:
+        path = isinstance(source, (str, os.PathLike))
+        raw = held.enter_context(open(source, "rb")) if path else source
+        spool = None
+        if again and not _reopened(source):
+            raw = spool = held.enter_context(Spool(raw))
+        stream = held.enter_context(open_stream(raw, errors=errors))
+        yield Input(source, raw, stream, spool, errors)
