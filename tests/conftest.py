@@ -15,8 +15,14 @@ folders may hold test files of one name.
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
 
 import dcpfast
+
+#: Property tests never fail on time: an example slowed by a busy machine is not a bug
+#: (timings go into benchmarks, never into pass or fail).
+settings.register_profile("dcpfast", deadline=None)
+settings.load_profile("dcpfast")
 
 
 def pytest_report_header(config):
