@@ -9,10 +9,11 @@ import click
 from ..compare import DEFAULT_FIELDS, FIELDS, diff_errors, summary
 from ..compare.api import diff as compare
 from ..compare.rules import UnknownCollections
-from ..compare.sides import both
+from ..compare.sides import both, given, table_file
 from ..documents import StateBuilder
 from ..documents.feeding import feed_batches
 from ..errors import DcpFormatError
+from ..io.kinds import is_parquet_path
 from ..threads import threads_of
 from .app import (
     INPUT,
@@ -152,6 +153,11 @@ def _state(name: str, side: str, options: dict, collections):
     def again(builder: StateBuilder) -> None:
         with source.again() as stream:
             feed(builder, source, stream)
+    if is_parquet_path(name):                   # a state table (dcpfast state -o)
+        try:
+            return given(table_file(name), side, options)
+        except (OSError, ValueError) as e:
+            raise Failed(f"{side} {shown(name)}: {e}") from None
     try:
         builder = StateBuilder(**options)
         with opened(name, options["errors"], again=True) as source:

@@ -17,6 +17,7 @@ every key.
 from __future__ import annotations
 
 import contextlib
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +28,7 @@ from ..documents import consistency, state_errors
 from ..documents.api import state
 from ..documents.output import metadata
 from ..errors import DcpFormatError, SkippedRegion, text
-from ..io.kinds import Kind, classify
+from ..io.kinds import Kind, classify, is_parquet_path
 from ..threads import beside
 from .rules import labels
 
@@ -112,10 +113,20 @@ def state_of(source, side: str, options: dict) -> pa.Table:
     ``DcpFormatError`` naming the side and the offset."""
     if classify(source, sniff=False).kind is Kind.TABLE:
         return given(source, side, options)
+    if isinstance(source, (str, os.PathLike)) and is_parquet_path(source):
+        return given(table_file(source), side, options)
     try:
         return state(source, include_deleted=True, **options)
     except DcpFormatError as e:
         raise type(e)(e.offset, text("diff_side", side=side, reason=e.reason)) from None
+
+
+def table_file(path) -> pa.Table:
+    """A state table written to a Parquet file (``dcpfast state -o``), its metadata with
+    it."""
+    import pyarrow.parquet as pq  # here: every command imports this module at its start
+
+    return pq.read_table(path)
 
 
 def given(table: pa.Table, side: str, options: dict) -> pa.Table:

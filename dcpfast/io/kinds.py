@@ -40,6 +40,25 @@ def capture_kind(head: bytes) -> str | None:
     return None
 
 
+#: What starts and ends a Parquet file.
+PARQUET_MAGIC = b"PAR1"
+
+
+def is_parquet_path(path) -> bool:
+    """Whether ``path`` names a regular file that starts and ends as a Parquet file does
+    (a table, such as ``dcpfast state`` writes); a pipe's path is never opened here."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            if f.read(len(PARQUET_MAGIC)) != PARQUET_MAGIC:
+                return False
+            f.seek(-len(PARQUET_MAGIC), os.SEEK_END)
+            return f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def is_capture(head: bytes) -> bool:
     """Whether ``head`` (the first bytes of a file) starts a pcap or pcapng capture."""
     return capture_kind(head) is not None

@@ -152,3 +152,27 @@ def test_names_and_keys_from_a_dump_are_printed_escaped(tmp_path):
     assert_escaped(result.output)
     assert "s\\x1b[31mred.c\\x1b]0;owned\\x07" in result.output
     assert "k\\x1b[2J\\x9bx\\nforged" in result.output
+
+
+def test_a_state_file_is_a_side(tmp_path):
+    """What ``dcpfast state -o`` wrote (with its tombstones) is a side of ``dcpfast diff``;
+    one without them, or a Parquet file of frames, is an error in one line."""
+    whole = tmp_path / "whole.parquet"
+    assert run("state", SAMPLE, "-o", whole, "--include-deleted").exit_code == 0
+    same = run("diff", whole, SAMPLE)
+    assert same.exit_code == 0 and "no differences" in same.output, same.output
+    early = tmp_path / "early.parquet"
+    assert run("state", SAMPLE, "-o", early, "--include-deleted", "--at-seqno", "100")\
+        .exit_code == 0
+    differ = run("diff", early, whole)
+    assert differ.exit_code == 1 and "difference(s)" in differ.output, differ.output
+    assert differ.output == run("diff", early, SAMPLE).output.replace(str(SAMPLE), str(whole))
+    bare = tmp_path / "bare.parquet"
+    assert run("state", SAMPLE, "-o", bare).exit_code == 0
+    refused = run("diff", bare, SAMPLE)
+    assert refused.exit_code == 2 and "include_deleted" in refused.output
+    frames = tmp_path / "frames.parquet"
+    assert run("convert", SAMPLE, "-o", frames, "-q").exit_code == 0
+    refused = run("diff", SAMPLE, frames)
+    assert refused.exit_code == 2 and refused.output.strip().endswith(
+        "this table carries no dcpfast state metadata"), refused.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -581,3 +582,18 @@ def test_memory_is_in_proportion_to_the_documents():
         assert differences == 0 and documents > items // 3
         ratios.append(held / nbytes)
     assert ratios[1] < 1.25 * ratios[0] and ratios[1] < 3, ratios
+
+
+def test_a_state_written_to_parquet_is_a_side(pairs, tmp_path):
+    """A state table written to a Parquet file (as ``dcpfast state -o`` writes it) is a
+    side as the table itself is, its metadata read with it; a Parquet file that is not a
+    state is refused in one line."""
+    data, _, target, _ = pairs[0]
+    a = dcpfast.state(data, include_deleted=True)
+    pq.write_table(a, tmp_path / "a.parquet")
+    assert dcpfast.diff(tmp_path / "a.parquet", target.data).equals(
+        dcpfast.diff(a, target.data), check_metadata=True)
+    assert dcpfast.diff(str(tmp_path / "a.parquet"), data).num_rows == 0
+    pq.write_table(dcpfast.scan(data).to_arrow(), tmp_path / "frames.parquet")
+    with pytest.raises(ValueError, match="no dcpfast state metadata"):
+        dcpfast.diff(tmp_path / "frames.parquet", data)
