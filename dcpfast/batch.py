@@ -18,6 +18,7 @@ from . import schema as S
 from ._core import ScanRequest, ScanResult
 from .buffers import byte_view, window_bits
 from .errors import DcpFormatError, SkippedRegion, describe, text
+from .formats import HEAD_BYTES, other_format
 from .options import ScanOptions
 
 if TYPE_CHECKING:
@@ -61,7 +62,11 @@ def scan_view(data, view, options: ScanOptions, *, start: int = 0,
     result = (scanner or _core.scan.scan_buffer)(view, request)
     if result.failure:
         pos, code, a, b = result.failure
-        raise DcpFormatError(base_offset + pos, describe(code, a, b))
+        reason = describe(code, a, b)
+        if base_offset + pos == 0 and code == P.Problem.BAD_MAGIC:    # the input's first byte
+            what = other_format(bytes(view[pos:pos + HEAD_BYTES]))
+            reason += text("other_format", what=what) if what else ""
+        raise DcpFormatError(base_offset + pos, reason)
     skipped = [SkippedRegion(base_offset + pos, length, describe(code, a, b))
                for pos, length, code, a, b in result.regions]
     batch = FrameBatch(data, view, result.arrays, result.kinds, start=start,

@@ -192,6 +192,9 @@ _NAMED = {
                    "dcpfast.scan(data) decodes a buffer already in memory",
     "capture_not_dump": "a {kind} capture, not a DCP dump: read it with "
                         "dcpfast.pcap.read_pcap(path)",
+    "other_format": ": the input starts as {what}, not as DCP frames",
+    "no_frames": "no DCP frame in the input: all of its {size:,} bytes were skipped as "
+                 "damage{what}",
     "no_column": "column {name!r} was not scanned; scanned: {scanned}",
     "batch_key": "a FrameBatch takes a column name, a frame index or a slice, not {kind}",
     "unknown_opcode": "no opcode named {name!r}{hint}; the names: {names}",
@@ -349,6 +352,11 @@ def is_truncated(reason: str) -> bool:
     """Whether a skipped region's ``reason`` is the scan's truncated frame: one the end of
     the data it was given cut short."""
     return reason.startswith(_SCAN[Problem.TRUNCATED].split(":")[0] + ":")
+
+
+def names_other_format(reason: str) -> bool:
+    """Whether ``reason`` says that the input is of another format than DCP frames."""
+    return _NAMED["other_format"].split("{")[0] in reason
 
 
 def is_capture_gap(reason: str) -> bool:

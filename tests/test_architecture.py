@@ -20,6 +20,7 @@ PACKAGE = ROOT / "dcpfast"
 #: own subpackage) and the layers below, never one above.
 LAYERS = (
     ("protocol", "packets", "threads", "arrays"),
+    ("formats",),
     ("errors", "schema", "testing"),
     ("options",),
     ("_core",),

@@ -30,7 +30,8 @@ from typing import NoReturn
 import click
 import pyarrow as pa
 
-from ..errors import MODES, DcpFormatError
+from ..errors import MODES, DcpFormatError, names_other_format, text
+from ..formats import other_format
 from ..io import DEFAULT_BATCH_BYTES
 from ..io.dumps import iter_batches
 from ..io.opening import Input as OpenedInput
@@ -563,8 +564,9 @@ class Input:
         if self.capture:
             return read_pcap(stream, collections=collections, columns=columns,
                              errors=errors, batch_bytes=batch_bytes)
-        return iter_batches(stream, batch_bytes, collections=collections,
-                            columns=columns, errors=errors, threads=threads)
+        batches = iter_batches(stream, batch_bytes, collections=collections,
+                               columns=columns, errors=errors, threads=threads)
+        return _some_frames(batches, stream.head) if errors == "skip" else batches
 
     def done(self) -> None:
         """The first read is over (``io.opening.Input.done``)."""
@@ -573,6 +575,21 @@ class Input:
     def again(self):
         """The input's stream once more, from its start (``io.opening.Input.again``)."""
         return self._opened.again()
+
+
+def _some_frames(batches, head: bytes):
+    """``batches``, then ``DcpFormatError`` where they held no frame but skipped bytes: in
+    skip mode an input of no DCP frame at all (text, a table, noise) is an error, not an
+    empty answer."""
+    frames = skipped = 0
+    for batch in batches:
+        frames += len(batch)
+        skipped += sum(region.length for region in batch.errors)
+        yield batch
+    if not frames and skipped:
+        what = other_format(head)
+        raise DcpFormatError(0, text("no_frames", size=skipped, what=text(
+            "other_format", what=what) if what else ""))
 
 
 @contextlib.contextmanager
@@ -603,7 +620,8 @@ def reported(name: str, errors: str | None = None):
         yield
     except DcpFormatError as e:
         message = str(e)
-        hint = SKIP_HINT if errors == "strict" and _LIBRARY_SKIP not in message else ""
+        hint = SKIP_HINT if errors == "strict" and _LIBRARY_SKIP not in message and \
+            not names_other_format(message) else ""
         message = message.replace(_LIBRARY_SKIP, _COMMAND_SKIP)
         raise click.ClickException(f"{shown(name)}: {message}{hint}") from None
     except BrokenPipeError:

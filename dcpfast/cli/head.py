@@ -10,6 +10,7 @@ import click
 import numpy as np
 
 from ..errors import DcpFormatError, text
+from ..formats import other_format
 from ..protocol import Datatype, Opcode, Status
 from .app import (
     INPUT,
@@ -250,8 +251,10 @@ def head(file, count, opcodes, vbuckets, keys, seqnos, sids, since, until, as_js
             shown += len(rows)
             if shown >= count:
                 return
-            if damage is not None:
-                raise DcpFormatError(damage.offset, damage.reason)
+            if damage is not None:              # at the input's start: what it is instead
+                what = other_format(source.stream.head) if damage.offset == 0 else None
+                raise DcpFormatError(damage.offset, damage.reason + (
+                    text("other_format", what=what) if what else ""))
     if not shown:
         say("no frame matches" + (" the filters" if len(wanted) or len(vbs) or keys or
                                   seqnos or len(ids) or since or until else ""), err=True)

@@ -59,9 +59,9 @@ def test_bad_files(dumps):
             assert last.startswith("Error: ") and str(dumps[name]) in last
             assert command == ["head"] or result.output.startswith("Error: ")
             assert not (dumps["raw"].parent / "x.parquet").exists()
-    result = run("info", "--errors", "skip", dumps["garbage"])
-    clean(result, 0)
-    assert "skipped" in result.output
+    result = run("info", "--errors", "skip", dumps["garbage"])      # no frame at all
+    clean(result, 1)
+    assert "no DCP frame in the input: all of its 3,000 bytes were skipped" in result.output
     result = run("info", "--json", "--errors", "skip", dumps["cut-gz"])
     clean(result, 0)
     assert "damaged gzip data" in json.loads(result.output)[0]["errors"][-1]["reason"]

@@ -103,3 +103,30 @@ def test_info_of_a_malformed_high_seqnos_answer(tmp_path):
         failed.output
     text = run("info", "--errors", "skip", str(path)).output
     assert "1,172 frames" in text and "1 skipped regions" in text
+
+
+def test_inputs_of_another_format_are_named(tmp_path):
+    """Text or a Parquet file given as a dump: strict mode names what it is, in one line
+    without the skip hint; skip mode, which finds no frame in it, is an error too, not an
+    empty answer; an empty dump is no error."""
+    text = tmp_path / "notes.txt"
+    text.write_text("# what the capture showed\nvb 12 stalled\n")
+    strict = run("info", str(text))
+    assert strict.exit_code == 1 and strict.output.strip() == (
+        f"Error: {text}: at byte 0: unknown magic 0x23: the input starts as text, not as DCP "
+        "frames")
+    skip = run("info", "--errors", "skip", str(text))
+    size = text.stat().st_size
+    assert skip.exit_code == 1 and f"no DCP frame in the input: all of its {size} bytes were " \
+        "skipped as damage: the input starts as text" in skip.output
+    table = tmp_path / "frames.parquet"
+    assert run("convert", str(SAMPLE), "-o", str(table), "-q").exit_code == 0
+    for command in ("info", "head", "state"):
+        args = [command, str(table)] + (["-o", str(tmp_path / "s.parquet")]
+                                        if command == "state" else [])
+        said = run(*args)
+        assert said.exit_code == 1 and "the input starts as a Parquet file" in said.output \
+            and "--errors skip" not in said.output, (command, said.output)
+    empty = tmp_path / "empty.dcp"
+    empty.write_bytes(b"")
+    assert run("info", "--errors", "skip", str(empty)).exit_code == 0
