@@ -43,7 +43,8 @@ _NOTES = {
                 "in is blue, darker for more; red bars are stalls (no message for longer than "
                 "the threshold while the stream was open); marks are its requests, the "
                 "server's answers (accepted with a failover log, rollback, refused) and its "
-                "end. Connection-wide stalls shade every chart. Zoom one chart (drag, wheel) "
+                "end. Connection-wide stalls shade every chart (the streams' stalls that "
+                "coincide with one are its shading, not bars). Zoom one chart (drag, wheel) "
                 "and all follow; the dashed crosshair marks the same time on every chart.",
     "seqnos": "The highest seqno each stream reached in each bucket: a flat line is a "
               "stream that stopped moving.",
