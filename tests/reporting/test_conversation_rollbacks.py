@@ -42,9 +42,9 @@ def conversation(retry: int, *, retried: int = 9, bulk: int = 0) -> list:
              + items(retried, retry))]
 
 
-def capture(tmp_path, events, *, fin: bool = True):
+def capture(tmp_path, events, *, fin: bool = True, handshake: bool = True):
     path = tmp_path / "rollback.pcap"
-    path.write_bytes(pcap_file(timed_packets(events, fin=fin)))
+    path.write_bytes(pcap_file(timed_packets(events, fin=fin, handshake=handshake)))
     return path
 
 
@@ -95,6 +95,40 @@ def test_the_server_yielded_first_still_finds_its_requests(tmp_path, retry):
         assert order[0] and order.count(True) >= 1
         summary = streams.summarize(read_pcap(path, batch_bytes=batch_bytes))
         assert summary_rollbacks(summary) == {9: [0]} and summary.anomaly_counts == {}
+
+
+@pytest.mark.parametrize("retry", [FIRST, RETRY])
+def test_a_capture_without_its_handshake(tmp_path, retry):
+    """The capture began after the connection's SYNs and DCP Open."""
+    path = capture(tmp_path, conversation(retry, bulk=400), fin=False, handshake=False)
+    assert_rolled_back_once(dcpfast.report(path).figures)
+    assert summary_rollbacks(streams.summarize(read_pcap(path))) == {9: [0]}
+
+
+@pytest.mark.parametrize("retry", [FIRST, RETRY])
+def test_a_rollback_of_one_stream_id_beside_another(tmp_path, retry):
+    """vb 9 asked twice, under stream-ids 1 and 2: stream-id 1 rolls back, and its retry
+    is answered while stream-id 2 streams 400 mutations."""
+    def run(sid: int, opaque: int, count: int, size: int) -> bytes:
+        out = t.snapshot_marker(1, count, opaque=opaque, vbucket=9, stream_id=sid)
+        return out + b"".join(t.mutation(b"k%d" % k, b"v" * size, by_seqno=k + 1,
+                                         opaque=opaque, vbucket=9, stream_id=sid)
+                              for k in range(count))
+    events = [(T0, True, t.stream_request(vbucket=9, opaque=FIRST, start=20, stream_id=1)
+               + t.stream_request(vbucket=9, opaque=8, start=0, stream_id=2)),
+              (T0 + MS, False, t.rollback_response(0, opaque=FIRST)
+               + t.failover_log_response([(5, 0)], opaque=8) + run(2, 8, 400, 4000)),
+              (T0 + 2 * MS, True, t.stream_request(vbucket=9, opaque=retry, start=0,
+                                                   stream_id=1)),
+              (T0 + 3 * MS, False, t.failover_log_response([(5, 0)], opaque=retry)
+               + run(1, retry, 2, 1))]
+    path = capture(tmp_path, events, fin=False)
+    got = {s["stream_id"]: (s["requests"], s["rollback_seqnos"], [e["what"] for e in s["events"]])
+           for s in dcpfast.report(path).figures["streams"]}
+    assert got == {1: (2, [0], ["request", "rollback", "request", "accepted"]),
+                   2: (1, [], ["request", "accepted"])}
+    table = streams.summarize(read_pcap(path)).to_arrow().to_pylist()
+    assert {r["stream_id"]: r["rollbacks"] for r in table} == {1: [0], 2: []}
 
 
 @pytest.mark.parametrize("bulk", [0, 400])
