@@ -134,6 +134,13 @@ def _is_message(f: Sent) -> bool:
     return not f.client and f.what in ("marker", "item", "end")
 
 
+def _same_pause(lo: int, hi: int, start: int, end: int) -> bool:
+    """A stream's stall is its connection's stall from ``lo`` to ``hi`` (folded into it):
+    inside it, or both ends within a tenth of it, and a second, of the connection's."""
+    near = min(10**9, (hi - lo) // 10)
+    return lo <= start <= end <= hi or (abs(start - lo) <= near and abs(end - hi) <= near)
+
+
 def expected(script: Script, stall: int) -> dict:
     """What the report of ``script``'s capture must say (stall threshold ``stall`` ns)."""
     frames = sorted(script.frames, key=lambda f: f.time)
@@ -171,7 +178,7 @@ def expected(script: Script, stall: int) -> dict:
     stalls = [(None, start, end, ongoing) for n, start, end, ongoing in wide if n > 1]
     shown = [(lo, hi) for _, lo, hi, _ in stalls]
     stalls += [(key, start, end, ongoing) for key, start, end, ongoing in per_stream
-               if not any(lo <= start and end <= hi for lo, hi in shown)]
+               if not any(_same_pause(lo, hi, start, end) for lo, hi in shown)]
     out["stalls"] = sorted(stalls, key=lambda s: (s[1], -1 if s[0] is None else s[0][0]))
     out.update(_noops(frames), **_flow(frames))
     lags = [(f.time - f.cas) / 1e6 for f in frames if f.what == "item"]

@@ -67,7 +67,7 @@ class Placer:
                     found.append((pos, stream_key(*where), rolled, seqno, offset, length,
                                   opaque))
         found += self._resolve(rows)
-        learn(self.tracker, batch_requests(batch, decoded) if asked else {}, opaques)
+        learn(self.tracker, batch, batch_requests(batch, decoded) if asked else [], opaques)
         if requested:
             _requested(rows, first, decoded, batch.collections)
         if not found:

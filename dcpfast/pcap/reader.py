@@ -4,6 +4,10 @@
 TCP segment to its connection direction (``reassembly``), and yields the frames each
 direction's byte stream holds. Every ``CaptureBatch`` holds frames of one connection
 direction, with the capture timestamp of the packet that carried each frame's last byte.
+Of a connection, the client's frames come first: the client-to-server frames of the
+bytes read so far are yielded before the server-to-client frames of the same bytes, so
+that a server's answer is never yielded before the request it follows (in capture time)
+unless TCP reassembly still holds that request behind a hole.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from ..io.dumps import MIN_BATCH_BYTES
 from ..io.kinds import is_capture
 from ..io.sources import checked_size
 from ..options import ScanOptions
-from .batch import CaptureBatch
+from .batch import CLIENT_TO_SERVER, CaptureBatch
 from .reassembly import Direction, Held
 
 #: Capture bytes read per step. Each step's reassembled bytes are scanned while they are
@@ -54,8 +58,9 @@ def read_pcap(source, ports: int | Iterable[int] = (PK.DCP_PORT,), *,
     a gap in ``batch.errors`` and decoding resumes at the next plausible frame after it, as
     it does on a connection whose start was not captured. ``collections``, ``columns``,
     ``errors`` and ``max_frame_size`` are as for ``dcpfast.scan``; ``collections=None`` is
-    decided per direction on its first MiB. ``errors`` defaults to ``"skip"``, unlike the
-    dump readers': a capture is lossy by nature (packets dropped or cut by the snap length,
+    decided per direction on its first MiB (a client's on what it sent by the first time
+    its frames are yielded). ``errors`` defaults to ``"skip"``, unlike the dump
+    readers': a capture is lossy by nature (packets dropped or cut by the snap length,
     a capture stopped mid-packet), and skip mode keeps every frame the capture holds
     whole, listing what it lost. ``errors="strict"`` raises for malformed DCP
     frames and for a damaged capture file, but gaps and mid-stream starts are always
@@ -259,7 +264,9 @@ class CaptureReader(Iterator):
                 a[index] for a in (ts, keys, seqs, flags, starts, lengths, dport))
         if not len(ts):
             return
-        for rows in _groups(keys):
+        # the client's side first: a server direction that closes here flushes its
+        # client's bytes of the chunk first
+        for rows in sorted(_groups(keys), key=lambda rows: int(dport[rows[0]]) not in self.ports):
             yield from self._feed(bytes(keys[rows[0]]), int(dport[rows[0]]), buf, ts[rows],
                                   seqs[rows], flags[rows], starts[rows],
                                   lengths[rows].astype(np.int64))
@@ -317,6 +324,9 @@ class CaptureReader(Iterator):
                 yield from self._close(key)
 
     def _close(self, key):
+        peer = self._directions.get(_peer(key))
+        if peer is not None and peer.connection.direction == CLIENT_TO_SERVER:
+            yield from peer.flush(final=False)          # the requests before the answers
         d = self._directions.pop(key)
         yield from d.flush(final=True)
         if d.origin is not None:
@@ -325,7 +335,8 @@ class CaptureReader(Iterator):
                 del self._closed[next(iter(self._closed))]
 
     def _flush_all(self, final):
-        for key in list(self._directions):
+        for key in sorted(self._directions, key=lambda k: self._directions[k].connection
+                          .direction != CLIENT_TO_SERVER):        # clients first
             d = self._directions[key]
             if final:
                 yield from self._close(key)
@@ -333,6 +344,11 @@ class CaptureReader(Iterator):
                 yield from d.flush(final=False)
                 if d.finished():
                     yield from self._close(key)
+
+
+def _peer(key: bytes) -> bytes:
+    """The connection key of the other direction: addresses and ports swapped."""
+    return key[16:32] + key[:16] + key[34:36] + key[32:34] + key[36:]
 
 
 _MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,

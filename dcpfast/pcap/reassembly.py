@@ -281,8 +281,12 @@ class Direction:
         ends = np.concatenate([self.tail_ends, *(s.ends for s in runs)])
         stamps = np.concatenate([self.tail_ts, *(s.ts for s in runs)])
         base, ended = resume.base, final or gap is not None
-        if resume.options.collections is None and not ended and size < SNIFF_BYTES:
-            resume.tail, self.tail_ends, self.tail_ts = buf, ends, stamps   # decide later
+        # decide later, on more of a server's frames; a client's are decided now (its
+        # handshake says; its requests carry no keys), for its requests to be yielded
+        # before the server's answers
+        if resume.options.collections is None and not ended and size < SNIFF_BYTES and \
+                self.connection.direction != CLIENT_TO_SERVER:
+            resume.tail, self.tail_ends, self.tail_ts = buf, ends, stamps
             return
         if resume.options.collections is None:
             resume.options = resume.options.but(collections=self._sniff(buf, ended))

@@ -316,8 +316,9 @@ class Charts:
         return fig
 
     def flow(self):
-        """Unacknowledged bytes per connection against the buffer, and acknowledgements."""
-        from bokeh.models import ColumnDataSource, NumeralTickFormatter, Span
+        """Unacknowledged bytes per connection against the buffer (the y range holds
+        both), and acknowledgements."""
+        from bokeh.models import ColumnDataSource, NumeralTickFormatter, Range1d, Span
 
         rows = self.figures["series"]["unacked"]
         acks = [r for r in self.figures["series"]["traffic"]
@@ -351,6 +352,11 @@ class Charts:
         fig.yaxis.axis_label = "bytes"
         fig.yaxis.formatter = NumeralTickFormatter(format="0.[0]a")
         if rows:
+            # the buffer lines are annotations, which an automatic range leaves out
+            drawn = rows[:MAX_OPCODES]
+            top = max([max(r["bytes"], default=0) for r in drawn]
+                      + [buffers.get(r["connection"]) or 0 for r in drawn])
+            fig.y_range = Range1d(0, max(top, 1) * 1.05)
             above(fig)
         return fig
 
@@ -377,8 +383,10 @@ class Charts:
         return fig
 
     def lag(self):
-        """Capture time minus CAS time of the document changes, per bucket."""
-        from bokeh.models import ColumnDataSource
+        """Capture time minus CAS time of the document changes, per bucket; where the
+        capture's clock is behind the CAS clock (lags of 0 or less, which a log scale
+        cannot draw), the chart says so."""
+        from bokeh.models import ColumnDataSource, Title
 
         r = self.figures["series"]["lag_ms"]
         if not r["buckets"]:
@@ -397,6 +405,10 @@ class Charts:
         self.hover(fig, dots, [("", "@label"), ("ms", "@y{0,0.000}"), ("changes", "@n")])
         fig.yaxis.axis_label = "ms"
         above(fig)
+        behind = _behind(r, self.figures["lag_ms"])
+        if behind:
+            fig.add_layout(Title(text=behind, text_color=_STALL, text_font_style="normal"),
+                           "above")
         return fig
 
     # -- the documents ---------------------------------------------------------------------
@@ -437,6 +449,21 @@ class Charts:
                  source=ColumnDataSource({"label": labels,
                                           "n": np.array([found.get(k, 0) for k in labels])}))
         return fig
+
+
+def _behind(series: dict, lag: dict | None) -> str:
+    """Why the lag chart draws nothing, or not every bucket: the capture's clock behind
+    the CAS clock ('' when every bucket is drawn)."""
+    low = sum(v <= 0 for v in series["max"])
+    if not low:
+        return ""
+    median = f" (median lag {lag['median']:,.3f} ms)" if lag else ""
+    if low == len(series["max"]):
+        return (f"Nothing to draw: every change was captured before its CAS time{median}. "
+                "The capture's clock is behind the CAS clock (the server's), and a log "
+                "scale draws no lag of 0 or less.")
+    return (f"{low:,} of {len(series['max']):,} buckets not drawn: their changes were "
+            "captured before their CAS time (the capture's clock is behind the CAS clock).")
 
 
 def _size_label(bins: list[int], b: int) -> str:

@@ -29,6 +29,10 @@ STREAM_POINTS = 60_000
 #: are counted (``series.streams_not_drawn``). Two points each fit ``STREAM_POINTS``, so
 #: merging buckets always gets there.
 SERIES_STREAMS = 4096
+#: How far a stream's stall may begin and end from its connection's and still be that
+#: pause (``_folds``): this share of the connection's stall, at most ``FOLD_SECONDS``.
+FOLD_SHARE = 0.1
+FOLD_SECONDS = 1.0
 #: Keys listed among the most changed.
 TOP_KEYS = 20
 _DATATYPES = ("raw", "json", "snappy", "json+snappy", "xattr", "json+xattr",
@@ -138,27 +142,49 @@ def _events(events: list[tuple[int, str, str]]) -> list[dict]:
 
 def _stalls(partial: Partial, flow: list[dict]) -> list[dict]:
     """Every stall kept, by start. A connection's stall while one stream was open is that
-    stream's (listed as its); a stream's stall inside its connection's is left out."""
+    stream's (listed as its); a stream's stall that coincides with its connection's
+    (``_folds``) is folded into it, counted in its ``streams_folded``."""
     shift = partial.grid.shift
     rows, buckets, values = partial.unacked.table(shift)
     unacked = dict(zip(zip(rows.tolist(), buckets.tolist()), values["bytes"].tolist()))
     out: list[dict] = []
     for c, f in zip(partial.conversations, flow):
         kept = [s for s in c.stalls if s[0] is not None or s[5] > 1]
-        wide = [(start, end) for vb, _, start, end, _, _ in kept if vb is None]
-        for vb, sid, start, end, ongoing, _ in kept:
-            if vb is not None and any(lo <= start and end <= hi for lo, hi in wide):
-                continue
+        wide = sorted((start, end) for vb, _, start, end, _, _ in kept if vb is None)
+        folded = dict.fromkeys(wide, 0)
+        listed = []
+        for stall in kept:
+            vb, _, start, end, _, _ = stall
+            into = None if vb is None else next((w for w in wide if _folds(w, start, end)),
+                                                None)
+            if into is None:
+                listed.append(stall)
+            else:
+                folded[into] += 1
+        for vb, sid, start, end, ongoing, opened in listed:
             held = unacked.get((c.number, start >> shift))
             buffer = f["buffer_bytes"]
             out.append({"connection": c.name, "vbucket": vb, "stream_id": sid or None,
                         "start": iso(start), "end": iso(end), "seconds": (end - start) / 1e9,
                         "ongoing": ongoing,
                         "at_flow_control_limit": None if held is None or not buffer
-                        else held >= NEAR_LIMIT * buffer})
+                        else held >= NEAR_LIMIT * buffer,
+                        "streams_open": opened if vb is None else None,
+                        "streams_folded": folded[(start, end)] if vb is None else 0})
     out.sort(key=lambda s: (s["start"], s["connection"], -1 if s["vbucket"] is None
                             else s["vbucket"]))
     return out
+
+
+def _folds(wide: tuple[int, int], start: int, end: int) -> bool:
+    """Whether a stream's stall from ``start`` to ``end`` (ns) is part of its connection's
+    stall ``wide``: inside it, or beginning and ending within ``FOLD_SHARE`` of the
+    connection's stall (at most ``FOLD_SECONDS``) of its beginning and end. Each stream
+    falls silent at its own last message and speaks again at its own next one, a few
+    milliseconds from the others: the same pause."""
+    lo, hi = wide
+    slack = min(int(FOLD_SECONDS * 1e9), int((hi - lo) * FOLD_SHARE))
+    return (lo <= start and end <= hi) or (abs(start - lo) <= slack and abs(end - hi) <= slack)
 
 
 def _flow(partial: Partial) -> list[dict]:

@@ -43,7 +43,8 @@ _NOTES = {
                 "in is blue, darker for more; red bars are stalls (no message for longer than "
                 "the threshold while the stream was open); marks are its requests, the "
                 "server's answers (accepted with a failover log, rollback, refused) and its "
-                "end. Connection-wide stalls shade every chart. Zoom one chart (drag, wheel) "
+                "end. Connection-wide stalls shade every chart (the streams' stalls that "
+                "coincide with one are its shading, not bars). Zoom one chart (drag, wheel) "
                 "and all follow; the dashed crosshair marks the same time on every chart.",
     "seqnos": "The highest seqno each stream reached in each bucket: a flat line is a "
               "stream that stopped moving.",
@@ -138,7 +139,9 @@ def _who(figures: dict, row: dict) -> str:
     names = [c["name"] for c in figures["connections"]]
     many = {n: i + 1 for i, n in enumerate(names)} if len(names) > 1 else None
     if vbucket is None:
-        where = "all streams"
+        opened = row.get("streams_open")
+        where = f"every stream of the connection ({opened:,} open)" if opened \
+            else "all streams"
     else:
         where = stream_label(row, many)
     return where if many is None or vbucket is not None else f"{where} · #{many[connection]}"
@@ -210,7 +213,8 @@ def _stall_table(f: dict) -> str:
         if f["stalls_not_listed"] else ""
     return (f'<h2 id="stalls">Stalls</h2><p class="note">Silence longer than '
             f'{f["stall_seconds"]:g} s on an open stream, or on the whole connection while any '
-            "stream was open (a stream's stall inside its connection's is not listed). "
+            "stream was open (the stalls of its streams that began and ended with it, "
+            "within a tenth of it and a second, are folded into it: one pause, one row). "
             "'still silent' stalls lasted to the end of the input.</p>"
             + (_table(["#", "connection", "stream", "from", "to", "seconds", "still silent",
                        "at flow-control limit"], rows, numeric=(0, 5),

@@ -186,7 +186,7 @@ class Summary:
         self._skipped += checked(batch.mode, malformed)
         opaques = message_opaques(batch)
         self._update(batch, decoded, opaques)
-        learn(self.tracker, batch_requests(batch, decoded), opaques)
+        learn(self.tracker, batch, batch_requests(batch, decoded), opaques)
         return self
 
     def _stream(self, key: int) -> _Stream:

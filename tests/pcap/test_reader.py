@@ -635,3 +635,28 @@ def test_memory_stays_bounded(tmp_path):
     assert count == frames
     # the chunks read and the batches' columns (recycled memory), each peak counted in full
     assert peak < 8 << 20, f"peak {peak / 2**20:.1f} MiB for a {len(stream) >> 20} MiB stream"
+
+
+@pytest.mark.parametrize("fin", [False, True])
+@pytest.mark.parametrize("batch_bytes", [1 << 16, 1 << 23])
+def test_a_connections_requests_come_before_the_answers_after_them(fin, batch_bytes):
+    """Requests every 10 ms, each answered by 40 KB: every server-to-client frame is
+    yielded after every client-to-server frame captured before it, though the client's
+    few bytes are far from the MiB a direction's collections are judged on, and the
+    chunks cut the server's side into many batches."""
+    ms, start = 1_000_000, 1_700_000_000 * 10**9
+    events = []
+    for k in range(60):
+        events.append((start + 10 * k * ms, True, t.stream_request(vbucket=k, opaque=k)))
+        events.append((start + (10 * k + 5) * ms, False, t.failover_log_response(
+            [(k, 0)], opaque=k) + t.mutation(b"k", b"v" * 40_000, by_seqno=1, vbucket=k, opaque=k)))
+    capture = t.pcap_file(t.timed_packets(events, fin=fin))
+    seen_client, order = [], []
+    for batch in read_pcap(io.BytesIO(capture), batch_bytes=batch_bytes):
+        if batch.connection.direction == CLIENT_TO_SERVER:
+            seen_client += batch.timestamps.tolist()
+        else:
+            order.append((int(batch.timestamps.max()), len(seen_client)))
+    assert len(seen_client) == 60 and len(order) > (1 if batch_bytes == 1 << 16 else 0)
+    for last, known in order:
+        assert known >= sum(1 for when, client, _ in events if client and when <= last)

@@ -4,8 +4,11 @@ placed where a stream opaque is ambiguous."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from dcpfast import streams as S
 from dcpfast import testing as t
+from dcpfast.pcap import CaptureBatch, Connection
 from dcpfast.protocol import Opcode
 from tests.streams.test_tables import rows, scan
 
@@ -50,3 +53,41 @@ def test_ambiguous_stream_opaque_places_nothing():
                  t.snapshot_marker(1, 1, vbucket=7, opaque=1),
                  t.snapshot_marker(1, 1, vbucket=8, opaque=1))
     assert rows(S.rollbacks(batch))[0]["vbucket"] is None
+
+
+def timed(batch, *times):
+    """``batch`` as a capture's, its frames seen at ``times``."""
+    return CaptureBatch(batch, Connection("a", 1, "b", 11210, "client->server"),
+                        np.array(times, np.int64))
+
+
+def test_each_remembered_request_is_answered_once_oldest_first():
+    """Two requests under one opaque: the first answer goes to the first, the second to
+    the second (the latest-wins rule would give both to vb 6), and an answered request
+    places nothing more once the tracker has taken its answer."""
+    tracker = S.StreamTracker()
+    tracker.update(scan(t.stream_request(vbucket=5, opaque=1),
+                        t.stream_request(vbucket=6, opaque=1)))
+    answers = scan(t.rollback_response(3, opaque=1), t.failover_log_response([(1, 0)], opaque=1))
+    assert [r["vbucket"] for r in rows(S.rollbacks(answers, tracker))] == [5]
+    assert [r["vbucket"] for r in rows(S.failover_logs(answers, tracker))] == [6]
+    tracker.update(answers)
+    assert tracker.requests == {}
+    assert [r["vbucket"] for r in rows(S.rollbacks(scan(t.rollback_response(3, opaque=1)),
+                                                   tracker))] == [None]
+
+
+def test_an_answer_goes_to_a_request_sent_before_it():
+    """The client's batch holds the retry too (asked at 30 under the same opaque, for vb
+    12): the Rollback seen at 20 goes to vb 5, asked at 10; the answer at 40 to vb 12."""
+    tracker = S.StreamTracker()
+    tracker.update(timed(scan(t.stream_request(vbucket=5, opaque=1),
+                              t.stream_request(vbucket=12, opaque=1)), 10, 30))
+    early = timed(scan(t.rollback_response(0, opaque=1)), 20)
+    assert [r["vbucket"] for r in rows(S.rollbacks(early, tracker))] == [5]
+    tracker.update(early)
+    late = timed(scan(t.rollback_response(0, opaque=1)), 40)
+    assert [r["vbucket"] for r in rows(S.rollbacks(late, tracker))] == [12]
+    before = S.StreamTracker()
+    before.update(timed(scan(t.stream_request(vbucket=5, opaque=1)), 30))
+    assert [r["vbucket"] for r in rows(S.rollbacks(early, before))] == [None]
