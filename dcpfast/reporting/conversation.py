@@ -20,9 +20,9 @@ import numpy as np
 
 from .. import protocol as P
 from ..batch import FrameBatch, kinds_of
-from ..errors import SkippedRegion, checked, is_capture_gap, text
+from ..errors import SkippedRegion, checked, is_capture_gap, skipped_regions, text
 from ..events import Manifest
-from ..streams import Summary
+from ..streams import Summary, high_seqnos
 from ..streams.frames import IS_ITEM, IS_MESSAGE, read_requests, requests, rollback_seqnos
 from ..streams.matching import Matcher
 from .clock import CAPTURE, carried
@@ -78,6 +78,8 @@ class Conversation:
         self.stalls: list[tuple[int | None, int, int, int, bool, int]] = []
         self.more_stalls = 0
         self.unplaced = 0                        # Stream Request responses placed nowhere
+        #: vbucket -> (its high seqno, the time) in the server's last GetAllVbSeqnos answer
+        self.server_seqnos: dict[int, tuple[int, int]] = {}
         self.damage: list[tuple[int, int, int, str, int]] = []  # side, offset, length, why, t
         self.more_damage = 0
         self.marks: list[list[np.ndarray]] = [[], []]        # per side: offsets, times
@@ -223,6 +225,8 @@ class Conversation:
         asked = np.flatnonzero(req & (op == P.Opcode.NOOP))
         if len(asked):
             self._round_trips(self.noops.asked(batch["opaque"][asked], times[asked]), partial)
+        if (op == P.Opcode.GET_ALL_VB_SEQNOS).any():
+            self._high_seqnos(batch, times)
         manifest = self.manifest if self.manifest is not None else Manifest()
         if (op == P.Opcode.SYSTEM_EVENT).any():
             manifest.update(batch)
@@ -231,6 +235,16 @@ class Conversation:
         if self.clock == CAPTURE:
             partial.lags(times, own)
         self.flow.settle(partial, self.number)
+
+    def _high_seqnos(self, batch: FrameBatch, times: np.ndarray) -> None:
+        """Keep each vbucket's high seqno from the server's GetAllVbSeqnos answers (the
+        last one wins), and what a malformed answer skipped as damage."""
+        answered = high_seqnos(batch)
+        rows = answered["index"].to_numpy()
+        for vb, seqno, t in zip(answered["vbucket"].to_pylist(), answered["seqno"].to_pylist(),
+                                times[rows].tolist()):
+            self.server_seqnos[vb] = (seqno, t)
+        self._note_damage(batch, times, SERVER, skipped_regions(answered))
 
     def _responses(self, batch: FrameBatch, req: np.ndarray, times: np.ndarray,
                    partial: Partial

@@ -82,6 +82,7 @@ def build(partial: Partial, generator: str) -> dict:
         "stall_seconds": partial.stall_ns / 1e9,
         "connections": _connections(partial, stalls),
         "streams": streams,
+        "behind_server": _behind(streams),
         "stalls": stalls,
         "stalls_not_listed": sum(c.more_stalls for c in partial.conversations),
         "noops": {"count": sum(c.noops.count for c in partial.conversations),
@@ -127,8 +128,19 @@ def _streams(partial: Partial) -> tuple[list[dict], dict[int, int]]:
                 "last": iso(s.last), "stalls": s.stalls,
                 "anomalies": c.stream_anomalies.get((s.vbucket, s.stream_id), 0),
                 "events": _events(s.events), "more_events": s.more_events,
+                "server_seqno": c.server_seqnos.get(s.vbucket, (None,))[0],
             })
     return out, index
+
+
+def _behind(streams: list[dict]) -> list[dict]:
+    """The streams whose last seqno did not reach the high seqno the server gave for their
+    vbucket (GetAllVbSeqnos), by how far they fell short, the furthest first."""
+    found = [{"connection": s["connection"], "vbucket": s["vbucket"],
+              "stream_id": s["stream_id"], "last_seqno": s["last_seqno"],
+              "server_seqno": s["server_seqno"]}
+             for s in streams if s["server_seqno"] and (s["last_seqno"] or 0) < s["server_seqno"]]
+    return sorted(found, key=lambda b: (b["last_seqno"] or 0) - b["server_seqno"])
 
 
 def _events(events: list[tuple[int, str, str]]) -> list[dict]:

@@ -166,7 +166,8 @@ def _overview(f: dict) -> str:
 
 
 def _headline(f: dict) -> str:
-    """The first thing read: the longest stalls, the rollbacks and the bad ends."""
+    """The first thing read: the longest stalls, the rollbacks and the bad ends, and the
+    streams short of the high seqno the server gave."""
     items = []
     longest = sorted(range(len(f["stalls"])), key=lambda i: -f["stalls"][i]["seconds"])
     for i in longest[:HEADLINE]:
@@ -189,6 +190,13 @@ def _headline(f: dict) -> str:
     if len(troubled) > HEADLINE:
         items.append(f'<li><a href="#streams">{len(troubled) - HEADLINE} more streams rolled '
                      "back or ended badly</a></li>")
+    for b in f["behind_server"][:HEADLINE]:
+        items.append(f'<li>{_e(_who(f, b))} captured to seqno {b["last_seqno"] or 0:,} of the '
+                     f'{b["server_seqno"]:,} the server gave (GetAllVbSeqnos) on '
+                     f'{_e(b["connection"])}</li>')
+    if len(f["behind_server"]) > HEADLINE:
+        items.append(f'<li>{len(f["behind_server"]) - HEADLINE} more streams short of the '
+                     "server's high seqno</li>")
     if not items:
         return (f'<div class="headline ok"><strong>No stall longer than {f["stall_seconds"]:g} s, '
                 "no rollback, no stream ended badly.</strong></div>")

@@ -295,3 +295,45 @@ def test_the_bundled_capture_shows_its_stall():
     assert figures["noops"]["answered"] == figures["noops"]["count"] == 1
     assert not figures["anomalies"] and not figures["warnings"]
     assert len(figures["streams"]) == 4
+
+
+def _all_vb_seqnos(pairs, **hdr) -> bytes:
+    """A GetAllVbSeqnos success response listing ``pairs`` (vbucket, seqno)."""
+    return t.response(0x48, value=b"".join(vb.to_bytes(2, "big") + seqno.to_bytes(8, "big")
+                                           for vb, seqno in pairs), **hdr)
+
+
+def test_streams_against_the_servers_high_seqnos(tmp_path):
+    """A capture that holds the server's GetAllVbSeqnos answer: each stream has the high
+    seqno the server gave for its vbucket, those that did not reach it are listed (the
+    furthest short first) and named in the page's headline; the last answer counts."""
+    from dcpfast.testing.capture import pcap_file, timed_packets
+
+    def items(vb, op, seqnos):
+        return t.snapshot_marker(seqnos[0], seqnos[-1], opaque=op, vbucket=vb) + b"".join(
+            t.mutation(b"k%d" % s, b"v", by_seqno=s, opaque=op, vbucket=vb) for s in seqnos)
+    events = [
+        (START, True, t.frame(0x48) + t.stream_request(vbucket=9, opaque=7) +
+         t.stream_request(vbucket=10, opaque=8) + t.stream_request(vbucket=11, opaque=9)),
+        (START + MS, False, _all_vb_seqnos([(9, 3), (10, 2), (11, 1)]) +
+         t.failover_log_response([(5, 0)], opaque=7) +
+         t.failover_log_response([(6, 0)], opaque=8) +
+         t.failover_log_response([(7, 0)], opaque=9)),
+        (START + 2 * MS, False, items(9, 7, [1, 2]) + items(10, 8, [1, 2]) +
+         items(11, 9, [1, 2, 3])),
+        (START + 3 * MS, True, t.frame(0x48)),
+        (START + 4 * MS, False, _all_vb_seqnos([(9, 6), (10, 2), (11, 3), (12, 9)])),
+    ]
+    path = tmp_path / "seqnos.pcap"
+    path.write_bytes(pcap_file(timed_packets(events)))
+    report = dcpfast.report(path)
+    figures = report.figures
+    got = {s["vbucket"]: (s["last_seqno"], s["server_seqno"]) for s in figures["streams"]}
+    assert got == {9: (2, 6), 10: (2, 2), 11: (3, 3)}
+    assert [(b["vbucket"], b["last_seqno"], b["server_seqno"])
+            for b in figures["behind_server"]] == [(9, 2, 6)]
+    page = tmp_path / "page.html"
+    pytest.importorskip("bokeh")
+    report.to_html(page)
+    assert "captured to seqno 2 of the 6 the server gave (GetAllVbSeqnos)" in \
+        page.read_text()
