@@ -41,7 +41,7 @@ from ..testing import SAMPLE
 
 #: An input argument: a file, or ``-`` for standard input. A file that is not there is
 #: the command's error (``check_inputs``, ``reported``: status 1), not a usage error.
-INPUT = click.Path(dir_okay=False, allow_dash=True)
+INPUT = click.Path(allow_dash=True)
 
 
 #: What a command says when an allocation fails.

@@ -305,7 +305,8 @@ def convert(files, output, fmt, force, columns, with_values, quiet, threads, sam
     """Write the frames of every FILE to one Parquet, Arrow IPC or CSV file.
 
     The format follows the extension of OUTPUT (or --format). An ``opcode_name`` column
-    follows ``opcode``. Offsets are positions in each FILE (decompressed). CSV holds keys,
+    follows ``opcode``. Offsets are positions in each FILE (decompressed); a directory is
+    one dump cut into pieces, its files read in name order as one stream. CSV holds keys,
     values and bodies as text where they are UTF-8 (else 0x and hex) and xattrs as JSON
     text. Ends with a line saying what it wrote. An existing OUTPUT is replaced only with
     --force, and never when it is one of the inputs.

@@ -86,7 +86,9 @@ def _fields(ctx, param, value):
 def diff(source, target, output, force, at_seqno, at_time, fields, include_deleted, only,
          threads, collections, errors):
     """Compare the buckets whose dumps are SOURCE and TARGET (raw, compressed or packet
-    captures; - for standard input): documents matched by scope, collection and key;
+    captures; - for standard input; a directory: a dump cut into pieces, its files read in
+    name order as one stream; a state file dcpfast state wrote with --include-deleted):
+    documents matched by scope, collection and key;
     exit status 0 when they are the same, 1 when they differ, 2 on error.
 
     Each side is compared up to its consistent seqno: what could not be compared is

@@ -217,7 +217,8 @@ def head(file, count, opcodes, vbuckets, keys, seqnos, sids, since, until, as_js
          sample, collections, errors):
     """One line per frame of FILE: offset, opcode, vbucket, seqnos, key, value size, datatype.
 
-    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input. The
+    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input; a
+    directory is one dump cut into pieces, its files read in name order as one stream. The
     filters combine. In strict mode the frames before the first damage are listed, then
     the error.
     """

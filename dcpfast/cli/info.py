@@ -41,7 +41,9 @@ _COLUMNS = sorted(set(Inventory.COLUMNS) | set(Glance.COLUMNS))
 def info(files, sample, collections, errors, threads, as_json):
     """Frames, bytes, opcodes, vbuckets, collections, seqno ranges and damage of each FILE.
 
-    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input.
+    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input; a
+    directory is one dump cut into pieces (a rotated dump), its files read in name order as
+    one stream. Each FILE is summed up on its own.
     """
     paths = inputs(files, sample, check=False)      # each input's failure is its own line
     failed, summaries = False, []

@@ -64,7 +64,8 @@ def report_command(files, output, json_path, stall_seconds, ports, force, sample
     control, NOOP round trips, lag, documents and anomalies.
 
     FILE is a pcap/pcapng capture (every connection, both directions) or a raw or
-    compressed dump (a client's dump next to its server's is read with it); captures and
+    compressed dump (a client's dump next to its server's is read with it; a directory is
+    one dump cut into pieces, its files read in name order as one stream); captures and
     dumps are reported apart. Writes the page (-o) and/or the JSON (--json), then one
     line saying what it found.
     """

@@ -76,8 +76,10 @@ REPORT_SUFFIX = ".report.json"
 @scan_options
 def state(files, output, force, at_seqno, at_time, include_deleted, history, no_values, only,
           spark, master, threads, processes, sample, collections, errors):
-    """Rebuild the documents of the DCP dumps FILES (read in order, as one stream): one row
-    per document as it stood at the end, at --at-seqno or at --at-time.
+    """Rebuild the documents of the DCP dumps FILES (read in order, as one stream of
+    frames, each FILE whole; a directory is one dump cut into pieces, its files joined in
+    name order byte for byte): one row per document as it stood at the end, at
+    --at-seqno or at --at-time.
 
     Captures contribute their server-to-client frames (their client-to-server frames
     place the Stream Request responses). The table's schema metadata holds each

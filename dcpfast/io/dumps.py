@@ -295,7 +295,8 @@ def _fitting(batch: FrameBatch, schema):
 def _damages(stream: DecodedStream, source) -> list:
     """Where the decompressed data of ``stream`` (and of each file of a ``FileChain``
     ``source``) broke off in skip mode."""
-    found = list(source.damages) if isinstance(source, FileChain) else []
+    chain = source if isinstance(source, FileChain) else stream.raw   # one opened elsewhere
+    found = list(chain.damages) if isinstance(chain, FileChain) else []
     return found + ([stream.damage] if stream.damage else [])
 
 

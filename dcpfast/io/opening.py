@@ -20,8 +20,10 @@ import io
 import os
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 from .compression import DecodedStream, open_stream, read_into
+from .files import FileChain, expand
 from .kinds import capture_kind, rereadable
 
 #: Bytes a ``Spool`` copies at once when it reads the rest of its input itself.
@@ -73,8 +75,10 @@ class Input:
     and, when opened with ``again``, the same bytes once more (``again``)."""
 
     def __init__(self, source, raw, stream: DecodedStream, spool: Spool | None,
-                 errors: str):
+                 errors: str, files: list[str] | None = None):
         self._source, self._raw, self._spool, self._errors = source, raw, spool, errors
+        #: The files of a directory or glob ``source``, read as one stream; else None.
+        self.files = files
         self.stream = stream
         #: "pcap" or "pcapng" where the input is a packet capture, else None (DCP frames).
         self.capture = capture_kind(stream.head)
@@ -101,6 +105,10 @@ class Input:
         if self._spool is not None:
             with self._spool.replay() as raw, DecodedStream(raw, self._errors) as stream:
                 yield stream
+        elif self.files is not None:
+            with FileChain(self.files, self._errors) as chain, \
+                    open_stream(chain, errors=self._errors) as stream:
+                yield stream
         elif _reopened(self._source):
             with open_stream(self._source, errors=self._errors) as stream:
                 yield stream
@@ -117,14 +125,24 @@ def _reopened(source) -> bool:
 @contextlib.contextmanager
 def open_input(source, *, errors: str = "strict", again: bool = False) -> Iterator[Input]:
     """``source`` (a path, or a binary file object read from where it is) opened once, as
-    an ``Input``. With ``again``, an input that cannot be read twice (a pipe's or a FIFO's
+    an ``Input``; a directory or a glob is its files read as one stream (``io.files``: a
+    rotated dump, a frame cut across two pieces read whole), a directory of captures is a
+    ``ValueError``. With ``again``, an input that cannot be read twice (a pipe's or a FIFO's
     path, a device, a file object) is kept in a ``Spool`` as it is read, for
     ``Input.again``; a path that can be read twice is opened again instead."""
     with contextlib.ExitStack() as held:
         path = isinstance(source, (str, os.PathLike))
-        raw = held.enter_context(open(source, "rb")) if path else source
+        files = expand(source) if path else None
+        raw: Any
+        if files is not None:                   # a directory or a glob: one stream
+            raw = held.enter_context(FileChain(files, errors))
+        else:
+            raw = held.enter_context(open(source, "rb")) if path else source
         spool = None
         if again and not _reopened(source):
             raw = spool = held.enter_context(Spool(raw))
         stream = held.enter_context(open_stream(raw, errors=errors))
-        yield Input(source, raw, stream, spool, errors)
+        if files is not None and capture_kind(stream.head) is not None:
+            raise IsADirectoryError("a directory of packet captures: give each capture, "
+                                    "they are read one by one")
+        yield Input(source, raw, stream, spool, errors, files)

@@ -25,6 +25,7 @@ from .. import protocol as P
 from ..errors import DcpFormatError, checked_mode
 from ..io import DEFAULT_BATCH_BYTES, DecodedStream, open_stream
 from ..io.dumps import iter_batches, scan
+from ..io.files import FileChain, expand
 from ..io.kinds import classify, rereadable
 from ..io.opening import open_input
 from ..packets import DCP_PORT
@@ -81,10 +82,16 @@ Opener = Callable[[Any], contextlib.AbstractContextManager[IO[bytes]]]
 
 @contextlib.contextmanager
 def local(source) -> Iterator[IO[bytes]]:
-    """A local path (``-``: standard input) or a binary file object, for reading."""
+    """A local path (``-``: standard input; a directory or a glob: its files read as one
+    stream, ``io.files``) or a binary file object, for reading."""
     if _is_path(source):
         if os.fspath(source) == "-":
             yield sys.stdin.buffer
+            return
+        files = expand(source)
+        if files is not None:
+            with FileChain(files) as chain:
+                yield chain                 # type: ignore[misc]  # a binary file too
             return
         with open(source, "rb") as f:
             yield f

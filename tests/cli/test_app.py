@@ -78,7 +78,6 @@ def test_bad_command_arguments(dumps, tmp_path):
                  ["head", "--opcode", "300", dumps["raw"]],
                  ["head", "-n", "-1", dumps["raw"]],
                  ["head", "--vbucket", "70000", dumps["raw"]],
-                 ["head", tmp_path],
                  ["convert", dumps["raw"], "-o", tmp_path / "out.xlsx"],
                  ["convert", dumps["raw"], "-o", tmp_path / "out.csv", "--columns", "nope"],
                  ["convert", dumps["raw"]],
@@ -86,6 +85,9 @@ def test_bad_command_arguments(dumps, tmp_path):
                  ["bench", "--items", "0"],
                  ["nosuchcommand"]):
         clean(run(*args), 2)
+    result = run("head", tmp_path)              # a directory with no dump in it
+    clean(result, 1)
+    assert "no dump files in" in result.output
     result = run("convert", dumps["raw"], "-o", tmp_path / "no" / "dir" / "out.parquet")
     clean(result, 1)
     assert "out.parquet" in result.output
