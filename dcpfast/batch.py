@@ -418,6 +418,15 @@ def _optional(module: str, extra: str, what: str) -> ModuleType:
 # pcap, spark) read of a batch besides its public members ------------------------------
 
 
+def require_columns(batch: FrameBatch, names, what: str) -> None:
+    """``ValueError`` where ``batch`` was scanned without one of the columns ``names``
+    that ``what`` reads."""
+    missing = [name for name in names if name not in batch]
+    if missing:
+        raise ValueError(f"{what} needs the columns {', '.join(missing)}; scan with "
+                         "columns=None or include them")
+
+
 def view_of(batch: FrameBatch) -> memoryview:
     """The flat byte view of ``batch.data`` the columns point into (positions are
     ``offset - base_offset``)."""

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import protocol as P
-from .batch import FrameBatch, kinds_of, view_of
+from .batch import FrameBatch, kinds_of, require_columns, view_of
 from .errors import SkippedRegion, checked, text, with_skipped
 
 __all__ = ["NEEDED", "cache_records", "cache_schema"]
@@ -96,10 +96,7 @@ def cache_records(batch: FrameBatch) -> pa.Table:
     offset; "skip" leaves the frame's records out and lists the frame in the table's
     metadata (``dcpfast.skipped_regions(table)``). The batch must hold the columns in
     ``NEEDED``."""
-    missing = [name for name in NEEDED if name not in batch]
-    if missing:
-        raise ValueError(f"cache_records needs the columns {', '.join(missing)}; "
-                         "scan with columns=None or include them")
+    require_columns(batch, NEEDED, "cache_records")
     schema = cache_schema()
     rows: dict[str, list] = {name: [] for name in schema.names}
     damaged: list[SkippedRegion] = []

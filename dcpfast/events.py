@@ -17,7 +17,7 @@ from flatbuffers.table import Table
 
 from . import protocol as P
 from .arrays import unique as distinct
-from .batch import FrameBatch, kinds_of, view_of
+from .batch import FrameBatch, kinds_of, require_columns, view_of
 from .errors import SkippedRegion, checked, skipped_regions, text, with_skipped
 
 __all__ = ["NEEDED", "Manifest", "event_schema", "system_events"]
@@ -81,10 +81,7 @@ def system_events(batch: FrameBatch) -> pa.Table:
 def read_events(batch: FrameBatch) -> tuple[pa.Table, list[SkippedRegion]]:
     """``system_events(batch)`` without its metadata, and the frames whose event did not
     decode (left out of the table), in stream order, whatever the batch's mode."""
-    missing = [name for name in NEEDED if name not in batch]
-    if missing:
-        raise ValueError(f"system_events needs the columns {', '.join(missing)}; "
-                         "scan with columns=None or include them")
+    require_columns(batch, NEEDED, "system_events")
     schema = event_schema()
     rows: dict[str, list] = {name: [] for name in schema.names}
     index = np.flatnonzero(kinds_of(batch) == _SYSTEM_EVENT_KIND)

@@ -1,6 +1,7 @@
 """What an input is when it is not DCP frames: the start of a file of another format, so
 that an input given by mistake is named in one line ("a Parquet file, not DCP frames")
-rather than as its first frame's unknown magic.
+rather than as its first frame's unknown magic; and ``capture_kind``, which tells a pcap or
+pcapng capture by its magic number (``io.kinds`` sniffs inputs with it).
 
 DCP frames start with a magic byte of 0x80, 0x81, 0x82, 0x83, 0x08 or 0x18, none of them
 printable, so text cannot be mistaken for them, nor they for text.
@@ -27,6 +28,19 @@ _MAGICS = (
 _TEXT = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
 
 
+def capture_kind(head: bytes) -> str | None:
+    """"pcap" or "pcapng" when ``head`` (the first bytes of a file) starts such a packet
+    capture (``read_pcap`` reads them), else None."""
+    if len(head) < 4:
+        return None
+    magic = int.from_bytes(head[:4], "little")
+    if magic == packets.PCAPNG_SECTION:
+        return "pcapng"
+    if {magic, int.from_bytes(head[:4], "big")} & {packets.PCAP_MAGIC_US, packets.PCAP_MAGIC_NS}:
+        return "pcap"
+    return None
+
+
 def other_format(head: bytes) -> str | None:
     """What ``head``, the first bytes of an input, start when they are recognisably not
     DCP frames ("a Parquet file", "a pcap capture", "JSON text", "text", ...); None where
@@ -34,12 +48,9 @@ def other_format(head: bytes) -> str | None:
     for magic, what in _MAGICS:
         if head.startswith(magic):
             return what
-    if len(head) >= 4:
-        word = {int.from_bytes(head[:4], "little"), int.from_bytes(head[:4], "big")}
-        if packets.PCAPNG_SECTION in word:
-            return "a pcapng capture (dcpfast.pcap.read_pcap reads it)"
-        if word & {packets.PCAP_MAGIC_US, packets.PCAP_MAGIC_NS}:
-            return "a pcap capture (dcpfast.pcap.read_pcap reads it)"
+    capture = capture_kind(head)
+    if capture is not None:
+        return f"a {capture} capture (dcpfast.pcap.read_pcap reads it)"
     try:
         chars = head.decode("utf-8") if head else ""
     except UnicodeDecodeError as cut:      # a character cut at the end of the head is text

@@ -1,8 +1,9 @@
 """Worker threads that never wait for ever: ``run`` (tasks at once, results in order),
 ``beside`` (calls in turn on one thread kept for the process), ``ahead`` (the same on
 another such thread, for work done in advance) and ``read_ahead`` (the items of an
-iterator, the next one read on that thread while the caller works); and how many threads
-a call gets (``threads_of``).
+iterator, the next one read on that thread while the caller works); how many threads a
+call gets (``threads_of``); and whether a process of this host still runs
+(``process_runs``), for what a killed process left behind.
 
 The workers are started once, at most one fewer than the cores, and kept for the
 process, so that no thread ends while it runs; a waiter checks every 0.2 s whether the
@@ -369,3 +370,17 @@ def parts_for(size: int, threads: int, least: int) -> int:
     """How many parts ``size`` units of work are cut into for ``threads`` threads, each
     part at least ``least`` units (one part when there are fewer than two such)."""
     return max(1, min(threads, size // least))
+
+
+def process_runs(pid: int) -> bool:
+    """Whether the process ``pid`` of this host runs (where that cannot be told: as if it
+    did): whether what it left (a temporary output, a job's staging) is still its own."""
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

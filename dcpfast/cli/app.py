@@ -38,6 +38,7 @@ from ..io.opening import Input as OpenedInput
 from ..io.opening import open_input
 from ..pcap import read_pcap
 from ..testing import SAMPLE
+from ..threads import process_runs
 
 #: An input argument: a file, or ``-`` for standard input. A file that is not there is
 #: the command's error (``check_inputs``, ``reported``: status 1), not a usage error.
@@ -404,22 +405,9 @@ def _sweep(folder: str, name: str) -> None:
         return
     for entry in entries:
         found = pattern.fullmatch(entry)
-        if found is not None and not _running(int(found.group(1))):
+        if found is not None and not process_runs(int(found.group(1))):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, entry))
-
-
-def _running(pid: int) -> bool:
-    """Whether the process ``pid`` runs (where that cannot be told: as if it did)."""
-    if os.name != "posix":
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _flushed(path: str) -> None:

@@ -17,27 +17,14 @@ import sys
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .. import packets
 from ..batch import FrameBatch
+from ..formats import capture_kind
 from .compression import DecodedStream
 
 #: Characters that make a path that names no file a glob pattern.
 GLOB_CHARACTERS = frozenset("*?[")
 #: Bytes of a path or a buffer looked at to tell a capture from a dump.
 SNIFF_BYTES = 8
-
-
-def capture_kind(head: bytes) -> str | None:
-    """"pcap" or "pcapng" when ``head`` (the first bytes of a file) starts such a packet
-    capture (``read_pcap`` reads them), else None."""
-    if len(head) < 4:
-        return None
-    magic = int.from_bytes(head[:4], "little")
-    if magic == packets.PCAPNG_SECTION:
-        return "pcapng"
-    if {magic, int.from_bytes(head[:4], "big")} & {packets.PCAP_MAGIC_US, packets.PCAP_MAGIC_NS}:
-        return "pcap"
-    return None
 
 
 #: What starts and ends a Parquet file.

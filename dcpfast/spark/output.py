@@ -24,6 +24,7 @@ import uuid
 from pyarrow import fs
 
 from ..errors import text
+from ..threads import process_runs
 from .source import filesystem
 
 STAGING = "_temporary"
@@ -141,20 +142,7 @@ def abandoned(store, marker: str) -> bool:
         host, pid = said["host"], int(said["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return host == socket.gethostname() and not _running(pid)
-
-
-def _running(pid: int) -> bool:
-    """Whether the process ``pid`` runs (where that cannot be told: as if it did)."""
-    if os.name != "posix":
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
+    return host == socket.gethostname() and not process_runs(pid)
 
 
 def new_job() -> str:

@@ -136,6 +136,19 @@ def _failover_rows(batch: FrameBatch) -> np.ndarray:
     return np.flatnonzero(mask)
 
 
+def _entries(batch: FrameBatch, i: int, dtype: np.dtype, reason: str,
+             malformed: list[SkippedRegion]) -> np.ndarray | None:
+    """The fixed-size entries (``dtype``) that the value of row ``i`` holds, or None where
+    its length is not a whole number of them: the frame then goes into ``malformed``, with
+    the reason named ``reason``."""
+    value = F.value(batch, i)
+    if len(value) % dtype.itemsize:
+        malformed.append(F.frame_region(batch, i, text(reason, size=len(value),
+                                                       entry=dtype.itemsize)))
+        return None
+    return np.frombuffer(value, dtype)
+
+
 def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Table:
     """Failover logs of successful Stream Request / Get Failover Log responses, one row
     per entry: ``index, offset, opcode, opaque, vbucket, stream_id, entry, vbucket_uuid,
@@ -149,12 +162,9 @@ def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa
     out: dict[str, list] = {name: [] for name in names}
     logs: list[SkippedRegion] = []
     for i in _failover_rows(batch).tolist():
-        value = F.value(batch, i)
-        if len(value) % _ENTRY_SIZE:
-            logs.append(F.frame_region(batch, i, text("failover_log_size", size=len(value),
-                                                      entry=_ENTRY_SIZE)))
+        entries = _entries(batch, i, _ENTRY_DTYPE, "failover_log_size", logs)
+        if entries is None:
             continue
-        entries = np.frombuffer(value, _ENTRY_DTYPE)
         place = match.place(i)
         vbucket, sid = place if place else (None, None)
         n = len(entries)
@@ -207,12 +217,9 @@ def high_seqnos(batch: FrameBatch) -> pa.Table:
     out: dict[str, list] = {name: [] for name in names}
     bad: list[SkippedRegion] = []
     for i in rows.tolist():
-        value = F.value(batch, i)
-        if len(value) % _HIGH_SIZE:
-            bad.append(F.frame_region(batch, i, text("high_seqnos_size", size=len(value),
-                                                     entry=_HIGH_SIZE)))
+        entries = _entries(batch, i, _HIGH_DTYPE, "high_seqnos_size", bad)
+        if entries is None:
             continue
-        entries = np.frombuffer(value, _HIGH_DTYPE)
         n = len(entries)
         out["index"] += [i] * n
         out["offset"] += [int(batch["offset"][i])] * n
