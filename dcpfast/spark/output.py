@@ -19,6 +19,7 @@ import os
 import posixpath
 import re
 import socket
+import time
 import uuid
 
 from pyarrow import fs
@@ -216,12 +217,27 @@ def _folder_key(folder: str):
     return [int(v) if v.lstrip("-").isdigit() else -1 for v in values]
 
 
-def abort(out: str, job: str) -> None:
-    """Delete what the job's task attempts staged, and ``_temporary`` when it is empty."""
+#: How long ``abort`` keeps deleting a staging directory that attempts still write into.
+ABORT_PATIENCE = 60.0
+
+
+def abort(out: str, job: str, patience: float = ABORT_PATIENCE) -> None:
+    """Delete what the job's task attempts staged, and ``_temporary`` when it is empty.
+
+    A cancelled job's attempts may go on writing for a moment (Spark stops waiting for a
+    task before its Python worker stops): a deletion that meets a file made meanwhile is
+    tried again, for ``patience`` seconds at most. Once the staging directory is gone an
+    attempt cannot stage again, since it makes its directories one level at a time."""
     store, root = filesystem(out)
     stage = staging(out, job)
-    if store.get_file_info(stage).type != fs.FileType.NotFound:
-        store.delete_dir(stage)
+    deadline = time.monotonic() + patience
+    while store.get_file_info(stage).type != fs.FileType.NotFound:
+        try:
+            store.delete_dir(stage)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     drop_if_empty(store, f"{root}/{STAGING}")
 
 

@@ -89,3 +89,43 @@ def test_the_staging_a_killed_job_left_is_removed(tmp_path):
     job = output.start(str(out))
     assert json.loads((out / output.STAGING / job / output.OWNER).read_text()) == \
         {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def test_a_job_given_up_is_removed_while_its_attempts_still_write(tmp_path):
+    """Attempts of a cancelled job that go on writing (as Spark's Python workers do for a
+    moment) do not keep its staging directory alive: ``abort`` deletes it whatever they
+    make meanwhile, and they cannot stage again once it is gone."""
+    import threading
+
+    from pyarrow import fs as pafs
+
+    out = tmp_path / "out"
+    out.mkdir()
+    job = output.start(str(out))
+    stage = output.staging(str(out), job)
+    store = pafs.LocalFileSystem()
+    began, failed = threading.Event(), []
+
+    def attempt(n: int) -> None:
+        try:
+            for k in range(100_000):
+                where = f"{stage}/{n:05d}-0-{n}"
+                for level in ("", f"/vbucket={k % 7}", f"/vbucket={k % 7}/opcode={k % 3}"):
+                    if not store.get_file_info(where + level).type == pafs.FileType.Directory:
+                        store.create_dir(where + level, recursive=False)
+                with store.open_output_stream(f"{where}/vbucket={k % 7}/opcode={k % 3}/"
+                                              f"part-{k}.parquet") as f:
+                    f.write(b"x" * 64)
+                began.set()
+        except OSError as e:
+            failed.append(e)
+
+    writers = [threading.Thread(target=attempt, args=(n,)) for n in range(3)]
+    for w in writers:
+        w.start()
+    began.wait(30)
+    output.finish(str(out), job, created=True, committed=False)
+    for w in writers:
+        w.join(60)
+    assert len(failed) == 3                      # each attempt stopped once it was gone
+    assert not out.exists()
