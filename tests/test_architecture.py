@@ -30,7 +30,7 @@ LAYERS = (
     ("io",),
     ("values", "events", "cached", "streams", "pcap"),
     ("documents",),
-    ("compare", "reporting"),
+    ("compare", "reporting", "changes"),
     ("spark",),
     ("cli",),
     ("__init__", "__main__"),
@@ -46,7 +46,7 @@ ALLOWED_UPWARD = {
 #: exactly one of them ("" is ``dcpfast`` itself); the modules inside them are their
 #: implementation.
 FACES = ("", "io", "pcap", "streams", "values", "events", "cached", "documents", "compare",
-         "reporting", "spark",
+         "reporting", "changes", "spark",
          "testing", "cli", "memory")
 #: The compiled cores: only ``_core`` imports them.
 COMPILED = ("cscan", "cpcap", "cvalues", "cstate", "cmemory")

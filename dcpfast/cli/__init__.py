@@ -2,7 +2,9 @@
 ``app``."""
 
 from . import (  # noqa: F401  (they add the commands)
+    audit,
     bench,
+    changes,
     convert,
     diff,
     head,

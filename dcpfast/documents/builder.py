@@ -249,10 +249,15 @@ class StateBuilder:
         under ``unrestored`` in the metadata."""
         if self._table is not None:
             return self._table
+        self.placed()
+        return self.result(again)
+
+    def placed(self) -> None:
+        """Report each Rollback response that found no stream (at the stream's end: a
+        response is placed by what comes after it too)."""
         self._report([(offset, length, text("state_unplaced_rollback", seqno=seqno),
                        "unplaced_rollback", _HINT)
                       for offset, length, seqno in self.placer.unplaced()])
-        return self.result(again)
 
     @_in_working_memory
     def result(self, again: Callable[[StateBuilder], object] | None = None) -> pa.Table:

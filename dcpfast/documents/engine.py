@@ -24,7 +24,7 @@ from ..errors import text
 from ..streams.checks import details, expectation
 from .rows import DOCUMENTS, Rows
 from .segments import U64_MAX, Barriers
-from .versions import Futures, History, Latest, Lost, Versions, concat, from_rows
+from .versions import Futures, History, Latest, Lost, Store, Versions, concat, from_rows
 from .walk import Streams, Walk
 
 
@@ -44,10 +44,13 @@ class Engine:
                  futures: Futures | None = None):
         self.limit, self.at_time, self.history, self.only = limit, at_time, history, only
         self.index = _core.state.KeyIndex() if index is None else index
-        self.store: Latest | History = History(futures) if history \
+        self.store: Store = History(futures) if history \
             else Latest(include_deleted)
         #: every restart whose point is known: (unit, position, point) arrays per stretch
         self.restarts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        #: every collection clear that found documents of its collection on its stream:
+        #: (unit, collection id, position, seqno) arrays per stretch
+        self.clears: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self.streams = Streams()
         self.pending: Versions | None = None      # prepares awaiting their commit or abort
         self.problems: list[tuple[int, int, str, str, str]] = []
@@ -83,6 +86,9 @@ class Engine:
                               every, known)
         barriers = Barriers(found.restarts, (g("unit", clears), g("cid", clears),
                                              clears + 2, g("seqno", clears)), len(rows))
+        if len(clears):
+            self.clears.append((g("unit", clears), g("cid", clears), c["pos"][clears],
+                                g("seqno", clears)))
         unit, rel, point = found.restarts
         if len(unit):                # a restart carried from before stands just before
             pos = c["pos"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 from ..batch import FrameBatch
 from ..errors import DcpFormatError, text
@@ -20,8 +21,19 @@ from ..threads import read_ahead
 from .builder import SCANNED, StateBuilder, state_threads
 
 
+class Builder(Protocol):
+    """What takes a stream's batches: a ``StateBuilder``, or a builder of the same kind
+    (``dcpfast.changes.ChangesBuilder``)."""
+
+    def update(self, batch: FrameBatch) -> object:
+        """Take the next batch of the stream's server side."""
+
+    def client(self, batch: FrameBatch) -> object:
+        """Take a batch of a capture's client side."""
+
+
 @contextlib.contextmanager
-def fed(builder: StateBuilder, source, errors: str,
+def fed(builder: Builder, source, errors: str,
         reading: dict) -> Iterator[Callable[[StateBuilder], object] | None]:
     """Feed ``builder`` the batches of ``source``; the context is the function that feeds a
     builder the same batches once more (``StateBuilder.table``'s ``again``), or None where
@@ -47,7 +59,7 @@ def fed(builder: StateBuilder, source, errors: str,
         yield again
 
 
-def feed(builder: StateBuilder, source, kind: Kind, errors: str, reading: dict) -> None:
+def feed(builder: Builder, source, kind: Kind, errors: str, reading: dict) -> None:
     """Feed ``builder`` the batches of ``source`` (of ``kind``). Where a dump is scanned
     here and more than one core may be used, the next batch is read and scanned on
     another thread while ``builder`` takes this one."""
@@ -56,7 +68,7 @@ def feed(builder: StateBuilder, source, kind: Kind, errors: str, reading: dict) 
                  and (kind.path or kind.buffer or kind in (Kind.FILE, Kind.CAPTURE_FILE)))
 
 
-def feed_batches(builder: StateBuilder, batches: Iterable[FrameBatch], *,
+def feed_batches(builder: Builder, batches: Iterable[FrameBatch], *,
                  threaded: bool = False, located: bool = False) -> None:
     """Feed ``builder`` ``batches``, those of one stream in order: a capture's
     client-to-server batches to ``client``, the others to ``update``. ``threaded``: the

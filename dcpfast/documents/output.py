@@ -61,7 +61,7 @@ def ordered(versions: Versions, index, *, history: bool):
     return order, same, seqno
 
 
-def _keys(index, doc: np.ndarray):
+def keys_of(index, doc: np.ndarray):
     """The keys of documents ``doc`` (ids in ``index``) as a ``binary`` column."""
     offsets, data = index.keys(np.ascontiguousarray(doc, np.int64))
     return binary_column(data, offsets, [None])
@@ -101,8 +101,8 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
             rows["seqno"], rows["cas"] = (seqno, at["cas"]) if kept is None \
                 else pooled_take({"seqno": seqno, "cas": at["cas"]}, ("seqno", "cas"),
                                  kept).values()
-        rows["key"] = _keys(index, rows["doc"])
-        columns = _columns(rows, manifest) | validity
+        rows["key"] = keys_of(index, rows["doc"])
+        columns = columns_of(rows, manifest) | validity
         if values:
             body, xattrs = bodies.gather(rows.values, rows["vref"])
             columns["body"] = body.cast(pa.binary())
@@ -111,7 +111,9 @@ def table(versions: Versions | None, index, manifest: Manifest, *, values: bool,
     return out.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()})
 
 
-def _columns(versions: Versions, manifest: Manifest) -> dict:
+def columns_of(versions: Versions, manifest: Manifest) -> dict:
+    """The columns of the state's rows that ``versions`` (their ``key`` set, a binary
+    column) give, named by ``manifest``."""
     what = versions["what"]
     carries_flags = (what == W_MUTATION) | (what == W_COMMIT)
     cid = versions["cid"]

@@ -12,6 +12,7 @@ collection clear that ended it (``History``: a restart below that seqno revives 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -315,6 +316,23 @@ class Futures:
                 ok &= lowest >= seqno[mine]
             out[mine] = ok
         return out
+
+
+class Store(Protocol):
+    """Where the engine keeps the versions it reads: ``Latest``, ``History``, or a store of
+    its own (``dcpfast.changes`` keeps every version sent)."""
+
+    def kill(self, barriers: Barriers) -> None:
+        """Apply the restarts and clears of a stretch to the versions held."""
+
+    def select(self, group: np.ndarray, rel: np.ndarray) -> np.ndarray:
+        """Which of a stretch's changes (of documents ``group``) are worth a version."""
+
+    def add(self, versions: Versions, rel: np.ndarray, barriers: Barriers) -> None:
+        """Take a stretch's versions."""
+
+    def result(self) -> Versions | None:
+        """The versions held, handed over."""
 
 
 class History:

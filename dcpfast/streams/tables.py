@@ -149,14 +149,16 @@ def _entries(batch: FrameBatch, i: int, dtype: np.dtype, reason: str,
     return np.frombuffer(value, dtype)
 
 
-def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None) -> pa.Table:
+def failover_logs(batch: FrameBatch, tracker: StreamTracker | None = None, *,
+                  prefix: bool = False) -> pa.Table:
     """Failover logs of successful Stream Request / Get Failover Log responses, one row
     per entry: ``index, offset, opcode, opaque, vbucket, stream_id, entry, vbucket_uuid,
     seqno``. ``entry`` 0 is the newest; ``vbucket``/``stream_id`` are those of the
-    matching request (see ``matching``), null when none is found.
+    matching request (see ``matching``), null when none is found; ``prefix``: placed by
+    what comes before them only (the same wherever a stream is cut into batches).
     """
     decoded, damaged = _requests(batch)
-    match = Matcher(batch, tracker, decoded)
+    match = Matcher(batch, tracker, decoded, prefix=prefix)
     names = ("index", "offset", "opcode", "opaque", "vbucket", "stream_id", "entry",
              "vbucket_uuid", "seqno")
     out: dict[str, list] = {name: [] for name in names}

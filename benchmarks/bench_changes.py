@@ -1,0 +1,131 @@
+"""Speed of ``dcpfast.changes`` next to what a user would run instead, in the same run,
+on the suite's mixed corpus (about a million frames).
+
+    python benchmarks/bench_changes.py [--items N] [--repeat R] [--cache DIR] [--json [PATH]]
+    python benchmarks/bench_changes.py --quick
+
+Times, taking turns (best of R after a warm-up, gc paused): the frames with their values
+to Parquet (``read(columns=..., values)`` and ``pyarrow.parquet.write_table``: what
+``dcpfast convert --values`` writes, the baseline); ``state`` of the corpus; the feed
+(``changes``) to Parquet; the feed as Debezium JSON lines (``before`` included, the
+documents' JSON spliced in), with its output in MB/s. Before anything is timed it checks
+that the feed, applied in order, is the state. Timings are reported, never judged.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import io
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import dcpfast
+from dcpfast.changes import changes, formatted, json_lines
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:              # the suite package next to this script
+    sys.path.insert(0, str(HERE))
+
+from suite import common  # noqa: E402
+from suite.common import CheckFailed, arguments, check, settle  # noqa: E402
+from suite.corpora import CORPORA, load_corpus, print_corpus  # noqa: E402
+from suite.timing import Timing, take_turns  # noqa: E402
+
+DEFAULT_JSON = HERE / "results" / "bench_changes.json"
+MIXED = CORPORA[0]
+DEFAULTS = dict(items=MIXED.items, repeat=3)
+QUICK = dict(items=20_000, repeat=2)
+
+
+def verify(source: bytes) -> pa.Table:
+    """The feed of ``source``, checked: applied in order, it is the state."""
+    feed = changes(source, before=True)
+    docs: dict = {}
+    for row in feed.select(["vbucket", "collection_id", "key", "deleted", "by_seqno",
+                            "cas"]).to_pylist():
+        key = (row["vbucket"], row["collection_id"], row["key"])
+        if row["deleted"]:
+            docs.pop(key, None)
+        else:
+            docs[key] = (row["by_seqno"], row["cas"])
+    state = dcpfast.state(source, values=False)
+    want = {(r["vbucket"], r["collection_id"], r["key"]): (r["by_seqno"], r["cas"])
+            for r in state.select(["vbucket", "collection_id", "key", "by_seqno",
+                                   "cas"]).to_pylist()}
+    check(docs == want, f"the feed applied holds {len(docs):,} documents, the state "
+                        f"{len(want):,}, or their versions differ")
+    return feed
+
+
+def _parquet(table: pa.Table) -> int:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.tell()
+
+
+def main(argv=None) -> int:
+    parser = arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON)
+    parser.add_argument("--cache", type=Path, help="directory to keep the corpus in")
+    args = settle(parser, argv, DEFAULTS, QUICK)
+    info = common.machine()
+    common.print_machine(info)
+    source, expected, origin = load_corpus(MIXED, args.items, args.cache)
+    print_corpus(MIXED, args.items, expected, origin)
+    frames, size = expected["frames"], expected["bytes"]
+    try:
+        feed = verify(source)
+    except CheckFailed as failure:
+        print(f"\nCHECK FAILED: {failure}", file=sys.stderr)
+        return 1
+    debezium = formatted(feed, "debezium")
+    json_bytes = sum(len(piece) for piece in json_lines(debezium, "debezium"))
+    print(f"\nchecks passed: {feed.num_rows:,} changes, applied in order the state")
+
+    def baseline():
+        batch = dcpfast.scan(source)
+        table = batch.to_arrow()
+        values = batch.values()
+        return _parquet(table) + _parquet(values)
+
+    runs = [
+        ("frames and values to Parquet", baseline),
+        ("state", lambda: dcpfast.state(source)),
+        ("changes to Parquet", lambda: _parquet(changes(source))),
+        ("changes as Debezium JSON lines", lambda: sum(
+            len(p) for p in json_lines(formatted(changes(source, before=True), "debezium"),
+                                       "debezium"))),
+    ]
+    timings = [Timing(label, frames, size) for label, _ in runs]
+    take_turns(list(zip(timings, [fn for _, fn in runs])), args.repeat)
+    base = timings[0].best
+    print(f"\nspeed (best of {args.repeat} after a warm-up, measurements taking turns, gc "
+          "paused; x base compares times with the frames and values to Parquet)")
+    print(f"{'measurement':<34} {'best':>10} {'M frames/s':>11} {'x base':>8}")
+    for t in timings:
+        print(f"{t.label:<34} {t.best * 1e3:>7.0f} ms {t.frames_per_s / 1e6:>11.2f} "
+              f"{t.best / base:>8.2f}")
+    print(f"\nDebezium JSON lines: {json_bytes / 1e6:,.1f} MB of output, "
+          f"{json_bytes / timings[3].best / 1e6:,.1f} MB/s with the feed built in the same "
+          "time")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        report = {"machine": info, "corpus": {"name": MIXED.name, "items": args.items,
+                                              **MIXED.params, **expected},
+                  "repeat": args.repeat, "changes": feed.num_rows, "json_bytes": json_bytes,
+                  "timings": [{**asdict(t), "best": t.best, "x_base": t.best / base}
+                              for t in timings]}
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"\nresults written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

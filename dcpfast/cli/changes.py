@@ -1,0 +1,129 @@
+"""``dcpfast changes``: the change feed of dumps, in the shape its consumers read, to JSON
+lines or Parquet."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+
+import click
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..changes import FORMATS, ChangesBuilder, feed_metadata, formatted, json_lines
+from ..documents.feeding import feed_batches
+from .app import (
+    INPUT,
+    atomic_output,
+    check_output,
+    inputs,
+    main,
+    opened,
+    output_format,
+    reported,
+    sample_option,
+    say,
+    scan_options,
+    shown,
+    threads_option,
+    writing,
+)
+
+#: What ``changes`` writes, by the output's extension.
+_OUTPUTS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
+            ".pq": "parquet"}
+
+
+@main.command("changes", epilog="Examples: dcpfast changes dump.dcp -o feed.jsonl --format "
+              "debezium; dcpfast changes dumps/ -o feed.parquet --format auto-cdc. More: "
+              "docs/changes.md.")
+@click.argument("files", nargs=-1, type=INPUT)
+@click.option("-o", "--output", required=True,
+              help="FEED.jsonl (JSON lines), FEED.parquet, or - (JSON lines on standard "
+                   "output).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="changes",
+              show_default=True, help="The records: dcpfast's own rows, Debezium change "
+                                      "events, the Couchbase Kafka connector's records, or a "
+                                      "table for Spark's Auto CDC.")
+@click.option("--bucket", help="The bucket's name, for the formats that carry it.")
+@click.option("--no-values", is_flag=True, help="Leave out the documents' bodies and xattrs.")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@threads_option
+@sample_option
+@scan_options
+def changes(files, output, fmt, bucket, no_values, force, threads, sample, collections,
+            errors):
+    """The change feed of the DCP dumps FILES (read in order, as one stream of frames; a
+    directory is one dump cut into pieces): every change of every document in stream
+    order, with the changes that undo what a rollback or a collection drop took back, so
+    that a consumer that applies the feed in order ends with the documents `dcpfast
+    state` gives.
+
+    The vbuckets whose stream lost frames are named on standard error (their changes
+    after the loss may be missing); the Parquet file's schema metadata holds each
+    vbucket's consistent seqno.
+    """
+    kind = "jsonl" if output == "-" else output_format(output, _OUTPUTS)
+    files = inputs(files, sample)
+    check_output(output, files, force=force)
+    began = time.perf_counter()
+    builder = ChangesBuilder(values=not no_values, before=fmt == "debezium", errors=errors,
+                             threads=threads)
+    with contextlib.ExitStack() as held:
+        for name in files:
+            with reported(name, errors):
+                source = held.enter_context(opened(name, errors))
+                feed_batches(builder, source.batches(collections=collections, columns=None,
+                                                     errors=errors, threads=threads),
+                             located=True)
+                source.done()
+        with reported(shown(files[-1]), errors):
+            table = builder.table()
+    feed = formatted(table, fmt, bucket=bucket)
+    with atomic_output(output) as [path], writing(output):
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(feed, path)
+        else:
+            _write_lines(feed, fmt, path)
+    if output != "-":
+        _summary(table, output, time.perf_counter() - began)
+    for line in _warnings(table):
+        say(line, err=True)
+
+
+def _write_lines(feed: pa.Table, fmt: str, path: str) -> None:
+    """``feed`` as JSON lines to ``path`` (``-``: standard output)."""
+    with contextlib.nullcontext(sys.stdout.buffer) if path == "-" \
+            else open(path, "wb") as sink:
+        for piece in json_lines(feed, fmt):
+            sink.write(piece)
+        sink.flush()
+
+
+def _summary(table: pa.Table, output: str, seconds: float) -> None:
+    counts = pc.value_counts(table["change"]).to_pylist() if table.num_rows else []
+    kinds = ", ".join(f"{c['counts']:,} {c['values']}" for c in
+                      sorted(counts, key=lambda c: -c["counts"]))
+    vbuckets = len(pc.unique(table["vbucket"])) if table.num_rows else 0
+    say(f"{table.num_rows:,} changes ({kinds or 'none'}) of {vbuckets:,} vbuckets in "
+        f"{seconds:.1f} s -> {shown(output, output=True)}")
+
+
+def _warnings(table: pa.Table) -> list[str]:
+    """What the feed cannot claim: vbuckets that lost frames, damage skip mode passed."""
+    meta = feed_metadata(table)
+    lines = []
+    if meta["lost"]:
+        few = ", ".join(map(str, meta["lost"][:8])) + (", ..." if len(meta["lost"]) > 8
+                                                       else "")
+        lines.append(f"warning: frames were lost on {len(meta['lost'])} vbucket(s) ({few}): "
+                     "their changes after the loss may be missing; each one's consistent "
+                     "seqno is in the metadata")
+    skipped = meta.get("errors_total") or 0
+    if skipped:
+        lines.append(f"warning: skipped {skipped:,} problem(s) in the input "
+                     "(--errors skip)")
+    return lines

@@ -1,0 +1,168 @@
+"""``dcpfast.changes``: the feed, applied in order by a plain applier (a row with
+``deleted`` removes its document, any other sets it), ends with ``dcpfast.state`` of the
+same stream, over random conversations with rollbacks, restarts from 0, durable writes,
+collection drops and flushes, expirations, lost frames, read whole or in pieces; and a
+document's changes in ``(epoch, seqno)`` order are its changes in stream order."""
+
+from __future__ import annotations
+
+import pytest
+
+import dcpfast
+from dcpfast import testing as t
+from dcpfast.changes import changes, changes_schema, feed_metadata
+from tests.documents.test_api import chunks
+from tests.state_scenarios import scenario
+
+FIELDS = ("by_seqno", "rev_seqno", "cas", "flags", "expiration", "datatype", "delete_time",
+          "body", "xattrs")
+CONVERSATIONS = [{}, {"requests": True}, {"restarts": 0.3, "vbuckets": 2},
+                 {"restarts": 0.5, "vbuckets": 2, "requests": True},
+                 {"collections": False, "restarts": 0.2}]
+
+
+def applied(table) -> dict:
+    """The documents a consumer holds after applying ``table``'s rows in order."""
+    docs: dict = {}
+    for row in table.to_pylist():
+        key = (row["vbucket"], row["collection_id"], row["key"])
+        if row["deleted"]:
+            docs.pop(key, None)
+        else:
+            docs[key] = {name: row[name] for name in FIELDS}
+    return docs
+
+
+def documents(state) -> dict:
+    return {(r["vbucket"], r["collection_id"], r["key"]): {name: r[name] for name in FIELDS}
+            for r in state.to_pylist()}
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("kind", range(len(CONVERSATIONS)))
+def test_the_feed_applied_is_the_state(seed, kind):
+    data = scenario(seed * 10 + kind, **CONVERSATIONS[kind])
+    feed = changes(data, errors="skip")
+    assert applied(feed) == documents(dcpfast.state(data, errors="skip"))
+    assert feed.schema.remove_metadata() == changes_schema()
+
+
+def per_vbucket(table) -> dict:
+    out: dict = {}
+    for row in table.to_pylist():
+        out.setdefault(row["vbucket"], []).append(row)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_read_in_pieces_gives_the_same_feed(seed):
+    """Each vbucket's changes are the same, in the same order, wherever the stream is
+    cut into batches (a restart whose point the next batch tells may come later among
+    the other vbuckets' changes, never among its own)."""
+    data = scenario(seed + 200, restarts=0.3, vbuckets=2, requests=seed % 2 == 1)
+    whole = changes(data, errors="skip")
+    pieces = changes(chunks(data, 300, errors="skip"), errors="skip")
+    assert per_vbucket(pieces) == per_vbucket(whole)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_each_documents_changes_in_sequence_order_are_in_stream_order(seed):
+    """``(epoch, rollback or not, seqno)`` sorts each document's rows as the feed has
+    them (it never ties), where ``by_seqno`` does not once a stream has rolled back."""
+    feed = changes(scenario(seed + 300, restarts=0.4, vbuckets=2), errors="skip")
+    rows = feed.select(["vbucket", "collection_id", "key", "epoch", "change",
+                        "seqno"]).to_pylist()
+    per_doc: dict = {}
+    for i, r in enumerate(rows):
+        per_doc.setdefault((r["vbucket"], r["collection_id"], r["key"]), []).append(
+            ((r["epoch"], r["change"] != "rollback", r["seqno"]), i))
+    for changes_of_doc in per_doc.values():
+        assert sorted(changes_of_doc) == changes_of_doc
+        assert len({s for s, _ in changes_of_doc}) == len(changes_of_doc)
+
+
+def _mutation(key, seqno, value=b'{"v":1}', vbucket=1):
+    return t.mutation(key, value, by_seqno=seqno, vbucket=vbucket, datatype=1,
+                      cas=(1_700_000_000 * 10**9 + seqno * 10**6) & ~0xFFFF)
+
+
+def test_a_rollback_brings_back_the_version_before_and_deletes_what_is_new():
+    """After a Rollback to 2: k1 (written at 1 and 3) is back as at 1, k2 (written at 4
+    only) is deleted; both rows say ``rollback``, in the new epoch, at the rollback point."""
+    frames = [t.stream_request(start=0, vbucket=1, opaque=7),
+              t.snapshot_marker(1, 4, vbucket=1, opaque=7),
+              _mutation(b"k1", 1), _mutation(b"k0", 2), _mutation(b"k1", 3),
+              _mutation(b"k2", 4, b"x"),
+              t.stream_request(start=4, vbucket=1, opaque=8),
+              t.response(0x53, status=0x23, value=(2).to_bytes(8, "big"), opaque=8),
+              t.snapshot_marker(3, 3, vbucket=1, opaque=8), _mutation(b"k3", 3)]
+    data = b"".join(frames)
+    feed = changes(data, before=True)
+    rows = feed.select(["key", "change", "deleted", "epoch", "seqno", "by_seqno"]).to_pylist()
+    assert rows == [
+        {"key": b"k1", "change": "mutation", "deleted": False, "epoch": 0, "seqno": 1,
+         "by_seqno": 1},
+        {"key": b"k0", "change": "mutation", "deleted": False, "epoch": 0, "seqno": 2,
+         "by_seqno": 2},
+        {"key": b"k1", "change": "mutation", "deleted": False, "epoch": 0, "seqno": 3,
+         "by_seqno": 3},
+        {"key": b"k2", "change": "mutation", "deleted": False, "epoch": 0, "seqno": 4,
+         "by_seqno": 4},
+        {"key": b"k1", "change": "rollback", "deleted": False, "epoch": 1, "seqno": 2,
+         "by_seqno": 1},
+        {"key": b"k2", "change": "rollback", "deleted": True, "epoch": 1, "seqno": 2,
+         "by_seqno": None},
+        {"key": b"k3", "change": "mutation", "deleted": False, "epoch": 1, "seqno": 3,
+         "by_seqno": 3}]
+    before = feed["before"].to_pylist()
+    assert [b and b["by_seqno"] for b in before] == [None, None, 1, None, 3, 4, None]
+    assert applied(feed) == documents(dcpfast.state(data))
+
+
+def test_a_collection_drop_deletes_its_documents():
+    frames = [t.snapshot_marker(1, 4, vbucket=1),
+              t.mutation(b"a", b"1", by_seqno=1, vbucket=1, collection_id=8),
+              t.mutation(b"b", b"1", by_seqno=2, vbucket=1, collection_id=9),
+              t.drop_collection(by_seqno=3, manifest_uid=2, scope_id=0, collection_id=8,
+                                vbucket=1),
+              t.mutation(b"c", b"1", by_seqno=4, vbucket=1, collection_id=8)]
+    feed = changes(b"".join(frames), collections=True)
+    rows = feed.select(["collection_id", "key", "change", "deleted", "seqno"]).to_pylist()
+    assert rows[2] == {"collection_id": 8, "key": b"a", "change": "clear", "deleted": True,
+                       "seqno": 3}
+    assert [r["key"] for r in rows] == [b"a", b"b", b"a", b"c"]
+
+
+def test_lost_frames_are_said():
+    """A stream that lost frames: strict refuses it as ``state`` does; skip gives the
+    feed with the vbucket listed as lost and its consistent seqno before the loss."""
+    frames = [t.snapshot_marker(1, 2, vbucket=3), _mutation(b"a", 1, vbucket=3),
+              _mutation(b"b", 2, vbucket=3), t.snapshot_marker(3, 4, vbucket=3),
+              _mutation(b"c", 3, vbucket=3), _mutation(b"d", 4, vbucket=3),
+              _mutation(b"e", 6, vbucket=3)]
+    data = b"".join(frames)
+    with pytest.raises(dcpfast.DcpFormatError, match="vbucket 3"):
+        changes(data)
+    feed = changes(data, errors="skip")
+    said = feed_metadata(feed)
+    assert said["lost"] == [3] and said["consistency"] == [[3, 4]]
+    assert applied(feed) == documents(dcpfast.state(data, errors="skip"))
+
+
+def test_an_empty_stream_and_a_table_of_something_else():
+    feed = changes(b"")
+    assert feed.num_rows == 0 and feed_metadata(feed)["lost"] == []
+    with pytest.raises(ValueError, match="dcpfast.changes"):
+        feed_metadata(dcpfast.state(b""))
+
+
+def test_a_capture_gives_the_feed_of_its_stream(tmp_path):
+    """A capture's server side is the stream, as for ``state``: the same feed as its
+    dump's, read from the path or from its batches."""
+    data = scenario(77, restarts=0.3, vbuckets=2)
+    capture = tmp_path / "c.pcap"
+    capture.write_bytes(t.pcap_file(t.tcp_packets(t.tcp_conversation(b"", data,
+                                                                     sizes=(700, 1448)))))
+    feed = changes(capture, errors="skip")
+    assert per_vbucket(feed) == per_vbucket(changes(data, errors="skip"))
+    assert applied(feed) == documents(dcpfast.state(capture, errors="skip"))
