@@ -5,19 +5,22 @@ stream batch by batch."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import protocol as P
+from .._core.contract import W_MARKER
 from ..arrow import cast_map
 from ..batch import FrameBatch
 from ..documents import bodies
-from ..documents.builder import StateBuilder
+from ..documents.builder import Problem, StateBuilder
 from ..documents.feeding import fed
 from ..documents.options import flag, positive, scan_collections
 from ..documents.output import columns_of, keys_of
+from ..documents.rows import Rows
 from ..documents.versions import Versions, tombstones
 from ..io import DEFAULT_BATCH_BYTES
 from ..streams import failover_logs
@@ -87,6 +90,17 @@ class ChangesBuilder:
         self.frames += len(batch)
         return self
 
+    def feed(self, rows: Rows, problems: Iterable[Problem] = ()) -> list[Problem]:
+        """Take the next rows of the stream (what ``StateBuilder.update`` makes of a
+        batch, or Spark's partitions of them): their snapshot markers noted, then the rows
+        to the state builder (``StateBuilder.feed``), which returns what it reported."""
+        at = np.flatnonzero(rows.what == W_MARKER)
+        if len(at):
+            got = rows.gathers(("unit", "pos", "snap_start", "snap_end", "snap_flags"), at)
+            self.markers.append((got["unit"], got["pos"], got["snap_start"], got["snap_end"],
+                                 got["snap_flags"]))
+        return self.builder.feed(rows, problems=problems)
+
     def _failover_logs(self, batch: FrameBatch) -> None:
         """Note the newest entry of each failover log of ``batch`` on its vbucket: placed as
         the state builder places responses (by what came before, else by the first stream
@@ -111,10 +125,13 @@ class ChangesBuilder:
             self.uuids.append((np.array(unit, np.uint32), np.array(pos, np.int64),
                                np.array(uuid, np.uint64)))
 
-    def table(self) -> pa.Table:
-        """The feed of the batches taken, with its metadata (``feed_metadata``)."""
+    def table(self, *, placed: bool = True) -> pa.Table:
+        """The feed of the batches taken, with its metadata (``feed_metadata``);
+        ``placed``: report the Rollback responses that found no stream (rows fed by hand
+        come with their restarts placed)."""
         builder = self.builder
-        builder.placed()
+        if placed:
+            builder.placed()
         engine = builder.engine
         versions, consistent = engine.finish()
         feed = replay(versions, _joined(engine.restarts, (np.uint32, np.int64, np.uint64)),

@@ -28,6 +28,8 @@ reinterpreting their 64 bits, so values of 2**63 and above read as negative numb
 * ``state(frames_df, ...)``: the documents of the decoded frames as of the end, a seqno or
   a time (``dcpfast.state`` on Spark); ``state_report`` its consistent seqnos and what
   skip mode passed over.
+* ``changes(frames_df, ...)``: the change feed of the decoded frames (``dcpfast.changes``
+  on Spark).
 * ``diff(spark, source, target, out)``: two buckets' dumps compared (``dcpfast.diff`` on
   Spark), the differences written as Parquet.
 * ``report(spark, inputs)``: ``dcpfast.report`` with each input read in a Spark task and
@@ -37,6 +39,7 @@ pyspark is imported only by the functions that need it; the decoding itself runs
 executors, which need dcpfast installed.
 """
 
+from .changes import changes
 from .compare import diff
 from .convert import decode_arrow, decode_pandas
 from .datasource import read_dcp, register
@@ -46,9 +49,9 @@ from .report_job import report
 from .schema import DEFAULT, spark_arrow_schema, spark_schema, unsigned
 from .sink import write_delta, write_parquet
 
-__all__ = ["DEFAULT", "SCHEMA", "decode_arrow", "decode_pandas", "decode_to_parquet", "diff",
-           "read_dcp", "register", "report", "spark_arrow_schema", "spark_schema", "state",
-           "state_report", "unsigned", "write_delta", "write_parquet"]
+__all__ = ["DEFAULT", "SCHEMA", "changes", "decode_arrow", "decode_pandas",
+           "decode_to_parquet", "diff", "read_dcp", "register", "report", "spark_arrow_schema",
+           "spark_schema", "state", "state_report", "unsigned", "write_delta", "write_parquet"]
 
 
 def __getattr__(name):

@@ -153,21 +153,11 @@ def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool =
     report (JSON); and the problems the driver skipped (file, offset, length, reason)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    missing = [c for c in (*_NEEDED, *(("content", "xattrs") if values else ()))
-               if c not in frames_df.columns]
-    if missing:
-        raise ValueError(f"state needs the frame columns {', '.join(missing)}: read them "
-                         "with read_dcp(..., columns=\"all\""
-                         + (", values=True)" if "content" in missing else ")"))
     probe = StateBuilder(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
                          values=values, only_collections=only_collections, errors=errors,
                          history=history)         # checks the options
-    facts = _Facts(frames_df)
-    frames = facts.ordered(frames_df)
+    facts, rows, restarts, problems = engine_rows(frames_df, values=values, errors=errors)
     files = facts.files()
-    restarts, problems = _restarts(facts, frames, errors, values, files)
-    rows = _rows(frames, values, facts.collection_ranks).unionByName(
-        frames.sparkSession.createDataFrame(restarts, from_arrow_schema(_input_schema(values))))
     # a stream that restarts (or, cut at a time, has an OSO snapshot) keeps every version
     # of its documents in its partition, so that what a restart or the cut makes current
     # again is there
@@ -190,6 +180,28 @@ def _combined(frames_df, *, at_seqno=None, at_time=None, include_deleted: bool =
                for at, length, reason, kind in problems]
     return (rows.repartition("vb").sortWithinPartitions("pos")
             .mapInArrow(run, from_arrow_schema(schema)), located)
+
+
+def engine_rows(frames_df, *, values: bool, errors: str):
+    """What the state engine reads of ``frames_df``, as a Spark DataFrame of its rows (the
+    restarts placed on the driver among them; ``repartition("vb")`` and sort by ``pos``
+    to feed a partition's engine, ``partition_rows`` to make them engine rows); with the
+    driver's ``_Facts``, the restarts and the problems it skipped (position, length,
+    reason, kind)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    missing = [c for c in (*_NEEDED, *(("content", "xattrs") if values else ()))
+               if c not in frames_df.columns]
+    if missing:
+        raise ValueError("the engine needs the frame columns " + ", ".join(missing)
+                         + ": read them with read_dcp(..., columns=\"all\""
+                         + (", values=True)" if "content" in missing else ")"))
+    facts = _Facts(frames_df)
+    frames = facts.ordered(frames_df)
+    restarts, problems = _restarts(facts, frames, errors, values, facts.files())
+    rows = _rows(frames, values, facts.collection_ranks).unionByName(
+        frames.sparkSession.createDataFrame(restarts, from_arrow_schema(_input_schema(values))))
+    return facts, rows, restarts, problems
 
 
 class _Facts:
@@ -424,7 +436,7 @@ def _report(problems, errors: str, files: list) -> None:
     strict mode, naming its file; log them in skip mode."""
     if problems and errors == "strict":
         at, _, reason = min(problems)[:3]
-        with _located(files):
+        with located(files):
             raise DcpFormatError(at, reason)
     _logged(problems, files)
 
@@ -439,7 +451,7 @@ def _logged(problems, files: list) -> None:
 
 
 @contextlib.contextmanager
-def _located(files: list):
+def located(files: list):
     """A strict error raised at file rank << 46 | offset (by the engine, or
     ``_report``) raised again at its offset in its file, which it names."""
     try:
@@ -459,8 +471,8 @@ def _partition(batches, manifest: Manifest, options: dict, files: list, schema: 
     builder.manifest = manifest
     for rb in batches:
         if rb.num_rows:
-            rows, damaged = _engine_rows(rb, options["values"])
-            with _located(files):
+            rows, damaged = partition_rows(rb, options["values"])
+            with located(files):
                 _logged(builder.feed(rows, problems=damaged), files)
     table = builder.result()
     meta = metadata(table)
@@ -475,7 +487,7 @@ def _partition(batches, manifest: Manifest, options: dict, files: list, schema: 
     yield pa.RecordBatch.from_pylist([{_REPORT: json.dumps(report)}], schema=schema)
 
 
-def _engine_rows(rb: pa.RecordBatch, values: bool) -> tuple[Rows, list[Problem]]:
+def partition_rows(rb: pa.RecordBatch, values: bool) -> tuple[Rows, list[Problem]]:
     """A record batch of ``_input_schema`` as engine rows, and the damaged events (which
     clear nothing) as a state's problems."""
     column = {name: rb.column(name) for name in rb.schema.names}
