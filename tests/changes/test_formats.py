@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 import dcpfast
 from dcpfast.changes import FORMATS, changes, formatted, json_lines
+from dcpfast.testing import SAMPLE
 from tests.state_scenarios import scenario
 
 #: kafka-connect-couchbase, src/main/java/com/couchbase/connect/kafka/util/Schemas.java
@@ -141,3 +143,19 @@ def test_refusals():
         formatted(feed, "avro")
     with pytest.raises(ValueError, match="before=True"):
         formatted(feed, "debezium")
+
+
+GOLDEN = Path(__file__).parent.parent / "data" / "changes"
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_the_bundled_sample_in_each_format_is_its_golden_file(name):
+    """Every 25th change of the bundled sample, in each format, as JSON lines, is the file
+    kept in tests/data/changes (written by this code when the format was checked against
+    its published definition, above): a change to a format shows here."""
+    feed = changes(SAMPLE, before=True)
+    table = formatted(feed if name == "debezium" else feed.drop_columns(["before"]), name,
+                      bucket="sample").take(pa.array(range(0, feed.num_rows, 25)))
+    want = (GOLDEN / f"sample.{name}.jsonl").read_bytes().splitlines()
+    got = b"".join(json_lines(table, name)).splitlines()
+    assert [json.loads(line) for line in got] == [json.loads(line) for line in want]
