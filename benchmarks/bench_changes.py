@@ -4,12 +4,15 @@ on the suite's mixed corpus (about a million frames).
     python benchmarks/bench_changes.py [--items N] [--repeat R] [--cache DIR] [--json [PATH]]
     python benchmarks/bench_changes.py --quick
 
-Times, taking turns (best of R after a warm-up, gc paused): the frames with their values
-to Parquet (``read(columns=..., values)`` and ``pyarrow.parquet.write_table``: what
-``dcpfast convert --values`` writes, the baseline); ``state`` of the corpus; the feed
+Times, taking turns (best of R after a warm-up, gc paused): the frames and their values
+to Parquet (``scan``, ``to_arrow()``, ``values()``, two Parquet files in memory: what
+``dcpfast convert --values`` writes; the baseline); ``state`` of the corpus; the feed
 (``changes``) to Parquet; the feed as Debezium JSON lines (``before`` included, the
-documents' JSON spliced in), with its output in MB/s. Before anything is timed it checks
-that the feed, applied in order, is the state. Timings are reported, never judged.
+documents' JSON spliced in), with its output in MB/s; and ``audit`` of a clean sink
+(every version the stream sent, as the Kafka connector's records) next to ``diff`` of
+the stream with itself. Before anything is timed it checks that the feed, applied in
+order, is the state, and that the audit of the clean sink finds nothing. Timings are
+reported, never judged.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import dcpfast
-from dcpfast.changes import changes, formatted, json_lines
+from dcpfast.changes import audit, changes, formatted, json_lines
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:              # the suite package next to this script
@@ -95,6 +98,11 @@ def main(argv=None) -> int:
         values = batch.values()
         return _parquet(table) + _parquet(values)
 
+    sent = feed.filter(pa.compute.is_in(feed["change"], pa.array(
+        ["mutation", "deletion", "expiration"])))
+    sink = formatted(sent.drop_columns(["before"]), "couchbase-kafka")
+    found = audit(source, sink)
+    check(found.num_rows == 0, f"the audit of a clean sink found {found.num_rows:,} problems")
     runs = [
         ("frames and values to Parquet", baseline),
         ("state", lambda: dcpfast.state(source)),
@@ -102,6 +110,8 @@ def main(argv=None) -> int:
         ("changes as Debezium JSON lines", lambda: sum(
             len(p) for p in json_lines(formatted(changes(source, before=True), "debezium"),
                                        "debezium"))),
+        ("audit of a clean sink", lambda: audit(source, sink)),
+        ("diff of the stream with itself", lambda: dcpfast.diff(source, source)),
     ]
     timings = [Timing(label, frames, size) for label, _ in runs]
     take_turns(list(zip(timings, [fn for _, fn in runs])), args.repeat)
