@@ -21,6 +21,7 @@ import json
 import os
 from collections import Counter
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,7 +37,6 @@ PROBLEMS = KINDS[1:]
 #: The schema metadata key of the audit's summary (JSON).
 METADATA_KEY = b"dcpfast.audit"
 SINK_FORMATS = ("couchbase-kafka", "debezium")
-_MASK = (1 << 64) - 1
 
 
 def audit_schema() -> pa.Schema:
@@ -57,109 +57,193 @@ def audit(capture, sink, *, format: str | None = None, bucket: str | None = None
     See docs/changes.md."""
     messages, unreadable = read_sink(sink, format)
     reading = dict(errors=errors, collections=collections)
-    judge = _Judge(capture, reading)
-    for position, message in enumerate(messages):
-        judge.message(position, *message, bucket=bucket)
-    judge.missing(capture, reading)
+    capture_side = _Capture(capture, reading)
+    judged, not_judged = _judged(messages, capture_side, bucket)
+    missing, more = _missing(capture, reading, capture_side, judged)
+    not_judged.update(more)
     if unreadable:
-        judge.judged_out["sink lines that do not parse"] += unreadable
-    summary = {"counts": {k: judge.counts.get(k, 0) for k in KINDS},
-               "vbuckets": {str(vb): dict(c) for vb, c in sorted(judge.per_vbucket.items())},
-               "not_judged": dict(judge.judged_out), "messages": len(messages) + unreadable,
-               "capture": {"lost": sorted(judge.lost), "consistency": judge.consistency}}
-    names = audit_schema().names
-    table = pa.table({name: list(column) for name, column in zip(names, zip(*judge.rows))}
-                     if judge.rows else {name: [] for name in names}, schema=audit_schema())
+        not_judged["sink lines that do not parse"] += unreadable
+    verdicts = pa.concat_tables([judged.select(_ROW), missing.select(_ROW)])
+    tally = verdicts.group_by(["vbucket", "kind"]).aggregate([("kind", "count")])
+    counts: Counter = Counter()
+    per_vbucket: dict[str, Counter] = {}
+    for vb, kind, n in zip(*(tally[c].to_pylist() for c in ("vbucket", "kind",
+                                                              "kind_count"))):
+        counts[kind] += n
+        per_vbucket.setdefault(str(vb), Counter())[kind] += n
+    summary = {"counts": {k: counts.get(k, 0) for k in KINDS},
+               "vbuckets": {vb: dict(c) for vb, c in sorted(per_vbucket.items(),
+                                                            key=lambda kv: int(kv[0]))},
+               "not_judged": {k: v for k, v in not_judged.items() if v},
+               "messages": messages.num_rows + unreadable,
+               "capture": {"lost": sorted(capture_side.lost),
+                           "consistency": capture_side.consistency}}
+    problems = verdicts.filter(pc.not_equal(verdicts["kind"], "once"))
+    table = problems.rename_columns(audit_schema().names).cast(audit_schema())
     return table.replace_schema_metadata({METADATA_KEY: json.dumps(summary).encode()})
 
 
-class _Judge:
-    """What the capture sent (each version's place in the stream and its document, a key
-    of a collection), which of it stands (not discarded by a restart), and the verdicts
-    so far."""
+#: The columns of a verdict, as the table of problems names them in order.
+_ROW = ["kind", "vbucket", "key", "seqno", "cas", "position"]
+#: The columns of the sink's messages (``read_sink``).
+MESSAGE_SCHEMA = pa.schema([("vbucket", pa.int64()), ("key", pa.string()),
+                            ("cas", pa.uint64()), ("seqno", pa.uint64()),
+                            ("bucket", pa.string())])
+
+
+class _Capture:
+    """What the capture sent: each version (vbucket, key, CAS) with its place in the
+    stream and its document (a key of a collection, as a dense id), whether it stands
+    (no restart discarded it), each vbucket's first seqno; and which vbuckets lost
+    frames, each one's consistent seqno."""
 
     def __init__(self, capture, reading: dict):
         feed = changes(capture, values=False, **reading)
         meta = feed_metadata(feed)
         self.lost, self.consistency = set(meta["lost"]), meta["consistency"]
-        history = state(capture, history=True, include_deleted=True, values=False,
-                        **reading)
-        self.standing = set(zip(*(history[c].to_pylist()
-                                  for c in ("vbucket", "key_str", "cas"))))
         sent = feed.filter(pc.is_in(feed["change"], pa.array(
             ["mutation", "deletion", "expiration"])))
-        self.sent: dict[tuple, tuple[int, tuple]] = {}
-        self.first_seqno: dict[int, int] = {}
-        for i, (vb, cid, key, cas, seqno) in enumerate(zip(*(sent[c].to_pylist() for c in (
-                "vbucket", "collection_id", "key_str", "cas", "by_seqno")))):
-            self.sent.setdefault((vb, key, cas), (i, (vb, cid, key)))
-            self.first_seqno[vb] = min(seqno, self.first_seqno.get(vb, seqno))
-        self.counts: Counter = Counter()
-        self.judged_out: Counter = Counter()
-        self.per_vbucket: dict[int, Counter] = {}
-        self.delivered: set[tuple] = set()
-        self.latest: dict[tuple, int] = {}     # per document: the latest place delivered
-        self.first_delivered: dict[int, int] = {}
-        self.rows: list[tuple] = []
+        vb = sent["vbucket"].cast(pa.int64())
+        document = pa.table({"vbucket": vb, "cid": sent["collection_id"],
+                             "key": sent["key_str"]})
+        doc = _dense(document)
+        versions = pa.table({"vbucket": vb, "key": sent["key_str"], "cas": sent["cas"],
+                             "place": pa.array(np.arange(sent.num_rows, dtype=np.int64)),
+                             "doc": pa.array(doc)})
+        # a version sent twice (a restart below it sends it again) counts at its first place
+        self.versions = versions.group_by(["vbucket", "key", "cas"]).aggregate(
+            [("place", "min"), ("doc", "min")]).rename_columns(
+            ["vbucket", "key", "cas", "place", "doc"])
+        history = state(capture, history=True, include_deleted=True, values=False,
+                        **reading)
+        self.standing = pa.table({"vbucket": history["vbucket"].cast(pa.int64()),
+                                  "key": history["key_str"], "cas": history["cas"],
+                                  "standing": pa.array(np.ones(history.num_rows, bool))}
+                                 ).group_by(["vbucket", "key", "cas"]).aggregate(
+            [("standing", "max")]).rename_columns(["vbucket", "key", "cas", "standing"])
+        firsts = pa.table({"vbucket": vb, "seqno": sent["by_seqno"]}).group_by(
+            "vbucket").aggregate([("seqno", "min")])
+        self.first_seqno = dict(zip(firsts["vbucket"].to_pylist(),
+                                    firsts["seqno_min"].to_pylist()))
 
-    def _kind(self, vb: int, version: tuple, seqno: int | None) -> str | None:
-        """The verdict on a message of ``version``; None (counted) where none is given."""
-        if vb not in self.first_seqno:
-            self.judged_out["vbucket not in the capture"] += 1
-        elif vb in self.lost:
-            self.judged_out["vbucket lost frames in the capture"] += 1
-        elif version not in self.sent and seqno is not None and \
-                seqno < self.first_seqno[vb]:
-            self.judged_out["before the capture's first seqno"] += 1
-        elif version not in self.sent:
-            return "unknown"
-        elif version in self.delivered:
-            return "duplicate"
-        elif version not in self.standing:
-            return "phantom"
-        elif self.sent[version][0] < self.latest.get(self.sent[version][1], -1):
-            return "out_of_order"
-        else:
-            return "once"
-        return None
 
-    def message(self, position: int, vb: int, key: str, cas: int | None, seqno: int | None,
-                named: str | None, *, bucket: str | None) -> None:
-        version = (vb, key, cas)
-        kind = "unknown" if bucket is not None and named not in (None, bucket) \
-            else self._kind(vb, version, seqno)
-        if kind is None:
-            return
-        if kind != "unknown" and seqno is not None:
-            self.first_delivered[vb] = min(seqno, self.first_delivered.get(vb, seqno))
-        if version in self.sent:
-            self.delivered.add(version)
-            place, document = self.sent[version]
-            self.latest[document] = max(self.latest.get(document, -1), place)
-        self._count(kind, vb, key, seqno, cas, position)
+def _dense(table: pa.Table) -> np.ndarray:
+    """A dense id per distinct row of ``table``, for each row."""
+    keys = table.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    firsts = keys.group_by(table.column_names).aggregate([("row", "min")])
+    ids = firsts.append_column("id", pa.array(np.arange(firsts.num_rows, dtype=np.int64)))
+    joined = keys.join(ids.drop_columns(["row_min"]), table.column_names)
+    out = np.empty(table.num_rows, np.int64)
+    out[joined["row"].to_numpy()] = joined["id"].to_numpy()
+    return out
 
-    def _count(self, kind: str, vb: int, key: str, seqno, cas, position) -> None:
-        self.counts[kind] += 1
-        self.per_vbucket.setdefault(vb, Counter())[kind] += 1
-        if kind != "once":
-            self.rows.append((kind, vb, key, seqno, cas, position))
 
-    def missing(self, capture, reading: dict) -> None:
-        """The versions current at each vbucket's consistent seqno that were never
-        delivered, nor a later version of their document."""
-        current = state(capture, include_deleted=True, values=False, **reading,
-                        at_seqno={vb: s for vb, s in self.consistency} or None)
-        for vb, key, cas, seqno in zip(*(current[c].to_pylist() for c in (
-                "vbucket", "key_str", "cas", "by_seqno"))):
-            place, document = self.sent.get((vb, key, cas), (-1, ()))
-            if (vb, key, cas) in self.delivered or self.latest.get(document, -1) > place:
-                continue
-            if vb in self.lost:
-                self.judged_out["vbucket lost frames in the capture"] += 1
-            elif vb not in self.first_delivered or seqno < self.first_delivered[vb]:
-                self.judged_out["current before the sink's first message"] += 1
-            else:
-                self._count("missing", vb, key, seqno, cas, None)
+def _judged(messages: pa.Table, capture: _Capture,
+            bucket: str | None) -> tuple[pa.Table, Counter]:
+    """Each message judged (``_ROW``), those that can be, in sink order; and how many
+    could not be, by reason."""
+    n = messages.num_rows
+    m = messages.append_column("position", pa.array(np.arange(n, dtype=np.int64)))
+    m = m.join(capture.versions, ["vbucket", "key", "cas"], join_type="left outer") \
+        .join(capture.standing, ["vbucket", "key", "cas"], join_type="left outer") \
+        .sort_by("position")
+    vb = m["vbucket"].to_numpy()
+    seqno = m["seqno"].fill_null(2**64 - 1).to_numpy()
+    sent = m["place"].is_valid().to_numpy(zero_copy_only=False)
+    place = m["place"].fill_null(-1).to_numpy()
+    doc = m["doc"].fill_null(-1).to_numpy()
+    standing = m["standing"].fill_null(False).to_numpy(zero_copy_only=False)
+    captured = np.isin(vb, list(capture.first_seqno))
+    lost = np.isin(vb, list(capture.lost))
+    first_seqno = np.array([capture.first_seqno.get(v, 0) for v in vb.tolist()], np.uint64)
+    other_bucket = np.zeros(n, bool) if bucket is None else \
+        pc.fill_null(pc.not_equal(m["bucket"], bucket), False).to_numpy(zero_copy_only=False)
+    not_captured = ~other_bucket & ~captured
+    lost_out = ~other_bucket & captured & lost
+    early = ~other_bucket & captured & ~lost & ~sent & (seqno < first_seqno)
+    not_judged = Counter({"vbucket not in the capture": int(not_captured.sum()),
+                          "vbucket lost frames in the capture": int(lost_out.sum()),
+                          "before the capture's first seqno": int(early.sum())})
+    judged = other_bucket | ~(not_captured | lost_out | early)
+    counted = judged & sent                  # what a later message of its version follows
+    identity = np.where(counted, place, -1)
+    # a duplicate: a message of a version counted before it
+    order = np.lexsort((np.arange(n), identity))
+    repeat = np.zeros(n, bool)
+    same = (identity[order][1:] == identity[order][:-1]) & (identity[order][1:] >= 0)
+    repeat[order[1:]] = same
+    # out of order: a version the stream sent before one of its document delivered earlier
+    later = _delivered_before(doc, place, counted)
+    kind = np.full(n, "once", object)
+    kind[~sent] = "unknown"
+    kind[sent & repeat] = "duplicate"
+    kind[sent & ~repeat & ~standing] = "phantom"
+    kind[sent & ~repeat & standing & (place < later)] = "out_of_order"
+    kind[other_bucket] = "unknown"
+    m = m.append_column("kind", pa.array(kind, pa.string()))
+    m = m.append_column("judged", pa.array(judged))
+    return m.filter(m["judged"]), not_judged
+
+
+def _delivered_before(doc: np.ndarray, place: np.ndarray, counted: np.ndarray) -> np.ndarray:
+    """Per message, the latest place in the stream of a version of its document delivered
+    (and counted) before it; -1 where none."""
+    n = len(doc)
+    out = np.full(n, -1, np.int64)
+    at = np.flatnonzero(counted)
+    if not len(at):
+        return out
+    order = at[np.lexsort((at, doc[at]))]              # by document, then sink order
+    group = doc[order]
+    stride = int(place.max()) + 2
+    key = group * stride + place[order] + 1
+    running = np.maximum.accumulate(key)
+    previous = np.full(len(order), -1, np.int64)
+    previous[1:] = np.where(group[1:] == group[:-1], running[:-1] - group[1:] * stride - 1, -1)
+    out[order] = previous
+    return out
+
+
+def _missing(capture_path, reading: dict, capture: _Capture,
+             judged: pa.Table) -> tuple[pa.Table, Counter]:
+    """The versions current at each vbucket's consistent seqno that were never delivered,
+    nor a later version of their document (``_ROW``, kind ``missing``); and those that
+    cannot be judged, by reason."""
+    current = state(capture_path, include_deleted=True, values=False, **reading,
+                    at_seqno={vb: s for vb, s in capture.consistency} or None)
+    cur = pa.table({"vbucket": current["vbucket"].cast(pa.int64()), "key": current["key_str"],
+                    "cas": current["cas"], "seqno": current["by_seqno"]})
+    cur = cur.join(capture.versions, ["vbucket", "key", "cas"], join_type="left outer")
+    counted = judged.filter(pc.is_valid(judged["place"]))
+    delivered = pa.table({"vbucket": counted["vbucket"], "key": counted["key"],
+                          "cas": counted["cas"],
+                          "delivered": pa.array(np.ones(counted.num_rows, bool))}).group_by(
+        ["vbucket", "key", "cas"]).aggregate([("delivered", "max")]).rename_columns(
+        ["vbucket", "key", "cas", "delivered"])
+    latest = pa.table({"doc": counted["doc"], "latest": counted["place"]}).group_by(
+        "doc").aggregate([("latest", "max")]).rename_columns(["doc", "latest"])
+    firsts = judged.filter(pc.and_(pc.not_equal(judged["kind"], "unknown"),
+                                   pc.is_valid(judged["seqno"])))
+    firsts = firsts.group_by("vbucket").aggregate([("seqno", "min")])
+    first = dict(zip(firsts["vbucket"].to_pylist(), firsts["seqno_min"].to_pylist()))
+    cur = cur.join(delivered, ["vbucket", "key", "cas"], join_type="left outer") \
+        .join(latest, "doc", join_type="left outer")
+    vb = cur["vbucket"].to_numpy()
+    seqno = cur["seqno"].to_numpy()
+    done = cur["delivered"].fill_null(False).to_numpy(zero_copy_only=False) | (
+        cur["latest"].fill_null(-1).to_numpy() > cur["place"].fill_null(-1).to_numpy())
+    lost = np.isin(vb, list(capture.lost))
+    start = np.array([first.get(v, 2**64 - 1) for v in vb.tolist()], np.uint64)
+    late = ~done & ~lost & (seqno < start)
+    missing = ~done & ~lost & ~late
+    more = Counter({"vbucket lost frames in the capture": int((~done & lost).sum()),
+                    "current before the sink's first message": int(late.sum())})
+    out = cur.filter(pa.array(missing)).sort_by([("vbucket", "ascending"),
+                                                 ("seqno", "ascending")])
+    out = pa.table({"kind": pa.array(["missing"] * out.num_rows, pa.string()),
+                    "vbucket": out["vbucket"], "key": out["key"], "seqno": out["seqno"],
+                    "cas": out["cas"], "position": pa.nulls(out.num_rows, pa.int64())})
+    return out, more
 
 
 def audit_summary(table: pa.Table) -> dict:
@@ -172,55 +256,115 @@ def audit_summary(table: pa.Table) -> dict:
     return json.loads(raw)
 
 
-def read_sink(sink, format: str | None = None) -> tuple[list[tuple], int]:
-    """The messages of ``sink`` in delivery order as (vbucket, key, cas, seqno, bucket),
-    and how many lines of it did not parse (a file cut mid-line)."""
-    unreadable = 0
+def read_sink(sink, format: str | None = None) -> tuple[pa.Table, int]:
+    """The messages of ``sink`` in delivery order (``MESSAGE_SCHEMA``: vbucket, key, CAS,
+    seqno, bucket), and how many records of it could not be read (a line that does not
+    parse: a file cut mid-line; a record without the format's fields)."""
     if isinstance(sink, pa.Table):
-        records = sink.to_pylist()
+        table, unreadable = sink, 0
     else:
         path = os.fspath(sink)
         if path.endswith((".parquet", ".pq")):
-            records = pq.read_table(path).to_pylist()
+            table, unreadable = pq.read_table(path), 0
         else:
-            records = []
-            with open(path, "rb") as f:
-                for line in f:
-                    if not line.strip():
-                        continue
-                    try:
-                        records.append(orjson.loads(line))
-                    except orjson.JSONDecodeError:
-                        unreadable += 1
-    if format is None and records:
-        format = "debezium" if "value" in records[0] else "couchbase-kafka"
-    if format not in (*SINK_FORMATS, None):
+            table, unreadable = _json_lines(path)
+    names = set(table.column_names)
+    if format is None:
+        format = "debezium" if "value" in names else "couchbase-kafka"
+    if format not in SINK_FORMATS:
         raise ValueError(f"sink format must be one of {', '.join(SINK_FORMATS)}, "
                          f"not {format!r}")
-    out = []
-    for record in records:
-        try:
-            out.append(_debezium(record) if format == "debezium" else _kafka(record))
-        except (KeyError, TypeError, AttributeError, ValueError):
-            unreadable += 1
-    if records and not out:
-        raise ValueError(f"none of the sink's {len(records):,} records is a {format} "
-                         f"message (its fields: {', '.join(sorted(records[0]))})")
-    return out, unreadable
+    try:
+        messages = _debezium(table) if format == "debezium" else _kafka(table)
+    except (KeyError, TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        messages = None
+    if messages is None or (table.num_rows and messages["vbucket"].null_count
+                            == table.num_rows):
+        if not table.num_rows:
+            return MESSAGE_SCHEMA.empty_table(), unreadable
+        raise ValueError(f"none of the sink's {table.num_rows:,} records is a {format} "
+                         f"message (its fields: {', '.join(sorted(names))})")
+    whole = pc.and_(pc.is_valid(messages["vbucket"]), pc.is_valid(messages["key"]))
+    kept = messages.filter(whole)
+    return kept, unreadable + (messages.num_rows - kept.num_rows)
 
 
-def _kafka(record: dict) -> tuple:
-    return (int(record["partition"]), record["key"], int(record["cas"]) & _MASK,
-            None if record.get("bySeqno") is None else int(record["bySeqno"]),
-            record.get("bucket"))
+def _json_lines(path: str) -> tuple[pa.Table, int]:
+    """The records of a JSON lines file, and how many of its lines do not parse."""
+    import pyarrow.json as pj
+
+    try:
+        return pj.read_json(path), 0
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass                              # a line cut short, records of mixed shapes
+    records, unreadable = [], 0
+    with open(path, "rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                unreadable += 1
+                continue
+            if isinstance(record, dict):
+                records.append(_flat(record))
+            else:
+                unreadable += 1
+    return (pa.Table.from_pylist(records) if records else pa.table({})), unreadable
 
 
-def _debezium(record: dict) -> tuple:
+def _flat(record: dict) -> dict:
+    """Of a record, the fields an audit reads (documents' contents left out: their shapes
+    differ from record to record)."""
+    value = record.get("value")
+    if isinstance(value, dict):             # a Debezium event
+        found = value.get("source")
+        source = found if isinstance(found, dict) else {}
+        return {"key": record.get("key"), "value": {"source": {
+            k: source.get(k) for k in ("vbucket", "cas", "seqno", "bucket")}}}
+    return {k: record.get(k) for k in ("partition", "key", "cas", "bySeqno", "bucket")}
+
+
+def _column(table: pa.Table, *path: str) -> pa.Array:
+    """A column of ``table`` (a field of a struct column, by ``path``), null if absent."""
+    if path[0] not in table.column_names:
+        return pa.nulls(table.num_rows)
+    array = table[path[0]].combine_chunks() if table.num_rows else pa.array([], table.schema
+                                                                           .field(path[0])
+                                                                           .type)
+    for name in path[1:]:
+        if not pa.types.is_struct(array.type) or array.type.get_field_index(name) < 0:
+            return pa.nulls(table.num_rows)
+        array = pc.struct_field(array, name)
+    return array
+
+
+def _unsigned(array: pa.Array) -> pa.Array:
+    """An integer column as uint64, its bits kept (a CAS above 2**63 written negative)."""
+    if not len(array) or pa.types.is_null(array.type):
+        return pa.nulls(len(array), pa.uint64())
+    values = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    return pa.array(values.view(np.uint64), mask=array.is_null().to_numpy(
+        zero_copy_only=False) if array.null_count else None)
+
+
+def _messages(vbucket, key, cas, seqno, named) -> pa.Table:
+    return pa.table({"vbucket": vbucket.cast(pa.int64()), "key": key.cast(pa.string()),
+                     "cas": _unsigned(cas), "seqno": _unsigned(seqno),
+                     "bucket": named.cast(pa.string())}, schema=MESSAGE_SCHEMA)
+
+
+def _kafka(table: pa.Table) -> pa.Table:
+    return _messages(_column(table, "partition"), _column(table, "key"),
+                     _column(table, "cas"), _column(table, "bySeqno"),
+                     _column(table, "bucket"))
+
+
+def _debezium(table: pa.Table) -> pa.Table:
     """A Debezium event's version: its source's CAS (null for an event that holds no
     version the stream sent: such an event is ``unknown``)."""
-    source = record["value"]["source"]
-    cas = source.get("cas")
-    return (int(source["vbucket"]), record["key"]["id"],
-            None if cas is None else int(cas) & _MASK,
-            None if source.get("seqno") is None else int(source["seqno"]),
-            source.get("bucket"))
+    return _messages(_column(table, "value", "source", "vbucket"),
+                     _column(table, "key", "id"), _column(table, "value", "source", "cas"),
+                     _column(table, "value", "source", "seqno"),
+                     _column(table, "value", "source", "bucket"))
