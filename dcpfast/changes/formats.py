@@ -119,24 +119,36 @@ def _kafka(table: pa.Table, bucket: str | None) -> pa.Table:
     return pa.table(columns, schema=KAFKA_SCHEMA)
 
 
-def _content(body, datatype) -> tuple[pa.Array, pa.Array]:
-    """Each body as text: the JSON itself where the datatype says JSON, else base64; and
-    which (``content_encoding``: ``json``, ``base64``; null where there is no body)."""
-    bodies = body.to_pylist() if body is not None else []
-    kinds = datatype.to_pylist()
-    text: list[str | None] = []
-    encoding: list[str | None] = []
-    for b, d in zip(bodies, kinds):
-        if b is None:
-            text.append(None)
-            encoding.append(None)
-        elif d is not None and d & Datatype.JSON:
-            text.append(b.decode("utf-8", "replace"))
-            encoding.append("json")
-        else:
-            text.append(base64.b64encode(b).decode())
-            encoding.append("base64")
-    return pa.array(text, pa.string()), pa.array(encoding, pa.string())
+def _content(body: pa.Array, datatype: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Each body as text: the JSON itself where the datatype says JSON (and it is UTF-8),
+    else base64; and which (``content_encoding``: ``json``, ``base64``; null where there
+    is no body). The JSON bodies are cast as a whole; the others encoded one by one."""
+    flags = pc.fill_null(pc.bit_wise_and(datatype.cast(pa.uint8()), int(Datatype.JSON)), 0)
+    json_like = pc.and_(pc.not_equal(flags, 0), pc.is_valid(body))
+    kept = pc.if_else(json_like, body.cast(pa.binary()), pa.scalar(None, pa.binary()))
+    try:
+        text = kept.cast(pa.string())
+    except pa.ArrowInvalid:                 # a JSON-flagged body that is not UTF-8
+        valid = [b is None or _utf8(b) for b in kept.to_pylist()]
+        json_like = pc.and_(json_like, pa.array(valid))
+        text = pc.if_else(json_like, kept, pa.scalar(None, pa.binary())).cast(pa.string())
+    others = pc.and_(pc.invert(json_like), pc.is_valid(body))
+    at = np.flatnonzero(others.to_numpy(zero_copy_only=False))
+    if len(at):
+        encoded = pa.array([base64.b64encode(b).decode()
+                            for b in body.take(pa.array(at)).to_pylist()], pa.string())
+        text = pc.replace_with_mask(text, others, encoded)
+    encoding = pc.if_else(json_like, "json", pc.if_else(others, "base64",
+                                                        pa.scalar(None, pa.string())))
+    return text, encoding
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _documents(table: pa.Table, ids: pa.Array, fields: dict, absent: pa.Array) -> pa.Array:

@@ -159,3 +159,24 @@ def test_the_bundled_sample_in_each_format_is_its_golden_file(name):
     want = (GOLDEN / f"sample.{name}.jsonl").read_bytes().splitlines()
     got = b"".join(json_lines(table, name)).splitlines()
     assert [json.loads(line) for line in got] == [json.loads(line) for line in want]
+
+
+def test_content_is_json_where_it_is_else_base64():
+    """A JSON document is spliced in as JSON; a binary one, or one flagged JSON that is
+    not UTF-8, is base64; one flagged JSON that does not parse is text."""
+    from dcpfast import testing as t
+
+    frames = [t.snapshot_marker(1, 4, vbucket=1),
+              t.mutation(b"j", b'{"a": [1, 2]}', by_seqno=1, vbucket=1, datatype=1),
+              t.mutation(b"b", b"\x00\x01\xff", by_seqno=2, vbucket=1),
+              t.mutation(b"x", b"\xff\xfe", by_seqno=3, vbucket=1, datatype=1),
+              t.mutation(b"n", b"{not json", by_seqno=4, vbucket=1, datatype=1)]
+    table = formatted(changes(b"".join(frames), before=True), "debezium")
+    after = [json.loads(line)["value"]["after"]
+             for line in b"".join(json_lines(table, "debezium")).splitlines()]
+    assert [(a["id"], a["content_encoding"]) for a in after] == [
+        ("j", "json"), ("b", "base64"), ("x", "base64"), ("n", "text")]
+    assert after[0]["content"] == {"a": [1, 2]}
+    assert base64.b64decode(after[1]["content"]) == b"\x00\x01\xff"
+    assert base64.b64decode(after[2]["content"]) == b"\xff\xfe"
+    assert after[3]["content"] == "{not json"
