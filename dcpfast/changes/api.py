@@ -134,8 +134,12 @@ class ChangesBuilder:
             builder.placed()
         engine = builder.engine
         versions, consistent = engine.finish()
+        clears = _joined(engine.clears, (np.uint32, np.uint32, np.int64, np.uint64))
+        lost = engine.streams.lost()
+        if lost and versions is not None:
+            versions, clears = _stopped(versions, clears, {u: consistent[u] for u in lost})
         feed = replay(versions, _joined(engine.restarts, (np.uint32, np.int64, np.uint64)),
-                      _joined(engine.clears, (np.uint32, np.uint32, np.int64, np.uint64)))
+                      clears)
         table = self._table(feed, versions)
         per_vbucket: dict[int, int] = {}
         for unit, seqno in consistent.items():
@@ -184,12 +188,31 @@ class ChangesBuilder:
         return pa.table(out, schema=schema)
 
 
+def _stopped(versions: Versions, clears: tuple, cuts: dict[int, int]) -> tuple:
+    """The versions and clears of the streams that lost frames (``cuts``: stream ->
+    consistent seqno) at or below their consistent seqno, the others all: the feed of
+    such a stream is then ``state`` at that seqno (its restarts still apply)."""
+    units = np.array(sorted(cuts), np.uint32)
+    limits = np.array([cuts[u] for u in units.tolist()], np.uint64)
+
+    def within(unit: np.ndarray, seqno: np.ndarray) -> np.ndarray:
+        at = np.minimum(np.searchsorted(units, unit), len(units) - 1)
+        cut = np.where(units[at] == unit, limits[at], np.uint64(2**64 - 1))
+        return seqno <= cut
+
+    kept = within(clears[0], clears[3])
+    return (versions.take(np.flatnonzero(within(versions["unit"], versions["seqno"]))),
+            tuple(c[kept] for c in clears))
+
+
 def changes(source, *, values: bool = True, before: bool = False,
             collections: bool | None = None, errors: str = "strict",
             batch_bytes: int = DEFAULT_BATCH_BYTES, threads: int | None = None) -> pa.Table:
     """The change feed of a DCP stream: one row per change of a document, in stream
     order, such that applying the rows in order (a row with ``deleted`` removes its
-    document, any other sets it) gives ``dcpfast.state(source)``. See docs/changes.md.
+    document, any other sets it) gives ``dcpfast.state(source)``; a vbucket whose stream
+    lost frames stops at its consistent seqno (``feed_metadata`` names it), as
+    ``state(source, at_seqno=...)`` does. See docs/changes.md.
 
     ``source`` as for ``state``. ``change`` says what made the row: ``mutation``,
     ``deletion``, ``expiration`` (the stream's changes, a durable write at its commit),

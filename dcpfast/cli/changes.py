@@ -60,9 +60,9 @@ def changes(files, output, fmt, bucket, no_values, force, threads, sample, colle
     that a consumer that applies the feed in order ends with the documents `dcpfast
     state` gives.
 
-    The vbuckets whose stream lost frames are named on standard error (their changes
-    after the loss may be missing); the Parquet file's schema metadata holds each
-    vbucket's consistent seqno.
+    A vbucket whose stream lost frames stops at its consistent seqno, and is named on
+    standard error; the Parquet file's schema metadata holds each vbucket's consistent
+    seqno.
     """
     kind = "jsonl" if output == "-" else output_format(output, _OUTPUTS)
     files = inputs(files, sample)
@@ -120,8 +120,7 @@ def _warnings(table: pa.Table) -> list[str]:
         few = ", ".join(map(str, meta["lost"][:8])) + (", ..." if len(meta["lost"]) > 8
                                                        else "")
         lines.append(f"warning: frames were lost on {len(meta['lost'])} vbucket(s) ({few}): "
-                     "their changes after the loss may be missing; each one's consistent "
-                     "seqno is in the metadata")
+                     "each one's feed stops at its consistent seqno (in the metadata)")
     skipped = meta.get("errors_total") or 0
     if skipped:
         lines.append(f"warning: skipped {skipped:,} problem(s) in the input "
