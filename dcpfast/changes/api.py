@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,7 @@ from ..io import DEFAULT_BATCH_BYTES
 from ..streams import failover_logs
 from ..streams.frames import requests
 from ..streams.matching import message_opaques
+from ..values import text_or_null
 from .replay import CHANGES, Everything, Feed, replay
 
 #: The schema metadata key of the feed's metadata (JSON).
@@ -125,29 +127,39 @@ class ChangesBuilder:
             self.uuids.append((np.array(unit, np.uint32), np.array(pos, np.int64),
                                np.array(uuid, np.uint64)))
 
-    def table(self, *, placed: bool = True) -> pa.Table:
-        """The feed of the batches taken, with its metadata (``feed_metadata``);
-        ``placed``: report the Rollback responses that found no stream (rows fed by hand
-        come with their restarts placed)."""
+    def replayed(self, *, placed: bool = True) -> Replayed:
+        """What the stream taken holds, its feed replayed (``table`` shows it); ``placed``:
+        report the Rollback responses that found no stream (rows fed by hand come with
+        their restarts placed)."""
         builder = self.builder
         if placed:
             builder.placed()
         engine = builder.engine
         versions, consistent = engine.finish()
         clears = _joined(engine.clears, (np.uint32, np.uint32, np.int64, np.uint64))
+        restarts = _joined(engine.restarts, (np.uint32, np.int64, np.uint64))
         lost = engine.streams.lost()
         if lost and versions is not None:
-            versions, clears = _stopped(versions, clears, {u: consistent[u] for u in lost})
-        feed = replay(versions, _joined(engine.restarts, (np.uint32, np.int64, np.uint64)),
-                      clears)
-        table = self._table(feed, versions)
+            versions, clears = stopped(versions, clears, {u: consistent[u] for u in lost})
+        return Replayed(versions, restarts, clears, consistent, lost,
+                        replay(versions, restarts, clears))
+
+    def table(self, *, placed: bool = True) -> pa.Table:
+        """The feed of the batches taken, with its metadata (``feed_metadata``);
+        ``placed`` as for ``replayed``."""
+        done = self.replayed(placed=placed)
+        table = self._table(done.feed, done.versions)
         per_vbucket: dict[int, int] = {}
-        for unit, seqno in consistent.items():
+        for unit, seqno in done.consistent.items():
             per_vbucket[unit >> 16] = min(seqno, per_vbucket.get(unit >> 16, seqno))
         metadata = {"consistency": sorted([vb, s] for vb, s in per_vbucket.items()),
-                    "lost": sorted({u >> 16 for u in engine.streams.lost()}),
-                    **builder.problems.metadata()}
+                    "lost": sorted({u >> 16 for u in done.lost}),
+                    **self.builder.problems.metadata()}
         return table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()})
+
+    def keys(self, doc: np.ndarray) -> pa.Array:
+        """The keys of documents ``doc`` (the engine's ids), as text where UTF-8."""
+        return text_or_null(keys_of(self.builder.engine.index, doc))
 
     def _table(self, feed: Feed, versions: Versions | None) -> pa.Table:
         values, before = self.values, self.before
@@ -188,7 +200,22 @@ class ChangesBuilder:
         return pa.table(out, schema=schema)
 
 
-def _stopped(versions: Versions, clears: tuple, cuts: dict[int, int]) -> tuple:
+@dataclass
+class Replayed:
+    """What a stream holds, as its feed is made of it: every version it sent (those of a
+    stream that lost frames up to its consistent seqno), its restarts (unit, position,
+    point) and collection clears (unit, collection id, position, seqno), each stream's
+    consistent seqno, the streams that lost frames, and the feed."""
+
+    versions: Versions | None
+    restarts: tuple
+    clears: tuple
+    consistent: dict[int, int]
+    lost: list[int]
+    feed: Feed
+
+
+def stopped(versions: Versions, clears: tuple, cuts: dict[int, int]) -> tuple:
     """The versions and clears of the streams that lost frames (``cuts``: stream ->
     consistent seqno) at or below their consistent seqno, the others all: the feed of
     such a stream is then ``state`` at that seqno (its restarts still apply)."""

@@ -8,11 +8,14 @@ of its document that the stream sent later was delivered before it), ``phantom``
 version the stream sent and a Rollback or a restart then discarded) or ``unknown`` (no
 version the stream sent); every version current at the end of the capture (each
 vbucket at its consistent seqno) that was never delivered, nor a later version of its
-document, is ``missing``. What cannot be
-judged is counted apart, never as a problem: messages of vbuckets the capture never
-streamed or that lost frames, messages below the capture's first seqno of their vbucket,
-lines of the sink that do not parse, and current versions older than the first message
-the sink holds for their vbucket.
+document, is ``missing``. What cannot be judged is counted apart, never as a problem:
+messages of vbuckets the capture never streamed or that lost frames, messages below the
+capture's first seqno of their vbucket, lines of the sink that do not parse, and current
+versions older than the first message the sink holds for their vbucket.
+
+The capture is read once (``ChangesBuilder``): which versions stand and which are
+current come from its versions, restarts and clears (``replay.standing``,
+``replay.final``); the sink is joined with them (Arrow) and judged with numpy.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..documents.api import state
-from .api import changes, feed_metadata
+from ..documents.feeding import fed
+from ..documents.options import scan_collections
+from ..io import DEFAULT_BATCH_BYTES
+from .api import ChangesBuilder, stopped
+from .replay import final, standing
 
 #: What a delivered message (or a current version never delivered) can be.
 KINDS = ("once", "duplicate", "out_of_order", "phantom", "unknown", "missing")
@@ -59,7 +65,7 @@ def audit(capture, sink, *, format: str | None = None, bucket: str | None = None
     reading = dict(errors=errors, collections=collections)
     capture_side = _Capture(capture, reading)
     judged, not_judged = _judged(messages, capture_side, bucket)
-    missing, more = _missing(capture, reading, capture_side, judged)
+    missing, more = _missing(capture_side, judged)
     not_judged.update(more)
     if unreadable:
         not_judged["sink lines that do not parse"] += unreadable
@@ -93,49 +99,58 @@ MESSAGE_SCHEMA = pa.schema([("vbucket", pa.int64()), ("key", pa.string()),
 
 class _Capture:
     """What the capture sent: each version (vbucket, key, CAS) with its place in the
-    stream and its document (a key of a collection, as a dense id), whether it stands
-    (no restart discarded it), each vbucket's first seqno; and which vbuckets lost
-    frames, each one's consistent seqno."""
+    stream and its document (the engine's id), whether it stands (no restart discarded
+    it), each vbucket's first seqno, the versions current at each stream's consistent
+    seqno; and which vbuckets lost frames, each one's consistent seqno. One pass over the
+    capture: its feed's pieces (``ChangesBuilder.replayed``)."""
 
     def __init__(self, capture, reading: dict):
-        feed = changes(capture, values=False, **reading)
-        meta = feed_metadata(feed)
-        self.lost, self.consistency = set(meta["lost"]), meta["consistency"]
-        sent = feed.filter(pc.is_in(feed["change"], pa.array(
-            ["mutation", "deletion", "expiration"])))
-        vb = sent["vbucket"].cast(pa.int64())
-        document = pa.table({"vbucket": vb, "cid": sent["collection_id"],
-                             "key": sent["key_str"]})
-        doc = _dense(document)
-        versions = pa.table({"vbucket": vb, "key": sent["key_str"], "cas": sent["cas"],
-                             "place": pa.array(np.arange(sent.num_rows, dtype=np.int64)),
-                             "doc": pa.array(doc)})
+        builder = ChangesBuilder(values=False, errors=reading["errors"])
+        with fed(builder, capture, reading["errors"], {
+                "collections": scan_collections(reading["collections"]),
+                "batch_bytes": DEFAULT_BATCH_BYTES, "threads": None}):
+            pass
+        done = builder.replayed()
+        per_vbucket: dict[int, int] = {}
+        for unit, seqno in done.consistent.items():
+            per_vbucket[unit >> 16] = min(seqno, per_vbucket.get(unit >> 16, seqno))
+        self.consistency = sorted([vb, s] for vb, s in per_vbucket.items())
+        self.lost = {u >> 16 for u in done.lost}
+        identity = pa.schema([("vbucket", pa.int64()), ("key", pa.string()),
+                              ("cas", pa.uint64())])
+        versions = done.versions
+        if versions is None or not len(versions):
+            self.versions = identity.append(pa.field("place", pa.int64())).append(
+                pa.field("doc", pa.int64())).empty_table()
+            self.standing = identity.append(pa.field("standing", pa.bool_())).empty_table()
+            self.current = identity.append(pa.field("seqno", pa.uint64())).empty_table()
+            self.first_seqno: dict[int, int] = {}
+            return
+        sent = self._identities(builder, versions)
         # a version sent twice (a restart below it sends it again) counts at its first place
-        self.versions = versions.group_by(["vbucket", "key", "cas"]).aggregate(
+        self.versions = sent.append_column("place", pa.array(versions["gpos"])).append_column(
+            "doc", pa.array(versions["doc"])).group_by(["vbucket", "key", "cas"]).aggregate(
             [("place", "min"), ("doc", "min")]).rename_columns(
             ["vbucket", "key", "cas", "place", "doc"])
-        history = state(capture, history=True, include_deleted=True, values=False,
-                        **reading)
-        self.standing = pa.table({"vbucket": history["vbucket"].cast(pa.int64()),
-                                  "key": history["key_str"], "cas": history["cas"],
-                                  "standing": pa.array(np.ones(history.num_rows, bool))}
-                                 ).group_by(["vbucket", "key", "cas"]).aggregate(
+        self.standing = sent.append_column("standing", pa.array(standing(
+            versions, done.restarts))).group_by(["vbucket", "key", "cas"]).aggregate(
             [("standing", "max")]).rename_columns(["vbucket", "key", "cas", "standing"])
-        firsts = pa.table({"vbucket": vb, "seqno": sent["by_seqno"]}).group_by(
+        firsts = pa.table({"vbucket": sent["vbucket"], "seqno": versions["seqno"]}).group_by(
             "vbucket").aggregate([("seqno", "min")])
         self.first_seqno = dict(zip(firsts["vbucket"].to_pylist(),
                                     firsts["seqno_min"].to_pylist()))
+        # the versions current at each stream's consistent seqno: the feed of what is at or
+        # below it, replayed, each document's last version
+        cut, clears = stopped(versions, done.clears, done.consistent)
+        _, at = final(cut, done.restarts, clears)
+        now = cut.take(np.sort(at[at >= 0]))
+        self.current = self._identities(builder, now).append_column(
+            "seqno", pa.array(now["seqno"]))
 
-
-def _dense(table: pa.Table) -> np.ndarray:
-    """A dense id per distinct row of ``table``, for each row."""
-    keys = table.append_column("row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    firsts = keys.group_by(table.column_names).aggregate([("row", "min")])
-    ids = firsts.append_column("id", pa.array(np.arange(firsts.num_rows, dtype=np.int64)))
-    joined = keys.join(ids.drop_columns(["row_min"]), table.column_names)
-    out = np.empty(table.num_rows, np.int64)
-    out[joined["row"].to_numpy()] = joined["id"].to_numpy()
-    return out
+    @staticmethod
+    def _identities(builder: ChangesBuilder, versions) -> pa.Table:
+        return pa.table({"vbucket": (versions["unit"] >> np.uint32(16)).astype(np.int64),
+                         "key": builder.keys(versions["doc"]), "cas": versions["cas"]})
 
 
 def _judged(messages: pa.Table, capture: _Capture,
@@ -155,7 +170,7 @@ def _judged(messages: pa.Table, capture: _Capture,
     standing = m["standing"].fill_null(False).to_numpy(zero_copy_only=False)
     captured = np.isin(vb, list(capture.first_seqno))
     lost = np.isin(vb, list(capture.lost))
-    first_seqno = np.array([capture.first_seqno.get(v, 0) for v in vb.tolist()], np.uint64)
+    first_seqno = _per_vbucket(capture.first_seqno, vb, 0)
     other_bucket = np.zeros(n, bool) if bucket is None else \
         pc.fill_null(pc.not_equal(m["bucket"], bucket), False).to_numpy(zero_copy_only=False)
     not_captured = ~other_bucket & ~captured
@@ -185,6 +200,16 @@ def _judged(messages: pa.Table, capture: _Capture,
     return m.filter(m["judged"]), not_judged
 
 
+def _per_vbucket(values: dict[int, int], vbucket: np.ndarray, missing: int) -> np.ndarray:
+    """``values`` (vbucket -> seqno) at each of ``vbucket``, ``missing`` where it has none."""
+    if not values:
+        return np.full(len(vbucket), missing, np.uint64)
+    keys = np.array(sorted(values), np.int64)
+    found = np.array([values[k] for k in keys.tolist()], np.uint64)
+    at = np.minimum(np.searchsorted(keys, vbucket), len(keys) - 1)
+    return np.where(keys[at] == vbucket, found[at], np.uint64(missing))
+
+
 def _delivered_before(doc: np.ndarray, place: np.ndarray, counted: np.ndarray) -> np.ndarray:
     """Per message, the latest place in the stream of a version of its document delivered
     (and counted) before it; -1 where none."""
@@ -204,16 +229,12 @@ def _delivered_before(doc: np.ndarray, place: np.ndarray, counted: np.ndarray) -
     return out
 
 
-def _missing(capture_path, reading: dict, capture: _Capture,
-             judged: pa.Table) -> tuple[pa.Table, Counter]:
+def _missing(capture: _Capture, judged: pa.Table) -> tuple[pa.Table, Counter]:
     """The versions current at each vbucket's consistent seqno that were never delivered,
     nor a later version of their document (``_ROW``, kind ``missing``); and those that
     cannot be judged, by reason."""
-    current = state(capture_path, include_deleted=True, values=False, **reading,
-                    at_seqno={vb: s for vb, s in capture.consistency} or None)
-    cur = pa.table({"vbucket": current["vbucket"].cast(pa.int64()), "key": current["key_str"],
-                    "cas": current["cas"], "seqno": current["by_seqno"]})
-    cur = cur.join(capture.versions, ["vbucket", "key", "cas"], join_type="left outer")
+    cur = capture.current.join(capture.versions, ["vbucket", "key", "cas"],
+                               join_type="left outer")
     counted = judged.filter(pc.is_valid(judged["place"]))
     delivered = pa.table({"vbucket": counted["vbucket"], "key": counted["key"],
                           "cas": counted["cas"],
@@ -233,7 +254,7 @@ def _missing(capture_path, reading: dict, capture: _Capture,
     done = cur["delivered"].fill_null(False).to_numpy(zero_copy_only=False) | (
         cur["latest"].fill_null(-1).to_numpy() > cur["place"].fill_null(-1).to_numpy())
     lost = np.isin(vb, list(capture.lost))
-    start = np.array([first.get(v, 2**64 - 1) for v in vb.tolist()], np.uint64)
+    start = _per_vbucket(first, vb, 2**64 - 1)
     late = ~done & ~lost & (seqno < start)
     missing = ~done & ~lost & ~late
     more = Counter({"vbucket lost frames in the capture": int((~done & lost).sum()),

@@ -85,9 +85,24 @@ class Feed:
 def replay(versions: Versions | None, restarts: tuple, clears: tuple) -> Feed:
     """The feed of ``versions`` (every version the stream sent), ``restarts`` (unit,
     position, point) and ``clears`` (unit, collection id, position, seqno)."""
+    return _replay(versions, restarts, clears)[0]
+
+
+def final(versions: Versions | None, restarts: tuple,
+          clears: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Each document and the version that stands for it once its feed is applied (a
+    tombstone too; ``-1``: none, as after a collection drop), as ``replay`` replays
+    them."""
+    _, docs, ends = _replay(versions, restarts, clears)
+    return docs, ends
+
+
+def _replay(versions: Versions | None, restarts: tuple,
+            clears: tuple) -> tuple[Feed, np.ndarray, np.ndarray]:
+    """``replay``'s feed, and ``final``'s documents and versions."""
     if versions is None or not len(versions):
         empty = np.zeros(0, np.int64)
-        return Feed(*(empty,) * 9)
+        return Feed(*(empty,) * 9), empty, empty
     unit, doc, cid = versions["unit"], versions["doc"], versions["cid"]
     gone = tombstones(versions)
     kind = np.where(versions["what"] == W_EXPIRATION, _EXPIRATION,
@@ -113,17 +128,24 @@ def replay(versions: Versions | None, restarts: tuple, clears: tuple) -> Feed:
     parts = [Feed(unit[order], doc[order], cid[order], kind[order], order.astype(np.int64),
                   before, np.zeros(len(order), np.int64), versions["seqno"][order],
                   versions["gpos"][order])]
+    last = np.ones(len(order), bool)
+    last[:-1] = ~same[1:]
+    docs, ends = [doc[order[last]]], [order[last].astype(np.int64)]
     if noisy.any():
-        parts.append(_replayed(versions, np.flatnonzero(noisy), kind, gone, restarts,
-                               clears))
+        feed, current = _replayed(versions, np.flatnonzero(noisy), kind, gone, restarts,
+                                  clears)
+        parts.append(feed)
+        docs.append(np.fromiter(current.keys(), np.int64, len(current)))
+        ends.append(np.fromiter(current.values(), np.int64, len(current)))
     joined = Feed(*(np.concatenate([getattr(p, f) for p in parts])
                     for f in Feed.__dataclass_fields__))
     at = np.argsort(joined.pos, kind="stable")
-    return Feed(*(getattr(joined, f)[at] for f in Feed.__dataclass_fields__))
+    return (Feed(*(getattr(joined, f)[at] for f in Feed.__dataclass_fields__)),
+            np.concatenate(docs).astype(np.int64), np.concatenate(ends))
 
 
 def _replayed(versions: Versions, index: np.ndarray, kind: np.ndarray, gone: np.ndarray,
-              restarts: tuple, clears: tuple) -> Feed:
+              restarts: tuple, clears: tuple) -> tuple[Feed, dict[int, int]]:
     """The changes of the versions at ``index`` (every version of their documents), the
     clears and the restarts, one at a time in stream order."""
     unit = versions["unit"].tolist()
@@ -187,4 +209,25 @@ def _replayed(versions: Versions, index: np.ndarray, kind: np.ndarray, gone: np.
     columns = list(zip(*out)) if out else [()] * 9
     dtypes = (np.uint32, np.int64, np.uint32, np.uint8, np.int64, np.int64, np.int64,
               np.uint64, np.int64)
-    return Feed(*(np.array(col, dtype) for col, dtype in zip(columns, dtypes)))
+    return Feed(*(np.array(col, dtype) for col, dtype in zip(columns, dtypes))), current
+
+
+def standing(versions: Versions, restarts: tuple) -> np.ndarray:
+    """Whether each version stands: no restart of its stream after it went below it."""
+    out = np.ones(len(versions), bool)
+    r_unit, r_pos, r_point = restarts
+    if not len(r_unit) or not len(versions):
+        return out
+    unit, gpos, seqno = versions["unit"], versions["gpos"], versions["seqno"]
+    for u in np.unique(r_unit).tolist():
+        mine = r_unit == u
+        order = np.argsort(r_pos[mine], kind="stable")
+        pos, point = r_pos[mine][order], r_point[mine][order]
+        lowest = np.minimum.accumulate(point[::-1])[::-1]      # the lowest point from here on
+        at = np.flatnonzero(unit == u)
+        after = np.searchsorted(pos, gpos[at], "right")       # the first restart after it
+        later = after < len(pos)
+        below = np.zeros(len(at), bool)
+        below[later] = lowest[after[later]] < seqno[at][later]
+        out[at] = ~below
+    return out
