@@ -99,8 +99,8 @@ MESSAGE_SCHEMA = pa.schema([("vbucket", pa.int64()), ("key", pa.string()),
 
 class _Capture:
     """What the capture sent: each version (vbucket, key, CAS) with its place in the
-    stream and its document (the engine's id), whether it stands (no restart discarded
-    it), each vbucket's first seqno, the versions current at each stream's consistent
+    stream, its document (the engine's id) and whether it stands (no restart discarded
+    it: ``versions``), each vbucket's first seqno, the versions current at each stream's consistent
     seqno; and which vbuckets lost frames, each one's consistent seqno. One pass over the
     capture: its feed's pieces (``ChangesBuilder.replayed``)."""
 
@@ -121,20 +121,19 @@ class _Capture:
         versions = done.versions
         if versions is None or not len(versions):
             self.versions = identity.append(pa.field("place", pa.int64())).append(
-                pa.field("doc", pa.int64())).empty_table()
-            self.standing = identity.append(pa.field("standing", pa.bool_())).empty_table()
+                pa.field("doc", pa.int64())).append(pa.field("standing", pa.bool_())) \
+                .empty_table()
             self.current = identity.append(pa.field("seqno", pa.uint64())).empty_table()
             self.first_seqno: dict[int, int] = {}
             return
         sent = self._identities(builder, versions)
         # a version sent twice (a restart below it sends it again) counts at its first place
+        # (whether it stands: any of its sendings does)
         self.versions = sent.append_column("place", pa.array(versions["gpos"])).append_column(
-            "doc", pa.array(versions["doc"])).group_by(["vbucket", "key", "cas"]).aggregate(
-            [("place", "min"), ("doc", "min")]).rename_columns(
-            ["vbucket", "key", "cas", "place", "doc"])
-        self.standing = sent.append_column("standing", pa.array(standing(
-            versions, done.restarts))).group_by(["vbucket", "key", "cas"]).aggregate(
-            [("standing", "max")]).rename_columns(["vbucket", "key", "cas", "standing"])
+            "doc", pa.array(versions["doc"])).append_column("standing", pa.array(standing(
+                versions, done.restarts))).group_by(["vbucket", "key", "cas"]).aggregate(
+            [("place", "min"), ("doc", "min"), ("standing", "max")]).rename_columns(
+            ["vbucket", "key", "cas", "place", "doc", "standing"])
         firsts = pa.table({"vbucket": sent["vbucket"], "seqno": versions["seqno"]}).group_by(
             "vbucket").aggregate([("seqno", "min")])
         self.first_seqno = dict(zip(firsts["vbucket"].to_pylist(),
@@ -160,7 +159,6 @@ def _judged(messages: pa.Table, capture: _Capture,
     n = messages.num_rows
     m = messages.append_column("position", pa.array(np.arange(n, dtype=np.int64)))
     m = m.join(capture.versions, ["vbucket", "key", "cas"], join_type="left outer") \
-        .join(capture.standing, ["vbucket", "key", "cas"], join_type="left outer") \
         .sort_by("position")
     vb = m["vbucket"].to_numpy()
     seqno = m["seqno"].fill_null(2**64 - 1).to_numpy()
@@ -233,8 +231,8 @@ def _missing(capture: _Capture, judged: pa.Table) -> tuple[pa.Table, Counter]:
     """The versions current at each vbucket's consistent seqno that were never delivered,
     nor a later version of their document (``_ROW``, kind ``missing``); and those that
     cannot be judged, by reason."""
-    cur = capture.current.join(capture.versions, ["vbucket", "key", "cas"],
-                               join_type="left outer")
+    cur = capture.current.join(capture.versions.drop_columns(["standing"]),
+                               ["vbucket", "key", "cas"], join_type="left outer")
     counted = judged.filter(pc.is_valid(judged["place"]))
     delivered = pa.table({"vbucket": counted["vbucket"], "key": counted["key"],
                           "cas": counted["cas"],
