@@ -208,6 +208,32 @@ def _reader_gone() -> NoReturn:
     _end_by(signum)
 
 
+class Failed(click.ClickException):
+    """An error of a command whose exit status 1 means it found something (``diff``,
+    ``audit``): one line, exit status 2."""
+
+    exit_code = 2
+
+
+@contextlib.contextmanager
+def failing_with_status_2():
+    """Inside, every error but a usage error or a closed pipe ends the command as
+    ``Failed``: one line and status 2, never 1 (which says the command found
+    something), whatever raised it."""
+    try:
+        yield
+    except (click.UsageError, BrokenPipeError):
+        raise
+    except click.ClickException as e:
+        raise Failed(e.format_message()) from None
+    except (DcpFormatError, OSError, ValueError, TypeError) as e:
+        raise Failed(str(e)) from None
+    except MemoryError:
+        raise Failed(OUT_OF_MEMORY) from None
+    except Exception as e:
+        raise Failed(f"{type(e).__name__}: {e}") from None
+
+
 def say(line: str = "", *, err: bool = False) -> None:
     """``click.echo`` of ``line`` made safe for a terminal (``terminal_safe``), an output
     that cannot be written (a full disk) being the command's one-line error, not the
@@ -230,9 +256,11 @@ def flush_output() -> None:
         raise click.ClickException(f"<stdout>: {e.strerror or e}") from None
 
 
-#: The table formats ``convert`` and ``state`` write, by the output's extension.
-TABLE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
-                 ".ipc": "ipc", ".csv": "csv"}
+#: The formats of a table file (``state``, ``diff``, ``audit``), by the output's extension.
+FILE_TABLES = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
+               ".ipc": "ipc"}
+#: The table formats ``convert`` writes, by the output's extension.
+TABLE_FORMATS = {**FILE_TABLES, ".csv": "csv"}
 
 
 def output_format(output: str, formats: dict[str, str], given: str | None = None, *,

@@ -9,11 +9,12 @@ import click
 
 from ..changes import audit, audit_summary
 from ..changes.delivery import PROBLEMS, SINK_FORMATS
-from ..errors import DcpFormatError
 from .app import (
+    FILE_TABLES,
     INPUT,
     atomic_output,
     check_output,
+    failing_with_status_2,
     main,
     output_format,
     say,
@@ -23,15 +24,7 @@ from .app import (
 )
 
 #: The exit statuses.
-CLEAN, PROBLEMS_FOUND, FAILED = 0, 1, 2
-_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
-            ".ipc": "ipc"}
-
-
-class Failed(click.ClickException):
-    """An error of ``dcpfast audit``: one line, exit status 2."""
-
-    exit_code = FAILED
+CLEAN, PROBLEMS_FOUND = 0, 1         # 2: an error (``Failed``)
 
 
 @main.command("audit", epilog="Examples: dcpfast audit capture.pcap topic.jsonl; dcpfast "
@@ -55,8 +48,8 @@ def audit_command(capture, sink, fmt, bucket, output, force, collections, errors
     What cannot be judged (vbuckets that lost frames or that the capture never streamed,
     a sink that starts later, lines that do not parse) is counted, never a problem.
     """
-    try:
-        fmt_out = None if output is None else output_format(output, _FORMATS)
+    with failing_with_status_2():               # an exit status of 1 would read "problems"
+        fmt_out = None if output is None else output_format(output, FILE_TABLES)
         if not os.path.exists(sink):
             raise click.ClickException(f"{sink}: no such file")
         if output is not None:
@@ -66,12 +59,6 @@ def audit_command(capture, sink, fmt, bucket, output, force, collections, errors
         if output is not None:
             with atomic_output(output) as [path], writing(output):
                 write_table(found, path, fmt_out)
-    except (click.UsageError, BrokenPipeError):
-        raise
-    except click.ClickException as e:
-        raise Failed(e.format_message()) from None
-    except (DcpFormatError, OSError, ValueError, TypeError) as e:
-        raise Failed(str(e)) from None
     summary = audit_summary(found)
     counts = summary["counts"]
     say(f"{summary['messages']:,} messages: {counts['once']:,} delivered once, "

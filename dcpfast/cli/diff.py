@@ -16,12 +16,14 @@ from ..errors import DcpFormatError
 from ..io.kinds import is_parquet_path
 from ..threads import threads_of
 from .app import (
+    FILE_TABLES,
     INPUT,
-    OUT_OF_MEMORY,
+    Failed,
     at_seqno,
     atomic_output,
     check_inputs,
     check_output,
+    failing_with_status_2,
     main,
     opened,
     output_format,
@@ -34,18 +36,9 @@ from .app import (
 )
 
 #: The exit statuses.
-SAME, DIFFERENT, FAILED = 0, 1, 2
+SAME, DIFFERENT = 0, 1              # 2: an error (``Failed``)
 #: Differences listed on the terminal when no output file is given.
 SHOWN = 10
-#: The formats the differences are written in, by the output's extension.
-_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
-            ".ipc": "ipc"}
-
-
-class Failed(click.ClickException):
-    """An error of ``dcpfast diff``: one line, exit status 2."""
-
-    exit_code = FAILED
 
 
 def _fields(ctx, param, value):
@@ -94,21 +87,11 @@ def diff(source, target, output, force, at_seqno, at_time, fields, include_delet
     Each side is compared up to its consistent seqno: what could not be compared is
     counted, never reported as a difference.
     """
-    try:
+    with failing_with_status_2():               # an exit status of 1 would read "differ"
         status = _run(source, target, output, force, dict(
             at_seqno=at_seqno, at_time=at_time, fields=fields, include_deleted=include_deleted,
             only_collections=list(only) or None, threads=threads, errors=errors,
             scan=collections))
-    except (click.UsageError, BrokenPipeError):
-        raise
-    except click.ClickException as e:
-        raise Failed(e.format_message()) from None
-    except (DcpFormatError, OSError, ValueError, TypeError) as e:
-        raise Failed(str(e)) from None
-    except MemoryError:
-        raise Failed(OUT_OF_MEMORY) from None
-    except Exception as e:                      # an exit status of 1 would read "differ"
-        raise Failed(f"{type(e).__name__}: {e}") from None
     click.get_current_context().exit(status)
 
 
@@ -117,7 +100,7 @@ def _run(source: str, target: str, output: str | None, force: bool, options: dic
         raise click.UsageError("give --at-seqno or --at-time, not both")
     if source == target == "-":
         raise click.UsageError("standard input can be one side only")
-    fmt = None if output is None else output_format(output, _FORMATS)
+    fmt = None if output is None else output_format(output, FILE_TABLES)
     check_inputs([source, target])
     if output is not None:
         check_output(output, [source, target], force=force)

@@ -20,6 +20,7 @@ from ..documents.processes import WorkerDied
 from ..errors import DcpFormatError, is_capture_gap
 from ..io.kinds import Kind, classify
 from .app import (
+    FILE_TABLES,
     INPUT,
     at_seqno,
     atomic_output,
@@ -37,10 +38,6 @@ from .app import (
     write_table,
     writing,
 )
-
-#: The formats ``state`` writes (without --spark), by the output's extension.
-_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "ipc", ".feather": "ipc",
-            ".ipc": "ipc"}
 
 #: With --spark: the file beside the output directory (``OUT`` + this) that holds
 #: ``state_report``'s JSON; inside, it would stop polars, which reads every non-empty file
@@ -87,7 +84,7 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
     """
     if at_seqno is not None and at_time is not None:
         raise click.UsageError("give --at-seqno or --at-time, not both")
-    fmt = None if spark else output_format(output, _FORMATS)
+    fmt = None if spark else output_format(output, FILE_TABLES)
     chosen = [int(c) if c.isdigit() else c for c in only] or None
     options = dict(at_seqno=at_seqno, at_time=at_time, include_deleted=include_deleted,
                    values=not no_values, only_collections=chosen, errors=errors,
