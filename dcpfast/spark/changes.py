@@ -8,17 +8,12 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..changes import ChangesBuilder, changes_schema
-from .documents import engine_rows, located, partition_rows
-
-#: The unsigned types of the feed as Spark takes them (uint64: its 64 bits in a long).
-_SPARK_INT = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
-              pa.uint64(): pa.int64()}
+from .documents import engine_rows, located, partition_rows, spark_types
 
 
 def output_schema(*, values: bool = True) -> pa.Schema:
-    """``changes_schema`` in the types Spark takes."""
-    return pa.schema([pa.field(f.name, _SPARK_INT.get(f.type, f.type))
-                      for f in changes_schema(values=values)])
+    """``changes_schema`` in the types Spark takes (``documents.spark_types``)."""
+    return spark_types(changes_schema(values=values))
 
 
 def changes(frames_df, *, values: bool = True, errors: str = "strict"):

@@ -75,10 +75,15 @@ def _input_schema(values: bool) -> pa.Schema:
 
 
 def output_schema(*, values: bool = True, history: bool = False) -> pa.Schema:
-    """``state_schema`` in the types Spark takes: unsigned integers widened (uint64 as its
-    64 bits in a long), timestamps in microseconds."""
+    """``state_schema`` in the types Spark takes (``spark_types``)."""
+    return spark_types(state_schema(values=values, history=history))
+
+
+def spark_types(schema: pa.Schema) -> pa.Schema:
+    """``schema`` in the types Spark takes: unsigned integers widened (uint64 as its 64
+    bits in a long), timestamps in microseconds."""
     fields = []
-    for f in state_schema(values=values, history=history):
+    for f in schema:
         kind = _SPARK_INT.get(f.type, f.type)
         if pa.types.is_timestamp(kind):
             kind = pa.timestamp("us", tz="UTC")
