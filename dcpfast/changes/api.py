@@ -255,7 +255,7 @@ def changes(source, *, values: bool = True, before: bool = False,
                    threads=None if threads is None else positive("threads", threads))
     builder = ChangesBuilder(values=values, before=before, errors=errors,
                              threads=reading["threads"])
-    with fed(builder, source, errors, reading):
+    with fed(builder, source, errors, reading, again=False):
         return builder.table()
 
 

@@ -108,7 +108,7 @@ class _Capture:
         builder = ChangesBuilder(values=False, errors=reading["errors"])
         with fed(builder, capture, reading["errors"], {
                 "collections": scan_collections(reading["collections"]),
-                "batch_bytes": DEFAULT_BATCH_BYTES, "threads": None}):
+                "batch_bytes": DEFAULT_BATCH_BYTES, "threads": None}, again=False):
             pass
         done = builder.replayed()
         per_vbucket: dict[int, int] = {}

@@ -33,30 +33,31 @@ class Builder(Protocol):
 
 
 @contextlib.contextmanager
-def fed(builder: Builder, source, errors: str,
-        reading: dict) -> Iterator[Callable[[StateBuilder], object] | None]:
+def fed(builder: Builder, source, errors: str, reading: dict, *,
+        again: bool = True) -> Iterator[Callable[[StateBuilder], object] | None]:
     """Feed ``builder`` the batches of ``source``; the context is the function that feeds a
     builder the same batches once more (``StateBuilder.table``'s ``again``), or None where
-    they cannot be had again (an iterator of batches).
+    they cannot be had again (an iterator of batches) or ``again`` says no second pass
+    will be asked for.
 
-    A dump's or a capture's path and a file object are opened once (``open_input``): a
-    pipe's, a FIFO's or a file object's bytes are kept in a temporary file as they are
-    read, for the second pass; a regular file is opened again for it."""
+    A dump's or a capture's path and a file object are opened once (``open_input``): with
+    ``again``, a pipe's, a FIFO's or a file object's bytes are kept in a temporary file as
+    they are read, for the second pass; a regular file is opened again for it."""
     found = classify(source, sniff=False)
     if found.kind not in (Kind.PATH, Kind.FILE):
         kind = classify(source).kind              # a buffer's first bytes looked at
         feed(builder, source, kind, errors, reading)
-        yield (lambda again: feed(again, source, kind, errors, reading)) \
-            if found.repeated else None
+        yield (lambda other: feed(other, source, kind, errors, reading)) \
+            if found.repeated and again else None
         return
-    with open_input(source, errors=errors, again=True) as opened:
+    with open_input(source, errors=errors, again=again) as opened:
         kind = Kind.CAPTURE_FILE if opened.capture else Kind.FILE
         feed(builder, opened.stream, kind, errors, reading)
 
-        def again(builder: StateBuilder) -> None:
+        def second(builder: StateBuilder) -> None:
             with opened.again() as stream:
                 feed(builder, stream, kind, errors, reading)
-        yield again
+        yield second if again else None
 
 
 def feed(builder: Builder, source, kind: Kind, errors: str, reading: dict) -> None:
