@@ -6,7 +6,8 @@ delivered against the captured stream (``audit``)."""
 
 from .api import METADATA_KEY, ChangesBuilder, changes, changes_schema, feed_metadata
 from .delivery import audit, audit_schema, audit_summary
-from .formats import FORMATS, formatted, json_lines
+from .formats import FORMATS, formatted
+from .lines import json_lines
 
 __all__ = ["FORMATS", "METADATA_KEY", "ChangesBuilder", "audit", "audit_schema",
            "audit_summary", "changes", "changes_schema", "feed_metadata", "formatted",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -141,8 +142,7 @@ class ChangesBuilder:
         lost = engine.streams.lost()
         if lost and versions is not None:
             versions, clears = stopped(versions, clears, {u: consistent[u] for u in lost})
-        return Replayed(versions, restarts, clears, consistent, lost,
-                        replay(versions, restarts, clears))
+        return Replayed(versions, restarts, clears, consistent, lost)
 
     def table(self, *, placed: bool = True) -> pa.Table:
         """The feed of the batches taken, with its metadata (``feed_metadata``);
@@ -205,14 +205,19 @@ class Replayed:
     """What a stream holds, as its feed is made of it: every version it sent (those of a
     stream that lost frames up to its consistent seqno), its restarts (unit, position,
     point) and collection clears (unit, collection id, position, seqno), each stream's
-    consistent seqno, the streams that lost frames, and the feed."""
+    consistent seqno, the streams that lost frames, and the feed (replayed when first
+    asked for: the audit needs the versions only)."""
 
     versions: Versions | None
     restarts: tuple
     clears: tuple
     consistent: dict[int, int]
     lost: list[int]
-    feed: Feed
+
+    @cached_property
+    def feed(self) -> Feed:
+        """The feed: every change in stream order (``replay.replay``)."""
+        return replay(self.versions, self.restarts, self.clears)
 
 
 def stopped(versions: Versions, clears: tuple, cuts: dict[int, int]) -> tuple:

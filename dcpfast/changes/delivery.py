@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from urllib.parse import unquote
 
 import numpy as np
 import orjson
@@ -32,6 +33,7 @@ import pyarrow.parquet as pq
 
 from ..documents.feeding import fed
 from ..documents.options import scan_collections
+from ..errors import text
 from ..io import DEFAULT_BATCH_BYTES
 from .api import ChangesBuilder, stopped
 from .replay import final, standing
@@ -43,6 +45,8 @@ PROBLEMS = KINDS[1:]
 #: The schema metadata key of the audit's summary (JSON).
 METADATA_KEY = b"dcpfast.audit"
 SINK_FORMATS = ("couchbase-kafka", "debezium")
+#: The folder that makes a folder a Delta table.
+DELTA_LOG = "_delta_log"
 
 
 def audit_schema() -> pa.Schema:
@@ -116,40 +120,76 @@ class _Capture:
             per_vbucket[unit >> 16] = min(seqno, per_vbucket.get(unit >> 16, seqno))
         self.consistency = sorted([vb, s] for vb, s in per_vbucket.items())
         self.lost = {u >> 16 for u in done.lost}
-        identity = pa.schema([("vbucket", pa.int64()), ("key", pa.string()),
-                              ("cas", pa.uint64())])
         versions = done.versions
         if versions is None or not len(versions):
-            self.versions = identity.append(pa.field("place", pa.int64())).append(
-                pa.field("doc", pa.int64())).append(pa.field("standing", pa.bool_())) \
-                .empty_table()
-            self.current = identity.append(pa.field("seqno", pa.uint64())).empty_table()
+            self.dictionary = pa.array([], pa.string())
+            self.versions = pa.schema([("name", pa.int64()), ("cas", pa.uint64()),
+                                       ("place", pa.int64()), ("doc", pa.int64()),
+                                       ("standing", pa.bool_())]).empty_table()
+            self.current = pa.schema([("name", pa.int64()), ("cas", pa.uint64()),
+                                      ("vbucket", pa.int64()),
+                                      ("seqno", pa.uint64())]).empty_table()
             self.first_seqno: dict[int, int] = {}
             return
-        sent = self._identities(builder, versions)
+        docs, of_doc = np.unique(versions["doc"], return_inverse=True)
+        first = np.zeros(len(docs), np.int64)
+        first[of_doc[::-1]] = np.arange(len(of_doc))[::-1]
+        doc_vbucket = (versions["unit"][first] >> np.uint32(16)).astype(np.int64)
+        doc_keys = builder.keys(docs)
+        #: every key the capture sent (a version's name: its vbucket and key's place here)
+        self.dictionary = pc.unique(doc_keys.drop_null())
+        doc_names = _names(doc_vbucket, doc_keys, self.dictionary)
+        name = doc_names.take(pa.array(of_doc))
+        sent = pa.table({"name": name, "cas": versions["cas"]})
         # a version sent twice (a restart below it sends it again) counts at its first place
         # (whether it stands: any of its sendings does)
-        self.versions = sent.append_column("place", pa.array(versions["gpos"])).append_column(
+        every = sent.append_column("place", pa.array(versions["gpos"])).append_column(
             "doc", pa.array(versions["doc"])).append_column("standing", pa.array(standing(
-                versions, done.restarts))).group_by(["vbucket", "key", "cas"]).aggregate(
-            [("place", "min"), ("doc", "min"), ("standing", "max")]).rename_columns(
-            ["vbucket", "key", "cas", "place", "doc", "standing"])
-        firsts = pa.table({"vbucket": sent["vbucket"], "seqno": versions["seqno"]}).group_by(
-            "vbucket").aggregate([("seqno", "min")])
-        self.first_seqno = dict(zip(firsts["vbucket"].to_pylist(),
-                                    firsts["seqno_min"].to_pylist()))
+                versions, done.restarts))).filter(pc.is_valid(sent["name"]))
+        cas = np.sort(versions["cas"])
+        if len(cas) > 1 and (cas[1:] == cas[:-1]).any():   # a version sent twice, perhaps
+            every = every.group_by(["name", "cas"]).aggregate([
+                ("place", "min"), ("doc", "min"), ("standing", "max")]).rename_columns(
+                ["name", "cas", "place", "doc", "standing"])
+        self.versions = every
+        vbuckets = (versions["unit"] >> np.uint32(16)).astype(np.int64)
+        self.first_seqno = _firsts(vbuckets, versions["seqno"])
         # the versions current at each stream's consistent seqno: the feed of what is at or
         # below it, replayed, each document's last version
         cut, clears = stopped(versions, done.clears, done.consistent)
         _, at = final(cut, done.restarts, clears)
         now = cut.take(np.sort(at[at >= 0]))
-        self.current = self._identities(builder, now).append_column(
-            "seqno", pa.array(now["seqno"]))
+        self.current = pa.table({
+            "name": doc_names.take(pa.array(np.searchsorted(docs, now["doc"]))),
+            "cas": now["cas"],
+            "vbucket": (now["unit"] >> np.uint32(16)).astype(np.int64), "seqno": now["seqno"]})
 
-    @staticmethod
-    def _identities(builder: ChangesBuilder, versions) -> pa.Table:
-        return pa.table({"vbucket": (versions["unit"] >> np.uint32(16)).astype(np.int64),
-                         "key": builder.keys(versions["doc"]), "cas": versions["cas"]})
+    def key(self, name: pa.Array) -> pa.Array:
+        """The keys of version names."""
+        return self.dictionary.take(pc.bit_wise_and(name, _KEY_MASK))
+
+
+#: A version's name: its vbucket above ``_KEY_BITS`` bits, its key's place in the
+#: capture's keys below.
+_KEY_BITS = 40
+_KEY_MASK = (1 << _KEY_BITS) - 1
+
+
+def _names(vbucket, keys: pa.Array, dictionary: pa.Array) -> pa.Array:
+    """The names (int64) of (vbucket, key) pairs; null where the capture has no such key
+    or there is no vbucket."""
+    at = pc.index_in(keys, value_set=dictionary).cast(pa.int64())
+    vb = pa.array(vbucket, pa.int64()) if not isinstance(vbucket, pa.Array) else \
+        vbucket.cast(pa.int64())
+    return pc.add(pc.shift_left(vb, _KEY_BITS), at)
+
+
+def _firsts(vbucket: np.ndarray, seqno: np.ndarray) -> dict[int, int]:
+    """Each vbucket's lowest seqno."""
+    order = np.lexsort((seqno, vbucket))
+    vb, low = vbucket[order], seqno[order]
+    starts = np.flatnonzero(np.r_[True, vb[1:] != vb[:-1]]) if len(vb) else np.empty(0, int)
+    return dict(zip(vb[starts].tolist(), low[starts].tolist()))
 
 
 def _judged(messages: pa.Table, capture: _Capture,
@@ -158,8 +198,9 @@ def _judged(messages: pa.Table, capture: _Capture,
     could not be, by reason."""
     n = messages.num_rows
     m = messages.append_column("position", pa.array(np.arange(n, dtype=np.int64)))
-    m = m.join(capture.versions, ["vbucket", "key", "cas"], join_type="left outer") \
-        .sort_by("position")
+    m = m.append_column("name", _names(m["vbucket"].combine_chunks(),
+                                       m["key"].combine_chunks(), capture.dictionary))
+    m = m.join(capture.versions, ["name", "cas"], join_type="left outer").sort_by("position")
     vb = m["vbucket"].to_numpy()
     seqno = m["seqno"].fill_null(2**64 - 1).to_numpy()
     sent = m["place"].is_valid().to_numpy(zero_copy_only=False)
@@ -231,21 +272,20 @@ def _missing(capture: _Capture, judged: pa.Table) -> tuple[pa.Table, Counter]:
     """The versions current at each vbucket's consistent seqno that were never delivered,
     nor a later version of their document (``_ROW``, kind ``missing``); and those that
     cannot be judged, by reason."""
-    cur = capture.current.join(capture.versions.drop_columns(["standing"]),
-                               ["vbucket", "key", "cas"], join_type="left outer")
+    cur = capture.current.join(capture.versions.drop_columns(["standing"]), ["name", "cas"],
+                               join_type="left outer")
     counted = judged.filter(pc.is_valid(judged["place"]))
-    delivered = pa.table({"vbucket": counted["vbucket"], "key": counted["key"],
-                          "cas": counted["cas"],
-                          "delivered": pa.array(np.ones(counted.num_rows, bool))}).group_by(
-        ["vbucket", "key", "cas"]).aggregate([("delivered", "max")]).rename_columns(
-        ["vbucket", "key", "cas", "delivered"])
+    delivered = pa.table({"name": counted["name"], "cas": counted["cas"]}).group_by(
+        ["name", "cas"]).aggregate([])
+    delivered = delivered.append_column("delivered", pa.array(np.ones(delivered.num_rows,
+                                                                      bool)))
     latest = pa.table({"doc": counted["doc"], "latest": counted["place"]}).group_by(
         "doc").aggregate([("latest", "max")]).rename_columns(["doc", "latest"])
     firsts = judged.filter(pc.and_(pc.not_equal(judged["kind"], "unknown"),
                                    pc.is_valid(judged["seqno"])))
     firsts = firsts.group_by("vbucket").aggregate([("seqno", "min")])
     first = dict(zip(firsts["vbucket"].to_pylist(), firsts["seqno_min"].to_pylist()))
-    cur = cur.join(delivered, ["vbucket", "key", "cas"], join_type="left outer") \
+    cur = cur.join(delivered, ["name", "cas"], join_type="left outer") \
         .join(latest, "doc", join_type="left outer")
     vb = cur["vbucket"].to_numpy()
     seqno = cur["seqno"].to_numpy()
@@ -260,8 +300,9 @@ def _missing(capture: _Capture, judged: pa.Table) -> tuple[pa.Table, Counter]:
     out = cur.filter(pa.array(missing)).sort_by([("vbucket", "ascending"),
                                                  ("seqno", "ascending")])
     out = pa.table({"kind": pa.array(["missing"] * out.num_rows, pa.string()),
-                    "vbucket": out["vbucket"], "key": out["key"], "seqno": out["seqno"],
-                    "cas": out["cas"], "position": pa.nulls(out.num_rows, pa.int64())})
+                    "vbucket": out["vbucket"], "key": capture.key(out["name"]),
+                    "seqno": out["seqno"], "cas": out["cas"],
+                    "position": pa.nulls(out.num_rows, pa.int64())})
     return out, more
 
 
@@ -278,12 +319,16 @@ def audit_summary(table: pa.Table) -> dict:
 def read_sink(sink, format: str | None = None) -> tuple[pa.Table, int]:
     """The messages of ``sink`` in delivery order (``MESSAGE_SCHEMA``: vbucket, key, CAS,
     seqno, bucket), and how many records of it could not be read (a line that does not
-    parse: a file cut mid-line; a record without the format's fields)."""
+    parse: a file cut mid-line; a record without the format's fields). ``sink``: an
+    Arrow table, a JSON lines file, a Parquet file, a folder of Parquet files (read in
+    their names' order) or a Delta table (its files in the order its log added them)."""
     if isinstance(sink, pa.Table):
         table, unreadable = sink, 0
     else:
         path = os.fspath(sink)
-        if path.endswith((".parquet", ".pq")):
+        if os.path.isdir(os.path.join(path, DELTA_LOG)):
+            table, unreadable = _delta(path), 0
+        elif os.path.isdir(path) or path.endswith((".parquet", ".pq")):
             table, unreadable = pq.read_table(path), 0
         else:
             table, unreadable = _json_lines(path)
@@ -306,6 +351,30 @@ def read_sink(sink, format: str | None = None) -> tuple[pa.Table, int]:
     whole = pc.and_(pc.is_valid(messages["vbucket"]), pc.is_valid(messages["key"]))
     kept = messages.filter(whole)
     return kept, unreadable + (messages.num_rows - kept.num_rows)
+
+
+def _delta(path: str) -> pa.Table:
+    """The rows of the Delta table at ``path``, its files in the order its log added
+    them (those of a checkpoint first)."""
+    try:
+        import deltalake
+    except ImportError:
+        raise ImportError(text("needs_extra", what="an audit of a Delta sink",
+                               module="deltalake", extra="delta")) from None
+    dataset = deltalake.DeltaTable(path).to_pyarrow_dataset()
+    added: dict[str, int] = {}
+    log = os.path.join(path, DELTA_LOG)
+    for name in sorted(n for n in os.listdir(log) if n.endswith(".json")):
+        with open(os.path.join(log, name), "rb") as f:
+            for line in f:
+                action = orjson.loads(line) if line.strip() else {}
+                if "add" in action:
+                    added.setdefault(unquote(action["add"]["path"]), len(added))
+    root = os.path.abspath(path).replace(os.sep, "/").rstrip("/") + "/"
+    fragments = sorted(dataset.get_fragments(), key=lambda fragment: added.get(
+        fragment.path.removeprefix(root), -1))
+    tables = [fragment.to_table(schema=dataset.schema) for fragment in fragments]
+    return pa.concat_tables(tables) if tables else dataset.schema.empty_table()
 
 
 def _json_lines(path: str) -> tuple[pa.Table, int]:

@@ -1,5 +1,4 @@
-"""The change feed in the shapes its consumers read (``formatted``), and as JSON lines
-(``json_lines``):
+"""The change feed in the shapes its consumers read (``formatted``):
 
 - ``debezium``: Debezium's change event envelope, a ``key`` (scope, collection, id) and a
   ``value`` (``before``, ``after``, ``op``, ``ts_ms``, ``source``); ``op`` is ``c``
@@ -17,16 +16,13 @@ where its datatype says so, else base64 (``content_encoding``).
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterator
-
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import __version__
 from ..protocol import Datatype, SnapshotFlag
+from .encoding import base64_text
 
 FORMATS = ("changes", "debezium", "couchbase-kafka", "auto-cdc")
 #: The Couchbase Kafka connector's record (``com.couchbase.DcpMessage``), and the record
@@ -39,7 +35,7 @@ KAFKA_SCHEMA = pa.schema([
     ("content", pa.binary()), ("bucket", pa.string()), ("vBucketUuid", pa.int64()),
     ("scope", pa.string()), ("collection", pa.string())])
 #: A document in a Debezium event's ``before`` and ``after``.
-_DOCUMENT = pa.struct([("id", pa.string()), ("content", pa.string()),
+DOCUMENT = pa.struct([("id", pa.string()), ("content", pa.string()),
                        ("content_encoding", pa.string()),
                        ("xattrs", pa.map_(pa.string(), pa.string())),
                        ("cas", pa.int64()), ("rev_seqno", pa.int64()),
@@ -55,7 +51,7 @@ _SOURCE = pa.struct([("connector", pa.string()), ("version", pa.string()),
 DEBEZIUM_SCHEMA = pa.schema([
     ("key", pa.struct([("scope", pa.string()), ("collection", pa.string()),
                        ("id", pa.string())])),
-    ("value", pa.struct([("before", _DOCUMENT), ("after", _DOCUMENT), ("op", pa.string()),
+    ("value", pa.struct([("before", DOCUMENT), ("after", DOCUMENT), ("op", pa.string()),
                          ("ts_ms", pa.int64()), ("source", _SOURCE)]))])
 
 
@@ -122,25 +118,27 @@ def _kafka(table: pa.Table, bucket: str | None) -> pa.Table:
 def _content(body: pa.Array, datatype: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Each body as text: the JSON itself where the datatype says JSON (and it is UTF-8),
     else base64; and which (``content_encoding``: ``json``, ``base64``; null where there
-    is no body). The JSON bodies are cast as a whole; the others encoded one by one."""
+    is no body). Both kinds are made column by column (``encoding.base64_text``)."""
     flags = pc.fill_null(pc.bit_wise_and(datatype.cast(pa.uint8()), int(Datatype.JSON)), 0)
-    json_like = pc.and_(pc.not_equal(flags, 0), pc.is_valid(body))
-    kept = pc.if_else(json_like, body.cast(pa.binary()), pa.scalar(None, pa.binary()))
-    try:
-        text = kept.cast(pa.string())
-    except pa.ArrowInvalid:                 # a JSON-flagged body that is not UTF-8
-        valid = [b is None or _utf8(b) for b in kept.to_pylist()]
-        json_like = pc.and_(json_like, pa.array(valid))
-        text = pc.if_else(json_like, kept, pa.scalar(None, pa.binary())).cast(pa.string())
-    others = pc.and_(pc.invert(json_like), pc.is_valid(body))
-    at = np.flatnonzero(others.to_numpy(zero_copy_only=False))
-    if len(at):
-        encoded = pa.array([base64.b64encode(b).decode()
-                            for b in body.take(pa.array(at)).to_pylist()], pa.string())
-        text = pc.replace_with_mask(text, others, encoded)
+    bodies = body.cast(pa.large_binary())
+    json_like = pc.and_(pc.not_equal(flags, 0), pc.is_valid(bodies))
+    while True:
+        others = pc.and_(pc.invert(json_like), pc.is_valid(bodies))
+        at = np.flatnonzero(others.to_numpy(zero_copy_only=False))
+        place = np.full(len(bodies), -1, np.int64)
+        place[at] = np.arange(len(at))
+        encoded = base64_text(bodies.take(pa.array(at))).take(pa.array(place, mask=place < 0))
+        text = pc.if_else(json_like, bodies.view(pa.large_string()), encoded)
+        try:
+            text.validate(full=True)
+            break
+        except pa.ArrowInvalid:             # a JSON-flagged body that is not UTF-8
+            utf8 = [b is None or _utf8(b) for b in
+                    pc.if_else(json_like, bodies, pa.scalar(None, bodies.type)).to_pylist()]
+            json_like = pc.and_(json_like, pa.array(utf8))
     encoding = pc.if_else(json_like, "json", pc.if_else(others, "base64",
                                                         pa.scalar(None, pa.string())))
-    return text, encoding
+    return text.cast(pa.string()), encoding
 
 
 def _utf8(data: bytes) -> bool:
@@ -159,11 +157,11 @@ def _documents(table: pa.Table, ids: pa.Array, fields: dict, absent: pa.Array) -
         pa.nulls(table.num_rows, pa.string()), pa.nulls(table.num_rows, pa.string()))
     xattrs = fields.get("xattrs")
     arrays = [ids, content, encoding,
-              xattrs if xattrs is not None else pa.nulls(table.num_rows, _DOCUMENT[3].type),
+              xattrs if xattrs is not None else pa.nulls(table.num_rows, DOCUMENT[3].type),
               _signed(fields["cas"], pa.int64()), _signed(fields["rev_seqno"], pa.int64()),
               _signed(fields["expiration"], pa.int32()), _signed(fields["flags"], pa.int32()),
               fields["datatype"].cast(pa.int16())]
-    return pa.StructArray.from_arrays(arrays, fields=list(_DOCUMENT),
+    return pa.StructArray.from_arrays(arrays, fields=list(DOCUMENT),
                                       mask=absent.combine_chunks()
                                       if isinstance(absent, pa.ChunkedArray) else absent)
 
@@ -244,49 +242,3 @@ def _auto_cdc(table: pa.Table) -> pa.Table:
         columns["body"] = table["body"]
         columns["xattrs"] = table["xattrs"]
     return pa.table(columns)
-
-
-def json_lines(table: pa.Table, format: str, *, rows: int = 8192) -> Iterator[bytes]:
-    """The rows of ``table`` (``formatted`` in ``format``) as JSON lines, in pieces of
-    ``rows`` rows: bytes as base64, a Debezium document's JSON content as JSON."""
-    for batch in table.to_batches(max_chunksize=rows):
-        lines = []
-        for record in batch.to_pylist():
-            if format == "debezium":
-                value = record["value"]
-                for side in ("before", "after"):
-                    document = value[side]
-                    if document is not None:
-                        _json_content(document)
-                        _mapped(document)
-            else:
-                _mapped(record)
-                if record.get("before") is not None:
-                    _mapped(record["before"])
-            lines.append(orjson.dumps(record, default=_default))
-        yield b"\n".join(lines) + b"\n"
-
-
-def _json_content(document: dict) -> None:
-    """A document's JSON content in place as JSON (a body that does not parse stays text,
-    ``content_encoding`` then ``text``)."""
-    if document["content_encoding"] != "json":
-        return
-    try:
-        orjson.loads(document["content"])
-    except orjson.JSONDecodeError:
-        document["content_encoding"] = "text"
-        return
-    document["content"] = orjson.Fragment(document["content"])
-
-
-def _mapped(record: dict) -> None:
-    """The xattrs of a record (a map: pairs to Python) as a JSON object."""
-    if record.get("xattrs") is not None:
-        record["xattrs"] = dict(record["xattrs"])
-
-
-def _default(value):
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -93,13 +93,14 @@ def final(versions: Versions | None, restarts: tuple,
     """Each document and the version that stands for it once its feed is applied (a
     tombstone too; ``-1``: none, as after a collection drop), as ``replay`` replays
     them."""
-    _, docs, ends = _replay(versions, restarts, clears)
+    _, docs, ends = _replay(versions, restarts, clears, feed=False)
     return docs, ends
 
 
-def _replay(versions: Versions | None, restarts: tuple,
-            clears: tuple) -> tuple[Feed, np.ndarray, np.ndarray]:
-    """``replay``'s feed, and ``final``'s documents and versions."""
+def _replay(versions: Versions | None, restarts: tuple, clears: tuple, *,
+            feed: bool = True) -> tuple[Feed, np.ndarray, np.ndarray]:
+    """``replay``'s feed (``feed``: made, else empty), and ``final``'s documents and
+    versions."""
     if versions is None or not len(versions):
         empty = np.zeros(0, np.int64)
         return Feed(*(empty,) * 9), empty, empty
@@ -127,21 +128,24 @@ def _replay(versions: Versions | None, restarts: tuple,
     before[1:] = np.where(same[1:], order[:-1], _NONE)
     parts = [Feed(unit[order], doc[order], cid[order], kind[order], order.astype(np.int64),
                   before, np.zeros(len(order), np.int64), versions["seqno"][order],
-                  versions["gpos"][order])]
+                  versions["gpos"][order])] if feed else []
     last = np.ones(len(order), bool)
     last[:-1] = ~same[1:]
     docs, ends = [doc[order[last]]], [order[last].astype(np.int64)]
     if noisy.any():
-        feed, current = _replayed(versions, np.flatnonzero(noisy), kind, gone, restarts,
-                                  clears)
-        parts.append(feed)
+        changes, current = _replayed(versions, np.flatnonzero(noisy), kind, gone, restarts,
+                                     clears)
+        parts.append(changes)
         docs.append(np.fromiter(current.keys(), np.int64, len(current)))
         ends.append(np.fromiter(current.values(), np.int64, len(current)))
+    docs_at, ends_at = np.concatenate(docs).astype(np.int64), np.concatenate(ends)
+    if not feed:
+        empty = np.zeros(0, np.int64)
+        return Feed(*(empty,) * 9), docs_at, ends_at
     joined = Feed(*(np.concatenate([getattr(p, f) for p in parts])
                     for f in Feed.__dataclass_fields__))
     at = np.argsort(joined.pos, kind="stable")
-    return (Feed(*(getattr(joined, f)[at] for f in Feed.__dataclass_fields__)),
-            np.concatenate(docs).astype(np.int64), np.concatenate(ends))
+    return Feed(*(getattr(joined, f)[at] for f in Feed.__dataclass_fields__)), docs_at, ends_at
 
 
 def _replayed(versions: Versions, index: np.ndarray, kind: np.ndarray, gone: np.ndarray,

@@ -38,8 +38,9 @@ CLEAN, PROBLEMS_FOUND = 0, 1         # 2: an error (``Failed``)
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @scan_options
 def audit_command(capture, sink, fmt, bucket, output, force, collections, errors):
-    """Judge what a connector delivered (SINK: JSON lines or Parquet of the Couchbase
-    Kafka connector's records or of Debezium change events, in delivery order) against
+    """Judge what a connector delivered (SINK: JSON lines, Parquet, a folder of Parquet
+    files or a Delta table of the Couchbase Kafka connector's records or of Debezium
+    change events, in delivery order) against
     the DCP stream it came from (CAPTURE: a dump, a compressed dump, a capture, a
     directory of a rotated dump): each message delivered once, a duplicate, out of order,
     a phantom (a version a rollback discarded) or unknown; each current version never

@@ -87,18 +87,18 @@ def changes(files, output, fmt, bucket, no_values, force, threads, sample, colle
 
             pq.write_table(feed, path)
         else:
-            _write_lines(feed, fmt, path)
+            _write_lines(feed, path)
     if output != "-":
         _summary(table, output, time.perf_counter() - began)
     for line in _warnings(table):
         say(line, err=True)
 
 
-def _write_lines(feed: pa.Table, fmt: str, path: str) -> None:
+def _write_lines(feed: pa.Table, path: str) -> None:
     """``feed`` as JSON lines to ``path`` (``-``: standard output)."""
     with contextlib.nullcontext(sys.stdout.buffer) if path == "-" \
             else open(path, "wb") as sink:
-        for piece in json_lines(feed, fmt):
+        for piece in json_lines(feed):
             sink.write(piece)
         sink.flush()
 

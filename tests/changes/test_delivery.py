@@ -68,7 +68,7 @@ def test_an_at_least_once_connector_is_judged_exactly(seed, tmp_path):
     stranger = dict(delivered[0], cas=12345, key="nobody")
     delivered.insert(len(delivered) // 2, stranger)
     sink = tmp_path / "sink.jsonl"
-    sink.write_bytes(b"".join(json_lines(pa.Table.from_pylist(delivered), "couchbase-kafka")))
+    sink.write_bytes(b"".join(json_lines(pa.Table.from_pylist(delivered))))
     found = audit(data, sink, errors="skip")
     summary = audit_summary(found)
     rows = found.to_pylist()
@@ -119,7 +119,7 @@ def test_a_clean_sink_and_what_cannot_be_judged(tmp_path):
     # a vbucket the capture never streamed, a line cut short
     other = dict(published[0], partition=1000)
     lines = tmp_path / "sink.jsonl"
-    text = b"".join(json_lines(pa.Table.from_pylist([*published, other]), "couchbase-kafka"))
+    text = b"".join(json_lines(pa.Table.from_pylist([*published, other])))
     lines.write_bytes(text + b'{"event": "mutat')
     summary = audit_summary(audit(data, lines, errors="skip"))
     assert summary["not_judged"] == {"vbucket not in the capture": 1,
@@ -137,3 +137,37 @@ def test_refusals(tmp_path):
         read_sink(pa.table({"x": [1]}))
     messages, unreadable = read_sink(pa.table({"x": []}))
     assert messages.num_rows == 0 and unreadable == 0
+
+
+def test_a_delta_sink_and_a_folder_of_parquet_are_read_in_delivery_order(tmp_path):
+    deltalake = pytest.importorskip("deltalake")
+    data = scenario(11, restarts=0.0, vbuckets=2, sync=False)
+    published = pa.Table.from_pylist(_published(data))
+    half = published.num_rows // 2
+    table = tmp_path / "sink.delta"
+    deltalake.write_deltalake(table, published.slice(0, half))
+    deltalake.write_deltalake(table, published.slice(half), mode="append")
+    summary = audit_summary(audit(data, table, errors="skip"))
+    assert summary["counts"]["once"] == published.num_rows
+    assert sum(summary["counts"][k] for k in ("duplicate", "out_of_order", "missing")) == 0
+    # the second half delivered first: its documents' later versions come before
+    swapped = tmp_path / "swapped.delta"
+    deltalake.write_deltalake(swapped, published.slice(half))
+    deltalake.write_deltalake(swapped, published.slice(0, half), mode="append")
+    assert audit_summary(audit(data, swapped, errors="skip"))["counts"]["out_of_order"] > 0
+    # partitioned by vbucket: each commit's files in its log's order, a vbucket's in order
+    parted = tmp_path / "parted.delta"
+    for piece in (published.slice(0, half), published.slice(half)):
+        deltalake.write_deltalake(parted, piece, partition_by=["partition"], mode="append")
+    found = audit_summary(audit(data, parted, errors="skip"))
+    assert found["counts"]["once"] == published.num_rows
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    import pyarrow.parquet as pq
+
+    pq.write_table(published.slice(0, half), folder / "part-0.parquet")
+    pq.write_table(published.slice(half), folder / "part-1.parquet")
+    messages, unreadable = read_sink(folder)
+    assert unreadable == 0 and messages.num_rows == published.num_rows
+    assert messages["cas"].to_pylist() == [c & (2**64 - 1) for c in
+                                           published["cas"].to_pylist()]

@@ -116,7 +116,7 @@ def test_debezium_envelope_and_json_lines():
     data = scenario(2, restarts=0.3)
     table = formatted(changes(data, errors="skip", before=True), "debezium")
     assert table.schema.field("value").type.names == DEBEZIUM_VALUE
-    lines = b"".join(json_lines(table, "debezium", rows=7)).splitlines()
+    lines = b"".join(json_lines(table, rows=7)).splitlines()
     assert len(lines) == table.num_rows
     records = [json.loads(line) for line in lines]
     for record in records:
@@ -133,7 +133,7 @@ def test_json_lines_of_every_format_parse():
     feed = changes(scenario(4, restarts=0.3), errors="skip", before=True)
     for name in FORMATS:
         table = formatted(feed, name)
-        lines = b"".join(json_lines(table, name)).splitlines()
+        lines = b"".join(json_lines(table)).splitlines()
         assert [json.loads(line) for line in lines] and len(lines) == table.num_rows
 
 
@@ -157,7 +157,7 @@ def test_the_bundled_sample_in_each_format_is_its_golden_file(name):
     table = formatted(feed if name == "debezium" else feed.drop_columns(["before"]), name,
                       bucket="sample").take(pa.array(range(0, feed.num_rows, 25)))
     want = (GOLDEN / f"sample.{name}.jsonl").read_bytes().splitlines()
-    got = b"".join(json_lines(table, name)).splitlines()
+    got = b"".join(json_lines(table)).splitlines()
     assert [json.loads(line) for line in got] == [json.loads(line) for line in want]
 
 
@@ -173,7 +173,7 @@ def test_content_is_json_where_it_is_else_base64():
               t.mutation(b"n", b"{not json", by_seqno=4, vbucket=1, datatype=1)]
     table = formatted(changes(b"".join(frames), before=True), "debezium")
     after = [json.loads(line)["value"]["after"]
-             for line in b"".join(json_lines(table, "debezium")).splitlines()]
+             for line in b"".join(json_lines(table)).splitlines()]
     assert [(a["id"], a["content_encoding"]) for a in after] == [
         ("j", "json"), ("b", "base64"), ("x", "base64"), ("n", "text")]
     assert after[0]["content"] == {"a": [1, 2]}

@@ -22,7 +22,7 @@ def test_clean_problems_and_errors(tmp_path):
     dump.write_bytes(scenario(3, restarts=0.0, vbuckets=2, sync=False))
     published = _published(dump.read_bytes())
     sink = tmp_path / "sink.jsonl"
-    sink.write_bytes(b"".join(json_lines(pa.Table.from_pylist(published), "couchbase-kafka")))
+    sink.write_bytes(b"".join(json_lines(pa.Table.from_pylist(published))))
     result = run("audit", dump, sink, "--errors", "skip")
     assert result.exit_code == 0, result.output
     assert f"{len(published):,} messages: {len(published):,} delivered once" in result.output
