@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 import numpy as np
@@ -37,6 +38,7 @@ from ..errors import text
 from ..io import DEFAULT_BATCH_BYTES
 from .api import ChangesBuilder, stopped
 from .replay import final, standing
+from .sent import Sent
 
 #: What a delivered message (or a current version never delivered) can be.
 KINDS = ("once", "duplicate", "out_of_order", "phantom", "unknown", "missing")
@@ -73,7 +75,7 @@ def audit(capture, sink, *, format: str | None = None, bucket: str | None = None
     not_judged.update(more)
     if unreadable:
         not_judged["sink lines that do not parse"] += unreadable
-    verdicts = pa.concat_tables([judged.select(_ROW), missing.select(_ROW)])
+    verdicts = pa.concat_tables([judged.rows.select(_ROW), missing.select(_ROW)])
     tally = verdicts.group_by(["vbucket", "kind"]).aggregate([("kind", "count")])
     counts: Counter = Counter()
     per_vbucket: dict[str, Counter] = {}
@@ -102,11 +104,12 @@ MESSAGE_SCHEMA = pa.schema([("vbucket", pa.int64()), ("key", pa.string()),
 
 
 class _Capture:
-    """What the capture sent: each version (vbucket, key, CAS) with its place in the
-    stream, its document (the engine's id) and whether it stands (no restart discarded
-    it: ``versions``), each vbucket's first seqno, the versions current at each stream's consistent
-    seqno; and which vbuckets lost frames, each one's consistent seqno. One pass over the
-    capture: its feed's pieces (``ChangesBuilder.replayed``)."""
+    """What the capture sent: each version (``sent``: vbucket, key, CAS, its first place
+    in the stream, its document, whether it stands), each vbucket's first seqno, the
+    versions current at each stream's consistent seqno (``current``: their rows in
+    ``sent``, vbuckets and seqnos); and which vbuckets lost frames, each one's
+    consistent seqno. One pass over the capture: its feed's pieces
+    (``ChangesBuilder.replayed``)."""
 
     def __init__(self, capture, reading: dict):
         builder = ChangesBuilder(values=False, errors=reading["errors"])
@@ -121,67 +124,29 @@ class _Capture:
         self.consistency = sorted([vb, s] for vb, s in per_vbucket.items())
         self.lost = {u >> 16 for u in done.lost}
         versions = done.versions
+        empty = np.zeros(0, np.int64)
         if versions is None or not len(versions):
-            self.dictionary = pa.array([], pa.string())
-            self.versions = pa.schema([("name", pa.int64()), ("cas", pa.uint64()),
-                                       ("place", pa.int64()), ("doc", pa.int64()),
-                                       ("standing", pa.bool_())]).empty_table()
-            self.current = pa.schema([("name", pa.int64()), ("cas", pa.uint64()),
-                                      ("vbucket", pa.int64()),
-                                      ("seqno", pa.uint64())]).empty_table()
+            self.sent = Sent.of(empty, pa.array([], pa.string()), empty, empty, empty,
+                                np.zeros(0, bool))
+            self.current = (empty, empty, np.zeros(0, np.uint64))
             self.first_seqno: dict[int, int] = {}
             return
         docs, of_doc = np.unique(versions["doc"], return_inverse=True)
-        first = np.zeros(len(docs), np.int64)
-        first[of_doc[::-1]] = np.arange(len(of_doc))[::-1]
-        doc_vbucket = (versions["unit"][first] >> np.uint32(16)).astype(np.int64)
         doc_keys = builder.keys(docs)
-        #: every key the capture sent (a version's name: its vbucket and key's place here)
-        self.dictionary = pc.unique(doc_keys.drop_null())
-        doc_names = _names(doc_vbucket, doc_keys, self.dictionary)
-        name = doc_names.take(pa.array(of_doc))
-        sent = pa.table({"name": name, "cas": versions["cas"]})
-        # a version sent twice (a restart below it sends it again) counts at its first place
-        # (whether it stands: any of its sendings does)
-        every = sent.append_column("place", pa.array(versions["gpos"])).append_column(
-            "doc", pa.array(versions["doc"])).append_column("standing", pa.array(standing(
-                versions, done.restarts))).filter(pc.is_valid(sent["name"]))
-        cas = np.sort(versions["cas"])
-        if len(cas) > 1 and (cas[1:] == cas[:-1]).any():   # a version sent twice, perhaps
-            every = every.group_by(["name", "cas"]).aggregate([
-                ("place", "min"), ("doc", "min"), ("standing", "max")]).rename_columns(
-                ["name", "cas", "place", "doc", "standing"])
-        self.versions = every
         vbuckets = (versions["unit"] >> np.uint32(16)).astype(np.int64)
+        self.sent = Sent.of(vbuckets, doc_keys.take(pa.array(of_doc)), versions["cas"],
+                            versions["gpos"], versions["doc"],
+                            standing(versions, done.restarts))
         self.first_seqno = _firsts(vbuckets, versions["seqno"])
         # the versions current at each stream's consistent seqno: the feed of what is at or
         # below it, replayed, each document's last version
         cut, clears = stopped(versions, done.clears, done.consistent)
         _, at = final(cut, done.restarts, clears)
         now = cut.take(np.sort(at[at >= 0]))
-        self.current = pa.table({
-            "name": doc_names.take(pa.array(np.searchsorted(docs, now["doc"]))),
-            "cas": now["cas"],
-            "vbucket": (now["unit"] >> np.uint32(16)).astype(np.int64), "seqno": now["seqno"]})
-
-    def key(self, name: pa.Array) -> pa.Array:
-        """The keys of version names."""
-        return self.dictionary.take(pc.bit_wise_and(name, _KEY_MASK))
-
-
-#: A version's name: its vbucket above ``_KEY_BITS`` bits, its key's place in the
-#: capture's keys below.
-_KEY_BITS = 40
-_KEY_MASK = (1 << _KEY_BITS) - 1
-
-
-def _names(vbucket, keys: pa.Array, dictionary: pa.Array) -> pa.Array:
-    """The names (int64) of (vbucket, key) pairs; null where the capture has no such key
-    or there is no vbucket."""
-    at = pc.index_in(keys, value_set=dictionary).cast(pa.int64())
-    vb = pa.array(vbucket, pa.int64()) if not isinstance(vbucket, pa.Array) else \
-        vbucket.cast(pa.int64())
-    return pc.add(pc.shift_left(vb, _KEY_BITS), at)
+        vb = (now["unit"] >> np.uint32(16)).astype(np.int64)
+        keys = doc_keys.take(pa.array(np.searchsorted(docs, now["doc"])))
+        self.current = (self.sent.find(vb, keys, now["cas"]), vb,
+                        np.asarray(now["seqno"], np.uint64))
 
 
 def _firsts(vbucket: np.ndarray, seqno: np.ndarray) -> dict[int, int]:
@@ -192,26 +157,38 @@ def _firsts(vbucket: np.ndarray, seqno: np.ndarray) -> dict[int, int]:
     return dict(zip(vb[starts].tolist(), low[starts].tolist()))
 
 
+@dataclass
+class _Judged:
+    """The messages judged, in sink order: their verdicts (``_ROW``), and of each its
+    row in ``Sent`` (-1: none)."""
+
+    rows: pa.Table
+    found: np.ndarray
+
+
 def _judged(messages: pa.Table, capture: _Capture,
-            bucket: str | None) -> tuple[pa.Table, Counter]:
-    """Each message judged (``_ROW``), those that can be, in sink order; and how many
-    could not be, by reason."""
+            bucket: str | None) -> tuple[_Judged, Counter]:
+    """Each message judged, those that can be, in sink order; and how many could not
+    be, by reason."""
     n = messages.num_rows
-    m = messages.append_column("position", pa.array(np.arange(n, dtype=np.int64)))
-    m = m.append_column("name", _names(m["vbucket"].combine_chunks(),
-                                       m["key"].combine_chunks(), capture.dictionary))
-    m = m.join(capture.versions, ["name", "cas"], join_type="left outer").sort_by("position")
-    vb = m["vbucket"].to_numpy()
-    seqno = m["seqno"].fill_null(2**64 - 1).to_numpy()
-    sent = m["place"].is_valid().to_numpy(zero_copy_only=False)
-    place = m["place"].fill_null(-1).to_numpy()
-    doc = m["doc"].fill_null(-1).to_numpy()
-    standing = m["standing"].fill_null(False).to_numpy(zero_copy_only=False)
+    vb = messages["vbucket"].to_numpy()
+    cas = messages["cas"].fill_null(0).to_numpy()
+    seqno = messages["seqno"].fill_null(2**64 - 1).to_numpy()
+    found = capture.sent.find(vb, messages["key"].combine_chunks(), cas)
+    found[messages["cas"].is_null().to_numpy(zero_copy_only=False)] = -1
+    sent = found >= 0
+    row = np.maximum(found, 0)
+    place = np.where(sent, capture.sent.place[row], -1) if n and len(capture.sent) else \
+        np.full(n, -1, np.int64)
+    doc = np.where(sent, capture.sent.doc[row], -1) if n and len(capture.sent) else \
+        np.full(n, -1, np.int64)
+    standing = sent & capture.sent.stands[row] if n and len(capture.sent) else \
+        np.zeros(n, bool)
     captured = np.isin(vb, list(capture.first_seqno))
     lost = np.isin(vb, list(capture.lost))
     first_seqno = _per_vbucket(capture.first_seqno, vb, 0)
-    other_bucket = np.zeros(n, bool) if bucket is None else \
-        pc.fill_null(pc.not_equal(m["bucket"], bucket), False).to_numpy(zero_copy_only=False)
+    other_bucket = np.zeros(n, bool) if bucket is None else pc.fill_null(pc.not_equal(
+        messages["bucket"], bucket), False).to_numpy(zero_copy_only=False)
     not_captured = ~other_bucket & ~captured
     lost_out = ~other_bucket & captured & lost
     early = ~other_bucket & captured & ~lost & ~sent & (seqno < first_seqno)
@@ -234,9 +211,11 @@ def _judged(messages: pa.Table, capture: _Capture,
     kind[sent & ~repeat & ~standing] = "phantom"
     kind[sent & ~repeat & standing & (place < later)] = "out_of_order"
     kind[other_bucket] = "unknown"
-    m = m.append_column("kind", pa.array(kind, pa.string()))
-    m = m.append_column("judged", pa.array(judged))
-    return m.filter(m["judged"]), not_judged
+    rows = pa.table({"kind": pa.array(kind, pa.string()), "vbucket": messages["vbucket"],
+                     "key": messages["key"], "seqno": messages["seqno"],
+                     "cas": messages["cas"],
+                     "position": pa.array(np.arange(n, dtype=np.int64))})
+    return _Judged(rows.filter(pa.array(judged)), found[judged]), not_judged
 
 
 def _per_vbucket(values: dict[int, int], vbucket: np.ndarray, missing: int) -> np.ndarray:
@@ -268,41 +247,39 @@ def _delivered_before(doc: np.ndarray, place: np.ndarray, counted: np.ndarray) -
     return out
 
 
-def _missing(capture: _Capture, judged: pa.Table) -> tuple[pa.Table, Counter]:
+def _missing(capture: _Capture, judged: _Judged) -> tuple[pa.Table, Counter]:
     """The versions current at each vbucket's consistent seqno that were never delivered,
     nor a later version of their document (``_ROW``, kind ``missing``); and those that
     cannot be judged, by reason."""
-    cur = capture.current.join(capture.versions.drop_columns(["standing"]), ["name", "cas"],
-                               join_type="left outer")
-    counted = judged.filter(pc.is_valid(judged["place"]))
-    delivered = pa.table({"name": counted["name"], "cas": counted["cas"]}).group_by(
-        ["name", "cas"]).aggregate([])
-    delivered = delivered.append_column("delivered", pa.array(np.ones(delivered.num_rows,
-                                                                      bool)))
-    latest = pa.table({"doc": counted["doc"], "latest": counted["place"]}).group_by(
-        "doc").aggregate([("latest", "max")]).rename_columns(["doc", "latest"])
-    firsts = judged.filter(pc.and_(pc.not_equal(judged["kind"], "unknown"),
-                                   pc.is_valid(judged["seqno"])))
-    firsts = firsts.group_by("vbucket").aggregate([("seqno", "min")])
-    first = dict(zip(firsts["vbucket"].to_pylist(), firsts["seqno_min"].to_pylist()))
-    cur = cur.join(delivered, ["name", "cas"], join_type="left outer") \
-        .join(latest, "doc", join_type="left outer")
-    vb = cur["vbucket"].to_numpy()
-    seqno = cur["seqno"].to_numpy()
-    done = cur["delivered"].fill_null(False).to_numpy(zero_copy_only=False) | (
-        cur["latest"].fill_null(-1).to_numpy() > cur["place"].fill_null(-1).to_numpy())
+    sent = capture.sent
+    row, vb, seqno = capture.current
+    counted = judged.found[judged.found >= 0]
+    done = np.zeros(len(row), bool)
+    if len(sent):
+        delivered = np.zeros(len(sent), bool)
+        delivered[counted] = True
+        latest = np.full(int(sent.doc.max()) + 1, -1, np.int64)
+        np.maximum.at(latest, sent.doc[counted], sent.place[counted])
+        at = np.maximum(row, 0)
+        done = (row >= 0) & (delivered[at] | (latest[sent.doc[at]] > sent.place[at]))
+    rows = judged.rows
+    firsts = rows.filter(pc.and_(pc.not_equal(rows["kind"], "unknown"),
+                                 pc.is_valid(rows["seqno"])))
+    first = _firsts(firsts["vbucket"].to_numpy(), firsts["seqno"].to_numpy())
     lost = np.isin(vb, list(capture.lost))
     start = _per_vbucket(first, vb, 2**64 - 1)
     late = ~done & ~lost & (seqno < start)
-    missing = ~done & ~lost & ~late
+    missing = np.flatnonzero(~done & ~lost & ~late)
     more = Counter({"vbucket lost frames in the capture": int((~done & lost).sum()),
                     "current before the sink's first message": int(late.sum())})
-    out = cur.filter(pa.array(missing)).sort_by([("vbucket", "ascending"),
-                                                 ("seqno", "ascending")])
-    out = pa.table({"kind": pa.array(["missing"] * out.num_rows, pa.string()),
-                    "vbucket": out["vbucket"], "key": capture.key(out["name"]),
-                    "seqno": out["seqno"], "cas": out["cas"],
-                    "position": pa.nulls(out.num_rows, pa.int64())})
+    missing = missing[np.lexsort((seqno[missing], vb[missing]))]
+    at = np.maximum(row[missing], 0)
+    out = pa.table({"kind": pa.array(["missing"] * len(missing), pa.string()),
+                    "vbucket": pa.array(vb[missing], pa.int64()),
+                    "key": sent.key.take(pa.array(at)),
+                    "seqno": pa.array(seqno[missing], pa.uint64()),
+                    "cas": pa.array(sent.cas[at], pa.uint64()),
+                    "position": pa.nulls(len(missing), pa.int64())})
     return out, more
 
 
