@@ -6,8 +6,10 @@ has one public home each, by concern: ``dcpfast.pcap`` (packet captures),
 ``dcpfast.streams`` (stream setup and health), ``dcpfast.values`` (document bodies and
 xattrs), ``dcpfast.events`` (system events and collection names), ``dcpfast.documents``
 (building a state batch by batch), ``dcpfast.compare`` (what ``diff`` compares, and its
-summary), ``dcpfast.io`` (compressed dumps), ``dcpfast.reporting`` (what ``report``
-returns), ``dcpfast.memory`` (the memory kept for reuse), ``dcpfast.spark``,
+summary), ``dcpfast.changes`` (the change feed and the audit of a connector),
+``dcpfast.mirror`` (a Delta table of the documents kept current), ``dcpfast.io``
+(compressed dumps), ``dcpfast.reporting`` (what ``report`` returns), ``dcpfast.memory``
+(the memory kept for reuse), ``dcpfast.spark``,
 ``dcpfast.testing`` (encoders and the bundled samples) and ``dcpfast.cli``.
 
 Each name is imported on first use (as are the subpackages), so that ``import dcpfast``

@@ -30,7 +30,7 @@ LAYERS = (
     ("io",),
     ("values", "events", "cached", "streams", "pcap"),
     ("documents",),
-    ("compare", "reporting", "changes"),
+    ("compare", "reporting", "changes", "mirror"),
     ("spark",),
     ("cli",),
     ("__init__", "__main__"),
@@ -46,7 +46,7 @@ ALLOWED_UPWARD = {
 #: exactly one of them ("" is ``dcpfast`` itself); the modules inside them are their
 #: implementation.
 FACES = ("", "io", "pcap", "streams", "values", "events", "cached", "documents", "compare",
-         "reporting", "changes", "spark",
+         "reporting", "changes", "mirror", "spark",
          "testing", "cli", "memory")
 #: The compiled cores: only ``_core`` imports them.
 COMPILED = ("cscan", "cpcap", "cvalues", "cstate", "cmemory")

@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (they add the commands)
     diff,
     head,
     info,
+    mirror,
     report,
     spark_decode,
     state,

@@ -1,0 +1,166 @@
+"""Speed of ``dcpfast.mirror`` next to what a user would run instead, in the same run, on
+the suite's mixed corpus (about a million frames) split into 20 dumps.
+
+    python benchmarks/bench_mirror.py [--items N] [--repeat R] [--cache DIR] [--json [PATH]]
+    python benchmarks/bench_mirror.py --quick
+
+Times (best of R, the table made afresh before each run, gc paused): the anchor, a
+rebuild of the whole (``state`` of the 20 dumps and ``write_deltalake`` of it into a
+new table); the first run (``mirror`` of the 20 dumps into a new table); a later run
+(``mirror`` of the 20 dumps into a table that holds the first 19, so that it applies the
+last dump's changes); and ``state`` of that last dump alone, the measure of what is new.
+Before anything is timed it checks that the mirror equals the rebuild. Timings are
+reported, never judged.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import gc
+import json
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import deltalake
+
+import dcpfast
+from dcpfast.mirror import mirror
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:              # the suite package next to this script
+    sys.path.insert(0, str(HERE))
+
+from suite import common  # noqa: E402
+from suite.common import CheckFailed, arguments, check, settle  # noqa: E402
+from suite.corpora import CORPORA, load_corpus, print_corpus  # noqa: E402
+from suite.timing import Timing  # noqa: E402
+
+DEFAULT_JSON = HERE / "results" / "bench_mirror.json"
+MIXED = CORPORA[0]
+DEFAULTS = dict(items=MIXED.items, repeat=3)
+QUICK = dict(items=20_000, repeat=2)
+PIECES = 20
+
+
+def split(source: bytes, folder: Path) -> list[Path]:
+    """``source`` cut at frame boundaries into ``PIECES`` dumps of about equal size."""
+    batch = dcpfast.scan(source, columns=["offset"])
+    offsets = batch.to_arrow()["offset"].to_numpy()
+    cuts = [0] + [int(offsets[offsets.searchsorted(len(source) * i // PIECES)])
+                  for i in range(1, PIECES)] + [len(source)]
+    files = []
+    for i, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+        path = folder / f"dump-{i:03d}.dcp"
+        path.write_bytes(source[lo:hi])
+        files.append(path)
+    return files
+
+
+def rebuild(files: list[Path], table: Path) -> None:
+    """What a user runs instead: the state of everything, written as a new table."""
+    shutil.rmtree(table, ignore_errors=True)
+    whole = b"".join(f.read_bytes() for f in files)
+    rows = dcpfast.state(whole, errors="skip").replace_schema_metadata(None)
+    from dcpfast.mirror.table import as_table
+
+    deltalake.write_deltalake(table, as_table(rows))
+
+
+def timed(label: str, frames: int, size: int, repeat: int, fn, before=None) -> Timing:
+    """``fn`` timed ``repeat`` times after a warm-up, ``before`` run untimed ahead of each."""
+    timing = Timing(label, frames, size)
+    for i in range(repeat + 1):
+        if before is not None:
+            before()
+        gc.collect()
+        gc.disable()
+        start = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - start
+        gc.enable()
+        if i:
+            timing.times.append(elapsed)
+    return timing
+
+
+def main(argv=None) -> int:
+    parser = arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON)
+    parser.add_argument("--cache", type=Path, help="directory to keep the corpus in")
+    args = settle(parser, argv, DEFAULTS, QUICK)
+    info = common.machine()
+    common.print_machine(info)
+    source, expected, origin = load_corpus(MIXED, args.items, args.cache)
+    print_corpus(MIXED, args.items, expected, origin)
+    frames, size = expected["frames"], expected["bytes"]
+    with tempfile.TemporaryDirectory() as work:
+        root = Path(work)
+        folder = root / "dumps"
+        folder.mkdir()
+        files = split(source, folder)
+        last = files[-1].read_bytes()
+        anchor, mirrored = root / "rebuilt.delta", root / "mirror.delta"
+        rebuild(files, anchor)
+        mirror(files, mirrored)
+        try:
+            key = ["vbucket", "collection_id", "key", "by_seqno", "cas"]
+            want = deltalake.DeltaTable(anchor).to_pyarrow_table(columns=key).sort_by(
+                [(c, "ascending") for c in key])
+            got = deltalake.DeltaTable(mirrored).to_pyarrow_table(columns=key).sort_by(
+                [(c, "ascending") for c in key])
+            check(want.equals(got), f"the mirror holds {got.num_rows:,} documents, the "
+                                    f"rebuild {want.num_rows:,}, or their versions differ")
+        except CheckFailed as failure:
+            print(f"\nCHECK FAILED: {failure}", file=sys.stderr)
+            return 1
+        print(f"\nchecks passed: {got.num_rows:,} documents in the mirror, as in the rebuild; "
+              f"the last dump holds {len(last):,} bytes")
+        held = root / "held.delta"
+        mirror(files[:-1], held)
+        table = root / "t.delta"
+
+        def fresh():
+            shutil.rmtree(table, ignore_errors=True)
+
+        def holding():
+            fresh()
+            shutil.copytree(held, table)
+
+        timings = [
+            timed("rebuild: state + write_deltalake", frames, size, args.repeat,
+                  lambda: rebuild(files, table)),
+            timed("mirror, first run", frames, size, args.repeat,
+                  lambda: mirror(files, table), fresh),
+            timed("mirror, a later run (1 dump new)", frames, size, args.repeat,
+                  lambda: mirror(files, table), holding),
+            timed("state of the new dump alone", frames // PIECES, len(last), args.repeat,
+                  lambda: dcpfast.state(last, errors="skip")),
+        ]
+    base = timings[0].best
+    print(f"\nspeed (best of {args.repeat} after a warm-up; x rebuild compares times with the "
+          "rebuild of the whole)")
+    print(f"{'measurement':<36} {'best':>10} {'x rebuild':>10}")
+    for t in timings:
+        print(f"{t.label:<36} {t.best * 1e3:>7.0f} ms {t.best / base:>10.2f}")
+    print(f"\na later run takes {timings[2].best / timings[3].best:.1f} times the state of "
+          "the new dump alone")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        report = {"machine": info, "corpus": {"name": MIXED.name, "items": args.items,
+                                              **MIXED.params, **expected},
+                  "repeat": args.repeat, "pieces": PIECES,
+                  "timings": [{**asdict(t), "best": t.best, "x_rebuild": t.best / base}
+                              for t in timings]}
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"\nresults written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""``mirror``: a Delta table of a bucket's documents, kept equal to the state of its
+dumps as they grow, one commit per run.
+
+Each run reads the inputs (``inputs.read``: up to their last whole frame), builds their
+state at each vbucket's consistent seqno (a snapshot whose end has not arrived waits,
+and a vbucket that lost frames stops before them), compares it with the table by each
+document's identity and version, and commits the documents changed, added and gone in
+one transaction (``table.commit``). The table after a commit is ``dcpfast.state`` of
+everything read at each vbucket's consistent seqno; a run that finds nothing new commits
+nothing. A run killed at any moment leaves the last commit as it was, and the next run
+commits what it would have.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..documents import consistency
+from ..documents.api import state
+from ..documents.output import metadata
+from ..io.dumps import scan
+from .inputs import check, files_of, read
+from .table import IDENTITY, as_table, commit, last_run, opened
+
+#: A document's version: unchanged where these are.
+VERSION = ("by_seqno", "cas", "rev_seqno")
+
+
+@dataclass(frozen=True)
+class MirrorRun:
+    """What a run did: the table's ``version`` committed (None: nothing new), the run's
+    number, the documents ``written`` (added or changed) and ``deleted``, the table's
+    ``documents``, each vbucket's consistent seqno, the vbuckets that lost frames, and
+    the bytes of a frame still being written at the end of the inputs (``waiting``)."""
+
+    table: str
+    version: int | None
+    run: int
+    written: int
+    deleted: int
+    documents: int
+    consistency: list = field(default_factory=list)
+    lost: list = field(default_factory=list)
+    waiting: int = 0
+
+
+def mirror(inputs, table: str, *, values: bool = True, errors: str = "skip",
+           collections: bool | None = None) -> MirrorRun:
+    """Apply what ``inputs`` (dumps, directories of dumps read in name order as one
+    stream, or one capture or compressed dump) hold to the Delta table at ``table``
+    (created by the first run) and commit it. See docs/mirror.md.
+
+    ``values``: the documents' bodies and xattrs too. ``errors``: "skip" (the default)
+    passes over damaged frames and stops a vbucket that lost frames at its consistent
+    seqno; "strict" refuses them (``DcpFormatError``), the table unchanged."""
+    uri = os.fspath(table)
+    files = files_of(inputs)
+    existing = opened(uri)
+    before = last_run(existing) if existing is not None else None
+    applied = before["inputs"] if before is not None else []
+    check(files, applied)
+    got = read(files, applied)
+    rows, cut, lost = _state(got.data, values=values, errors=errors,
+                             collections=collections)
+    number = before["run"] + 1 if before is not None else 1
+    points = sorted([vb, s] for vb, s in cut.items())
+    run = {"run": number, "inputs": got.positions, "consistency": points, "lost": lost,
+           "waiting": got.waiting}
+    version: int | None = None
+    written = deleted = 0
+    if existing is None:
+        version = commit(uri, None, rows, rows.slice(0, 0), rows.slice(0, 0), run)
+        written = rows.num_rows
+    else:
+        changed, gone = _differences(existing, rows)
+        if changed.num_rows or gone.num_rows:
+            version = commit(uri, existing, None, changed, gone, run)
+            written, deleted = changed.num_rows, gone.num_rows
+        else:
+            number -= 1                    # nothing committed: the last run stands
+    return MirrorRun(uri, version, number, written, deleted, rows.num_rows,
+                     points, lost, got.waiting)
+
+
+def _state(data: bytes, *, values: bool, errors: str,
+           collections: bool | None) -> tuple[pa.Table, dict[int, int], list[int]]:
+    """The state of ``data`` at each vbucket's consistent seqno, as the table holds it;
+    the consistent seqnos; the vbuckets that lost frames. Built once where no vbucket sent
+    an item above its consistent seqno (the state at the end is then the state at it),
+    else again at those seqnos."""
+    rows = state(data, values=values, errors=errors, collections=collections)
+    cut = {r["vbucket"]: r["consistent_seqno"] for r in consistency(rows).to_pylist()}
+    lost = metadata(rows).get("lost", [])
+    if _above(data, cut, collections):
+        rows = state(data, at_seqno=cut, values=values, errors=errors,
+                     collections=collections)
+    return as_table(rows.replace_schema_metadata(None)), cut, lost
+
+
+def _above(data: bytes, cut: dict[int, int], collections: bool | None) -> bool:
+    """Whether any vbucket's stream sent an item with a seqno above ``cut``'s."""
+    frames = scan(data, columns=["vbucket", "by_seqno"], errors="skip",
+                  collections=collections).to_arrow()
+    if not frames.num_rows:
+        return False
+    top = frames.filter(pc.is_valid(frames["by_seqno"])).group_by("vbucket").aggregate(
+        [("by_seqno", "max")])
+    return any(seqno > cut.get(vb, 0) for vb, seqno in zip(
+        top["vbucket"].to_pylist(), top["by_seqno_max"].to_pylist(), strict=True))
+
+
+def _differences(existing, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The rows of ``rows`` that the table lacks or holds another version of, and the
+    identities the table holds that ``rows`` lacks."""
+    columns = [*IDENTITY, *VERSION]
+    held = existing.to_pyarrow_table(columns=columns)
+    now = rows.select(columns).append_column("_row", pa.array(range(rows.num_rows),
+                                                              pa.int64()))
+    was = held.rename_columns([*IDENTITY, *(f"_was_{c}" for c in VERSION)]) \
+        .append_column("_held", pa.array([True] * held.num_rows, pa.bool_()))
+    joined = now.join(was, list(IDENTITY), join_type="full outer")
+    row = joined["_row"]
+    same = pc.and_(pc.is_valid(row), pc.is_valid(joined["_held"]))
+    for c in VERSION:
+        same = pc.and_(same, pc.fill_null(pc.equal(joined[c], joined[f"_was_{c}"]), False))
+    written = joined.filter(pc.and_(pc.is_valid(row), pc.invert(same)))["_row"]
+    gone = joined.filter(pc.is_null(row)).select(list(IDENTITY))
+    return rows.take(np.sort(written.to_numpy())), gone

@@ -1,0 +1,141 @@
+"""The inputs of a mirror: dumps (a directory: its dumps in name order), read as one
+stream up to their last whole frame, and where each stands (``io.positions.Position``),
+checked on the next run against where it stood.
+
+A dump still being written may end inside a frame: those bytes wait for the next run.
+A capture or a compressed dump is read whole, alone. A run refuses inputs that do not
+continue the ones applied: a file applied before that is missing, shorter, replaced or
+rewritten, or inputs that no longer begin with the files applied, in their order.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+
+from ..io.compression import HEAD_BYTES, codec_of
+from ..io.kinds import is_capture
+from ..io.positions import FileChanged, Position, Stat
+from ..io.resume import Resume
+from ..options import ScanOptions
+
+
+class InputsChanged(ValueError):
+    """The inputs do not continue the ones a mirror applied."""
+
+
+@dataclass(frozen=True)
+class Read:
+    """What a run read: the stream's bytes (whole frames, or a capture or compressed
+    dump's own bytes), each input's position (JSON, with ``crc``: the CRC-32 of the
+    bytes read), and the bytes waiting at the end (the start of a frame still being
+    written)."""
+
+    data: bytes
+    positions: list[dict]
+    waiting: int
+    whole: bool
+
+
+def files_of(inputs) -> list[str]:
+    """The files of ``inputs`` (paths; a directory: its files in name order, hidden ones
+    left out)."""
+    paths = [os.fspath(i) for i in ([inputs] if isinstance(inputs, (str, os.PathLike))
+                                    else inputs)]
+    if not paths:
+        raise ValueError("a mirror needs at least one input")
+    files: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            files += [os.path.join(path, name) for name in sorted(os.listdir(path))
+                      if not name.startswith(".") and
+                      os.path.isfile(os.path.join(path, name))]
+        elif os.path.exists(path):
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"{path}: no such file or directory")
+    return [os.path.abspath(f) for f in files]
+
+
+def check(files: list[str], applied: list[dict]) -> None:
+    """Refuse ``files`` where they do not continue the positions ``applied`` (their JSON):
+    the files applied first, in their order, each the file it was, grown or not."""
+    before = [Position.from_json(p) for p in applied]
+    named = [p.path for p in before]
+    if files[:len(named)] != named:
+        missing = [p for p in named if p not in files]
+        raise InputsChanged(
+            f"{missing[0]}: applied by an earlier run, missing from the inputs now"
+            if missing else "the inputs no longer begin with the files applied, in their "
+            f"order ({', '.join(os.path.basename(p) for p in named)})")
+    for position in before:
+        try:
+            stat = os.stat(position.path)
+        except FileNotFoundError:
+            raise InputsChanged(f"{position.path}: applied by an earlier run, now "
+                                "missing") from None
+        with open(position.path, "rb") as f:
+            try:
+                position.check(Stat.of(stat), _reader(f))
+            except FileChanged as changed:
+                raise InputsChanged(str(changed)) from None
+
+
+def read(files: list[str], applied: list[dict] | tuple = ()) -> Read:
+    """The stream of ``files``: dumps concatenated up to the end of their last whole
+    frame, or one capture or compressed dump whole. The bytes of ``applied`` (the
+    positions an earlier run read to) must be those it read, else ``InputsChanged``."""
+    sums = {p["path"]: (p["offset"], p.get("crc")) for p in applied}
+    if any(_special(f) for f in files):
+        if len(files) > 1:
+            raise ValueError("a capture or a compressed dump is mirrored alone (it is read "
+                             f"whole each run): {', '.join(files)}")
+        with open(files[0], "rb") as f:
+            data = f.read()
+            stat = os.fstat(f.fileno())
+            return Read(data, [_position(files[0], data, stat, f, sums)], 0, True)
+    pieces, positions = [], []
+    for path in files:
+        with open(path, "rb") as f:
+            stat = os.fstat(f.fileno())
+            data = f.read(stat.st_size)
+            positions.append(_position(path, data, stat, f, sums))
+        pieces.append(data)
+    stream = b"".join(pieces) if len(pieces) > 1 else pieces[0]
+    end = whole_frames(stream)
+    return Read(stream[:end] if end < len(stream) else stream, positions,
+                len(stream) - end, False)
+
+
+def _position(path: str, data: bytes, stat: os.stat_result, f, sums: dict) -> dict:
+    """The position of ``data`` read from ``path``, its bytes checked against what an
+    earlier run read of it (``sums``: path -> (offset, CRC-32))."""
+    offset, crc = sums.get(path, (0, None))
+    if crc is not None and zlib.crc32(memoryview(data)[:offset]) != crc:
+        raise InputsChanged(f"{path}: the bytes an earlier run applied changed (rewritten "
+                            "in place): mirror into another table")
+    position = Position.taken(path, len(data), Stat.of(stat), _reader(f)).to_json()
+    return dict(position, crc=zlib.crc32(data))
+
+
+def whole_frames(data: bytes) -> int:
+    """The end of the last whole frame of ``data`` (frames from its start; damage passed
+    over): the bytes after it are a frame still being written."""
+    resume = Resume(ScanOptions.of(columns=("offset",), errors="skip"))
+    resume.scan(data, final=False)
+    return resume.base
+
+
+def _special(path: str) -> bool:
+    """Whether ``path`` is a capture or a compressed dump (told by its first bytes)."""
+    with open(path, "rb") as f:
+        head = f.read(HEAD_BYTES)
+    return is_capture(head[:4]) or codec_of(head) is not None
+
+
+def _reader(f):
+    def read_at(offset: int, n: int) -> bytes:
+        f.seek(offset)
+        return f.read(n)
+    return read_at

@@ -1,0 +1,131 @@
+"""The mirror's Delta table: its schema (the state's, signed where Delta has no unsigned
+types), the run its last commit recorded, and the one transaction of a run.
+
+A run's changes go in one commit: the first run writes the table; later runs MERGE the
+documents changed, added and gone on their identity (vbucket, collection id, key). Each
+commit carries the run in its metadata (``METADATA_KEY``: the run's number, where each
+input stood, each vbucket's consistent seqno, what was lost) and Delta's application
+transaction (``APP_ID``, the run's number), so that a run never commits twice: a commit
+is made only on the version the run read, else it fails (another writer).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import text
+
+#: The Delta application transaction id of a mirror's commits.
+APP_ID = "dcpfast.mirror"
+#: The commit metadata key of a run.
+METADATA_KEY = "dcpfast.mirror"
+#: A document's identity in the table.
+IDENTITY = ("vbucket", "collection_id", "key")
+#: Delta has no unsigned integers: each as the signed type that holds all its values
+#: (64-bit ones as int64, their bits kept: CAS and seqnos stay below 2**63).
+_SIGNED = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
+           pa.uint64(): pa.int64()}
+
+
+class NotAMirror(ValueError):
+    """A Delta table that no mirror wrote, where a mirror was asked for."""
+
+
+class AnotherWriter(RuntimeError):
+    """Another writer committed to the table while a run was reading it."""
+
+
+def deltalake():
+    """The ``deltalake`` module (the ``delta`` extra)."""
+    try:
+        import deltalake as module
+    except ImportError:
+        raise ImportError(text("needs_extra", what="dcpfast.mirror", module="deltalake",
+                               extra="delta")) from None
+    return module
+
+
+def table_schema(schema: pa.Schema) -> pa.Schema:
+    """The table's schema of the state's ``schema``."""
+    return pa.schema([pa.field(f.name, _SIGNED.get(f.type, f.type), f.nullable)
+                      for f in schema])
+
+
+def as_table(rows: pa.Table) -> pa.Table:
+    """State rows as the table holds them (unsigned columns signed, bits kept)."""
+    schema = table_schema(rows.schema)
+    columns = []
+    for field, column in zip(schema, rows.columns, strict=True):
+        if column.type == pa.uint64():
+            column = pc.cast(column, pa.int64(), safe=False)
+        elif column.type != field.type:
+            column = column.cast(field.type)
+        columns.append(column)
+    return pa.table(columns, schema=schema)
+
+
+def opened(uri: str):
+    """The Delta table at ``uri``, or None where there is none."""
+    module = deltalake()
+    try:
+        return module.DeltaTable(uri)
+    except module.exceptions.TableNotFoundError:
+        return None
+
+
+def last_run(table) -> dict:
+    """The run the table's last commit recorded; ``NotAMirror`` where it recorded none."""
+    for commit in table.history(1):
+        raw = commit.get(METADATA_KEY)
+        if raw is not None:
+            return json.loads(raw)
+    raise NotAMirror(f"{table.table_uri}: a Delta table no dcpfast mirror wrote (its last "
+                     "commit says nothing of a mirror's run): mirror into another table")
+
+
+def commit(uri: str, table, rows: pa.Table | None, changed: pa.Table, gone: pa.Table,
+           run: dict) -> int:
+    """Commit a run: the whole table (``rows``, where there is no table yet) or the
+    documents ``changed`` (rows) and ``gone`` (identities) MERGEd into ``table``; the
+    table's new version."""
+    module = deltalake()
+    from deltalake import CommitProperties, Transaction
+
+    properties = CommitProperties(custom_metadata={METADATA_KEY: json.dumps(run)},
+                                  max_commit_retries=0,
+                                  app_transactions=[Transaction(APP_ID, run["run"])])
+    try:
+        if table is None:
+            module.write_deltalake(uri, rows, mode="error", commit_properties=properties)
+            return 0
+        source = pa.concat_tables([
+            changed.append_column("_gone", pa.array([False] * changed.num_rows, pa.bool_())),
+            _identities_of(gone, changed.schema)], promote_options="none")
+        columns = {c: f"s.`{c}`" for c in changed.column_names}
+        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in IDENTITY)
+        (table.merge(source, on, source_alias="s", target_alias="t",
+                     commit_properties=properties)
+         .when_matched_delete(predicate="s._gone")
+         .when_matched_update(columns, predicate="NOT s._gone")
+         .when_not_matched_insert(columns, predicate="NOT s._gone")
+         .execute())
+        return table.version()
+    except module.exceptions.DeltaError as failed:
+        if not isinstance(failed, module.exceptions.CommitFailedError) and \
+                "already exists" not in str(failed):
+            raise
+        raise AnotherWriter(f"{uri}: another writer committed to the table while this run "
+                            f"read it ({failed}); nothing of this run was committed: run it "
+                            "again") from None
+
+
+def _identities_of(gone: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows of ``schema`` holding only the identities of ``gone``, flagged ``_gone``."""
+    n = gone.num_rows
+    columns = {f.name: gone[f.name] if f.name in gone.column_names else pa.nulls(n, f.type)
+               for f in schema}
+    return pa.table({**columns, "_gone": pa.array([True] * n, pa.bool_())},
+                    schema=schema.append(pa.field("_gone", pa.bool_())))

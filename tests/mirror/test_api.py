@@ -1,0 +1,254 @@
+"""``dcpfast.mirror``: the Delta table after every run, and every version committed, held
+against the plain-Python model of the state (state_model) at each vbucket's consistent
+seqno of what the run read; dumps that grow at random byte positions, with rollbacks,
+restarts, collection drops, lost frames; runs killed with SIGKILL and run again; any
+sequence of runs ends as one run does; inputs and tables a run must refuse."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dcpfast
+from dcpfast.mirror import AnotherWriter, InputsChanged, NotAMirror, mirror
+from dcpfast.mirror.inputs import whole_frames
+from dcpfast.mirror.table import METADATA_KEY
+from tests.state_model import decoded, expected, model, rows_of
+from tests.state_scenarios import scenario
+
+deltalake = pytest.importorskip("deltalake")
+
+#: The table's signed columns, as the state holds them.
+UNSIGNED = {"vbucket": pa.uint16(), "collection_id": pa.uint32(), "by_seqno": pa.uint64(),
+            "rev_seqno": pa.uint64(), "cas": pa.uint64(), "flags": pa.uint32(),
+            "expiration": pa.uint32(), "datatype": pa.uint8(), "delete_time": pa.uint32()}
+
+
+def unsigned(table: pa.Table) -> pa.Table:
+    """The mirror's rows with the state's types back."""
+    for name, kind in UNSIGNED.items():
+        at = table.schema.get_field_index(name)
+        table = table.set_column(at, name, pc.cast(table[name], kind, safe=False))
+    return table
+
+
+def wanted(data: bytes) -> dict:
+    """The model's documents of ``data`` at each vbucket's consistent seqno."""
+    frames, bodies = decoded(data, errors="skip")
+    _, points, _ = model(frames, bodies)
+    docs, _, _ = model(frames, bodies, at_seqno=points)
+    return expected(docs, include_deleted=False)
+
+
+def held(uri, version: int | None = None) -> dict:
+    table = deltalake.DeltaTable(uri, version=version).to_pyarrow_table()
+    return rows_of(unsigned(table))
+
+
+def grow(path, data: bytes, end: int) -> None:
+    """The dump at ``path`` grown to ``data[:end]`` (a writer appending)."""
+    have = os.path.getsize(path) if os.path.exists(path) else 0
+    with open(path, "ab") as f:
+        f.write(data[have:end])
+
+
+def applied(uri, version: int) -> int:
+    """How many bytes of the stream the commit ``version`` applied."""
+    commits = {c["version"]: c for c in deltalake.DeltaTable(uri).history()}
+    run = json.loads(commits[version][METADATA_KEY])
+    return sum(p["offset"] for p in run["inputs"]) - run["waiting"]
+
+
+CONVERSATIONS = [dict(restarts=0.25, vbuckets=2), dict(restarts=0.1, requests=True),
+                 dict(collections=False), dict(restarts=0.15, stream_ids=True)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_run_is_the_model_at_its_consistent_seqnos(seed, tmp_path):
+    rng = random.Random(seed)
+    data = scenario(seed + 900, **CONVERSATIONS[seed])
+    dump, uri = tmp_path / "bucket.dcp", str(tmp_path / "bucket.delta")
+    cuts = sorted(rng.sample(range(1, len(data)), 5)) + [len(data)]
+    for end in cuts:
+        grow(dump, data, end)
+        run = mirror(dump, uri)
+        assert run.waiting == end - whole_frames(data[:end])
+        assert held(uri) == wanted(data[:end - run.waiting])
+        assert run.documents == len(wanted(data[:end - run.waiting]))
+    # every version of the table: the bucket as that run applied it (time travel)
+    last = deltalake.DeltaTable(uri).version()
+    for version in range(last + 1):
+        assert held(uri, version) == wanted(data[:applied(uri, version)])
+
+
+def test_rotated_dumps_in_a_directory_are_one_stream(tmp_path):
+    data = scenario(905, restarts=0.2, vbuckets=2)
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    uri = str(tmp_path / "t.delta")
+    bounds = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        (folder / f"dump-{i:03d}.dcp").write_bytes(data[lo:hi])   # cut mid-frame: one stream
+        mirror(folder, uri)
+        assert held(uri) == wanted(data[:whole_frames(data[:hi])])
+
+
+@given(st.lists(st.integers(1, 2**31), min_size=1, max_size=4), st.integers(0, 3))
+@settings(max_examples=12, deadline=None)
+def test_any_sequence_of_runs_ends_as_one_run(tmp_path_factory, picks, which):
+    tmp = tmp_path_factory.mktemp("runs")
+    data = scenario(910 + which, **CONVERSATIONS[which])
+    dump, uri, once = tmp / "d.dcp", str(tmp / "many.delta"), str(tmp / "one.delta")
+    for end in sorted({p % len(data) for p in picks}) + [len(data)]:
+        grow(dump, data, end)
+        mirror(dump, uri)
+    mirror(dump, once)
+    assert held(uri) == held(once)
+    assert deltalake.DeltaTable(once).version() == 0
+
+
+def test_lost_frames_stop_their_vbucket_with_a_warning(tmp_path):
+    data = scenario(920, vbuckets=2, restarts=0.0)
+    batch = dcpfast.scan(data)
+    offsets = batch.to_arrow()["offset"].to_pylist() + [len(data)]
+    markers = [i for i in range(len(batch)) if batch.frame(i)["opcode"] == 0x56]
+    gap = markers[len(markers) // 2]         # a snapshot marker lost: its items have none
+    damaged = data[:offsets[gap]] + data[offsets[gap + 1]:]
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    dump.write_bytes(damaged)
+    run = mirror(dump, uri)
+    assert run.lost == [batch.frame(gap)["vbucket"]]
+    state = dcpfast.state(damaged, errors="skip")
+    cut = {r["vbucket"]: r["consistent_seqno"]
+           for r in dcpfast.documents.consistency(state).to_pylist()}
+    want = dcpfast.state(damaged, errors="skip", at_seqno=cut)
+    assert held(uri) == rows_of(want)
+    history = deltalake.DeltaTable(uri).history(1)[0]
+    assert json.loads(history[METADATA_KEY])["lost"] == run.lost
+
+
+KILLER = """
+import sys
+from dcpfast.mirror import mirror
+mirror(sys.argv[1], sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_runs_killed_at_any_moment_and_run_again(seed, tmp_path):
+    rng = random.Random(seed)
+    data = scenario(930 + seed, restarts=0.2, vbuckets=3, snapshots=60)
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    for end in sorted(rng.sample(range(1, len(data)), 4)) + [len(data)]:
+        grow(dump, data, end)
+        child = subprocess.Popen([sys.executable, "-c", KILLER, str(dump), uri], env=env)
+        time.sleep(rng.uniform(0.0, 1.5))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    mirror(dump, uri)                    # the last run, not killed
+    assert held(uri) == wanted(data)
+    for version in range(deltalake.DeltaTable(uri).version() + 1):
+        assert held(uri, version) == wanted(data[:applied(uri, version)])
+
+
+# -- what a run refuses, the table unchanged ---------------------------------------------
+
+
+def _mirrored(tmp_path):
+    data = scenario(940, vbuckets=2)
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    dump.write_bytes(data[:len(data) // 2])
+    mirror(dump, uri)
+    return data, dump, uri
+
+
+def test_inputs_that_do_not_continue_the_ones_applied(tmp_path):
+    data, dump, uri = _mirrored(tmp_path)
+    version = deltalake.DeltaTable(uri).version()
+    dump.write_bytes(data[:len(data) // 4])                       # truncated
+    with pytest.raises(InputsChanged, match="shrank"):
+        mirror(dump, uri)
+    dump.write_bytes(scenario(941, vbuckets=2))                   # another bucket's
+    with pytest.raises(InputsChanged):
+        mirror(dump, uri)
+    other = tmp_path / "other.dcp"
+    other.write_bytes(data)
+    with pytest.raises(InputsChanged, match="missing"):
+        mirror(other, uri)                                       # the file applied is not named
+    dump.unlink()
+    with pytest.raises(FileNotFoundError):
+        mirror(dump, uri)
+    assert deltalake.DeltaTable(uri).version() == version
+
+
+def test_a_table_no_mirror_wrote(tmp_path):
+    uri = str(tmp_path / "plain.delta")
+    deltalake.write_deltalake(uri, pa.table({"x": [1, 2]}))
+    dump = tmp_path / "d.dcp"
+    dump.write_bytes(scenario(942, vbuckets=1))
+    with pytest.raises(NotAMirror, match="no dcpfast mirror"):
+        mirror(dump, uri)
+    assert deltalake.DeltaTable(uri).version() == 0
+
+
+def test_a_second_writer_fails_and_loses_nothing(tmp_path):
+    data, dump, uri = _mirrored(tmp_path)
+    stale = deltalake.DeltaTable(uri)                  # a run that read the table ...
+    dump.write_bytes(data[:3 * len(data) // 4])
+    mirror(dump, uri)                                  # ... while another committed
+    from dcpfast.mirror.table import commit
+
+    rows = unsigned(deltalake.DeltaTable(uri).to_pyarrow_table())
+    with pytest.raises(AnotherWriter, match="another writer"):
+        commit(uri, stale, None, deltalake.DeltaTable(uri).to_pyarrow_table().slice(0, 1),
+               pa.table({"vbucket": pa.array([], pa.int32()),
+                         "collection_id": pa.array([], pa.int64()),
+                         "key": pa.array([], pa.binary())}), {"run": 2, "inputs": []})
+    assert rows_of(unsigned(deltalake.DeltaTable(uri).to_pyarrow_table())) == rows_of(rows)
+    dump.write_bytes(data)
+    mirror(dump, uri)
+    assert held(uri) == wanted(data)
+
+
+def test_two_first_runs_one_table(tmp_path):
+    data = scenario(943, vbuckets=1)
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    dump.write_bytes(data)
+    from dcpfast.mirror.table import commit
+
+    mirror(dump, uri)                       # the other run created the table first
+    rows = deltalake.DeltaTable(uri).to_pyarrow_table()
+    with pytest.raises(AnotherWriter, match="nothing of this run was committed"):
+        commit(uri, None, rows, rows.slice(0, 0), rows.slice(0, 0),
+               {"run": 1, "inputs": []})
+    assert deltalake.DeltaTable(uri).version() == 0
+
+
+def test_readers_open_the_table_as_any_delta_table(tmp_path):
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    data = scenario(944, vbuckets=2, restarts=0.2)
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    dump.write_bytes(data[:len(data) // 2])
+    mirror(dump, uri)
+    dump.write_bytes(data)
+    mirror(dump, uri)
+    docs = deltalake.DeltaTable(uri).to_pyarrow_table()
+    assert rows_of(unsigned(docs)) == wanted(data)
+    frame = pl.read_delta(uri)
+    assert sorted(frame["key_str"].to_list()) == sorted(docs["key_str"].to_pylist())
+    assert duckdb.sql("SELECT count(*) AS n FROM docs").fetchall()[0][0] == docs.num_rows
+    first = deltalake.DeltaTable(uri, version=0).to_pandas()
+    assert len(first) == len(wanted(data[:whole_frames(data[:len(data) // 2])]))
