@@ -14,6 +14,8 @@ from .app import INPUT, inputs, main, sample_option, say
               "dcpfast mirror --sample --to /tmp/sample.delta. More: docs/mirror.md.")
 @click.argument("files", nargs=-1, type=INPUT)
 @click.option("--to", "table", required=True, help="The Delta table of the documents.")
+@click.option("--history", help="A second Delta table: every version, with when it was "
+              "current (__START_AT, __END_AT).")
 @click.option("--no-values", is_flag=True, help="Leave the bodies and xattrs out.")
 @click.option("--errors", type=click.Choice(MODES), default="skip", show_default=True,
               help="Skip damage and stop a vbucket that lost frames at its consistent "
@@ -21,7 +23,7 @@ from .app import INPUT, inputs, main, sample_option, say
 @click.option("--collections/--no-collections", default=None,
               help="Whether keys carry a collection id (default: infer from the stream).")
 @sample_option
-def mirror_command(files, table, no_values, errors, collections, sample):
+def mirror_command(files, table, history, no_values, errors, collections, sample):
     """Apply what FILES hold (dumps, directories of rotated dumps read in name order as
     one stream, or one capture or compressed dump) to the Delta table TABLE of their
     documents, and commit it: after each commit the table is the state of everything
@@ -30,7 +32,7 @@ def mirror_command(files, table, no_values, errors, collections, sample):
     """
     names = inputs(files, sample)
     try:
-        run = mirror(names, table, values=not no_values, errors=errors,
+        run = mirror(names, table, history=history, values=not no_values, errors=errors,
                      collections=collections)
     except (DcpFormatError, OSError, ValueError, RuntimeError) as e:
         raise click.ClickException(f"{table}: {e}" if table not in str(e) else str(e)) \
@@ -40,6 +42,8 @@ def mirror_command(files, table, no_values, errors, collections, sample):
     else:
         say(f"{table}: version {run.version} (run {run.run}): {run.written:,} documents "
             f"written, {run.deleted:,} deleted, {run.documents:,} in the table")
+    if run.history_version is not None:
+        say(f"{history}: version {run.history_version} (run {run.run})")
     if run.waiting:
         say(f"incomplete at the end, waiting: {run.waiting:,} bytes of a frame still being "
             "written", err=True)

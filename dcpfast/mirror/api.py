@@ -25,10 +25,20 @@ from ..documents.api import state
 from ..documents.output import metadata
 from ..io.dumps import scan
 from .inputs import check, files_of, read
-from .table import IDENTITY, as_table, commit, last_run, opened
+from .table import (
+    IDENTITY,
+    VERSION_IDENTITY,
+    as_history,
+    as_table,
+    commit,
+    last_run,
+    opened,
+)
 
 #: A document's version: unchanged where these are.
 VERSION = ("by_seqno", "cas", "rev_seqno")
+#: A version in the history table: unchanged where its end is.
+HISTORY_VERSION = ("valid_to_seqno",)
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,8 @@ class MirrorRun:
     """What a run did: the table's ``version`` committed (None: nothing new), the run's
     number, the documents ``written`` (added or changed) and ``deleted``, the table's
     ``documents``, each vbucket's consistent seqno, the vbuckets that lost frames, and
-    the bytes of a frame still being written at the end of the inputs (``waiting``)."""
+    the bytes of a frame still being written at the end of the inputs (``waiting``), and
+    the history table's version committed (None: none, or nothing new)."""
 
     table: str
     version: int | None
@@ -47,21 +58,27 @@ class MirrorRun:
     consistency: list = field(default_factory=list)
     lost: list = field(default_factory=list)
     waiting: int = 0
+    history_version: int | None = None
 
 
-def mirror(inputs, table: str, *, values: bool = True, errors: str = "skip",
-           collections: bool | None = None) -> MirrorRun:
+def mirror(inputs, table: str, *, history: str | None = None, values: bool = True,
+           errors: str = "skip", collections: bool | None = None) -> MirrorRun:
     """Apply what ``inputs`` (dumps, directories of dumps read in name order as one
     stream, or one capture or compressed dump) hold to the Delta table at ``table``
     (created by the first run) and commit it. See docs/mirror.md.
 
-    ``values``: the documents' bodies and xattrs too. ``errors``: "skip" (the default)
-    passes over damaged frames and stops a vbucket that lost frames at its consistent
-    seqno; "strict" refuses them (``DcpFormatError``), the table unchanged."""
+    ``history``: a second Delta table, of every version with when it was current
+    (``__START_AT``, ``__END_AT``), committed first. ``values``: the documents' bodies and
+    xattrs too. ``errors``: "skip" (the default) passes over damaged frames and stops a
+    vbucket that lost frames at its consistent seqno; "strict" refuses them
+    (``DcpFormatError``), the tables unchanged."""
     uri = os.fspath(table)
     files = files_of(inputs)
     existing = opened(uri)
     before = last_run(existing) if existing is not None else None
+    kept = opened(os.fspath(history)) if history is not None else None
+    if kept is not None:
+        last_run(kept)                          # a history table no mirror wrote: refused
     applied = before["inputs"] if before is not None else []
     check(files, applied)
     got = read(files, applied)
@@ -71,20 +88,31 @@ def mirror(inputs, table: str, *, values: bool = True, errors: str = "skip",
     points = sorted([vb, s] for vb, s in cut.items())
     run = {"run": number, "inputs": got.positions, "consistency": points, "lost": lost,
            "waiting": got.waiting}
-    version: int | None = None
-    written = deleted = 0
+    history_version = None
+    if history is not None:
+        versions = as_history(state(got.data, history=True, at_seqno=cut, values=values,
+                                    errors=errors, collections=collections)
+                              .replace_schema_metadata(None))
+        history_version, _, _ = _applied(os.fspath(history), kept, versions, run,
+                                         VERSION_IDENTITY, HISTORY_VERSION)
+    version, written, deleted = _applied(uri, existing, rows, run, IDENTITY, VERSION)
+    return MirrorRun(uri, version, number if version is not None else number - 1, written,
+                     deleted, rows.num_rows, points, lost, got.waiting, history_version)
+
+
+def _applied(uri: str, existing, rows: pa.Table, run: dict, identity: tuple[str, ...],
+             version: tuple[str, ...]) -> tuple[int | None, int, int]:
+    """Commit ``rows`` to the table at ``uri`` (``existing``: it, or None): all of them
+    to a new table, else the difference on ``identity`` and ``version``; the version
+    committed (None: nothing new), the rows written and deleted."""
     if existing is None:
-        version = commit(uri, None, rows, rows.slice(0, 0), rows.slice(0, 0), run)
-        written = rows.num_rows
-    else:
-        changed, gone = _differences(existing, rows)
-        if changed.num_rows or gone.num_rows:
-            version = commit(uri, existing, None, changed, gone, run)
-            written, deleted = changed.num_rows, gone.num_rows
-        else:
-            number -= 1                    # nothing committed: the last run stands
-    return MirrorRun(uri, version, number, written, deleted, rows.num_rows,
-                     points, lost, got.waiting)
+        return commit(uri, None, rows, rows.slice(0, 0), rows.slice(0, 0), run,
+                      identity), rows.num_rows, 0
+    changed, gone = _differences(existing, rows, identity, version)
+    if not changed.num_rows and not gone.num_rows:
+        return None, 0, 0
+    return commit(uri, existing, None, changed, gone, run, identity), changed.num_rows, \
+        gone.num_rows
 
 
 def _state(data: bytes, *, values: bool, errors: str,
@@ -114,20 +142,22 @@ def _above(data: bytes, cut: dict[int, int], collections: bool | None) -> bool:
         top["vbucket"].to_pylist(), top["by_seqno_max"].to_pylist(), strict=True))
 
 
-def _differences(existing, rows: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """The rows of ``rows`` that the table lacks or holds another version of, and the
-    identities the table holds that ``rows`` lacks."""
-    columns = [*IDENTITY, *VERSION]
-    held = existing.to_pyarrow_table(columns=columns)
-    now = rows.select(columns).append_column("_row", pa.array(range(rows.num_rows),
-                                                              pa.int64()))
-    was = held.rename_columns([*IDENTITY, *(f"_was_{c}" for c in VERSION)]) \
+def _differences(existing, rows: pa.Table, identity: tuple[str, ...],
+                 version: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:
+    """The rows of ``rows`` that the table lacks or holds with another ``version``, and
+    the ``identity`` of the rows the table holds that ``rows`` lacks."""
+    held = existing.to_pyarrow_table(columns=[*identity, *version])
+    now = rows.select([*identity, *version]).append_column(
+        "_row", pa.array(range(rows.num_rows), pa.int64()))
+    was = held.rename_columns([*identity, *(f"_was_{c}" for c in version)]) \
         .append_column("_held", pa.array([True] * held.num_rows, pa.bool_()))
-    joined = now.join(was, list(IDENTITY), join_type="full outer")
+    joined = now.join(was, list(identity), join_type="full outer")
     row = joined["_row"]
     same = pc.and_(pc.is_valid(row), pc.is_valid(joined["_held"]))
-    for c in VERSION:
-        same = pc.and_(same, pc.fill_null(pc.equal(joined[c], joined[f"_was_{c}"]), False))
+    for c in version:
+        equal = pc.equal(joined[c], joined[f"_was_{c}"])
+        both_null = pc.and_(pc.is_null(joined[c]), pc.is_null(joined[f"_was_{c}"]))
+        same = pc.and_(same, pc.or_(pc.fill_null(equal, False), both_null))
     written = joined.filter(pc.and_(pc.is_valid(row), pc.invert(same)))["_row"]
-    gone = joined.filter(pc.is_null(row)).select(list(IDENTITY))
+    gone = joined.filter(pc.is_null(row)).select(list(identity))
     return rows.take(np.sort(written.to_numpy())), gone

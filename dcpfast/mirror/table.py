@@ -24,6 +24,8 @@ APP_ID = "dcpfast.mirror"
 METADATA_KEY = "dcpfast.mirror"
 #: A document's identity in the table.
 IDENTITY = ("vbucket", "collection_id", "key")
+#: A version's identity in the history table.
+VERSION_IDENTITY = (*IDENTITY, "by_seqno", "cas")
 #: Delta has no unsigned integers: each as the signed type that holds all its values
 #: (64-bit ones as int64, their bits kept: CAS and seqnos stay below 2**63).
 _SIGNED = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(),
@@ -67,6 +69,20 @@ def as_table(rows: pa.Table) -> pa.Table:
     return pa.table(columns, schema=schema)
 
 
+def as_history(rows: pa.Table) -> pa.Table:
+    """The state's history rows as the history table holds them: with ``__START_AT``
+    and ``__END_AT`` (the seqno and the CAS time at which the version began and ended,
+    as Auto CDC names them; ``__END_AT`` null while it is current)."""
+    table = as_table(rows)
+
+    def point(seqno: str, time: str) -> pa.Array:
+        s, t = table[seqno].combine_chunks(), table[time].combine_chunks()
+        return pa.StructArray.from_arrays([s, t], names=["seqno", "time"],
+                                          mask=s.is_null())
+    return table.append_column("__START_AT", point("valid_from_seqno", "valid_from_time")) \
+        .append_column("__END_AT", point("valid_to_seqno", "valid_to_time"))
+
+
 def opened(uri: str):
     """The Delta table at ``uri``, or None where there is none."""
     module = deltalake()
@@ -87,10 +103,10 @@ def last_run(table) -> dict:
 
 
 def commit(uri: str, table, rows: pa.Table | None, changed: pa.Table, gone: pa.Table,
-           run: dict) -> int:
+           run: dict, identity: tuple[str, ...] = IDENTITY) -> int:
     """Commit a run: the whole table (``rows``, where there is no table yet) or the
-    documents ``changed`` (rows) and ``gone`` (identities) MERGEd into ``table``; the
-    table's new version."""
+    rows ``changed`` and ``gone`` (their ``identity`` columns) MERGEd into ``table`` on
+    ``identity``; the table's new version."""
     module = deltalake()
     from deltalake import CommitProperties, Transaction
 
@@ -105,7 +121,7 @@ def commit(uri: str, table, rows: pa.Table | None, changed: pa.Table, gone: pa.T
             changed.append_column("_gone", pa.array([False] * changed.num_rows, pa.bool_())),
             _identities_of(gone, changed.schema)], promote_options="none")
         columns = {c: f"s.`{c}`" for c in changed.column_names}
-        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in IDENTITY)
+        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in identity)
         (table.merge(source, on, source_alias="s", target_alias="t",
                      commit_properties=properties)
          .when_matched_delete(predicate="s._gone")

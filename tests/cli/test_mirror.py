@@ -29,8 +29,12 @@ def test_runs_as_the_dump_grows(tmp_path):
     assert result.exit_code == 0 and "version 1 (run 2)" in result.output
     assert deltalake.DeltaTable(str(table)).to_pyarrow_table().num_rows == \
         int(result.output.split(" in the table")[0].rsplit(", ", 1)[1].replace(",", ""))
-    result = run("mirror", "--sample", "--to", tmp_path / "s.delta")
+    result = run("mirror", "--sample", "--to", tmp_path / "s.delta", "--history",
+                 tmp_path / "h.delta")
     assert result.exit_code == 0, result.output
+    assert "h.delta: version 0 (run 1)" in result.output
+    assert "__END_AT" in deltalake.DeltaTable(str(tmp_path / "h.delta")).schema().to_arrow() \
+        .names
 
 
 def test_errors_in_one_line(tmp_path):

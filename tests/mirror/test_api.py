@@ -56,6 +56,42 @@ def held(uri, version: int | None = None) -> dict:
     return rows_of(unsigned(table))
 
 
+def _sorted(versions: dict) -> dict:
+    return {key: sorted(vs, key=lambda v: (v["by_seqno"], v["cas"]))
+            for key, vs in versions.items()}
+
+
+def model_history(data: bytes) -> dict:
+    """The model's versions of ``data`` at each vbucket's consistent seqno."""
+    frames, bodies = decoded(data, errors="skip")
+    _, points, _ = model(frames, bodies)
+    docs, _, _ = model(frames, bodies, at_seqno=points, history=True)
+    return docs
+
+
+def wanted_history(data: bytes) -> dict:
+    return _sorted(expected(model_history(data), history=True, include_deleted=False))
+
+
+def held_history(uri) -> dict:
+    table = deltalake.DeltaTable(uri).to_pyarrow_table()
+    for side, seqno, clock in (("__START_AT", "valid_from_seqno", "valid_from_time"),
+                               ("__END_AT", "valid_to_seqno", "valid_to_time")):
+        point = table[side].combine_chunks()
+        valid = point.is_valid()
+        assert pc.struct_field(point, "seqno").filter(valid).to_pylist() == \
+            table[seqno].filter(valid).to_pylist()
+        assert pc.struct_field(point, "time").filter(valid).to_pylist() == \
+            table[clock].filter(valid).to_pylist()
+        assert table[seqno].filter(pc.invert(valid)).null_count == \
+            len(table[seqno].filter(pc.invert(valid)))
+    table = table.set_column(table.schema.get_field_index("valid_to_seqno"),
+                             "valid_to_seqno", pc.cast(table["valid_to_seqno"], pa.uint64(),
+                                                       safe=False))
+    return _sorted(rows_of(unsigned(table.drop_columns(["__START_AT", "__END_AT"])),
+                           history=True))
+
+
 def grow(path, data: bytes, end: int) -> None:
     """The dump at ``path`` grown to ``data[:end]`` (a writer appending)."""
     have = os.path.getsize(path) if os.path.exists(path) else 0
@@ -90,6 +126,43 @@ def test_every_run_is_the_model_at_its_consistent_seqnos(seed, tmp_path):
     last = deltalake.DeltaTable(uri).version()
     for version in range(last + 1):
         assert held(uri, version) == wanted(data[:applied(uri, version)])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_history_is_every_version_and_when_it_was_current(seed, tmp_path):
+    rng = random.Random(seed)
+    data = scenario(960 + seed, **CONVERSATIONS[seed])
+    dump = tmp_path / "d.dcp"
+    uri, versions = str(tmp_path / "t.delta"), str(tmp_path / "h.delta")
+    for end in sorted(rng.sample(range(1, len(data)), 3)) + [len(data)]:
+        grow(dump, data, end)
+        run = mirror(dump, uri, history=versions)
+        assert held_history(versions) == wanted_history(data[:end - run.waiting])
+        assert held(uri) == wanted(data[:end - run.waiting])
+    # the documents as of a time: a filter of the history
+    table = deltalake.DeltaTable(versions).to_pyarrow_table()
+
+    def micros(cas: int) -> int:             # the CAS clock's whole ticks, as Delta keeps them
+        return (cas & ~0xFFFF) // 1000
+
+    cas = sorted(pc.cast(table["cas"], pa.uint64(), safe=False).to_pylist())
+    at = micros(cas[len(cas) // 2])
+    when = pa.scalar(at, pa.timestamp("us", tz="UTC"))
+    live = table.filter(pc.and_kleene(
+        pc.less_equal(pc.struct_field(table["__START_AT"], "time"), when),
+        pc.or_kleene(pc.is_null(table["__END_AT"]), pc.greater(pc.struct_field(
+            table["__END_AT"], "time"), when))))
+    as_of = set()                            # the model: a version from its CAS to the next's
+    for key, vs in model_history(data).items():
+        for v, after in zip(vs, vs[1:] + [None]):
+            ends = micros(after["cas"]) if after is not None and \
+                v["valid_to_seqno"] == after["by_seqno"] else None
+            if not v["deleted"] and micros(v["cas"]) <= at and (
+                    ends is None and v["valid_to_seqno"] is None or
+                    ends is not None and at < ends):
+                as_of.add(key)
+    assert {(r["vbucket"], r["collection_id"], r["key"]) for r in
+            live.select(["vbucket", "collection_id", "key"]).to_pylist()} == as_of
 
 
 def test_rotated_dumps_in_a_directory_are_one_stream(tmp_path):
@@ -141,7 +214,7 @@ def test_lost_frames_stop_their_vbucket_with_a_warning(tmp_path):
 KILLER = """
 import sys
 from dcpfast.mirror import mirror
-mirror(sys.argv[1], sys.argv[2])
+mirror(sys.argv[1], sys.argv[2], history=sys.argv[3] if len(sys.argv) > 3 else None)
 """
 
 
@@ -150,15 +223,19 @@ def test_runs_killed_at_any_moment_and_run_again(seed, tmp_path):
     rng = random.Random(seed)
     data = scenario(930 + seed, restarts=0.2, vbuckets=3, snapshots=60)
     dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    versions = [str(tmp_path / "h.delta")] if seed == 2 else []
     env = dict(os.environ, PYTHONPATH=os.getcwd())
     for end in sorted(rng.sample(range(1, len(data)), 4)) + [len(data)]:
         grow(dump, data, end)
-        child = subprocess.Popen([sys.executable, "-c", KILLER, str(dump), uri], env=env)
+        child = subprocess.Popen([sys.executable, "-c", KILLER, str(dump), uri, *versions],
+                                 env=env)
         time.sleep(rng.uniform(0.0, 1.5))
         child.send_signal(signal.SIGKILL)
         child.wait()
-    mirror(dump, uri)                    # the last run, not killed
+    mirror(dump, uri, history=versions[0] if versions else None)    # not killed
     assert held(uri) == wanted(data)
+    if versions:
+        assert held_history(versions[0]) == wanted_history(data)
     for version in range(deltalake.DeltaTable(uri).version() + 1):
         assert held(uri, version) == wanted(data[:applied(uri, version)])
 
@@ -201,6 +278,9 @@ def test_a_table_no_mirror_wrote(tmp_path):
     with pytest.raises(NotAMirror, match="no dcpfast mirror"):
         mirror(dump, uri)
     assert deltalake.DeltaTable(uri).version() == 0
+    with pytest.raises(NotAMirror, match="no dcpfast mirror"):
+        mirror(dump, str(tmp_path / "new.delta"), history=uri)     # as the history table
+    assert not (tmp_path / "new.delta").exists()
 
 
 def test_a_second_writer_fails_and_loses_nothing(tmp_path):
