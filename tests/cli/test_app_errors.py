@@ -463,6 +463,12 @@ _LIMITED = (
     "main(sys.argv[2:])\n")
 
 
+#: How the C library's dynamic loader ends a process when a thread's first touch of a
+#: loaded module's thread-local storage finds no memory: exit status 127 and this line,
+#: written by the loader itself (no Python code runs).
+_LOADER_FATAL, _NO_TLS = 127, "cannot allocate memory for thread-local data"
+
+
 def _limited_convert(tmp_path, threads: str):
     big = tmp_path / "big.dcp"
     big.write_bytes(SAMPLE.read_bytes() * 200)          # 90 MB
@@ -496,6 +502,8 @@ def test_too_little_memory_with_threads_ends_with_the_error(tmp_path):
     said = []
     for done, out in _limited_convert(tmp_path, "2"):
         stderr = done.stderr.decode(errors="replace")
+        if done.returncode == _LOADER_FATAL and _NO_TLS in stderr:
+            continue                # the C library's own end, before dcpfast could speak
         assert done.returncode in (0, 1), stderr
         assert "Traceback" not in stderr, stderr
         if done.returncode:
