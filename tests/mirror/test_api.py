@@ -316,15 +316,21 @@ def test_two_first_runs_one_table(tmp_path):
     assert deltalake.DeltaTable(uri).version() == 0
 
 
-def test_readers_open_the_table_as_any_delta_table(tmp_path):
-    pl = pytest.importorskip("polars")
-    duckdb = pytest.importorskip("duckdb")
-    data = scenario(944, vbuckets=2, restarts=0.2)
+def two_runs(tmp_path, seed: int) -> tuple[bytes, str]:
+    """A stream and its mirror after two runs: on its first half, then on all of it."""
+    data = scenario(seed, vbuckets=2, restarts=0.2)
     dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
     dump.write_bytes(data[:len(data) // 2])
     mirror(dump, uri)
     dump.write_bytes(data)
     mirror(dump, uri)
+    return data, uri
+
+
+def test_readers_open_the_table_as_any_delta_table(tmp_path):
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    data, uri = two_runs(tmp_path, 944)
     docs = deltalake.DeltaTable(uri).to_pyarrow_table()
     assert rows_of(unsigned(docs)) == wanted(data)
     frame = pl.read_delta(uri)

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pytest
 
 import dcpfast
-from dcpfast.mirror import NotAMirror, mirror
+from dcpfast.mirror import NotAMirror
 from dcpfast.mirror.table import as_table, last_run, opened, table_schema
 from dcpfast.testing import SAMPLE
-from tests.state_scenarios import scenario
+from tests.mirror.test_api import two_runs
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -79,12 +79,7 @@ def test_spark_reads_the_mirror_with_its_delta_reader(tmp_path):
     if minor not in DELTA_FOR_SPARK:
         pytest.skip(f"no delta-spark release pairs with Spark {pyspark.__version__} "
                     f"(.ci/delta-spark installs one that does)")
-    data = scenario(950, vbuckets=2, restarts=0.2)
-    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
-    dump.write_bytes(data[:len(data) // 2])
-    mirror(dump, uri)
-    dump.write_bytes(data)
-    mirror(dump, uri)
+    _, uri = two_runs(tmp_path, 950)
     done = subprocess.run([sys.executable, "-c", READ, DELTA_FOR_SPARK[minor], uri],
                           capture_output=True, timeout=600, cwd=tmp_path,
                           env=dict(os.environ, PYSPARK_PYTHON=sys.executable))
