@@ -28,10 +28,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import deltalake
-
 import dcpfast
-from dcpfast.mirror import mirror
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:              # the suite package next to this script
@@ -65,11 +62,13 @@ def split(source: bytes, folder: Path) -> list[Path]:
 
 def rebuild(files: list[Path], table: Path) -> None:
     """What a user runs instead: the state of everything, written as a new table."""
+    import deltalake
+
+    from dcpfast.mirror.table import as_table
+
     shutil.rmtree(table, ignore_errors=True)
     whole = b"".join(f.read_bytes() for f in files)
     rows = dcpfast.state(whole, errors="skip").replace_schema_metadata(None)
-    from dcpfast.mirror.table import as_table
-
     deltalake.write_deltalake(table, as_table(rows))
 
 
@@ -94,6 +93,10 @@ def main(argv=None) -> int:
     parser = arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON)
     parser.add_argument("--cache", type=Path, help="directory to keep the corpus in")
     args = settle(parser, argv, DEFAULTS, QUICK)
+    import deltalake  # the delta extra: imported once --help is past
+
+    from dcpfast.mirror import mirror
+
     info = common.machine()
     common.print_machine(info)
     source, expected, origin = load_corpus(MIXED, args.items, args.cache)

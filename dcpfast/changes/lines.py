@@ -4,10 +4,10 @@ Each column becomes an array of JSON texts with Arrow's kernels (numbers cast, s
 quoted, structs joined from their fields' texts), and a row's line is the join of its
 columns' texts: no Python object per row. What Arrow has no kernel for is done in Python
 for the values that need it alone: strings holding a control character (escaped by
-orjson), bytes (base64), and the JSON
-content of a Debezium document, which is checked to parse before it is spliced in as
-JSON (content that does not parse stays text, ``content_encoding`` then ``text``). The
-lines are those orjson writes of each row (``to_pylist``), byte for byte.
+orjson), and the JSON content of a Debezium document, which is checked to parse before
+it is spliced in as JSON (content that does not parse stays text, ``content_encoding``
+then ``text``); bytes are base64 all at once (``encoding``). The lines are those orjson
+writes of each row (``to_pylist``), byte for byte.
 """
 
 from __future__ import annotations
