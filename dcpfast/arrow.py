@@ -54,7 +54,7 @@ def validity(arrays: dict[str, np.ndarray], kinds: np.ndarray,
         tables = {}
         for column in (*arrays, name):
             table = S.validity_table(column, collections)
-            if table is not None and column != "stream_id":
+            if table is not None and column not in S.WHERE_NONZERO:
                 tables.setdefault(table.tobytes(), table)
         carried = np.array(list(tables.values()), np.uint8)
         state, bits = _core.scan.validity_bitmaps(kinds,
@@ -63,7 +63,7 @@ def validity(arrays: dict[str, np.ndarray], kinds: np.ndarray,
             shared[key] = [None] if full == 2 else [pa.py_buffer(row)]
 
     def bitmap(name):
-        if name == "stream_id":
+        if name in S.WHERE_NONZERO:
             return mask_bitmap(arrays[name] != 0)
         table = S.validity_table(name, collections)
         if table is None:

@@ -251,7 +251,7 @@ class FrameBatch:
     def validity(self, name: str) -> np.ndarray | None:
         """Which frames carry column ``name`` (None: all of them)."""
         column = self[name]
-        if name == "stream_id":
+        if name in S.WHERE_NONZERO:
             return column != 0
         table = S.validity_table(name, self.collections)
         return None if table is None else table[self._kinds]
@@ -265,7 +265,7 @@ class FrameBatch:
 
     def _carries(self, name, i) -> bool:
         """Whether frame ``i`` carries column ``name``, judged from that frame alone."""
-        if name == "stream_id":
+        if name in S.WHERE_NONZERO:
             return self._arrays[name][i] != 0
         table = S.validity_table(name, self.collections)
         return table is None or bool(table[self._kinds[i]])

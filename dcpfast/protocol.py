@@ -23,6 +23,11 @@ FEATURE_COLLECTIONS = 0x12
 OPEN_FLAG_COLLECTIONS = 0x10
 #: Request frame-info id that carries a stream id.
 FRAME_INFO_STREAM_ID = 2
+#: Response frame-info id (magic 0x18) that carries the server's receive-to-send time, a
+#: u16 decoded by ``server_duration_us``.
+FRAME_INFO_SERVER_DURATION = 0
+#: kv_engine's exponent of that encoding: ``microseconds = encoded ** 1.74 / 2``.
+SERVER_DURATION_POWER = 1.74
 UNBOUNDED = 0xFFFFFFFF
 
 
@@ -378,6 +383,10 @@ def _v(column, offset, width):
 
 _SEQNOS = (_x("by_seqno", 0, 8), _x("rev_seqno", 8, 8))
 _DOC_META = _SEQNOS + (_x("flags", 16, 4), _x("expiration", 20, 4), _x("lock_time", 24, 4))
+#: The nru ("not recently used") byte: after nmeta in a mutation, after lock_time in a
+#: prepare.
+_MUTATION_META = _DOC_META + (_x("nru", 30, 1),)
+_PREPARE_META = _DOC_META + (_x("nru", 28, 1),)
 _MARKER_V2 = (_x("marker_version", 0, 1), _v("snap_start", 0, 8), _v("snap_end", 8, 8),
               _v("snap_flags", 16, 4), _v("max_visible_seqno", 20, 8))
 #: Offset in a V2.x marker's value of the byte that holds the Disk flag (the last byte of
@@ -414,7 +423,7 @@ KINDS: tuple[Kind, ...] = (
     *_marker_kinds("snapshot_marker_v2_2", 52, (_v("purge_seqno", 36, 8),), 2,
                    (_v("high_prepared_seqno", 44, 8),)),
     *_marker_kinds("snapshot_marker_v2_2_purge", 44, (_v("purge_seqno", 36, 8),), 2),
-    Kind("mutation", Opcode.MUTATION, False, 31, _SOME, _ANY, _DOC_META),
+    Kind("mutation", Opcode.MUTATION, False, 31, _SOME, _ANY, _MUTATION_META),
     Kind("deletion_v1", Opcode.DELETION, False, 18, _SOME, _ANY, _SEQNOS),
     Kind("deletion_v2", Opcode.DELETION, False, 21, _SOME, _ANY,
          _SEQNOS + (_x("delete_time", 16, 4),)),
@@ -436,7 +445,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("system_event", Opcode.SYSTEM_EVENT, False, 13, _ANY, _ANY,
          (_x("by_seqno", 0, 8), _x("event_id", 8, 4), _x("event_version", 12, 1))),
     Kind("prepare", Opcode.PREPARE, False, 31, _SOME, _ANY,
-         _DOC_META + (_x("deleted", 29, 1), _x("durability_level", 30, 1))),
+         _PREPARE_META + (_x("deleted", 29, 1), _x("durability_level", 30, 1))),
     Kind("seqno_acknowledged", Opcode.SEQNO_ACKNOWLEDGED, False, 8, _NONE, _NONE,
          (_x("by_seqno", 0, 8),)),
     Kind("commit", Opcode.COMMIT, False, 16, _SOME, _NONE, _RESOLUTION),

@@ -37,6 +37,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("value_len", "uint32", "value length"),
     Column("collection_id", "uint32", "LEB128 key prefix on collection-enabled streams"),
     Column("stream_id", "uint16", "framing info id 2 on 0x08 frames"),
+    Column("server_duration_us", "uint32",
+           "framing info id 0 on 0x18 responses: the server's receive-to-send time in "
+           "microseconds, as kv_engine decodes it (null where absent or under 1)"),
     Column("by_seqno", "uint64",
            "mutation, deletion, expiration, prepare, system event, seqno advanced, seqno ack; "
            "commit/abort: the commit/abort seqno"),
@@ -45,6 +48,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("flags", "uint32", "mutation, prepare: document flags"),
     Column("expiration", "uint32", "mutation, prepare"),
     Column("lock_time", "uint32", "mutation, prepare"),
+    Column("nru", "uint8", "mutation, prepare: the item's not-recently-used byte"),
     Column("delete_time", "uint32", "deletion V2, expiration"),
     Column("deleted", "uint8", "prepare: 1 for a prepared deletion"),
     Column("durability_level", "uint8", "prepare"),
@@ -79,6 +83,10 @@ def dictionary_columns(names) -> list[str]:
     """Of ``names``, those worth a Parquet dictionary (all but ``DISTINCT``)."""
     return [n for n in names if n not in DISTINCT]
 
+
+#: Framing-info columns: carried only by the frames whose framing extras hold them, which
+#: their value tells (0 where absent); validity is ``column != 0``, not a per-kind table.
+WHERE_NONZERO = frozenset({"stream_id", "server_duration_us"})
 
 _HEADER = frozenset({"offset", "magic", "opcode", "datatype", "opaque", "cas", "body_len",
                      "framing_len", "extras_len"})
@@ -123,7 +131,9 @@ def carried(kind: p.Kind, name: str, collections: bool) -> bool:
     if name == "collection_id":
         return collections and kind.prefixed
     if name == "stream_id":
-        return not kind.response   # and only where present: see FrameBatch.validity
+        return not kind.response   # and only where present (WHERE_NONZERO)
+    if name == "server_duration_us":
+        return kind.response       # likewise
     return name in kind.columns
 
 

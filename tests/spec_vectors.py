@@ -213,7 +213,8 @@ VECTORS = [
            collections=True),
     Vector("S11", "18530300000000000000001300001000000000000000000002000a00000000feeddeca000000000"
                   "0005432",
-           dict(kind="response", magic=0x18, framing_len=3, status=0, value_len=16)),
+           dict(kind="response", magic=0x18, framing_len=3, status=0, value_len=16,
+                server_duration_us=27)),
     Vector("S12", "805b0000010000050000000100000012000000000000000001",
            dict(kind="set_vbucket_state", vb_state=1, vbucket=5, opaque=0x12)),
     Vector("S13", "815600000000000000000000000000090000000000000000",

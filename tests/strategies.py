@@ -59,10 +59,10 @@ def _document(draw, hdr, collections, *, sid=True):
 def _mutation(draw, hdr, collections):
     key, expect = _document(draw, hdr, collections)
     fields = dict(by_seqno=draw(seqno), rev_seqno=draw(u64), flags=draw(u32),
-                  expiration=draw(u32), lock_time=draw(u32))
+                  expiration=draw(u32), lock_time=draw(u32), nru=draw(u8))
     value, datatype = draw(values), draw(datatypes)
     expect.update(fields, value=value, datatype=datatype)
-    return t.mutation(key, value, datatype=datatype, nru=draw(u8), **fields, **hdr), expect
+    return t.mutation(key, value, datatype=datatype, **fields, **hdr), expect
 
 
 def _deletion(version):
@@ -89,12 +89,12 @@ def _expiration(draw, hdr, collections):
 def _prepare(draw, hdr, collections):
     key, expect = _document(draw, hdr, collections, sid=False)
     fields = dict(by_seqno=draw(seqno), rev_seqno=draw(u64), flags=draw(u32),
-                  expiration=draw(u32), lock_time=draw(u32),
+                  expiration=draw(u32), lock_time=draw(u32), nru=draw(u8),
                   durability_level=draw(st.integers(1, 3)))
     value = draw(values)
     deleted = draw(st.booleans())
     expect.update(fields, value=value, deleted=int(deleted))
-    data = t.prepare(key, value, deleted=deleted, nru=draw(u8), **fields, **hdr)
+    data = t.prepare(key, value, deleted=deleted, **fields, **hdr)
     return data, expect
 
 
@@ -204,9 +204,18 @@ def _connection(opcode):
 def _response(draw, hdr, collections):
     opcode = draw(st.sampled_from([0x1F, 0x50, 0x53, 0x54, 0x56, 0x5C, 0x5E, 0x89, 0x00, 0xB5]))
     status, value, datatype = draw(u16), draw(values), draw(datatypes)
+    expect = dict(status=status, key=b"", value=value, cas=hdr["cas"], datatype=datatype)
+    framing = b""
+    if draw(st.booleans()):       # magic 0x18: read units, and the server's duration or not
+        framing = t.frame_info(1, draw(u16).to_bytes(2, "big"))
+        if draw(st.booleans()):
+            code = draw(u16)
+            framing += t.frame_info(0, code.to_bytes(2, "big"))
+            if us := int(code ** 1.74 / 2):
+                expect["server_duration_us"] = us
     data = t.response(opcode, status=status, value=value, datatype=datatype,
-                      opaque=hdr["opaque"], cas=hdr["cas"])
-    return data, dict(status=status, key=b"", value=value, cas=hdr["cas"], datatype=datatype)
+                      opaque=hdr["opaque"], cas=hdr["cas"], framing=framing)
+    return data, expect
 
 
 BUILDERS = {

@@ -17,6 +17,7 @@ output memory and runs it.
 
 cimport cython
 from libc.stdint cimport int8_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.math cimport pow
 from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.pythread cimport (PyThread_acquire_lock, PyThread_allocate_lock,

@@ -28,8 +28,8 @@ _VBUCKET = tuple(S.carried(kind, "vbucket", False) for kind in P.KINDS)
 class _Frame:
     """What ``parse`` learnt about one frame."""
 
-    __slots__ = ("length", "kind", "fel", "extlen", "keylen", "value_len", "sid", "cid",
-                 "prefix", "a", "b")
+    __slots__ = ("length", "kind", "fel", "extlen", "keylen", "value_len", "sid",
+                 "server_us", "cid", "prefix", "a", "b")
 
     def __init__(self):
         self.length = 0
@@ -102,7 +102,7 @@ def _parse(buf, pos, end, collections, max_frame):
         f.a, f.b = opcode, f.value_len
         return _PR.VALUE_LENGTH, f
     f.kind = kind
-    f.sid = 0
+    f.sid = f.server_us = 0
     problem = _frame_infos(buf, pos, f, response)
     if problem:
         return problem, f
@@ -115,7 +115,8 @@ def _parse(buf, pos, end, collections, max_frame):
 
 
 def _frame_infos(buf, pos, f, response):
-    """Walk the framing extras; pick up the stream id of a request."""
+    """Walk the framing extras; pick up the stream id of a request and the server's
+    duration of a response."""
     start = pos + P.HEADER_SIZE
     p, e = start, start + f.fel
     while p < e:
@@ -140,6 +141,8 @@ def _frame_infos(buf, pos, f, response):
                 f.a = flen
                 return _PR.STREAM_ID_LENGTH
             f.sid = _U16.unpack_from(buf, p)[0]
+        elif fid == P.FRAME_INFO_SERVER_DURATION and response and flen == 2:
+            f.server_us = int(_U16.unpack_from(buf, p)[0] ** P.SERVER_DURATION_POWER / 2)
         p += flen
     return 0
 
@@ -438,6 +441,8 @@ def _row(buf, pos, f, base):
         row["collection_id"] = f.cid
     if f.sid:
         row["stream_id"] = f.sid
+    if f.server_us:
+        row["server_duration_us"] = f.server_us
     for fld in kind.fields:
         at = (value if fld.base == P.VALUE else extras) + fld.offset
         row[fld.column] = _LOAD[fld.width].unpack_from(buf, at)[0]

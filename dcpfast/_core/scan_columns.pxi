@@ -220,6 +220,10 @@ cdef void flush(Walk* w, const Plan* plan, const Frame* rows, size_t i0,
             for b in range(n):
                 (<uint16_t*>dst)[i0 + b] = rows[b].sid
                 prefetch(a)
+        elif c == C_SERVER_DURATION:
+            for b in range(n):
+                (<uint32_t*>dst)[i0 + b] = rows[b].server_us
+                prefetch(a)
 
 
 
@@ -246,6 +250,7 @@ cdef inline void all_header(Walk* w, const Frame* rows, size_t i0, size_t n,
     cdef uint32_t* value_lens = <uint32_t*>cols[C_VALUE_LEN] + i0
     cdef uint32_t* collection_id = <uint32_t*>cols[C_COLLECTION_ID] + i0
     cdef uint16_t* stream_id = <uint16_t*>cols[C_STREAM_ID] + i0
+    cdef uint32_t* server_us = <uint32_t*>cols[C_SERVER_DURATION] + i0
     cdef const Frame* f
     cdef const uint8_t* h
     cdef size_t b
@@ -269,5 +274,6 @@ cdef inline void all_header(Walk* w, const Frame* rows, size_t i0, size_t n,
         value_lens[b] = value_len(f)
         collection_id[b] = f.cid
         stream_id[b] = f.sid
+        server_us[b] = f.server_us
         prefetch(a)
         prefetch(a)

@@ -13,6 +13,7 @@ cdef struct Frame:       # 32 bytes: a block of them stays in the first-level ca
     uint8_t fel
     uint8_t extlen
     uint8_t prefix       # bytes of LEB128 collection prefix
+    uint32_t server_us   # a response's server duration (frame info 0), decoded
 
 
 cdef struct Problem:     # details of a problem code, worded by errors.describe
@@ -87,7 +88,9 @@ cdef int marker(const uint8_t* h, const Frame* f, Problem* e) noexcept nogil:
 
 
 cdef int framing(const uint8_t* h, int cls, Frame* f, Problem* e) noexcept nogil:
-    """Walk the framing extras: OK with ``f.sid`` set, or a problem code."""
+    """Walk the framing extras: OK with ``f.sid`` (a request's stream id) and
+    ``f.server_us`` (a response's server duration, as kv_engine decodes it) set, or a
+    problem code."""
     cdef const uint8_t* p = h + 24
     cdef const uint8_t* stop = p + f.fel
     cdef const uint8_t* at
@@ -113,6 +116,8 @@ cdef int framing(const uint8_t* h, int cls, Frame* f, Problem* e) noexcept nogil
             if flen != 2:
                 return problem(e, STREAM_ID_LENGTH, flen, 0)
             f.sid = be16(p)
+        elif fid == 0 and cls and flen == 2:
+            f.server_us = <uint32_t>(pow(<double>be16(p), SERVER_DURATION_POWER) / 2)
         p += flen
     return OK
 
@@ -204,6 +209,7 @@ cdef inline int parse(const uint8_t* buf, size_t pos, size_t end, bint collectio
         return problem(e, VALUE_LENGTH, opcode, f.value_len)
     f.kind = kind
     f.sid = 0
+    f.server_us = 0
     if f.fel:
         s = framing(h, cls, f, e)
         if s != OK:

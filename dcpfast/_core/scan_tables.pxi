@@ -49,10 +49,11 @@ cdef uint8_t column_width[MAX_COLUMNS]
 # column ids (schema order)
 cdef int C_OFFSET, C_MAGIC, C_OPCODE, C_DATATYPE, C_VBUCKET, C_STATUS, C_OPAQUE, C_CAS
 cdef int C_BODY_LEN, C_FRAMING_LEN, C_EXTRAS_LEN, C_KEY_OFFSET, C_KEY_LEN, C_VALUE_OFFSET
-cdef int C_VALUE_LEN, C_COLLECTION_ID, C_STREAM_ID
+cdef int C_VALUE_LEN, C_COLLECTION_ID, C_STREAM_ID, C_SERVER_DURATION
 cdef int n_columns, n_kinds
 cdef int OP_HELLO, OP_OPEN, OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED
 cdef uint32_t FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS
+cdef double SERVER_DURATION_POWER
 
 
 cdef void load_problems() except *:
@@ -77,7 +78,7 @@ cdef void load_frame_rules() except *:
     flags that show collections."""
     global n_marker, MARKER_FLAGS_BYTE, SNAP_DISK
     global OP_HELLO, OP_OPEN, OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED
-    global FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS
+    global FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS, SERVER_DURATION_POWER
     cdef int i, op, j
     for i in range(256):
         magic_class[i] = -1
@@ -95,6 +96,8 @@ cdef void load_frame_rules() except *:
     OP_HELLO, OP_OPEN = P.Opcode.HELLO, P.Opcode.OPEN
     OP_SYSTEM_EVENT, OP_SEQNO_ADVANCED = P.Opcode.SYSTEM_EVENT, P.Opcode.SEQNO_ADVANCED
     FEATURE_COLLECTIONS, OPEN_FLAG_COLLECTIONS = P.FEATURE_COLLECTIONS, P.OPEN_FLAG_COLLECTIONS
+    SERVER_DURATION_POWER = P.SERVER_DURATION_POWER
+    assert P.FRAME_INFO_STREAM_ID == 2 and P.FRAME_INFO_SERVER_DURATION == 0  # framing()
     n_marker = len(P.MARKER_V2_KINDS)
     if n_marker > 16:
         raise ValueError("more than 16 snapshot marker V2.x kinds")
@@ -137,7 +140,7 @@ cdef void load_columns() except *:
     """The columns in schema order: their ids, widths, and which of them fields fill."""
     global n_columns, C_OFFSET, C_MAGIC, C_OPCODE, C_DATATYPE, C_VBUCKET, C_STATUS, C_OPAQUE
     global C_CAS, C_BODY_LEN, C_FRAMING_LEN, C_EXTRAS_LEN, C_KEY_OFFSET, C_KEY_LEN
-    global C_VALUE_OFFSET, C_VALUE_LEN, C_COLLECTION_ID, C_STREAM_ID
+    global C_VALUE_OFFSET, C_VALUE_LEN, C_COLLECTION_ID, C_STREAM_ID, C_SERVER_DURATION
     assert len(S.NAMES) <= MAX_COLUMNS
     assert BLOCK < 1 << 16                   # row numbers and counts of a block are uint16
     for c, name in enumerate(S.NAMES):
@@ -152,6 +155,7 @@ cdef void load_columns() except *:
     C_KEY_OFFSET, C_KEY_LEN = ix["key_offset"], ix["key_len"]
     C_VALUE_OFFSET, C_VALUE_LEN = ix["value_offset"], ix["value_len"]
     C_COLLECTION_ID, C_STREAM_ID = ix["collection_id"], ix["stream_id"]
+    C_SERVER_DURATION = ix["server_duration_us"]
 
 
 load_problems()

@@ -225,6 +225,9 @@ class Conversation:
         asked = np.flatnonzero(req & (op == P.Opcode.NOOP))
         if len(asked):
             self._round_trips(self.noops.asked(batch["opaque"][asked], times[asked]), partial)
+        timed = batch["server_duration_us"]
+        if timed.any():
+            partial.server_ms.add(timed[timed != 0] / 1000.0)
         if (op == P.Opcode.GET_ALL_VB_SEQNOS).any():
             self._high_seqnos(batch, times)
         manifest = self.manifest if self.manifest is not None else Manifest()

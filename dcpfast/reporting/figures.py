@@ -50,13 +50,18 @@ def _ms(values: Thinned) -> dict | None:
     return {"median": round(values.quantile(0.5) or 0.0, 3), "max": round(values.max or 0.0, 3)}
 
 
-def _lag(partial: Partial) -> dict | None:
-    """The lag's count, median, 99th percentile and maximum (captures only)."""
-    lag = partial.lag_ms
-    if partial.clock != CAPTURE or not lag.count:
+def _spread(ms: Thinned) -> dict | None:
+    """Count, median, 99th percentile and maximum of a thinned sample of ms, None when
+    empty."""
+    if not ms.count:
         return None
-    return {"count": lag.count, "median": round(lag.quantile(0.5) or 0.0, 3),
-            "p99": round(lag.quantile(0.99) or 0.0, 3), "max": round(lag.max or 0.0, 3)}
+    return {"count": ms.count, "median": round(ms.quantile(0.5) or 0.0, 3),
+            "p99": round(ms.quantile(0.99) or 0.0, 3), "max": round(ms.max or 0.0, 3)}
+
+
+def _lag(partial: Partial) -> dict | None:
+    """The lag's spread (captures only)."""
+    return _spread(partial.lag_ms) if partial.clock == CAPTURE else None
 
 
 def build(partial: Partial, generator: str) -> dict:
@@ -90,6 +95,7 @@ def build(partial: Partial, generator: str) -> dict:
                   "rtt_ms": _ms(partial.rtt_ms)},
         "flow_control": [f for f in flow],
         "lag_ms": _lag(partial),
+        "server_duration_ms": _spread(partial.server_ms),
         "documents": _documents(partial),
     }
     out.update(_anomalies(partial))

@@ -284,9 +284,13 @@ def _connection_table(f: dict) -> str:
              _e(_t(c["last"])), _n(c["streams"]), _n(c["stalls"]), _n(c["anomalies"]),
              _n(c["noops"]), _n(c["noop_rtt_ms"]["median"], 3) if c["noop_rtt_ms"] else "-"]
             for i, c in enumerate(f["connections"])]
+    timed = f["server_duration_ms"]
     summary = (f"{n['count']:,} NOOPs from the servers, {n['answered']:,} answered"
                + (f"; round trip median {rtt['median']:,.3f} ms, slowest {rtt['max']:,.3f} ms"
-                  if rtt else "") + ".")
+                  if rtt else "") + "."
+               + (f" The server's own time from request to answer, in {timed['count']:,} "
+                  f"responses: median {timed['median']:,.3f} ms, 99th percentile "
+                  f"{timed['p99']:,.3f} ms, slowest {timed['max']:,.3f} ms." if timed else ""))
     return ('<h2 id="connections">Connections</h2><p class="note">' + _e(summary) + "</p>"
             + _table(["#", "connection (client -> server)", "client frames", "server frames",
                       "client bytes", "server bytes", "first", "last", "streams", "stalls",

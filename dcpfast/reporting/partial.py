@@ -113,6 +113,8 @@ class Partial:
         self.lag = Cells({"count": "sum"}, {"count": np.int64})
         self.rtt_ms = Thinned()
         self.lag_ms = Thinned()
+        #: The server's receive-to-send times its responses carried (frame info 0), ms.
+        self.server_ms = Thinned()
         self.content = Content()
         #: The connections (``conversation.Conversation``), by number.
         self.conversations: list = []
@@ -174,6 +176,7 @@ class Partial:
             mine.merge(theirs)
         self.rtt_ms.merge(other.rtt_ms)
         self.lag_ms.merge(other.lag_ms)
+        self.server_ms.merge(other.server_ms)
         self.content.merge(other.content)
         names = {c.name for c in self.conversations}
         for c in other.conversations:

@@ -28,7 +28,7 @@ DEFAULT = ("offset", "opcode", "opcode_name", "datatype", "vbucket", "cas", "col
            "by_seqno", "rev_seqno", "prepared_seqno", "flags", "expiration", "delete_time",
            "durability_level", "snap_start", "snap_end", "key", "key_str", "value", "source")
 #: Scanner columns that every frame carries, whatever the kind and the collections mode.
-_ALWAYS = frozenset(n for n in S.NAMES if n != "stream_id" and all(
+_ALWAYS = frozenset(n for n in S.NAMES if n not in S.WHERE_NONZERO and all(
     S.validity_table(n, c) is None for c in (False, True)))
 
 

@@ -337,3 +337,33 @@ def test_streams_against_the_servers_high_seqnos(tmp_path):
     report.to_html(page)
     assert "captured to seqno 2 of the 6 the server gave (GetAllVbSeqnos)" in \
         page.read_text()
+
+
+def test_the_servers_own_response_times(tmp_path):
+    """Responses with magic 0x18 that carry the server's duration (frame info 0) give its
+    spread in ms, as kv_engine decodes each code; responses without one, or that decode to
+    0 µs, are not counted; a capture with none says null, and the page says it in words."""
+    codes = [10, 3000, 250, 1, 65535, 77]
+    framed = [t.response(0x53, opaque=i, value=bytes(16),
+                         framing=t.frame_info(1, b"\x00\x05")
+                         + t.frame_info(0, c.to_bytes(2, "big")))
+              for i, c in enumerate(codes)]
+    server = b"".join(framed) + t.response(0x53, opaque=9, value=bytes(16),
+                                           framing=t.frame_info(1, b"\x00\x07"))
+    path = tmp_path / "server.dcp"
+    path.write_bytes(server)
+    report = dcpfast.report(path)
+    kept = np.array([c ** 1.74 / 2 // 1 for c in codes if c ** 1.74 / 2 >= 1]) / 1000
+    got = report.figures["server_duration_ms"]
+    assert got["count"] == len(kept) == 5
+    assert got["max"] == pytest.approx(kept.max(), abs=1e-3)
+    assert got["median"] == pytest.approx(float(np.median(kept)), abs=1e-3)
+    assert got["max"] == pytest.approx(120125.042)
+    plain = tmp_path / "plain.dcp"
+    plain.write_bytes(t.response(0x53, opaque=1, value=bytes(16)))
+    assert dcpfast.report(plain).figures["server_duration_ms"] is None
+    pytest.importorskip("bokeh")
+    page = tmp_path / "page.html"
+    report.to_html(page)
+    assert "server&#x27;s own time from request to answer, in 5 responses: median" \
+        in page.read_text()
