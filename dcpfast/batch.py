@@ -4,9 +4,7 @@ core's answer into a batch (``scan_view``)."""
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Callable, Iterator
-from types import ModuleType
 from typing import TYPE_CHECKING, overload
 
 import numpy as np
@@ -17,7 +15,7 @@ from . import protocol as P
 from . import schema as S
 from ._core import ScanRequest, ScanResult
 from .buffers import byte_view, window_bits
-from .errors import DcpFormatError, SkippedRegion, describe, text
+from .errors import DcpFormatError, SkippedRegion, describe, optional, text
 from .formats import HEAD_BYTES, other_format
 from .options import ScanOptions
 
@@ -364,7 +362,7 @@ class FrameBatch:
 
     def to_pandas(self, *, arrow_dtypes: bool = True) -> pd.DataFrame:
         """A pandas DataFrame; Arrow-backed dtypes keep nulls and unsigned types intact."""
-        pd = _optional("pandas", "pandas", "to_pandas()")
+        pd = optional("pandas", "pandas", "to_pandas()")
         table = self.to_arrow()
         if arrow_dtypes:
             return table.to_pandas(types_mapper=pd.ArrowDtype)
@@ -372,7 +370,7 @@ class FrameBatch:
 
     def to_polars(self) -> pl.DataFrame:
         """A polars DataFrame (keys and values as zero-copy binary views)."""
-        pl = _optional("polars", "polars", "to_polars()")
+        pl = optional("polars", "polars", "to_polars()")
         return pl.from_arrow(self.to_arrow(binary_view=True))
 
 
@@ -401,17 +399,6 @@ def _opcode(op: int | str) -> int:
         hint = text("did_you_mean", name=close[0]) if close else ""
         raise ValueError(text("unknown_opcode", name=op, hint=hint,
                               names=", ".join(names))) from None
-
-
-def _optional(module: str, extra: str, what: str) -> ModuleType:
-    """An optional dependency, or an ImportError that names the extra installing it."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name != module:
-            raise
-        raise ImportError(text("needs_extra", what=what, module=module, extra=extra),
-                          name=module) from e
 
 
 # -- the internal API: what dcpfast's own modules (values, events, streams, documents,

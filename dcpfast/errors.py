@@ -5,7 +5,9 @@ found; ``with_skipped`` lists it in a table's metadata, ``skipped_regions`` read
 from __future__ import annotations
 
 import bisect
+import importlib
 import json
+from types import ModuleType
 from typing import NamedTuple
 
 from .packets import CaptureProblem
@@ -363,3 +365,16 @@ def is_capture_gap(reason: str) -> bool:
     """Whether a skipped region's ``reason`` is a capture gap: bytes of a TCP stream the
     capture lacks, not damage."""
     return reason.startswith(_NAMED["capture_gap"].split(":")[0])
+
+
+def optional(module: str, extra: str, what: str) -> ModuleType:
+    """The optional dependency ``module`` (a package or one of its modules), or an
+    ImportError that says ``what`` needs it and the extra that installs it; an import that
+    fails inside an installed package is raised as it is."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is None or not (module == e.name or module.startswith(e.name + ".")):
+            raise
+        raise ImportError(text("needs_extra", what=what, module=module.split(".")[0],
+                               extra=extra), name=e.name) from e

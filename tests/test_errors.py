@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 
 import pytest
 
@@ -83,3 +84,22 @@ def test_named_reasons_take_their_fields():
         "FlatBuffers field uid at 4 outside its 8-byte table"
     assert errors.text("range_overlaps", uri="f", lo=0, hi=10, anchor=12) == \
         "byte-range split of f at 0..10: the range after byte 10 starts before this one (at 12)"
+
+
+def test_an_optional_module_missing_names_its_extra(monkeypatch, tmp_path):
+    """A missing optional dependency (or one of its modules) says what needs it and the
+    extra that installs it; a package that is there but fails to import inside is not
+    called missing."""
+    monkeypatch.setitem(sys.modules, "deltalake", None)
+    with pytest.raises(ImportError, match=r"^dcpfast.mirror needs deltalake: "
+                       r"pip install 'dcpfast\[delta\]'$"):
+        errors.optional("deltalake", "delta", "dcpfast.mirror")
+    monkeypatch.setitem(sys.modules, "bokeh", None)
+    with pytest.raises(ImportError, match=r"the page needs bokeh: .*dcpfast\[report\]"):
+        errors.optional("bokeh.embed", "report", "the page")
+    (tmp_path / "brokenpkg").mkdir()
+    (tmp_path / "brokenpkg" / "__init__.py").write_text("import a_module_nobody_has\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="a_module_nobody_has"):
+        errors.optional("brokenpkg", "x", "y")
+    assert errors.optional("json", "x", "y") is sys.modules["json"]

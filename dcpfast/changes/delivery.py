@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from ..documents.feeding import fed
 from ..documents.options import scan_collections
-from ..errors import text
+from ..errors import optional
 from ..io import DEFAULT_BATCH_BYTES
 from .api import ChangesBuilder, stopped
 from .replay import final, standing
@@ -333,11 +333,7 @@ def read_sink(sink, format: str | None = None) -> tuple[pa.Table, int]:
 def _delta(path: str) -> pa.Table:
     """The rows of the Delta table at ``path``, its files in the order its log added
     them (those of a checkpoint first)."""
-    try:
-        import deltalake
-    except ImportError:
-        raise ImportError(text("needs_extra", what="an audit of a Delta sink",
-                               module="deltalake", extra="delta")) from None
+    deltalake = optional("deltalake", "delta", "an audit of a Delta sink")
     dataset = deltalake.DeltaTable(path).to_pyarrow_dataset()
     added: dict[str, int] = {}
     log = os.path.join(path, DELTA_LOG)

@@ -16,7 +16,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import text
+from ..errors import optional
 
 #: The Delta application transaction id of a mirror's commits.
 APP_ID = "dcpfast.mirror"
@@ -42,12 +42,7 @@ class AnotherWriter(RuntimeError):
 
 def deltalake():
     """The ``deltalake`` module (the ``delta`` extra)."""
-    try:
-        import deltalake as module
-    except ImportError:
-        raise ImportError(text("needs_extra", what="dcpfast.mirror", module="deltalake",
-                               extra="delta")) from None
-    return module
+    return optional("deltalake", "delta", "dcpfast.mirror")
 
 
 def table_schema(schema: pa.Schema) -> pa.Schema:

@@ -9,9 +9,8 @@ for it), and ``window.__reportReadyAt`` to the milliseconds that took.
 from __future__ import annotations
 
 import html
-import importlib
 
-from ..errors import text
+from ..errors import optional
 from .charts import Charts, chosen, stream_label
 
 #: Stalls, rollbacks and bad ends named in the headline.
@@ -96,14 +95,8 @@ def page(figures: dict) -> str:
 
 
 def _bokeh():
-    try:
-        return (importlib.import_module("bokeh.embed"),
-                importlib.import_module("bokeh.resources"))
-    except ModuleNotFoundError as e:
-        if e.name is None or not e.name.startswith("bokeh"):
-            raise
-        raise ImportError(text("needs_extra", what="the report page", module="bokeh",
-                               extra="report"), name="bokeh") from e
+    return (optional("bokeh.embed", "report", "the report page"),
+            optional("bokeh.resources", "report", "the report page"))
 
 
 def _e(value) -> str:

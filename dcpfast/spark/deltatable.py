@@ -35,7 +35,7 @@ import time
 import pyarrow as pa
 from pyarrow import fs
 
-from ..errors import text
+from ..errors import optional, text
 from .output import abandoned, located, summary
 from .source import filesystem
 
@@ -56,12 +56,7 @@ _UNMADE = re.compile(r"_commit_[0-9a-f-]+\.json\.tmp")
 
 
 def _deltalake():
-    try:
-        import deltalake
-    except ImportError:
-        raise ImportError(text("needs_extra", what="write_delta", module="deltalake",
-                               extra="delta")) from None
-    return deltalake
+    return optional("deltalake", "delta", "write_delta")
 
 
 def table_uri(out: str) -> str:
