@@ -11,7 +11,10 @@ against the C probe of the suite. The threads table times, on the full mixed cor
 1,000,000 frames, ``--thread-items``), the scan of the buffer, the same buffer cut into
 slices that threads scan apart without making one batch (the ceiling: no anchors, no
 stitching), ``read`` and ``iter_batches`` of it as a file (in the page cache) and
-``values()``; the default table times ``scan`` and ``read`` with the default thread count
+``values()``, next to the machine's memory bandwidth at each thread count (a C probe over
+a buffer the corpus's size, at least 256 MiB: threads reading, copying, and writing to
+freshly mapped pages), and gives each path's input GB/s as a share of that read bandwidth;
+the default table times ``scan`` and ``read`` with the default thread count
 against one thread, as the machine is and with a CPU-bound process on every core (the
 default must never lose); the convert table runs ``dcpfast convert`` to Parquet in this
 process with each thread count. Every path is checked against one single-threaded scan before it is
@@ -36,6 +39,7 @@ if str(HERE) not in sys.path:              # the suite package next to this scri
     sys.path.insert(0, str(HERE))
 
 from suite import threads as T  # noqa: E402
+from suite.bandwidth import compile_bandwidth, run_bandwidth  # noqa: E402
 from suite.common import CheckFailed, arguments, machine, print_machine, settle  # noqa: E402
 from suite.corpora import CORPORA, load_corpus  # noqa: E402
 from suite.probe import compile_probe  # noqa: E402
@@ -72,6 +76,8 @@ def main(argv=None) -> int:
             tmp = Path(tmp)
             exe, how = compile_probe(tmp)
             print(f"  probe    {how if exe else 'skipped: ' + how}")
+            bandwidth_exe, bandwidth_how = compile_bandwidth(tmp)
+            print(f"  memory   {bandwidth_how if bandwidth_exe else 'skipped: ' + bandwidth_how}")
             data, _, origin = load_corpus(CORPORA[0], args.items, CACHE)
             print(f"batch-size corpus ({origin}): {len(data):,} bytes")
             path = tmp / "sizes.dcp"
@@ -83,6 +89,12 @@ def main(argv=None) -> int:
             path = tmp / "threads.dcp"
             path.write_bytes(data)
             report["threads"] = T.thread_counts(data, path, counts, args.repeat)
+            if bandwidth_exe:      # the same thread counts, over as many bytes (or more)
+                found, why = run_bandwidth(bandwidth_exe, len(data), counts, args.repeat)
+            else:
+                found, why = None, bandwidth_how
+            report["bandwidth"] = found or {"skipped": why}
+            print(f"memory bandwidth: {json.dumps(found) if found else 'skipped: ' + why}")
             part = tmp / "default.dcp"             # 75 MB of the corpus
             head = memoryview(data)[:75_000_000]   # its whole frames: a strict read
             part.write_bytes(head[:dcpfast.scan(head, collections=True).consumed])

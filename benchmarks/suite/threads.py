@@ -1,5 +1,7 @@
 """Scan by batch size, threads 1..N, and ``dcpfast convert`` with threads: the tables of
 ``bench_threads.py`` and of the "Batch sizes and threads" section of docs/benchmarks.md.
+The threads table also holds the machine's memory bandwidth at each thread count (the C
+probe of ``bandwidth``), and each threaded path's input GB/s as a share of its read row.
 
 Everything is checked before it is timed (each timed path gives the frames and columns of
 one single-threaded scan), the measurements of a table take turns (a load change on a
@@ -24,6 +26,7 @@ import numpy as np
 import dcpfast
 from dcpfast.cli import main as cli
 
+from .bandwidth import MEASURES
 from .common import check
 from .measure import rate
 from .probe import run_probe
@@ -112,6 +115,15 @@ def _independent(view, parts: int):
             w.join()
         return out
     return run
+
+
+def _of_read(report: dict, k, row: dict) -> str:
+    """``", 5.8 GB/s = 38% of read"``: a threaded path's input GB/s as a share of the
+    memory read bandwidth at ``k`` threads, or nothing without a bandwidth probe."""
+    found = report.get("bandwidth", {}).get("threads", {}).get(str(k))
+    if not found:
+        return ""
+    return f", {row['gb_per_s']:.1f} GB/s = {row['gb_per_s'] / found['read']:.0%} of read"
 
 
 def thread_counts(data: bytes, path: Path, counts, repeat: int) -> dict:
@@ -251,10 +263,22 @@ def print_report(report: dict) -> None:
     threads = report["threads"]
     print(f"\nthreads: {threads['frames']:,} frames, {threads['bytes'] / 1e6:.1f} MB "
           "(speedup of the best runs, of the medians in brackets)")
+    bandwidth = report.get("bandwidth", {})
+    if "threads" in bandwidth:
+        print(f"  memory bandwidth: C probe over {bandwidth['bytes'] >> 20} MiB, best of "
+              f"{bandwidth['repeat']} runs (transparent huge pages: "
+              f"{bandwidth.get('transparent_hugepages')}); copy in GB/s of the bytes read")
+    elif bandwidth:
+        print(f"  memory bandwidth: skipped: {bandwidth.get('skipped')}")
     for k in threads["counts"]:
+        found = bandwidth.get("threads", {}).get(str(k))
+        if found:
+            print(f"  memory, {k} thread{'s' if k > 1 else ''}: " + ", ".join(
+                f"{name} {found[name]:.1f} GB/s" for name in MEASURES))
         for row in threads["rows"][str(k)].values():
             print(f"  {row['label']:<44} {row['best'] * 1e3:7.1f} ms {row['median'] * 1e3:7.1f}"
-                  f" ms {row['speedup']:5.2f}x ({row['speedup_median']:.2f}x)")
+                  f" ms {row['speedup']:5.2f}x ({row['speedup_median']:.2f}x)"
+                  f"{_of_read(report, k, row)}")
     default = report.get("default")
     if default:
         print(f"\nthe default threads against one: {default['bytes'] / 1e6:.1f} MB "
@@ -292,11 +316,19 @@ def section(report: dict) -> str:
         lines.append(f"| {row['label']} | {rate(row['frames_per_s'])} "
                      f"({rate(sizes['frames'] / row['median'])}) | {row['of_scan']:.2f} | "
                      f"{probe} |")
+    bandwidth = report.get("bandwidth", {}).get("threads", {})
+    bandwidth = bandwidth if all(str(k) in bandwidth for k in threads["counts"]) else {}
+    over = (f"; memory bandwidth over {report['bandwidth']['bytes'] >> 20} MiB"
+            if bandwidth else "")
     lines += ["", f"Threads, {threads['frames']:,} frames ({threads['bytes'] / 1e6:.1f} MB; "
-              "files in the page cache):", "",
+              f"files in the page cache{over}):", "",
               "| | " + " | ".join(f"{k} thread{'s' if k > 1 else ''}"
                                   for k in threads["counts"]) + " |",
               "|---|" + "---|" * len(threads["counts"])]
+    for name, label in MEASURES.items():
+        if bandwidth:
+            lines.append(f"| memory {label} | " + " | ".join(
+                f"{bandwidth[str(k)][name]:.1f} GB/s" for k in threads["counts"]) + " |")
     for key, label in (("scan", "`scan(buffer)`"),
                        ("independent", "slices scanned apart, no batch made (the ceiling)"),
                        ("read", "`read(path)`"), ("iter_batches", "`iter_batches(path)`, "
@@ -306,7 +338,7 @@ def section(report: dict) -> str:
         for k in threads["counts"]:
             row = threads["rows"][str(k)][key]
             cells.append(f"{row['best'] * 1e3:.1f} ms, {row['speedup']:.2f}x "
-                         f"({row['speedup_median']:.2f}x)")
+                         f"({row['speedup_median']:.2f}x){_of_read(report, k, row)}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     default = report.get("default")
     if default:
