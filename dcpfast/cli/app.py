@@ -3,15 +3,17 @@ input (a dump, a compressed dump or a capture, or ``-``), outputs, signals, text
 dump shown safely, and one-line errors.
 
 Every command reads raw dumps, gzip/zstd/lz4-compressed dumps and packet captures (told
-apart by their magic numbers), or ``-`` for standard input. User errors (missing or
-unreadable files, a closed standard input, malformed input in strict mode, bad options,
-too little memory, an output that cannot be written) end with a one-line message and a
-non-zero exit status, never a traceback. SIGINT (Ctrl-C), SIGTERM and SIGHUP end a
-command by that signal (status 130, 143 and 129 in a shell) once it has removed what it
-was writing; a standard output whose reader is gone ends it by SIGPIPE (141), silently.
-Every file a command writes is written beside it and renamed into place once whole
-(``atomic_output``): the previous output stays as it was until then, whatever ends the
-command. Keys and names from a dump, and file names, are printed escaped (``printable``).
+apart by their magic numbers), or ``-`` for standard input; a directory is one dump cut
+into pieces, its files joined in name order, and so are the FILES of a command given
+``--pieces`` (``pieces_option``, ``inputs``: one input, opened as one stream). User
+errors (missing or unreadable files, a closed standard input, malformed input in strict
+mode, bad options, too little memory, an output that cannot be written) end with a
+one-line message and a non-zero exit status, never a traceback. SIGINT (Ctrl-C), SIGTERM
+and SIGHUP end a command by that signal (status 130, 143 and 129 in a shell) once it has
+removed what it was writing; a standard output whose reader is gone ends it by SIGPIPE
+(141), silently. Every file a command writes is written beside it and renamed into place
+once whole (``atomic_output``): the previous output stays as it was until then, whatever
+ends the command. Keys and names from a dump, and file names, are printed escaped (``printable``).
 """
 
 from __future__ import annotations
@@ -317,7 +319,7 @@ def _check_one(output: str, files, *, force: bool, replaceable: bool) -> None:
         out = os.stat(output)
     except OSError:
         return                                    # not there yet: no input is it
-    for name in files:
+    for name in paths_of(files):
         try:
             got = os.fstat(sys.stdin.fileno()) if name == "-" else os.stat(name)
         except (OSError, AttributeError, ValueError):
@@ -486,24 +488,51 @@ def sample_option(command):
                         "(the server's side of a small DCP conversation).")(command)
 
 
-def inputs(files, sample: bool, *, check: bool = True, one: bool = False) -> list[str]:
+#: The help of --pieces, the same on every command that reads dumps.
+PIECES_HELP = ("FILES are pieces of one dump, joined in the order given as a directory's "
+               "files are.")
+
+
+def pieces_option(command):
+    """The --pieces flag of the commands that read dumps: their FILES read as one stream,
+    as a directory's files are (``inputs``)."""
+    return click.option("--pieces", is_flag=True, help=PIECES_HELP)(command)
+
+
+#: An input of a command: a FILE (``-``: standard input; a directory: its files as one
+#: stream), or the FILES given with --pieces, read as one stream in the order given.
+Name = str | tuple[str, ...]
+
+
+def inputs(files, sample: bool, *, check: bool = True, one: bool = False,
+           pieces: bool = False) -> list[Name]:
     """The inputs named, then the bundled sample when asked for: at least one (exactly one
     with ``one``), and with ``check`` each one there (else a one-line error and status 1,
-    before any output)."""
+    before any output). With ``pieces`` (--pieces) they are one input: the pieces of one
+    dump, joined in the order given (a tuple of their names; one name stays a name)."""
     names = list(files) + ([str(SAMPLE)] if sample else [])
-    if one and len(names) != 1:
+    if pieces and "-" in names:
+        raise click.UsageError("--pieces joins files: standard input (-) cannot be a piece")
+    found: list[Name] = [tuple(names)] if pieces and len(names) > 1 else list(names)
+    if one and len(found) != 1:
         raise click.UsageError("give a FILE, or --sample" if not names else
-                               "give one FILE or --sample, not both")
+                               "give one FILE or --sample, not both" if sample else
+                               "give one FILE, or the pieces of one dump with --pieces")
     if not names:
         raise click.UsageError("give one or more FILEs, or --sample")
     if check:
         check_inputs(names)
-    return names
+    return found
 
 
-def check_inputs(names) -> None:
+def paths_of(names: Sequence[Name]) -> list[str]:
+    """Every path among ``names``, pieces one by one."""
+    return [path for name in names for path in ((name,) if isinstance(name, str) else name)]
+
+
+def check_inputs(names: Sequence[Name]) -> None:
     """A one-line error (status 1) for the first input that cannot be opened."""
-    for name in names:
+    for name in paths_of(names):
         if name != "-":
             try:
                 os.stat(name)
@@ -511,9 +540,18 @@ def check_inputs(names) -> None:
                 raise click.ClickException(f"{name}: {e.strerror or e}") from None
 
 
-def shown(name: str, *, output: bool = False) -> str:
+#: The pieces named one by one in messages; more are shown as the first and the last.
+_SHOWN_PIECES = 4
+
+
+def shown(name: Name, *, output: bool = False) -> str:
     """How a file is named in messages: ``printable``, the bytes of a name that are not
-    UTF-8 replaced; ``-`` is standard input (an ``output``'s: standard output)."""
+    UTF-8 replaced; ``-`` is standard input (an ``output``'s: standard output); pieces
+    (--pieces) joined by `` + ``."""
+    if isinstance(name, tuple):
+        if len(name) > _SHOWN_PIECES:
+            return f"{shown(name[0])} + ... + {shown(name[-1])} ({len(name):,} pieces)"
+        return " + ".join(shown(piece) for piece in name)
     if name == "-":
         return "<stdout>" if output else "<stdin>"
     return printable(click.format_filename(name))
@@ -609,10 +647,14 @@ def _some_frames(batches, head: bytes):
 
 
 @contextlib.contextmanager
-def opened(name: str, errors: str, *, again: bool = False):
-    """The input ``name`` (``-``: standard input) as an ``Input``, opened once; with
-    ``again``, one that can be read a second time (a pipe's, a FIFO's and standard
-    input's bytes are kept in a temporary file as they are read)."""
+def opened(name: Name, errors: str, *, again: bool = False):
+    """The input ``name`` (``-``: standard input; pieces: one stream, ``io.opening``) as an
+    ``Input``, opened once; with ``again``, one that can be read a second time (a pipe's,
+    a FIFO's and standard input's bytes are kept in a temporary file as they are read)."""
+    if isinstance(name, tuple):
+        with open_input(list(name), errors=errors, again=again) as found:
+            yield Input(found)
+        return
     if name == "-" and sys.stdin is None:
         raise click.ClickException(f"{shown(name)}: standard input is closed")
     # standard input unbuffered: one read per call, so that a signal that comes between
@@ -629,7 +671,7 @@ _LIBRARY_SKIP, _COMMAND_SKIP = 'errors="skip"', "--errors skip"
 
 
 @contextlib.contextmanager
-def reported(name: str, errors: str | None = None):
+def reported(name: Name, errors: str | None = None):
     """Turn malformed input and I/O failures into a clean message and exit status 1; in
     strict mode (``errors``) the message says how to keep going."""
     try:
@@ -643,7 +685,9 @@ def reported(name: str, errors: str | None = None):
     except BrokenPipeError:
         raise
     except OSError as e:
-        raise click.ClickException(f"{shown(name)}: {e.strerror or e}") from None
+        where = e.filename if isinstance(name, tuple) and isinstance(e.filename, str) \
+            else name                                 # the piece that failed
+        raise click.ClickException(f"{shown(where)}: {e.strerror or e}") from None
     except MemoryError:
         raise click.ClickException(f"{shown(name)}: {OUT_OF_MEMORY}") from None
 

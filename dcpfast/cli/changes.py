@@ -21,6 +21,7 @@ from .app import (
     main,
     opened,
     output_format,
+    pieces_option,
     reported,
     sample_option,
     say,
@@ -50,22 +51,24 @@ _OUTPUTS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet":
 @click.option("--no-values", is_flag=True, help="Leave out the documents' bodies and xattrs.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @threads_option
+@pieces_option
 @sample_option
 @scan_options
-def changes(files, output, fmt, bucket, no_values, force, threads, sample, collections,
-            errors):
-    """The change feed of the DCP dumps FILES (read in order, as one stream of frames; a
-    directory is one dump cut into pieces): every change of every document in stream
-    order, with the changes that undo what a rollback or a collection drop took back, so
-    that a consumer that applies the feed in order ends with the documents `dcpfast
-    state` gives.
+def changes(files, output, fmt, bucket, no_values, force, threads, pieces, sample,
+            collections, errors):
+    """The change feed of the DCP dumps FILES (read in order, as one stream of frames,
+    each FILE whole: a frame cut across two FILES is an error; a directory, or FILES with
+    --pieces, is one dump cut into pieces, its files joined byte for byte): every change
+    of every document in stream order, with the changes that undo what a rollback or a
+    collection drop took back, so that a consumer that applies the feed in order ends
+    with the documents `dcpfast state` gives.
 
     A vbucket whose stream lost frames stops at its consistent seqno, and is named on
     standard error; the Parquet file's schema metadata holds each vbucket's consistent
     seqno.
     """
     kind = "jsonl" if output == "-" else output_format(output, _OUTPUTS)
-    files = inputs(files, sample)
+    files = inputs(files, sample, pieces=pieces)
     check_output(output, files, force=force)
     began = time.perf_counter()
     builder = ChangesBuilder(values=not no_values, before=fmt == "debezium", errors=errors,

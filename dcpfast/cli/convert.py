@@ -24,12 +24,15 @@ from ..values import iter_values
 from .app import (
     INPUT,
     TABLE_FORMATS,
+    Name,
     atomic_output,
     check_output,
     inputs,
     main,
     opened,
     output_format,
+    paths_of,
+    pieces_option,
     reported,
     sample_option,
     say,
@@ -106,9 +109,10 @@ class _Writer:
         self._pending, self._pending_bytes = [], 0
         if self.format == "csv":
             table = _csv_ready(table)
-        elif self.format == "ipc":                # IPC files hold one dictionary per field,
-            table = table.cast(pa.schema([        # and one record batch per group
-                f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+        elif self.format == "ipc":                # IPC files hold one dictionary per field
+            table = table.cast(pa.schema([        # (``file``'s is the same throughout),
+                f.with_type(f.type.value_type)    # and one record batch per group
+                if pa.types.is_dictionary(f.type) and f.name != FILE_COLUMN else f
                 for f in table.schema])).combine_chunks()
         if self._writer is None:
             if self.format == "parquet":
@@ -267,6 +271,33 @@ class _NoBar:
         pass
 
 
+#: The column that names the FILE of each row, when convert reads several dumps.
+FILE_COLUMN = "file"
+
+
+def _file_names(files: list[Name]) -> tuple[pa.Array, list[int]]:
+    """The dictionary of the ``file`` column (each name as given, once; bytes that are not
+    UTF-8 written ``\\xNN``) and the place of each input's name in it."""
+    texts = [_as_text(name) for name in files if isinstance(name, str)]
+    distinct = list(dict.fromkeys(texts))
+    return pa.array(distinct, pa.string()), [distinct.index(t) for t in texts]
+
+
+def _as_text(name: str) -> str:
+    """A file name as valid UTF-8: its bytes that are not UTF-8 written ``\\xNN``."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:                 # a surrogate that escapes no byte
+        raw = name.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _with_file(table, names: pa.Array, at: int):
+    """``table`` with the ``file`` column last: every row the name ``names[at]``."""
+    indices = pa.array(np.full(table.num_rows, at, np.int32))
+    return table.append_column(FILE_COLUMN, pa.DictionaryArray.from_arrays(indices, names))
+
+
 def _progress(name, source, quiet):
     """A progress bar over the DCP bytes of one input (on standard error, when a terminal)."""
     if quiet or not sys.stderr.isatty():
@@ -276,7 +307,7 @@ def _progress(name, source, quiet):
     total = None
     if name != "-" and not source.compression and not source.capture:
         with contextlib.suppress(OSError):
-            total = os.path.getsize(name)
+            total = sum(os.path.getsize(path) for path in paths_of([name]))
     return tqdm(total=total, desc=shown(name), unit="B", unit_scale=True, unit_divisor=1000)
 
 
@@ -298,23 +329,28 @@ def _progress(name, source, quiet):
               help="Add the decoded document bodies, xattrs and is_json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary.")
 @threads_option
+@pieces_option
 @sample_option
 @scan_options
-def convert(files, output, fmt, force, columns, with_values, quiet, threads, sample, collections,
-            errors):
+def convert(files, output, fmt, force, columns, with_values, quiet, threads, pieces, sample,
+            collections, errors):
     """Write the frames of every FILE to one Parquet, Arrow IPC or CSV file.
 
     The format follows the extension of OUTPUT (or --format). An ``opcode_name`` column
-    follows ``opcode``. Offsets are positions in each FILE (decompressed); a directory is
-    one dump cut into pieces, its files read in name order as one stream. CSV holds keys,
-    values and bodies as text where they are UTF-8 (else 0x and hex) and xattrs as JSON
-    text. Ends with a line saying what it wrote. An existing OUTPUT is replaced only with
+    follows ``opcode``. Several FILES are separate dumps, read one after the other:
+    offsets are positions in each FILE (decompressed), and a last column ``file`` names
+    the FILE of each row, as given; a directory, or FILES with --pieces, is one dump cut
+    into pieces, its files joined as one stream (offsets are positions in it), and with
+    one FILE, a directory or --pieces there is no ``file`` column. CSV holds keys, values
+    and bodies as text where they are UTF-8 (else 0x and hex) and xattrs as JSON text.
+    Ends with a line saying what it wrote. An existing OUTPUT is replaced only with
     --force, and never when it is one of the inputs.
     """
     fmt = output_format(output, TABLE_FORMATS, fmt)
-    files = inputs(files, sample)                # each one there before OUTPUT is touched
+    files = inputs(files, sample, pieces=pieces)  # each one there before OUTPUT is touched
     check_output(output, files, force=force)
     threads = threads_of(threads)
+    dictionary, at = _file_names(files) if len(files) > 1 else (None, [])
 
     keep = _named_opcodes(scan(b"", columns=columns).to_arrow()).column_names
     frame_columns = set(_named_opcodes(scan(b"").to_arrow()).column_names)
@@ -323,7 +359,7 @@ def convert(files, output, fmt, force, columns, with_values, quiet, threads, sam
     with atomic_output(output) as [path], writing(output):
         writer = _Writer(path, fmt, background=threads > 1)
         try:
-            for name in files:
+            for k, name in enumerate(files):
                 with reported(name, errors), opened(name, errors) as source, \
                         _progress(name, source, quiet) as bar:
                     frames, started = 0, time.perf_counter()
@@ -335,6 +371,8 @@ def convert(files, output, fmt, force, columns, with_values, quiet, threads, sam
                         parts = _with_values(batch, table, names, threads) if with_values \
                             else [table.select(names)]
                         for part in parts:
+                            if dictionary is not None:
+                                part = _with_file(part, dictionary, at[k])
                             with writing(output):
                                 writer.write(part)
                         frames += len(batch)
@@ -347,7 +385,8 @@ def convert(files, output, fmt, force, columns, with_values, quiet, threads, sam
                 table = _named_opcodes(empty.to_arrow())
                 for part in (_with_values(empty, table, keep) if with_values
                              else [table.select(keep)]):
-                    writer.write(part)
+                    writer.write(part if dictionary is None
+                                 else _with_file(part, dictionary, 0))
             writer.close()
         except BaseException:
             writer.abandon()

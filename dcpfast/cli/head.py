@@ -17,6 +17,7 @@ from .app import (
     inputs,
     main,
     opened,
+    pieces_option,
     printable,
     reported,
     sample_option,
@@ -192,7 +193,7 @@ def _json_line(batch, i: int) -> str:
 @main.command(epilog="Examples: dcpfast head --sample -n 5; dcpfast head dump.dcp --opcode "
               "mutation --vbucket 12 --seqno 100..200; dcpfast head capture.pcap --since "
               "2026-11-27T10:00 --json. More: docs/usage.md, the command line.")
-@click.argument("file", required=False, type=INPUT)
+@click.argument("files", nargs=-1, type=INPUT, metavar="[FILE]...")
 @click.option("-n", "--frames", "count", type=click.IntRange(min=0), default=20,
               show_default=True, help="How many frames to list.")
 @click.option("--opcode", "opcodes", multiple=True, metavar="NAME|NUMBER",
@@ -211,18 +212,19 @@ def _json_line(batch, i: int) -> str:
               "time (as --since).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per frame.")
 @threads_option
+@pieces_option
 @sample_option
 @scan_options
-def head(file, count, opcodes, vbuckets, keys, seqnos, sids, since, until, as_json, threads,
-         sample, collections, errors):
+def head(files, count, opcodes, vbuckets, keys, seqnos, sids, since, until, as_json, threads,
+         pieces, sample, collections, errors):
     """One line per frame of FILE: offset, opcode, vbucket, seqnos, key, value size, datatype.
 
     FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input; a
-    directory is one dump cut into pieces, its files read in name order as one stream. The
-    filters combine. In strict mode the frames before the first damage are listed, then
-    the error.
+    directory is one dump cut into pieces, its files read in name order as one stream, and
+    so are several FILES with --pieces (without it, give one FILE). The filters combine.
+    In strict mode the frames before the first damage are listed, then the error.
     """
-    file = inputs([file] if file else [], sample, one=True)[0]
+    file = inputs(files, sample, one=True, pieces=pieces)[0]
     wanted = np.array(sorted({_opcode(op) for op in opcodes}), np.uint8)
     vbs = np.array(sorted(set(vbuckets)), np.uint16)
     ids = np.array(sorted(set(sids)), np.uint16)

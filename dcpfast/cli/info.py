@@ -14,6 +14,7 @@ from .app import (
     inputs,
     main,
     opened,
+    pieces_option,
     reported,
     sample_option,
     say,
@@ -34,18 +35,21 @@ _COLUMNS = sorted(set(Inventory.COLUMNS) | set(Glance.COLUMNS))
 @main.command(epilog="Examples: dcpfast info --sample; dcpfast info dumps/*.dcp --json. "
               "More: docs/usage.md, the command line.")
 @click.argument("files", nargs=-1, type=INPUT)
+@pieces_option
 @sample_option
 @scan_options
 @threads_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
-def info(files, sample, collections, errors, threads, as_json):
+def info(files, pieces, sample, collections, errors, threads, as_json):
     """Frames, bytes, opcodes, vbuckets, collections, seqno ranges and damage of each FILE.
 
-    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input; a
-    directory is one dump cut into pieces (a rotated dump), its files read in name order as
-    one stream. Each FILE is summed up on its own.
+    FILE is a raw, gzip, zstd or lz4 dump, or a capture; - reads standard input. Several
+    FILES are separate dumps, each summed up on its own; a directory is one dump cut into
+    pieces (a rotated dump), its files read in name order as one stream, and with --pieces
+    the FILES are one dump, summed up once.
     """
-    paths = inputs(files, sample, check=False)      # each input's failure is its own line
+    paths = inputs(files, sample, check=False,      # each input's failure is its own line
+                   pieces=pieces)
     failed, summaries = False, []
     for path in paths:
         try:

@@ -17,11 +17,16 @@ from ..testing import SAMPLE_PCAP
 from .app import (
     INPUT,
     SKIP_HINT,
+    Name,
     atomic_output,
     check_inputs,
     check_output,
+    inputs,
     main,
+    opened,
     output_format,
+    paths_of,
+    pieces_option,
     reported,
     say,
     scan_options,
@@ -56,22 +61,23 @@ def _stall_seconds(_ctx, _param, value: float) -> float:
 @click.option("--sample", is_flag=True,
               help="Report on the capture bundled with dcpfast (both sides of a small DCP "
                    "conversation).")
+@pieces_option
 @scan_options
 @threads_option
-def report_command(files, output, json_path, stall_seconds, ports, force, sample,
+def report_command(files, output, json_path, stall_seconds, ports, force, pieces, sample,
                    collections, errors, threads):
     """Report on the DCP conversations of every FILE: streams over time, stalls, flow
     control, NOOP round trips, lag, documents and anomalies.
 
     FILE is a pcap/pcapng capture (every connection, both directions) or a raw or
-    compressed dump (a client's dump next to its server's is read with it; a directory is
-    one dump cut into pieces, its files read in name order as one stream); captures and
-    dumps are reported apart. Writes the page (-o) and/or the JSON (--json), then one
-    line saying what it found.
+    compressed dump. Several FILES are separate inputs (a client's dump next to its
+    server's is read with it); a directory is one dump cut into pieces, its files read in
+    name order as one stream, and so are the FILES with --pieces (one server's dump).
+    Captures and dumps are reported apart. Writes the page (-o) and/or the JSON (--json),
+    then one line saying what it found.
     """
-    names = list(files) + ([str(SAMPLE_PCAP)] if sample else [])
-    if not names:
-        raise click.UsageError("give one or more FILEs, or --sample")
+    names = inputs(list(files) + ([str(SAMPLE_PCAP)] if sample else []), False,
+                   check=False, pieces=pieces)
     if not output and not json_path:
         raise click.UsageError("give -o REPORT.html, --json REPORT.json, or both")
     if "-" in (output, json_path):
@@ -103,18 +109,28 @@ def report_command(files, output, json_path, stall_seconds, ports, force, sample
         f"{len(f['stalls'])} stalls, {sum(f['anomaly_counts'].values())} anomalies")
 
 
-def _reported(names: list[str], *, errors: str, **options):
-    """The report on ``names``, its errors one line each."""
-    with reported(", ".join(names), errors):
-        try:
-            return report(names, errors=errors, **options)
-        except DcpFormatError as e:
-            where = getattr(e, "source", None)
-            if where is None:
-                raise
-            hint = SKIP_HINT if errors == "strict" else ""
-            raise click.ClickException(f"{shown(os.fspath(where))}: {e}{hint}") from None
-        except ValueError as e:
-            if type(e) is not ValueError:
-                raise
-            raise click.ClickException(str(e)) from None
+def _reported(names: list[Name], *, errors: str, **options):
+    """The report on ``names``, its errors one line each; pieces (--pieces) are read as
+    one stream, a dump of its own named by them."""
+    if isinstance(names[0], tuple):
+        with reported(names[0], errors), opened(names[0], errors) as source:
+            setattr(source.stream, "name", shown(names[0]))   # noqa: B010  # the report's
+            return _report_of([source.stream], errors=errors, **options)  # name of it
+    with reported(", ".join(paths_of(names)), errors):
+        return _report_of(names, errors=errors, **options)
+
+
+def _report_of(sources: list, *, errors: str, **options):
+    """``report`` of ``sources``; an error that names its input, one line naming it."""
+    try:
+        return report(sources, errors=errors, **options)
+    except DcpFormatError as e:
+        where = getattr(e, "source", None)
+        if not isinstance(where, (str, os.PathLike)):
+            raise
+        hint = SKIP_HINT if errors == "strict" else ""
+        raise click.ClickException(f"{shown(os.fspath(where))}: {e}{hint}") from None
+    except ValueError as e:
+        if type(e) is not ValueError:
+            raise
+        raise click.ClickException(str(e)) from None

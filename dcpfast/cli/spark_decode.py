@@ -15,7 +15,8 @@ import tempfile
 import click
 
 from ..testing import SAMPLE
-from .app import main, scan_options
+from .app import inputs as named_inputs
+from .app import main, paths_of, pieces_option, scan_options
 
 
 @main.command("spark-decode")
@@ -38,10 +39,18 @@ from .app import main, scan_options
 @click.option("--overwrite", is_flag=True, help="Replace an existing dataset at --out.")
 @click.option("--append", is_flag=True, help="Add to an existing dataset at --out.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@pieces_option
 @scan_options
 def spark_decode(inputs, sample, out, fmt, app_id, master, partition_by, columns, with_values,
-                 overwrite, append, quiet, collections, errors):
-    """Decode DCP dumps (files, directories, URIs) into Parquet or Delta with Spark."""
+                 overwrite, append, quiet, pieces, collections, errors):
+    """Decode DCP dumps (files, directories, URIs) into Parquet or Delta with Spark.
+
+    Each INPUT file is a dump of its own; a directory is one dump cut into pieces, its
+    files joined in name order as one stream (offsets are positions in it, source the
+    file a frame starts in), and with --pieces every INPUT is a piece of one dump,
+    joined in the order given. A joined stream that holds a compressed piece is decoded
+    whole, by one task.
+    """
     try:
         import pyspark  # noqa: F401
 
@@ -52,6 +61,7 @@ def spark_decode(inputs, sample, out, fmt, app_id, master, partition_by, columns
     paths = list(inputs) + ([str(SAMPLE)] if sample else [])
     if not paths:
         raise click.UsageError("give one or more INPUTS, or --sample")
+    paths = paths_of(named_inputs(paths, False, check=False, pieces=pieces))
     if overwrite and append:
         raise click.UsageError("--overwrite and --append exclude each other")
     if app_id is not None and fmt != "delta":
@@ -65,7 +75,7 @@ def spark_decode(inputs, sample, out, fmt, app_id, master, partition_by, columns
             partition_by=[c.strip() for c in partition_by.split(",") if c.strip()],
             columns=columns, values=with_values, errors=errors, collections=collections,
             mode="overwrite" if overwrite else "append" if append else "error",
-            format=fmt, signals=True, **delta)
+            format=fmt, signals=True, joined="all" if pieces else "directories", **delta)
     except Ended as e:
         os.unlink(log)
         _ended(e.signum, out, e.written)

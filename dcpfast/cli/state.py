@@ -22,6 +22,7 @@ from ..io.kinds import Kind, classify
 from .app import (
     FILE_TABLES,
     INPUT,
+    Name,
     at_seqno,
     atomic_output,
     check_output,
@@ -29,6 +30,8 @@ from .app import (
     main,
     opened,
     output_format,
+    paths_of,
+    pieces_option,
     reported,
     sample_option,
     say,
@@ -69,14 +72,15 @@ REPORT_SUFFIX = ".report.json"
 @click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes that share the vbuckets of one dump (each reads it whole; "
               "pays on many cores and big dumps: docs/state.md).")
+@pieces_option
 @sample_option
 @scan_options
 def state(files, output, force, at_seqno, at_time, include_deleted, history, no_values, only,
-          spark, master, threads, processes, sample, collections, errors):
+          spark, master, threads, processes, pieces, sample, collections, errors):
     """Rebuild the documents of the DCP dumps FILES (read in order, as one stream of
-    frames, each FILE whole; a directory is one dump cut into pieces, its files joined in
-    name order byte for byte): one row per document as it stood at the end, at
-    --at-seqno or at --at-time.
+    frames, each FILE whole: a frame cut across two FILES is an error; a directory, or
+    FILES with --pieces, is one dump cut into pieces, its files joined byte for byte):
+    one row per document as it stood at the end, at --at-seqno or at --at-time.
 
     Captures contribute their server-to-client frames (their client-to-server frames
     place the Stream Request responses). The table's schema metadata holds each
@@ -93,7 +97,8 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
         builder = StateBuilder(**options)
     except (TypeError, ValueError) as e:
         raise click.BadParameter(str(e)) from None
-    files = inputs(files, sample)                # each one there before OUTPUT is touched
+    files = inputs(files, sample,                # each one there before OUTPUT is touched
+                   pieces=pieces)
     check_output(output, files, force=force and not spark, replaceable=not spark)
     if spark:
         _on_spark(files, output, master, options, collections)
@@ -101,8 +106,8 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
     began = time.perf_counter()
     with atomic_output(output) as [path]:
         found = classify(files[0])          # a pipe's path is not opened: not repeated
-        if processes > 1 and len(files) == 1 and found.repeated \
-                and found.kind is not Kind.CAPTURE_PATH:
+        if processes > 1 and len(files) == 1 and isinstance(files[0], str) \
+                and found.repeated and found.kind is not Kind.CAPTURE_PATH:
             with reported(shown(files[0]), errors), _collections_named(), _workers():
                 table = state_of(files[0], **options, collections=collections,
                                  threads=threads, processes=processes)
@@ -114,7 +119,7 @@ def state(files, output, force, at_seqno, at_time, include_deleted, history, no_
     _summary(table, output, time.perf_counter() - began)
 
 
-def _built(builder: StateBuilder, files: list[str], *, collections, errors: str,
+def _built(builder: StateBuilder, files: list[Name], *, collections, errors: str,
            threads) -> pa.Table:
     """The state of ``files`` (read in order, as one stream) built here by ``builder``;
     each input opened once, and read a second time where a restart needs it (a pipe, a
@@ -238,7 +243,7 @@ def _skipped(meta: dict) -> list[str]:
     return out
 
 
-def _on_spark(files, output, master, options, collections) -> None:
+def _on_spark(files: list[Name], output, master, options, collections) -> None:
     """The state on Spark, written as a Parquet dataset at ``output``."""
     try:
         import pyspark  # noqa: F401
@@ -248,7 +253,7 @@ def _on_spark(files, output, master, options, collections) -> None:
         from ..spark.job import running_session, session, spark_error
     except ImportError:
         raise click.ClickException("--spark needs PySpark: pip install 'dcpfast[spark]'")
-    if "-" in files:
+    if "-" in paths_of(files):
         raise click.UsageError("--spark reads files, not standard input")
 
     began = time.perf_counter()
@@ -257,8 +262,9 @@ def _on_spark(files, output, master, options, collections) -> None:
     os.close(fd)
     spark = running or session(master, "dcpfast state", log=log)
     try:
-        frames = read_dcp(spark, list(files), columns="all", values=options["values"],
-                          errors=options["errors"], collections=collections)
+        joined = "all" if isinstance(files[0], tuple) else "directories"
+        frames = read_dcp(spark, paths_of(files), columns="all", values=options["values"],
+                          errors=options["errors"], collections=collections, joined=joined)
         result = spark_state(frames, **options)
         result.write.mode("errorifexists").parquet(output)
         rows = spark.read.parquet(output).count()

@@ -48,11 +48,12 @@ class FileChain(io.RawIOBase):
     ``open_stream`` does. In strict mode damaged compressed data raises
     ``DcpFormatError`` at its position in the joined stream, naming the file; in skip
     mode that file's stream ends there, the next file follows, and ``damages`` lists
-    each break."""
+    each break. ``starts``: the stream position where each file opened so far starts."""
 
     def __init__(self, paths: list[str], errors: str = "strict"):
         self.paths, self.errors = list(paths), errors
         self.damages: list[SkippedRegion] = []
+        self.starts: list[int] = []
         self._at = 0                      # the next file to open
         self._stream: DecodedStream | None = None
         self._base = 0                    # stream position of the current file's start
@@ -68,6 +69,7 @@ class FileChain(io.RawIOBase):
                 if self._at == len(self.paths):
                     return 0
                 self._stream = open_stream(self.paths[self._at], errors=self.errors)
+                self.starts.append(self._base)
                 self._at += 1
             try:
                 n = self._stream.readinto(view)

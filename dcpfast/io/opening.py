@@ -118,21 +118,34 @@ class Input:
 
 
 def _reopened(source) -> bool:
-    """Whether ``source`` is a path that can be opened and read again."""
+    """Whether ``source`` is a path (or a list of paths: pieces) that can be opened and
+    read again."""
+    if isinstance(source, (list, tuple)):
+        return all(_reopened(piece) for piece in source)
     return isinstance(source, (str, os.PathLike)) and rereadable(source)
+
+
+def _files(source) -> list[str] | None:
+    """The files read as one stream: a directory's or a glob's (``expand``), or those of
+    a list of pieces in the order given (each one a file, or a directory or glob
+    expanded); None for one file or a file object."""
+    if isinstance(source, (list, tuple)):
+        return [f for piece in source for f in expand(piece) or [os.fsdecode(piece)]]
+    return expand(source) if isinstance(source, (str, os.PathLike)) else None
 
 
 @contextlib.contextmanager
 def open_input(source, *, errors: str = "strict", again: bool = False) -> Iterator[Input]:
     """``source`` (a path, or a binary file object read from where it is) opened once, as
     an ``Input``; a directory or a glob is its files read as one stream (``io.files``: a
-    rotated dump, a frame cut across two pieces read whole), a directory of captures is a
-    ``ValueError``. With ``again``, an input that cannot be read twice (a pipe's or a FIFO's
-    path, a device, a file object) is kept in a ``Spool`` as it is read, for
-    ``Input.again``; a path that can be read twice is opened again instead."""
+    rotated dump, a frame cut across two pieces read whole), and so is a list of paths
+    (the pieces of one dump, in the order given); a directory of captures, or pieces of
+    them, is an ``IsADirectoryError``. With ``again``, an input that cannot be read twice
+    (a pipe's or a FIFO's path, a device, a file object) is kept in a ``Spool`` as it is
+    read, for ``Input.again``; a path that can be read twice is opened again instead."""
     with contextlib.ExitStack() as held:
         path = isinstance(source, (str, os.PathLike))
-        files = expand(source) if path else None
+        files = _files(source)
         raw: Any
         if files is not None:                   # a directory or a glob: one stream
             raw = held.enter_context(FileChain(files, errors))
@@ -143,6 +156,7 @@ def open_input(source, *, errors: str = "strict", again: bool = False) -> Iterat
             raw = spool = held.enter_context(Spool(raw))
         stream = held.enter_context(open_stream(raw, errors=errors))
         if files is not None and capture_kind(stream.head) is not None:
-            raise IsADirectoryError("a directory of packet captures: give each capture, "
+            what = "a directory" if path else "pieces"
+            raise IsADirectoryError(f"{what} of packet captures: give each capture, "
                                     "they are read one by one")
         yield Input(source, raw, stream, spool, errors, files)

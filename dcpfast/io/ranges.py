@@ -32,12 +32,15 @@ _PAST_END = 64 << 10
 
 @dataclasses.dataclass(frozen=True)
 class Piece:
-    """A byte range ``[lo, hi)`` of one file; ``hi == size`` and ``lo == 0`` is the file."""
+    """A byte range ``[lo, hi)`` of one file; ``hi == size`` and ``lo == 0`` is the file.
+    ``files``: where the "file" is a dump cut into pieces, read as one stream, its files
+    (``(uri, size)``, in order; ``uri`` then names the stream, ``size`` is their sum)."""
 
     uri: str
     lo: int
     hi: int
     size: int
+    files: tuple[tuple[str, int], ...] = ()
 
     @property
     def whole(self) -> bool:

@@ -23,7 +23,7 @@ import os
 from ..errors import checked_mode
 from .convert import decode_arrow, decode_pandas
 from .schema import output_columns, spark_schema
-from .source import check_inputs, parallelism
+from .source import check_inputs, checked_joined, parallelism
 from .workers import check_interpreter, identity, registered
 
 
@@ -55,7 +55,7 @@ _METHODS = ("datasource", "arrow", "pandas")
 
 def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: bool = False,
              errors: str = "strict", collections: bool | None = None,
-             partition_bytes: int | None = None, **options):
+             partition_bytes: int | None = None, joined: str = "files", **options):
     """A DataFrame of the frames in ``path`` (a file, a directory, or a list of them).
 
     ``method``: ``"datasource"`` (the ``dcp`` source: fastest, splits large files, any
@@ -63,8 +63,12 @@ def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: b
     + ``mapInPandas``); the binaryFile paths read what Spark's JVM can reach, files under
     2 GiB, as many files a batch as Spark's ``spark.sql.execution.arrow.maxBytesPerBatch``
     holds. ``columns``: a list or a comma-separated string of output columns, None for
-    ``schema.DEFAULT``, ``"all"`` for every column. Further ``options`` go to the ``dcp``
-    source.
+    ``schema.DEFAULT``, ``"all"`` for every column. ``joined`` (the ``dcp`` source
+    only): ``"files"`` (each file a dump of its own), ``"directories"`` (a directory's
+    files one dump cut into pieces, joined in name order as ``dcpfast.read`` joins
+    them: offsets are positions in the joined stream, ``source`` the file a frame starts
+    in) or ``"all"`` (every file given is a piece of one dump, in the order given).
+    Further ``options`` go to the ``dcp`` source.
 
     Local inputs are looked at here, as Spark's own readers do: a path that is not there,
     an unreadable file or a packet capture raises at once (``FileNotFoundError``,
@@ -78,9 +82,12 @@ def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: b
     if isinstance(columns, str):
         columns = [c.strip() for c in columns.split(",")]
     check_inputs(paths)
+    checked_joined(joined)
     if method == "datasource":
         register(spark)
         reader = spark.read.format("dcp").option("errors", errors).option("values", values)
+        if joined != "files":
+            reader = reader.option("joined", joined)
         if columns is not None:
             reader = reader.option("columns", ",".join(output_columns(columns, values)))
         if collections is not None:
@@ -94,8 +101,9 @@ def read_dcp(spark, path, method: str = "datasource", *, columns=None, values: b
         for key, value in options.items():
             reader = reader.option(key, value)
         return reader.option("dcpfast", identity()).option("paths", json.dumps(paths)).load()
-    if options:
-        raise TypeError(f"options {sorted(options)} apply to method='datasource' only")
+    if options or joined != "files":
+        given = sorted(options) + (["joined"] if joined != "files" else [])
+        raise TypeError(f"options {given} apply to method='datasource' only")
     check_interpreter(spark)
     files = spark.read.format("binaryFile").load(paths).select("path", "content")
     decode = decode_arrow if method == "arrow" else decode_pandas

@@ -26,7 +26,10 @@ class DcpDataSource(DataSource):
     which ``read_dcp`` reads), ``collections`` (true/false/auto), ``partitionBytes``
     (default 128m; files above it are split into byte ranges), ``parallelism`` (the
     partition count is made a multiple of it; ``read_dcp`` passes the session's),
-    ``leadInBytes``, ``batchBytes``, ``maxFrameSize``; streaming:
+    ``leadInBytes``, ``batchBytes``, ``maxFrameSize``, ``joined`` (``files``: each
+    file a dump of its own; ``directories``: a directory's files one dump cut into
+    pieces, joined in name order; ``all``: every file one dump; batch reads only);
+    streaming:
     ``maxBytesPerTrigger``, ``maxFilesPerTrigger``. ``load`` takes a file, a
     directory or a list of them, local or any URI pyarrow's filesystems open (s3://,
     gs://, hdfs://...).

@@ -24,7 +24,7 @@ from ..errors import text
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, Piece
 from ..options import ScanOptions
 from .convert import Skipped, noted, scanner_columns, to_record_batch
-from .source import piece_batches, source_name, where_in
+from .source import sourced_batches, where_in
 
 #: Arrow bytes a task holds before it writes them out.
 FLUSH_BYTES = 256 << 20
@@ -119,20 +119,20 @@ class TaskWriter:
         self._began = time.perf_counter()
 
     def write(self, piece: Piece) -> None:
-        """Decode one piece of a file into the task's files."""
-        source = source_name(piece.uri)
+        """Decode one piece of a file (or of a joined stream) into the task's files."""
         names = scanner_columns([*self.schema.names, *self.columns])
         skipped = Skipped()
         with noted(where_in(piece)):
-            for fb in self._frames(piece, names):
-                skipped.add(fb)
-                if not len(fb):
-                    continue
-                fb, runs = self.partitions.order(fb)
-                rb = to_record_batch(fb, source, self.schema, errors=self.errors)
-                self.partitions.hold(rb, runs)
-                if self.partitions.bytes >= self.flush_bytes:
-                    self.flush()
+            for batch, sourced in self._frames(piece, names):
+                skipped.add(batch)
+                for fb, source in sourced:          # by the file the frames start in
+                    if not len(fb):
+                        continue
+                    fb, runs = self.partitions.order(fb)
+                    rb = to_record_batch(fb, source, self.schema, errors=self.errors)
+                    self.partitions.hold(rb, runs)
+                    if self.partitions.bytes >= self.flush_bytes:
+                        self.flush()
         self.input_bytes += piece.hi - piece.lo
         if skipped.regions:
             self.skipped.append({"where": where_in(piece), "uri": piece.uri, "lo": piece.lo,
@@ -140,12 +140,12 @@ class TaskWriter:
                                  "first": skipped.first})
 
     def _frames(self, piece: Piece, names):
-        """The piece's frames; a file that cannot be read fails the task with the reason,
-        whatever the errors mode (skip mode steps over damaged bytes, not over files it
-        cannot open)."""
+        """The piece's frames, with their runs by file (``sourced_batches``); a file that
+        cannot be read fails the task with the reason, whatever the errors mode (skip
+        mode steps over damaged bytes, not over files it cannot open)."""
         try:
-            yield from piece_batches(piece, self.options.but(columns=S.resolve(names)),
-                                     batch_bytes=self.batch_bytes, lead_in=self.lead_in)
+            yield from sourced_batches(piece, self.options.but(columns=S.resolve(names)),
+                                       batch_bytes=self.batch_bytes, lead_in=self.lead_in)
         except OSError as e:
             raise OSError(text("unreadable", source=piece.uri,
                                reason=e.strerror or e)) from e

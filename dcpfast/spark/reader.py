@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from ..io.ranges import plan
 from .filters import condition
-from .source import ReadOptions, list_files, read_piece, splittable
+from .joined import planned
+from .source import ReadOptions, read_piece
 from .workers import same_dcpfast
 
 
 class DcpReader(DataSourceReader):
-    """The reader of a batch query: the inputs' pieces packed into partitions (large files
-    split into byte ranges), each read in a task."""
+    """The reader of a batch query: the inputs' pieces packed into partitions (large files,
+    and large joined streams, split into byte ranges), each read in a task."""
 
     def __init__(self, options, schema):
         self.options = ReadOptions(options, schema)
@@ -24,9 +24,8 @@ class DcpReader(DataSourceReader):
 
     def partitions(self):
         same_dcpfast(self.options.dcpfast)
-        files = list_files(self.options.paths)
-        parts = plan(files, self.options.partition_bytes, self.options.parallelism,
-                     splittable=splittable)
+        parts = planned(self.options.paths, self.options.joined,
+                        self.options.partition_bytes, self.options.parallelism)
         return [InputPartition(tuple(p)) for p in parts] or [InputPartition(())]
 
     def read(self, partition):

@@ -28,11 +28,12 @@ import pyarrow as pa
 
 from .. import protocol as P
 from ..errors import checked_mode
-from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, plan
+from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece
 from . import deltatable, output
+from .joined import planned
 from .parquet import TaskWriter, partition_columns
 from .schema import file_schema, spark_arrow_schema
-from .source import check_inputs, filesystem, parallelism, splittable
+from .source import check_inputs, checked_joined, filesystem, parallelism
 from .workers import identity, same_dcpfast, worker_python
 
 log = logging.getLogger("dcpfast.spark")
@@ -69,8 +70,8 @@ def run_task(options: dict, batches):
                 null_folder=deltatable.NULL_FOLDER if options["layout"] == "delta" else None,
                 batch_bytes=options["batch_bytes"], lead_in=options["lead_in"],
                 max_frame_size=options["max_frame_size"])
-            for uri, lo, hi, size in parts[k]:
-                writer.write(Piece(uri, lo, hi, size))
+            for uri, lo, hi, size, files in parts[k]:
+                writer.write(Piece(uri, lo, hi, size, tuple(map(tuple, files))))
             result = dict(writer.result(), attempt=attempt, dcpfast=identity())
             if options["layout"] == "delta" and not deltatable.settle(
                     out, job, [path for path, _, _ in result["files"]]):
@@ -80,15 +81,17 @@ def run_task(options: dict, batches):
 
 
 def _job(spark, inputs, out: str, *, columns, values: bool, partition_by,
-         errors: str, partition_bytes: int):
+         errors: str, partition_bytes: int, joined: str):
     """What a job starts from: its schema, partition columns, output location, the
-    inputs' files (the output never among them) and their planned partitions."""
+    inputs' files (the output never among them) and their planned partitions, the
+    streams ``joined`` as it says (``joined.planned``)."""
     schema, partition_by = checked(columns, values, partition_by, errors)
+    checked_joined(joined)
     paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else \
         [os.fspath(p) for p in inputs]
     out = os.path.abspath(out) if "://" not in out else out
-    files = check_inputs(paths, exclude=[out])
-    parts = plan(files, partition_bytes, parallelism(spark), splittable=splittable)
+    check_inputs(paths, exclude=[out])
+    parts = planned(paths, joined, partition_bytes, parallelism(spark), exclude=[out])
     return schema, partition_by, out, parts
 
 
@@ -106,17 +109,18 @@ def write_parquet(spark, inputs, out: str, *, partition_by: Sequence[str] = ("vb
                   errors: str = "strict", mode: str = "error",
                   partition_bytes: int = PARTITION_BYTES, batch_bytes: int = BATCH_BYTES,
                   lead_in: int = LEAD_IN_BYTES,
-                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> dict:
+                  max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE,
+                  joined: str = "files") -> dict:
     """Decode DCP dumps (``inputs``: files, directories or URIs, as ``read_dcp`` takes)
     into a Parquet dataset at ``out``, partitioned Hive-style by ``partition_by``, in
     Spark's tasks; returns the summary of what was written.
 
-    ``columns``, ``values``, ``collections`` and ``errors`` as for ``read_dcp`` (the same
-    rows and types). ``mode``: ``"error"`` (``out`` must not exist or be empty),
-    ``"overwrite"`` (replace the Parquet dataset at ``out``, and nothing else) or
-    ``"append"``. Frames that do not carry a partition column (responses carry no
-    vbucket) go into its value ``-1``. ``out`` is a local path or a URI that every
-    executor reaches.
+    ``columns``, ``values``, ``collections``, ``errors`` and ``joined`` as for
+    ``read_dcp`` (the same rows and types). ``mode``: ``"error"`` (``out`` must not
+    exist or be empty), ``"overwrite"`` (replace the Parquet dataset at ``out``, and
+    nothing else) or ``"append"``. Frames that do not carry a partition column
+    (responses carry no vbucket) go into its value ``-1``. ``out`` is a local path or a
+    URI that every executor reaches.
 
     The summary: ``frames``, ``input_bytes``, ``files``, ``output_bytes``, ``rows`` (per
     partition folder, e.g. ``"vbucket=12"``), ``skipped`` (per piece with damage
@@ -128,7 +132,8 @@ def write_parquet(spark, inputs, out: str, *, partition_by: Sequence[str] = ("vb
     began = time.perf_counter()
     schema, partition_by, out, parts = _job(spark, inputs, out, columns=columns,
                                             values=values, partition_by=partition_by,
-                                            errors=errors, partition_bytes=partition_bytes)
+                                            errors=errors, partition_bytes=partition_bytes,
+                                            joined=joined)
     created = output.prepare(out, mode)
     job = output.start(out)
     committed = False
@@ -158,15 +163,15 @@ def write_delta(spark, inputs, table: str, *, partition_by: Sequence[str] = ("vb
                 errors: str = "strict", mode: str = "append", app_id: str | None = None,
                 app_version: int = 0, partition_bytes: int = PARTITION_BYTES,
                 batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
-                max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE) -> dict:
+                max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, joined: str = "files") -> dict:
     """Decode DCP dumps into the Delta table at ``table`` (a local path or a URI that
     every executor and ``deltalake`` reach), partitioned by ``partition_by``, in Spark's
     tasks, and commit every task's files in one Delta transaction (``deltalake``:
     ``pip install 'dcpfast[delta]'``); returns the summary of what was committed.
 
-    ``columns``, ``values``, ``collections`` and ``errors`` as for ``read_dcp``, the rows
-    those of ``write_parquet`` (frames without a partition value: null). ``mode``:
-    ``"append"`` (the default; the table is created where there is none),
+    ``columns``, ``values``, ``collections``, ``errors`` and ``joined`` as for
+    ``read_dcp``, the rows those of ``write_parquet`` (frames without a partition value:
+    null). ``mode``: ``"append"`` (the default; the table is created where there is none),
     ``"overwrite"`` (the table's contents replaced in the same one commit) or ``"error"``
     (no table there yet). A directory that is not a Delta table is written to only when
     it is empty or holds nothing but what dcpfast's jobs leave before their first commit
@@ -186,7 +191,8 @@ def write_delta(spark, inputs, table: str, *, partition_by: Sequence[str] = ("vb
     began = time.perf_counter()
     schema, partition_by, out, parts = _job(spark, inputs, table, columns=columns,
                                             values=values, partition_by=partition_by,
-                                            errors=errors, partition_bytes=partition_bytes)
+                                            errors=errors, partition_bytes=partition_bytes,
+                                            joined=joined)
     schema = file_schema(schema)
     existed, done = deltatable.check(out, mode, schema, partition_by, app_id, app_version)
     if done is not None:
@@ -237,7 +243,7 @@ def _run(spark, parts: list[list[Piece]], **options) -> list[dict]:
     (``cancel_running``)."""
     if not parts:
         return []
-    options["parts"] = json.dumps([[[p.uri, p.lo, p.hi, p.size] for p in part]
+    options["parts"] = json.dumps([[[p.uri, p.lo, p.hi, p.size, p.files] for p in part]
                                    for part in parts])
     ids = spark.range(0, len(parts), 1, len(parts))
     with worker_python(spark):          # the tasks run this dcpfast: see workers

@@ -6,12 +6,15 @@ ranges), a piece's frames as the record batches Spark takes, and the options of 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
+import io
 import json
 import os
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 from pyarrow import fs
 
 from .. import protocol as P
@@ -19,6 +22,7 @@ from ..batch import FrameBatch
 from ..errors import DcpFormatError, checked_mode, text
 from ..io.compression import codec_of
 from ..io.dumps import iter_batches, scan
+from ..io.files import FileChain
 from ..io.kinds import is_capture
 from ..io.ranges import BATCH_BYTES, LEAD_IN_BYTES, PARTITION_BYTES, Piece, range_batches
 from ..options import SNIFF_BYTES, ScanOptions
@@ -205,22 +209,173 @@ def where_in(piece: Piece) -> str:
     return piece.uri if piece.whole else f"{piece.uri} (bytes {piece.lo} to {piece.hi})"
 
 
+def sourced_batches(piece: Piece, options: ScanOptions, *, batch_bytes: int = BATCH_BYTES,
+                    lead_in: int = LEAD_IN_BYTES
+                    ) -> Iterator[tuple[FrameBatch, list[tuple[FrameBatch, str]]]]:
+    """The frames of one piece (``piece_batches``; of a joined stream, ``Piece.files``,
+    through ``joined_stream``), each batch with its runs of frames by the file they
+    start in, and that file's ``source`` name."""
+    if not piece.files:
+        source = source_name(piece.uri)
+        for fb in piece_batches(piece, options, batch_bytes=batch_bytes, lead_in=lead_in):
+            yield fb, [(fb, source)]
+        return
+    options = options.with_columns("offset")
+    with joined_stream(piece, options.errors) as (f, starts):
+        batches: Iterator[FrameBatch]
+        if piece.whole:
+            batches = iter_batches(f, batch_bytes, collections=options.collections,
+                                   columns=options.columns, errors=options.errors,
+                                   max_frame_size=options.max_frame_size, threads=1)
+        else:
+            if options.collections is None:
+                options = options.but(collections=_sniff(f, piece.size))
+            batches = range_batches(f, piece, options, batch_bytes=batch_bytes,
+                                    lead_in=lead_in)
+        for fb in batches:
+            yield fb, by_file(fb, starts, piece.files)
+
+
 def read_piece(piece: Piece, schema, *, collections: bool | None, errors: str,
                batch_bytes: int = BATCH_BYTES, lead_in: int = LEAD_IN_BYTES,
                max_frame_size: int = P.DEFAULT_MAX_FRAME_SIZE, conditions=()):
-    """Record batches of ``schema`` for the frames of one piece of a file that pass the
-    ``conditions`` (``filters.Condition``) taken from Spark's filters."""
-    source = source_name(piece.uri)
+    """Record batches of ``schema`` for the frames of one piece of a file (or of a joined
+    stream) that pass the ``conditions`` (``filters.Condition``) taken from Spark's
+    filters."""
     names = scanner_columns([*schema.names, *wanted(conditions)])
+    runs: list[tuple[FrameBatch, str]] = []
+
+    def batches(found):
+        for fb, sourced in found:
+            runs[:] = sourced
+            yield fb
+
     with noted(where_in(piece)):
         options = ScanOptions.of(collections=collections, columns=names, errors=errors,
                                  max_frame_size=max_frame_size)
-        batches = piece_batches(piece, options, batch_bytes=batch_bytes, lead_in=lead_in)
-        for fb in reported(batches, where_in(piece)):
-            if conditions:
-                fb = fb.filter(keep(fb, conditions))
-            if len(fb):
-                yield to_record_batch(fb, source, schema, errors=errors)
+        found = sourced_batches(piece, options, batch_bytes=batch_bytes, lead_in=lead_in)
+        for _ in reported(batches(found), where_in(piece)):
+            for fb, source in runs:
+                if conditions:
+                    fb = fb.filter(keep(fb, conditions))
+                if len(fb):
+                    yield to_record_batch(fb, source, schema, errors=errors)
+
+
+class JoinedFile(io.RawIOBase):
+    """The plain files ``files`` (``(uri, size)``) as one seekable binary file, read at
+    any position (``seek``, ``readinto``, ``read_at``), each file opened when first read."""
+
+    def __init__(self, files: Sequence[tuple[str, int]]):
+        self.files = list(files)
+        self.starts = [0]
+        for _, size in self.files:
+            self.starts.append(self.starts[-1] + size)
+        self.size = self.starts.pop()
+        self._pos = 0
+        self._opened: dict[int, object] = {}
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        self._pos = max(base + pos, 0)
+        return self._pos
+
+    def readinto(self, b) -> int:
+        """Bytes from the current position, up to the end of the file it lies in."""
+        view = memoryview(b).cast("B")
+        if self._pos >= self.size or not len(view):
+            return 0
+        k = bisect.bisect_right(self.starts, self._pos) - 1
+        at = self._pos - self.starts[k]
+        n = min(len(view), self.files[k][1] - at)
+        got = self._file(k).read_at(n, at)
+        view[:len(got)] = got
+        self._pos += len(got)
+        return len(got)
+
+    def read_at(self, n: int, pos: int) -> bytes:
+        """Up to ``n`` bytes from ``pos``."""
+        self.seek(pos)
+        out = bytearray(n)
+        got = 0
+        while got < n:
+            read = self.readinto(memoryview(out)[got:])
+            if not read:
+                break
+            got += read
+        return bytes(out[:got])
+
+    def _file(self, k: int):
+        if k not in self._opened:
+            store, where = filesystem(self.files[k][0])
+            self._opened[k] = store.open_input_file(where)
+        return self._opened[k]
+
+    def close(self) -> None:
+        for f in self._opened.values():
+            f.close()                                       # type: ignore[attr-defined]
+        self._opened.clear()
+        super().close()
+
+
+@contextlib.contextmanager
+def joined_stream(piece: Piece, errors: str) -> Iterator[tuple[object, list[int]]]:
+    """The joined stream of ``piece``'s files and the stream position where each file
+    starts (a compressed stream's grow as it is read): a ``JoinedFile`` where every file
+    is plain, else a ``FileChain`` of the local files, decompressed, for a whole read."""
+    plain = all(splittable(uri) for uri, _ in piece.files)
+    if plain:
+        with JoinedFile(piece.files) as f:
+            yield f, f.starts
+        return
+    local = []
+    for uri, _ in piece.files:
+        store, where = filesystem(uri)
+        if store.type_name != "local":
+            raise ValueError(f"{piece.uri}: compressed pieces of one dump are read from "
+                             "local paths only")
+        local.append(where)
+    with FileChain(local, errors) as chain:
+        yield chain, chain.starts
+
+
+def by_file(batch: FrameBatch, starts: list[int], files: Sequence[tuple[str, int]]
+            ) -> list[tuple[FrameBatch, str]]:
+    """``batch`` (of a joined stream whose files start at ``starts``; its ``offset``
+    scanned) in runs of frames that start in one file, each with that file's ``source``
+    name."""
+    offsets = batch["offset"]
+    if not len(offsets):
+        return [(batch, source_name(files[0][0]))]
+    which = np.searchsorted(np.asarray(starts, np.int64), offsets.astype(np.int64),
+                            side="right") - 1
+    cuts = [0, *(np.flatnonzero(np.diff(which)) + 1).tolist(), len(offsets)]
+    if len(cuts) == 2:
+        return [(batch, source_name(files[int(which[0])][0]))]
+    return [(batch[lo:hi], source_name(files[int(which[lo])][0]))
+            for lo, hi in zip(cuts, cuts[1:])]
+
+
+#: How the files under the paths of a read or a job make streams (``joined``): each file
+#: a dump of its own (``files``), a directory's files one dump (``directories``), every
+#: file one dump (``all``: the paths are its pieces, in the order given).
+JOINED = ("files", "directories", "all")
+
+
+def checked_joined(joined: str, *, name: str = "joined") -> str:
+    """``joined``, one of ``JOINED``; else ``ValueError``."""
+    if joined not in JOINED:
+        raise ValueError(f"{name} must be one of {JOINED}, not {joined!r}")
+    return joined
 
 
 def option(options, name, default, kind=str):
@@ -262,6 +417,7 @@ class ReadOptions:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.paths = paths_of(options)
+        self.joined = checked_joined(option(options, "joined", "files"), name="option joined")
         self.schema = to_arrow_schema(schema, timezone="UTC")
         self.errors = option(options, "errors", "strict")
         checked_mode(self.errors, name="option errors")

@@ -86,6 +86,9 @@ class DcpStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_files = option(options, "maxFilesPerTrigger", None, int)
         if self.max_bytes is not None and self.max_files is not None:
             raise ValueError("give maxBytesPerTrigger or maxFilesPerTrigger, not both")
+        if self.options.joined != "files":
+            raise ValueError("option joined: a stream reads each growing file as a dump "
+                             "of its own")
         self.target: dict[str, int] | None = None
         self.bounds: dict[tuple[str, int, int], list] = {}
         self.waiting = Waiting()

@@ -46,8 +46,9 @@ def test_convert_several_inputs_and_columns(dumps, tmp_path):
                "--columns", "offset,opcode", "--columns", "key"), 0)
     table = pq.read_table(out)
     one = dcpfast.read(SAMPLE, columns=["offset", "opcode", "key"]).to_arrow()
-    assert table.column_names == ["offset", "opcode", "opcode_name", "key_offset", "key_len", "key"]
-    assert table.drop_columns(["opcode_name"]).equals(pa.concat_tables([one, one]))
+    assert table.column_names == ["offset", "opcode", "opcode_name", "key_offset", "key_len",
+                                  "key", "file"]
+    assert table.drop_columns(["opcode_name", "file"]).equals(pa.concat_tables([one, one]))
 
 
 def test_convert_csv(dumps, tmp_path):
@@ -100,3 +101,60 @@ def test_convert_takes_threads(tmp_path):
     done = CliRunner().invoke(main, ["convert", str(path), "-o", str(tmp_path / "x.parquet"),
                                      "--threads", "0"])
     assert done.exit_code == 2 and "threads" in done.output
+
+
+@pytest.mark.parametrize("ext", ["parquet", "arrow", "csv"])
+def test_convert_names_the_file_of_each_row(dumps, tmp_path, ext, monkeypatch):
+    """Several FILES: a last column ``file``, the path as given, dictionary-encoded where
+    the format keeps dictionaries; the same dictionary in every record batch or row
+    group (written in groups of a few frames here)."""
+    from dcpfast.cli import convert as command
+
+    monkeypatch.setattr(command._Writer, "GROUP_BYTES", 50_000)
+    out = tmp_path / f"out.{ext}"
+    given = [str(dumps["raw"]), str(dumps["lz4"]), str(dumps["raw"])]
+    clean(run("convert", *given, "-o", out, "-q", "--columns", "offset,opcode"), 0)
+    if ext == "csv":
+        table = pcsv.read_csv(out)
+    else:
+        table = pq.read_table(out) if ext == "parquet" else feather.read_table(out)
+        assert table.schema.field("file").type == pa.dictionary(pa.int32(), pa.string())
+        assert table.column("file").num_chunks >= 3           # a group per input at least
+    n = len(dcpfast.read(SAMPLE))
+    assert table.column_names == ["offset", "opcode", "opcode_name", "file"]
+    assert table.column("file").to_pylist() == [name for name in given for _ in range(n)]
+    assert table.column("offset").to_pylist()[n - 1:n + 1] == \
+        [int(dcpfast.read(SAMPLE)["offset"][-1]), 0]
+
+
+def test_convert_adds_no_file_column_for_one_dump(dumps, tmp_path):
+    """One FILE, a directory or --pieces: one dump, and no ``file`` column."""
+    folder = tmp_path / "pieces"
+    folder.mkdir()
+    data = SAMPLE.read_bytes()
+    (folder / "a").write_bytes(data[:777])
+    (folder / "b").write_bytes(data[777:])
+    for name, args in (("one", [dumps["raw"]]), ("folder", [folder]),
+                       ("pieces", ["--pieces", folder / "a", folder / "b"])):
+        clean(run("convert", *args, "-o", tmp_path / f"{name}.parquet", "-q"), 0)
+        table = pq.read_table(tmp_path / f"{name}.parquet")
+        assert "file" not in table.column_names
+        assert table.drop_columns(["opcode_name"]).equals(dcpfast.read(SAMPLE).to_arrow())
+
+
+def test_convert_names_files_whose_names_are_not_utf8(dumps, tmp_path):
+    odd = tmp_path / "d\udcff.dcp"                  # the byte 0xff, as click gives it
+    odd.write_bytes(SAMPLE.read_bytes())
+    out = tmp_path / "out.parquet"
+    clean(run("convert", dumps["raw"], odd, "-o", out, "-q", "--columns", "offset"), 0)
+    names = set(pq.read_table(out).column("file").to_pylist())
+    assert names == {str(dumps["raw"]), str(tmp_path / "d\\xff.dcp")}
+
+
+def test_convert_names_the_sample_and_an_empty_input(dumps, tmp_path):
+    out = tmp_path / "out.parquet"
+    clean(run("convert", dumps["empty"], dumps["empty"], "-o", out, "--columns", "offset"), 0)
+    table = pq.read_table(out)
+    assert table.num_rows == 0 and table.column_names == ["offset", "file"]
+    clean(run("convert", dumps["empty"], "--sample", "-o", out, "--force", "-q"), 0)
+    assert set(pq.read_table(out).column("file").to_pylist()) == {str(SAMPLE)}

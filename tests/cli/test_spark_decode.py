@@ -106,3 +106,37 @@ def test_inputs_are_checked_before_spark_starts(tmp_path):
         assert done.returncode == 1 and said in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and "Spark" not in done.stderr
     assert not os.path.exists(fresh)
+
+
+@pytest.mark.spark
+def test_spark_decode_reads_pieces_of_one_dump_as_convert_does(spark, tmp_path):
+    """A directory of pieces cut inside frames, and the same pieces given with --pieces:
+    the frames of the joined stream at their offsets in it, as convert writes them."""
+    import pyarrow.parquet as pq
+
+    from tests.cli.commands import clean, run
+
+    data = dcpfast.testing.SAMPLE.read_bytes()
+    folder = tmp_path / "rotated"
+    folder.mkdir()
+    cuts = [0, 7, 60_001, 60_002, 150_000, len(data)]
+    for k in range(len(cuts) - 1):
+        (folder / f"dump.{k:03d}").write_bytes(data[cuts[k]:cuts[k + 1]])
+    clean(run("convert", folder, "-o", tmp_path / "want.parquet", "-q",
+              "--columns", "offset,opcode,key"), 0)
+    want = pq.read_table(tmp_path / "want.parquet")
+    pieces = sorted(folder.iterdir())
+    for name, args in (("dir", [folder]), ("pieces", ["--pieces", *pieces])):
+        out = tmp_path / name
+        done = run("spark-decode", *args, "--out", out, "-q", "--partition-by", "",
+                   "--columns", "offset,opcode,key,source")
+        clean(done, 0)
+        got = pq.read_table(out).sort_by("offset")
+        assert got.column("offset").to_pylist() == want.column("offset").to_pylist()
+        assert got.column("key").to_pylist() == want.column("key").to_pylist()
+        assert got.column("opcode").to_pylist() == want.column("opcode").to_pylist()
+        assert set(got.column("source").to_pylist()) == {f"file:{p}" for p in pieces[:2]} | \
+            {f"file:{p}" for p in pieces[3:]}                # not the piece of one byte
+    done = run("spark-decode", *pieces, "--out", tmp_path / "separate", "-q")
+    clean(done, 1)                            # each file a dump: cut frames are damage
+    assert "truncated frame" in done.output or "at byte 0: unknown magic" in done.output
