@@ -108,11 +108,13 @@ def _empty(value) -> bool:
 
 
 @pytest.mark.parametrize("page", EXAMPLES)
-def test_the_examples_show_something_on_the_samples(page):
-    """Each block runs in turn in one namespace; every expression statement and every
-    name an assignment binds must show something (an empty table is a failing example),
-    unless the comment after it says the samples hold none."""
+def test_the_examples_show_something_on_the_samples(page, tmp_path, monkeypatch):
+    """Each block runs in turn in one namespace, in a folder of its own (what the
+    examples write lands there); every expression statement and every name an assignment
+    binds must show something (an empty table is a failing example), unless the comment
+    after it says the samples hold none."""
     pytest.importorskip("duckdb")
+    monkeypatch.chdir(tmp_path)
     path = ROOT / page
     if not path.is_file():
         pytest.skip(f"needs the source tree's {page}")
