@@ -223,7 +223,13 @@ def default_threads(data: bytes, path: Path, repeat: int) -> dict:
 
 def convert(path: Path, directory: Path, counts, repeat: int) -> dict:
     """``dcpfast convert FILE -o OUT.parquet`` (all columns), in this process, with each
-    thread count of ``counts``; and the same with ``--values``."""
+    thread count of ``counts``; and the same with ``--values``. The anchor of each: pyarrow
+    writing the very table convert wrote (read back into memory first), alone, with the
+    same dictionary columns, in the same turns."""
+    import pyarrow.parquet as pq
+
+    from dcpfast.schema import dictionary_columns
+
     def run(threads, values):
         out = directory / f"convert-{threads}.parquet"
         args = ["convert", str(path), "-o", str(out), "-q", "--threads", str(threads)]
@@ -232,21 +238,49 @@ def convert(path: Path, directory: Path, counts, repeat: int) -> dict:
         size = out.stat().st_size
         out.unlink()
         return size
+
+    def written(values):
+        out = directory / "anchor.parquet"
+        args = ["convert", str(path), "-o", str(out), "-q", "--threads", "1"]
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli.main([*args, *(["--values"] if values else [])], standalone_mode=False)
+        table = pq.read_table(out)
+        out.unlink()
+        return table
+
+    def write_alone(table):
+        out = directory / "alone.parquet"
+        pq.write_table(table, out, use_dictionary=dictionary_columns(table.column_names))
+        size = out.stat().st_size
+        out.unlink()
+        return size
     timings = {}
     runs = []
+    tables = {}
     for values in (False, True):
+        suffix = " --values" if values else ""
+        tables[suffix] = written(values)
+        label = f"pyarrow write_table alone{suffix}"
+        timings[label] = Timing(label, 0, path.stat().st_size)
+        runs.append((timings[label], lambda t=tables[suffix]: write_alone(t)))
         for k in counts:
-            label = f"convert{' --values' if values else ''} --threads {k}"
+            label = f"convert{suffix} --threads {k}"
             timings[label] = Timing(label, 0, path.stat().st_size)
             runs.append((timings[label], lambda k=k, v=values: run(k, v)))
     take_turns(runs, repeat)
     rows = {label: _row(t) for label, t in timings.items()}
     for values in ("", " --values"):
         base = rows[f"convert{values} --threads {counts[0]}"]
+        alone = rows[f"pyarrow write_table alone{values}"]
         for k in counts:
             row = rows[f"convert{values} --threads {k}"]
             row["speedup"] = base["best"] / row["best"]
             row["speedup_median"] = base["median"] / row["median"]
+            row["of_write"] = row["best"] / alone["best"]
+            row["of_write_median"] = row["median"] / alone["median"]
+        alone["speedup"] = base["best"] / alone["best"]
+        alone["speedup_median"] = base["median"] / alone["median"]
+        alone["of_write"] = alone["of_write_median"] = 1.0
     return {"bytes": path.stat().st_size, "rows": rows}
 
 
@@ -294,7 +328,8 @@ def print_report(report: dict) -> None:
     for row in conv["rows"].values():
         print(f"  {row['label']:<44} {row['best']:7.2f} s {row['median']:7.2f} s "
               f"{row['gb_per_s'] * 1e3:6.0f} MB/s {row['speedup']:5.2f}x "
-              f"({row['speedup_median']:.2f}x)")
+              f"({row['speedup_median']:.2f}x), {row['of_write']:.2f}x "
+              f"({row['of_write_median']:.2f}x) pyarrow's write alone")
 
 
 def section(report: dict) -> str:
@@ -355,11 +390,15 @@ def section(report: dict) -> str:
                              f"{found['chosen']} thread(s)")
             lines.append(f"| `{p_}` | " + " | ".join(cells) + " |")
     lines += ["", f"`dcpfast convert` to Parquet, {conv['bytes'] / 1e6:.1f} MB of dump, "
-              "in one process:", "", "| | seconds | MB/s | speedup |", "|---|---|---|---|"]
+              "in one process, against pyarrow writing the same table (read back from "
+              "convert's output) alone:", "",
+              "| | seconds | MB/s | speedup | x pyarrow's write alone |",
+              "|---|---|---|---|---|"]
     for row in conv["rows"].values():
         lines.append(f"| `{row['label']}` | {row['best']:.2f} ({row['median']:.2f}) | "
                      f"{row['gb_per_s'] * 1e3:.0f} | {row['speedup']:.2f}x "
-                     f"({row['speedup_median']:.2f}x) |")
+                     f"({row['speedup_median']:.2f}x) | {row['of_write']:.2f}x "
+                     f"({row['of_write_median']:.2f}x) |")
     lines += ["", END]
     return "\n".join(lines)
 
