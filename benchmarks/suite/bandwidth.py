@@ -10,12 +10,10 @@ of a buffer of that size could move at most, to read its figures against.
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import shutil
 import subprocess
-import sysconfig
 from pathlib import Path
+
+from .probe import compiled
 
 SOURCE = Path(__file__).with_name("bandwidth.c")
 FLAGS = ("-O2", "-pthread")
@@ -28,23 +26,9 @@ MEASURES = {"read": "read (sum of 64-bit words)",
 
 
 def compile_bandwidth(directory: Path) -> tuple[Path | None, str]:
-    """The probe compiled in ``directory`` with the platform's C compiler (``CC``, the
-    interpreter's compiler, or ``cc``), or None and why not; and the command used."""
-    found = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    command = shlex.split(found)
-    if not command or not shutil.which(command[0]):
-        command = ["cc"]
-    if not shutil.which(command[0]):
-        return None, "no C compiler found (set CC)"
-    exe = directory / "bandwidth"
-    command = [*command, *FLAGS, "-o", str(exe), str(SOURCE)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"{' '.join(command)}: {e}"
-    if done.returncode:
-        return None, f"{' '.join(command)} failed: {done.stderr.strip()[:300]}"
-    return exe, " ".join([*command[:-3], "-o", exe.name, SOURCE.name])
+    """The probe compiled in ``directory`` (``probe.compiled``), or None and why not; and
+    the command used."""
+    return compiled(SOURCE, directory, FLAGS)
 
 
 def run_bandwidth(exe: Path, nbytes: int, counts, repeat: int, timeout: float = 300

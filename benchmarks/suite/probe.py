@@ -23,23 +23,30 @@ FLAGS = ("-O2",)
 
 
 def compile_probe(directory: Path) -> tuple[Path | None, str]:
-    """The probe compiled in ``directory`` with the platform's C compiler (``CC``, the
-    interpreter's compiler, or ``cc``), or None and why not; and the command used."""
+    """The probe compiled in ``directory`` (``compiled``)."""
+    return compiled(SOURCE, directory, FLAGS)
+
+
+def compiled(source: Path, directory: Path, flags: tuple[str, ...]
+             ) -> tuple[Path | None, str]:
+    """The C program ``source`` compiled in ``directory`` with the platform's C compiler
+    (``CC``, the interpreter's compiler, or ``cc``) and ``flags``, or None and why not;
+    and the command used."""
     found = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
     command = shlex.split(found)
     if not command or not shutil.which(command[0]):
         command = ["cc"]
     if not shutil.which(command[0]):
         return None, "no C compiler found (set CC)"
-    exe = directory / "probe"
-    command = [*command, *FLAGS, "-o", str(exe), str(SOURCE)]
+    exe = directory / source.stem
+    command = [*command, *flags, "-o", str(exe), str(source)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"{' '.join(command)}: {e}"
     if done.returncode:
         return None, f"{' '.join(command)} failed: {done.stderr.strip()[:300]}"
-    return exe, " ".join([*command[:-3], "-o", exe.name, SOURCE.name])
+    return exe, " ".join([*command[:-3], "-o", exe.name, source.name])
 
 
 def run_probe(exe: Path, path: Path, repeat: int) -> dict:
