@@ -63,10 +63,7 @@ class _Writer:
     gathered (pyarrow writes a file on one thread): one group more in memory, the same
     file."""
 
-    #: Bytes of tables gathered before they are written as one: the first group's, then
-    #: twice the last group's, up to the most. A small first group starts the writer
-    #: early, so that with ``background`` the decoding hides behind writing from the start.
-    FIRST_GROUP_BYTES = 16 << 20
+    #: Bytes of tables gathered before they are written as one.
     GROUP_BYTES = 64 << 20
     #: What a table counts besides its Arrow data (its Python objects and column arrays).
     TABLE_COST = 128 << 10
@@ -82,7 +79,6 @@ class _Writer:
         self.schema: Any = None
         self._pending: list = []
         self._pending_bytes = 0
-        self._group_bytes = self.FIRST_GROUP_BYTES
         self._background = background
         self._written: Callable[[], object] | None = None   # waits for the group being written
         # held by a group's write beside: abandon() takes it before closing, so that the
@@ -102,9 +98,8 @@ class _Writer:
             table = table.cast(self.schema)
         self._pending.append(table)
         self._pending_bytes += table.nbytes + self.TABLE_COST
-        if self._pending_bytes >= self._group_bytes:
+        if self._pending_bytes >= self.GROUP_BYTES:
             self.flush()
-            self._group_bytes = min(2 * self._group_bytes, self.GROUP_BYTES)
 
     def flush(self) -> None:
         """Write the tables gathered so far, as one."""
@@ -276,11 +271,6 @@ class _NoBar:
         pass
 
 
-#: Bytes of input decoded at a time: small enough that the first group is written soon
-#: (the writer then works beside the decoding of the next), large enough that a scan
-#: runs at full speed (docs/benchmarks.md: 4 MiB batches and more).
-BATCH_BYTES = 16 << 20
-
 #: The column that names the FILE of each row, when convert reads several dumps.
 FILE_COLUMN = "file"
 
@@ -374,8 +364,7 @@ def convert(files, output, fmt, force, columns, with_values, quiet, threads, pie
                         _progress(name, source, quiet) as bar:
                     frames, started = 0, time.perf_counter()
                     for batch in source.batches(collections=collections, columns=scanned,
-                                                errors=errors, threads=threads,
-                                                batch_bytes=BATCH_BYTES):
+                                                errors=errors, threads=threads):
                         table = _named_opcodes(batch.to_arrow())  # captures add columns too
                         names = keep + [n for n in table.column_names
                                         if n not in frame_columns]

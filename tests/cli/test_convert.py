@@ -110,7 +110,6 @@ def test_convert_names_the_file_of_each_row(dumps, tmp_path, ext, monkeypatch):
     group (written in groups of a few frames here)."""
     from dcpfast.cli import convert as command
 
-    monkeypatch.setattr(command._Writer, "FIRST_GROUP_BYTES", 50_000)
     monkeypatch.setattr(command._Writer, "GROUP_BYTES", 50_000)
     out = tmp_path / f"out.{ext}"
     given = [str(dumps["raw"]), str(dumps["lz4"]), str(dumps["raw"])]
@@ -159,26 +158,3 @@ def test_convert_names_the_sample_and_an_empty_input(dumps, tmp_path):
     assert table.num_rows == 0 and table.column_names == ["offset", "file"]
     clean(run("convert", dumps["empty"], "--sample", "-o", out, "--force", "-q"), 0)
     assert set(pq.read_table(out).column("file").to_pylist()) == {str(SAMPLE)}
-
-
-@pytest.mark.parametrize("threads", ["1", "2"])
-def test_convert_writes_a_small_group_first_then_larger_ones(tmp_path, monkeypatch, threads):
-    """The first group is written once it holds ``FIRST_GROUP_BYTES`` (the writer starts
-    early), each next one at twice the last, up to ``GROUP_BYTES``: row groups that grow,
-    the same rows as one read of the dump."""
-    from dcpfast.cli import convert as command
-
-    table_cost = command._Writer.TABLE_COST          # each table counts this, and its data
-    monkeypatch.setattr(command._Writer, "FIRST_GROUP_BYTES", 2 * table_cost)
-    monkeypatch.setattr(command._Writer, "GROUP_BYTES", 8 * table_cost)
-    monkeypatch.setattr(command, "BATCH_BYTES", 16_384)
-    dump = tmp_path / "d.dcp"
-    dump.write_bytes(t.synthetic_stream(3000))
-    out = tmp_path / "out.parquet"
-    clean(run("convert", dump, "-o", out, "-q", "--collections", "--threads", threads), 0)
-    meta = pq.ParquetFile(out).metadata
-    rows = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-    assert len(rows) >= 5 and rows[0] < rows[1] < rows[2]
-    assert max(rows[2:-1]) <= 1.5 * min(rows[2:-1])     # the most from the third on
-    assert pq.read_table(out)["offset"].to_pylist() == \
-        dcpfast.read(dump)["offset"].tolist()
