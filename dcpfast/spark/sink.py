@@ -255,12 +255,38 @@ def _run(spark, parts: list[list[Piece]], **options) -> list[dict]:
     RUNNING.append((spark, group))
     try:
         rows = tasks.collect()
+    except BaseException:
+        _ended(context, group)
+        raise
     finally:
         RUNNING.remove((spark, group))
         with contextlib.suppress(Exception):
             for key, value in before.items():     # the thread's own group back, or none
                 context.setLocalProperty(key, value)
     return [json.loads(row[0]) for row in rows]
+
+
+#: How long a failed job waits for its tasks to end (Spark kills them: see ``_ended``).
+ENDING_SECONDS = 60.0
+
+
+def _ended(context, group: str, seconds: float = ENDING_SECONDS) -> None:
+    """After the jobs of ``group`` failed or were cancelled: wait until none of their
+    tasks runs any more. Spark reports a job's failure as soon as it is decided and kills
+    the tasks still running after that; until each is gone it may still write files,
+    which the job's clean-up must come after (or they stay)."""
+    tracker = context.statusTracker()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            stages = [s for j in tracker.getJobIdsForGroup(group)
+                      if (info := tracker.getJobInfo(j)) is not None for s in info.stageIds]
+            if not any(getattr(tracker.getStageInfo(s), "numActiveTasks", 0)
+                       for s in stages):
+                return
+        except Exception:                   # a stopped context: nothing of it runs
+            return
+        time.sleep(0.05)
 
 
 #: The Spark jobs of ``_run`` under way, as ``(session, job group)``: what a signal

@@ -301,6 +301,60 @@ def test_failed_attempts_leave_exactly_the_committed_files(can_spark, dumps, tmp
     assert not list((tmp_path / "out").rglob("_temporary"))
 
 
+
+_LATE = """
+import os, sys, time
+from dcpfast import spark as dspark
+from dcpfast.spark import deltatable, sink
+from dcpfast.spark.job import session, spark_error
+
+out, log, dumps = sys.argv[1], sys.argv[2], sys.argv[3:]
+spark = session("local[2,1]", log=log)          # one attempt per task
+original = sink.run_task
+
+
+def late(options, batches):
+    # partition 0 fails at once; partition 1 writes its files after the job has failed,
+    # then hangs before it reports them (as a task killed there would): Spark kills it
+    from pyspark import TaskContext
+
+    task = TaskContext.get().partitionId()
+    if task == 0:
+        raise RuntimeError("injected failure")
+    if task == 1:
+        time.sleep(1.5)
+        deltatable.settle = lambda *args: time.sleep(600)
+        written = list(original(options, batches))
+        time.sleep(600)
+        yield from written
+    else:
+        yield from original(options, batches)
+
+
+sink.run_task = late
+for layout, write in (("delta", dspark.write_delta), ("parquet", dspark.write_parquet)):
+    try:
+        write(spark, dumps, out + "/" + layout, partition_bytes=100_000)
+    except Exception as e:
+        time.sleep(4)               # time enough for a task the job did not wait for
+        print(layout, spark_error(e), os.path.exists(out + "/" + layout))
+spark.stop()
+"""
+
+
+@pytest.mark.spark
+def test_a_task_still_writing_after_the_job_failed_leaves_nothing(can_spark, dumps, tmp_path):
+    """Spark reports a job's failure before it has killed the job's other tasks: one that
+    writes its files after that (and is killed before it reports them) must find the
+    job's clean-up still to come, for a new Delta table and a new Parquet output alike."""
+    root, paths = dumps
+    done = subprocess.run([sys.executable, "-c", _LATE, str(tmp_path / "out"),
+                           str(tmp_path / "spark.log"), *paths], capture_output=True,
+                          text=True, timeout=600, env=_child_env())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["delta RuntimeError: injected failure False",
+                                        "parquet RuntimeError: injected failure False"]
+
 @pytest.mark.spark
 def test_an_output_inside_the_input_is_never_read_back(spark, tmp_path):
     root = tmp_path / "in"
