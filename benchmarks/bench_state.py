@@ -23,7 +23,14 @@ own. Before anything is timed it checks that the chunked state
 equals the one-batch state, that nothing was skipped and every vbucket is consistent
 somewhere, and that the anchor found the same live documents as ``state`` where the
 corpus's last change of a document is not a durable write; it reports the peak memory of
-the chunked state next to the table it returns. Timings are reported, never judged.
+the chunked state next to the table it returns.
+
+Last, the goal's table (``--goal-turns G``, default 5; 0 leaves it out): the anchor and
+``state(values=False)``, one thread each, on two shapes of stream at about 300k and 1M
+frames: the mixed corpus and ``dcpfast.testing.synthetic_stream``'s defaults (fewer
+documents, more versions each). Each turn times both; the table gives the anchor's time
+over state's, best against best and the lowest, median and highest of the turns.
+Timings are reported, never judged.
 """
 
 from __future__ import annotations
@@ -50,13 +57,19 @@ if str(HERE) not in sys.path:              # the suite package next to this scri
 
 from suite import common  # noqa: E402
 from suite.common import CheckFailed, arguments, check, settle  # noqa: E402
-from suite.corpora import CORPORA, load_corpus, print_corpus  # noqa: E402
+from suite.corpora import CORPORA, Corpus, load_corpus, print_corpus  # noqa: E402
 from suite.timing import Timing, take_turns  # noqa: E402
 
 DEFAULT_JSON = HERE / "results" / "bench_state.json"
 MIXED = CORPORA[0]
 DEFAULTS = dict(items=MIXED.items, repeat=5)
 QUICK = dict(items=20_000, repeat=2)
+#: The goal's corpora, each with its document changes at about 300k and 1M frames (and
+#: in a quick run): the mixed corpus, and ``synthetic_stream``'s (``synthetic_frames``
+#: with its defaults).
+GOAL = ((MIXED, (265_000, 880_000), (20_000,)),
+        (Corpus("synthetic_stream", "dcpfast.testing.synthetic_stream's defaults", {},
+                1_000_000), (300_000, 1_000_000), (20_000,)))
 BATCH_BYTES = 64 << 20
 #: The anchor's query: per document the last plain change and its metadata.
 QUERY = """
@@ -97,6 +110,13 @@ def verify(data: bytes, anchor, vbuckets: int) -> pa.Table:
     check(len(points) == vbuckets and min(points) > 0, f"consistent seqnos {points}")
     check(not any(consistency(whole).column("frames_lost").to_pylist()),
           "the stream checks found frames lost in a complete corpus")
+    agreement(data, anchor, whole)
+    return whole
+
+
+def agreement(data: bytes, anchor, whole: pa.Table) -> None:
+    """Check that the anchor's live documents are, mostly, those of the state ``whole``
+    (the others' last change is a durable write, which the anchor does not read)."""
     mine = {(r["vbucket"], r["collection_id"], r["key"]): r["by_seqno"]
             for r in whole.select(["vbucket", "collection_id", "key", "by_seqno"]).to_pylist()}
     theirs = {(r["vbucket"], r["collection_id"], r["key"]): r["by_seqno"]
@@ -108,7 +128,38 @@ def verify(data: bytes, anchor, vbuckets: int) -> pa.Table:
     print(f"the anchor keeps {len(theirs):,} live documents, the same as state on {agree:,} "
           f"of state's {len(mine):,} (the others' last change is a durable write, which the "
           "anchor does not read)")
-    return whole
+
+
+def goal(args, anchor) -> list[dict]:
+    """The goal's table (see the module's text): one row per corpus and size, printed
+    and returned."""
+    rows = []
+    for corpus, sizes, quick in GOAL:
+        for items in quick if args.quick else sizes:
+            data, expected, _ = load_corpus(corpus, items, args.cache)
+            agreement(data, anchor, dcpfast.state(data, values=False))
+            theirs = Timing("anchor", expected["frames"], expected["bytes"])
+            mine = Timing("state(values=False)", expected["frames"], expected["bytes"])
+            take_turns([(theirs, lambda data=data: anchor(data)),
+                        (mine, lambda data=data: dcpfast.state(data, values=False,
+                                                               threads=1))],
+                       args.goal_turns)
+            turns = sorted(a / m for a, m in zip(theirs.times, mine.times))
+            rows.append({"corpus": corpus.name, "items": items, **expected,
+                         "anchor_s": theirs.best, "state_s": mine.best,
+                         "best_over_best": theirs.best / mine.best, "turns": turns})
+            del data
+    print(f"\ngoal: state(values=False) at least 2x faster than the anchor, one thread "
+          f"each ({args.goal_turns} turns, each timing both after a warm-up; anchor / state)")
+    print(f"{'corpus':<18} {'frames':>10} {'MB':>7} {'anchor':>10} {'state':>10} "
+          f"{'best/best':>9} {'lowest':>7} {'median':>7} {'highest':>7}")
+    for r in rows:
+        turns = r["turns"]
+        print(f"{r['corpus']:<18} {r['frames']:>10,} {r['bytes'] / 1e6:>7.1f} "
+              f"{r['anchor_s'] * 1e3:>7.0f} ms {r['state_s'] * 1e3:>7.0f} ms "
+              f"{r['best_over_best']:>9.2f} {turns[0]:>7.2f} {turns[len(turns) // 2]:>7.2f} "
+              f"{turns[-1]:>7.2f}")
+    return rows
 
 
 _POOLS = []          # a pool must outlive every buffer it handed out
@@ -161,6 +212,9 @@ def main(argv=None) -> int:
                         "processes")
     parser.add_argument("--vbuckets", type=int, default=MIXED.params["vbuckets"],
                         help="vbuckets of the corpus (default: %(default)s)")
+    parser.add_argument("--goal-turns", type=int, default=5, metavar="G",
+                        help="turns of the goal's table (default: %(default)s; 0 leaves "
+                        "it out)")
     args = settle(parser, argv, DEFAULTS, QUICK)
     info = common.machine()
     common.print_machine(info)
@@ -211,6 +265,7 @@ def main(argv=None) -> int:
     print(f"\nmemory of state(iter_batches 64 MiB): peak {held / 1e6:,.1f} MB for a "
           f"{size / 1e6:,.1f} MB stream; the table it returns holds {table.nbytes / 1e6:,.1f} "
           f"MB ({table.num_rows:,} documents)")
+    goals = goal(args, anchor) if args.goal_turns > 0 else []
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         report = {"machine": info, "corpus": {"name": MIXED.name, "items": args.items,
@@ -219,7 +274,8 @@ def main(argv=None) -> int:
                   "table_bytes": table.nbytes, "peak_bytes": held,
                   "timings": [{**asdict(t), "best": t.best, "frames_per_s": t.frames_per_s,
                                "x_scan": t.best / scan_time, "x_bare": t.best / bare_time,
-                               "anchor_over": anchor_time / t.best} for t in timings]}
+                               "anchor_over": anchor_time / t.best} for t in timings],
+                  "goal": goals}
         args.json.write_text(json.dumps(report, indent=2) + "\n")
         print(f"\nresults written to {args.json}")
     return 0
