@@ -80,12 +80,17 @@ def _debezium_applied(table) -> dict:
 
 
 def _auto_cdc_applied(table) -> dict:
-    """What Auto CDC (SCD type 1) keeps: per key, the row of the highest sequence; none
-    where that row is a deletion."""
+    """What Auto CDC (SCD type 1) keeps: per key, the row of the highest sequence, in
+    whatever order and batches the rows arrive; none where that row is a deletion. No two
+    rows of a key share a sequence: Auto CDC's choice between them is not defined (within
+    a batch, and between SCD types 1 and 2 across batches, it differs)."""
     last: dict = {}
+    seen: set = set()
     for r in table.to_pylist():
         key = (r["vbucket"], r["scope"], r["collection"], r["id"])
         order = (r["sequence"]["epoch"], r["sequence"]["step"], r["sequence"]["seqno"])
+        assert (key, order) not in seen, f"two changes of {key} at sequence {order}"
+        seen.add((key, order))
         if key not in last or order > last[key][0]:
             last[key] = (order, r)
     return {key: (r["by_seqno"], r["cas"] & (2**64 - 1), r["body"])
