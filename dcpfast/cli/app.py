@@ -25,6 +25,7 @@ import secrets
 import signal
 import stat
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from typing import NoReturn
@@ -208,6 +209,55 @@ def _reader_gone() -> NoReturn:
     if signum is None:
         raise SystemExit(_SIGPIPE_STATUS)
     _end_by(signum)
+
+
+#: The first line of what Rust's panic hook writes to standard error, and its last one.
+_PANIC = re.compile(r"thread '[^']*'( \(\d+\))? panicked at ")
+_PANIC_END = "note: "
+
+
+@contextlib.contextmanager
+def native_panics_hidden() -> Iterator[None]:
+    """Run the block with standard error's file descriptor held aside: where the block
+    fails, the panic reports a native library wrote there are dropped (deltalake's
+    writer panics in a thread of its own after a write that failed, which it also raises,
+    and which the command says in its one line); everything else is written back."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    failed = True
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+            failed = False
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            said = held.read().decode(errors="replace")
+            kept = _without_panics(said) if failed else said
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()
+
+
+def _without_panics(said: str) -> str:
+    """``said`` without the panic reports in it (from a ``_PANIC`` line to the first
+    ``_PANIC_END`` line after it, or to the end), nor the blank lines before them."""
+    kept: list[str] = []
+    inside = False
+    for line in said.splitlines(keepends=True):
+        if inside:
+            inside = not line.startswith(_PANIC_END)
+        elif _PANIC.match(line):
+            inside = True
+            while kept and not kept[-1].strip():
+                kept.pop()
+        else:
+            kept.append(line)
+    return "".join(kept)
 
 
 class Failed(click.ClickException):

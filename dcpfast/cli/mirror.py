@@ -7,7 +7,7 @@ import click
 
 from ..errors import MODES, DcpFormatError
 from ..mirror import mirror
-from .app import INPUT, inputs, main, sample_option, say
+from .app import INPUT, inputs, main, native_panics_hidden, sample_option, say
 
 
 @main.command("mirror", epilog="Examples: dcpfast mirror dumps/ --to bucket.delta; "
@@ -32,8 +32,9 @@ def mirror_command(files, table, history, no_values, errors, collections, sample
     """
     names = inputs(files, sample)
     try:
-        run = mirror(names, table, history=history, values=not no_values, errors=errors,
-                     collections=collections)
+        with native_panics_hidden():
+            run = mirror(names, table, history=history, values=not no_values,
+                         errors=errors, collections=collections)
     except (DcpFormatError, OSError, ValueError, RuntimeError) as e:
         raise click.ClickException(f"{table}: {e}" if table not in str(e) else str(e)) \
             from None

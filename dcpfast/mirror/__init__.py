@@ -4,6 +4,6 @@ seqno, never twice."""
 
 from .api import MirrorRun, mirror
 from .inputs import InputsChanged
-from .table import AnotherWriter, NotAMirror
+from .table import AnotherWriter, NotAMirror, WriteFailed
 
-__all__ = ["AnotherWriter", "InputsChanged", "MirrorRun", "NotAMirror", "mirror"]
+__all__ = ["AnotherWriter", "InputsChanged", "MirrorRun", "NotAMirror", "WriteFailed", "mirror"]

@@ -40,6 +40,11 @@ class AnotherWriter(RuntimeError):
     """Another writer committed to the table while a run was reading it."""
 
 
+class WriteFailed(OSError):
+    """A run's files or commit could not be written (no permission, a full disk): nothing
+    of the run was committed."""
+
+
 def deltalake():
     """The ``deltalake`` module (the ``delta`` extra)."""
     return optional("deltalake", "delta", "dcpfast.mirror")
@@ -127,7 +132,8 @@ def commit(uri: str, table, rows: pa.Table | None, changed: pa.Table, gone: pa.T
     except module.exceptions.DeltaError as failed:
         if not isinstance(failed, module.exceptions.CommitFailedError) and \
                 "already exists" not in str(failed):
-            raise
+            raise WriteFailed(f"{uri}: the run could not be written ({failed}); nothing of "
+                              "it was committed: the table is as it was") from None
         raise AnotherWriter(f"{uri}: another writer committed to the table while this run "
                             f"read it ({failed}); nothing of this run was committed: run it "
                             "again") from None

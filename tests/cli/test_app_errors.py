@@ -23,6 +23,7 @@ from click.testing import CliRunner
 import dcpfast
 from dcpfast import testing as t
 from dcpfast.cli import main
+from dcpfast.cli.app import native_panics_hidden
 from dcpfast.testing import SAMPLE
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
@@ -511,3 +512,24 @@ def test_too_little_memory_with_threads_ends_with_the_error(tmp_path):
             assert not out.exists()
             said.append(stderr)
     assert said
+
+
+_PANIC_TEXT = ("\nthread 'tokio-rt-worker' (723) panicked at src/buffered.rs:369:41:\n"
+               "Already shut down\nstack backtrace:\nnote: Some details are omitted\n")
+
+
+def test_native_panics_are_dropped_only_from_a_block_that_failed(capfd):
+    """What a native library writes to standard error's descriptor comes back after the
+    block, less its panic reports where the block failed (the command's one line says
+    why); a block that succeeds keeps everything."""
+    def block(fail: bool) -> None:
+        with native_panics_hidden():
+            os.write(2, b"kept before\n" + _PANIC_TEXT.encode() + b"kept after\n")
+            if fail:
+                raise OSError("the write failed")
+
+    with pytest.raises(OSError, match="the write failed"):
+        block(True)
+    assert capfd.readouterr().err == "kept before\nkept after\n"
+    block(False)
+    assert capfd.readouterr().err == "kept before\n" + _PANIC_TEXT + "kept after\n"
