@@ -74,6 +74,22 @@ def test_a_stream_cut_short_stops_where_it_lost_frames(seed):
                    if i not in gone)
     feed = changes(cut, errors="skip")
     assert applied(feed) == state_of(cut, feed)
+    assert wrong_befores(changes(cut, errors="skip", before=True)) == []
+
+
+def wrong_befores(feed) -> list:
+    """The changes whose ``before`` is not the version that a consumer of the feed, in
+    order, holds for the document then (null: none, or a tombstone)."""
+    held: dict = {}
+    wrong = []
+    for r in feed.to_pylist():
+        key = (r["vbucket"], r["collection_id"], r["key"])
+        was, before = held.get(key), r["before"]
+        if (before is None) != (was is None or was[1]) or \
+                before is not None and before["cas"] != was[0]:
+            wrong.append((key, r["seqno"]))
+        held[key] = (r["cas"], r["deleted"])
+    return wrong
 
 
 def per_vbucket(table) -> dict:
