@@ -190,6 +190,8 @@ def _end_by(signum: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    while _HELD:                             # what standard error holds aside, written
+        _give_back(drop_panics=False)
     signal.signal(signum, signal.SIG_DFL)
     signal.raise_signal(signum)
     raise SystemExit(128 + signum)         # where the signal does not end the process
@@ -223,24 +225,39 @@ def native_panics_hidden() -> Iterator[None]:
     writer panics in a thread of its own after a write that failed, which it also raises,
     and which the command says in its one line); everything else is written back."""
     sys.stderr.flush()
-    saved = os.dup(2)
-    failed = True
     with tempfile.TemporaryFile() as held:
+        _HELD.append((os.dup(2), held))
         os.dup2(held.fileno(), 2)
+        failed = True
         try:
             yield
             failed = False
         finally:
-            with contextlib.suppress(OSError, ValueError):
-                sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            said = held.read().decode(errors="replace")
-            kept = _without_panics(said) if failed else said
-            if kept:
-                sys.stderr.write(kept)
-                sys.stderr.flush()
+            if _HELD and _HELD[-1][1] is held:     # not given back by a signal meanwhile
+                _give_back(drop_panics=failed)
+
+
+#: Standard error's descriptor as it was, and what was written meanwhile, for each
+#: ``native_panics_hidden`` under way (innermost last).
+_HELD: list = []
+
+
+def _give_back(*, drop_panics: bool) -> None:
+    """Standard error's descriptor back as the innermost ``native_panics_hidden`` found
+    it, and what was written meanwhile written there (``drop_panics``: less the panic
+    reports)."""
+    saved, held = _HELD.pop()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)
+    held.seek(0)
+    said = held.read().decode(errors="replace")
+    kept = _without_panics(said) if drop_panics else said
+    if kept:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(kept)
+            sys.stderr.flush()
 
 
 def _without_panics(said: str) -> str:

@@ -533,3 +533,17 @@ def test_native_panics_are_dropped_only_from_a_block_that_failed(capfd):
     assert capfd.readouterr().err == "kept before\nkept after\n"
     block(False)
     assert capfd.readouterr().err == "kept before\n" + _PANIC_TEXT + "kept after\n"
+
+
+def test_what_was_held_aside_is_written_when_a_signal_ends_the_command():
+    """A signal that ends the command inside ``native_panics_hidden`` writes what the
+    block had written first."""
+    code = ("import os, signal\n"
+            "from dcpfast.cli.app import _end_by, native_panics_hidden\n"
+            "with native_panics_hidden():\n"
+            "    os.write(2, b'said before the signal\\n')\n"
+            "    _end_by(signal.SIGTERM)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=ENV,
+                          timeout=120)
+    assert done.returncode == -signal.SIGTERM
+    assert done.stderr == b"said before the signal\n"
