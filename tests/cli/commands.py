@@ -25,6 +25,11 @@ def run(*args, input=None):
     return CliRunner().invoke(main, [str(a) for a in args], input=input)
 
 
+def command(*args) -> list[str]:
+    """The dcpfast command with ``args``, run by this interpreter (in a child process)."""
+    return [sys.executable, "-m", "dcpfast", *map(os.fspath, args)]
+
+
 def clean(result, code):
     """The command ended with ``code``, with no traceback and no exception but its exit."""
     assert result.exit_code == code, result.output

@@ -25,17 +25,11 @@ from dcpfast import testing as t
 from dcpfast.cli import main
 from dcpfast.cli.app import native_panics_hidden
 from dcpfast.testing import SAMPLE
-
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+from tests.cli.commands import ENV, command
 
 
 def run(*args, input=None):
     return CliRunner().invoke(main, [os.fspath(a) for a in args], input=input)
-
-
-def command(*args) -> list[str]:
-    """The dcpfast command with ``args``, run by this interpreter."""
-    return [sys.executable, "-m", "dcpfast", *map(os.fspath, args)]
 
 
 def one_error_line(result_output: str, status: int) -> str:

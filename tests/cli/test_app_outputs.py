@@ -22,15 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dcpfast.testing import SAMPLE, SAMPLE_CLIENT, SAMPLE_PCAP
-from tests.cli.commands import ENV, documents, run
+from tests.cli.commands import ENV, command, documents, run
 
 #: A bound on every wait for a child: generous, never reached when all is well.
 WAIT_S = 180
-
-
-def command(*args) -> list[str]:
-    """The dcpfast command with ``args``, run by this interpreter."""
-    return [sys.executable, "-m", "dcpfast", *map(os.fspath, args)]
 
 
 def temporaries(out: Path) -> list[Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -11,16 +12,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from dcpfast.cli import main
 from dcpfast.testing import SAMPLE
+from tests.cli.commands import ENV, command, run
 
 deltalake = pytest.importorskip("deltalake")
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def test_runs_as_the_dump_grows(tmp_path):
@@ -56,13 +52,6 @@ def test_errors_in_one_line(tmp_path):
     assert "Traceback" not in result.output
 
 
-def _command(*args) -> list[str]:
-    return [sys.executable, "-m", "dcpfast", *map(os.fspath, args)]
-
-
-_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-
-
 def _grown_after_a_run(where: Path) -> tuple[Path, Path, int, object]:
     """A dump cut in half, mirrored once, then grown whole: the dump, the table, its
     version and its rows."""
@@ -92,16 +81,16 @@ def test_a_write_that_fails_leaves_the_table_as_it_was(tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # the write fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 10, 1 << 10))
 
-    done = subprocess.run(_command("mirror", dump, "--to", table), capture_output=True,
-                          text=True, env=_ENV, timeout=300, preexec_fn=limited)
+    done = subprocess.run(command("mirror", dump, "--to", table), capture_output=True,
+                          text=True, env=ENV, timeout=300, preexec_fn=limited)
     lines = done.stderr.splitlines()
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert lines[0].startswith(f"Error: {table}: the run could not be written (")
-    assert os.strerror(27) in lines[0] and "nothing of it was committed" in lines[0]
+    assert os.strerror(errno.EFBIG) in lines[0] and "nothing of it was committed" in lines[0]
     assert _unchanged(table, version, rows)
     first = tmp_path / "first.delta"
-    done = subprocess.run(_command("mirror", dump, "--to", first), capture_output=True,
-                          text=True, env=_ENV, timeout=300, preexec_fn=limited)
+    done = subprocess.run(command("mirror", dump, "--to", first), capture_output=True,
+                          text=True, env=ENV, timeout=300, preexec_fn=limited)
     lines = done.stderr.splitlines()
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert lines[0].startswith(f"Error: {first}: the run could not be written (")
@@ -120,7 +109,7 @@ def test_a_table_it_may_not_write_is_refused_in_one_line():
         pytest.skip("running as root, without setpriv to drop the privilege")
     drop = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if root else []
     reach = subprocess.run([*drop, sys.executable, "-c", "import deltalake, dcpfast.mirror"],
-                           capture_output=True, env=_ENV, timeout=120)
+                           capture_output=True, env=ENV, timeout=120)
     if reach.returncode:
         pytest.skip("the unprivileged user cannot read this environment (a private checkout)")
     with tempfile.TemporaryDirectory() as where:        # a place the other user reaches
@@ -129,13 +118,13 @@ def test_a_table_it_may_not_write_is_refused_in_one_line():
         if not root:
             for folder, _, _ in os.walk(table):
                 os.chmod(folder, 0o555)
-        done = subprocess.run([*drop, *_command("mirror", dump, "--to", table)],
-                              capture_output=True, text=True, env=_ENV, timeout=300)
+        done = subprocess.run([*drop, *command("mirror", dump, "--to", table)],
+                              capture_output=True, text=True, env=ENV, timeout=300)
         if not root:
             for folder, _, _ in os.walk(table):
                 os.chmod(folder, 0o755)
         lines = done.stderr.splitlines()
         assert done.returncode == 1 and len(lines) == 1, done.stderr
         assert lines[0].startswith(f"Error: {table}: the run could not be written")
-        assert os.strerror(13) in lines[0]            # Permission denied
+        assert os.strerror(errno.EACCES) in lines[0]
         assert _unchanged(table, version, rows)

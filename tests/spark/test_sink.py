@@ -301,7 +301,6 @@ def test_failed_attempts_leave_exactly_the_committed_files(can_spark, dumps, tmp
     assert not list((tmp_path / "out").rglob("_temporary"))
 
 
-
 _LATE = """
 import os, sys, time
 from dcpfast import spark as dspark
@@ -354,6 +353,7 @@ def test_a_task_still_writing_after_the_job_failed_leaves_nothing(can_spark, dum
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["delta RuntimeError: injected failure False",
                                         "parquet RuntimeError: injected failure False"]
+
 
 @pytest.mark.spark
 def test_an_output_inside_the_input_is_never_read_back(spark, tmp_path):
