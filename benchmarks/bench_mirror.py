@@ -111,21 +111,27 @@ def main(argv=None) -> int:
         anchor, mirrored = root / "rebuilt.delta", root / "mirror.delta"
         rebuild(files, anchor)
         mirror(files, mirrored)
+        held, grown = root / "held.delta", root / "grown.delta"
+        mirror(files[:-1], held)
+        shutil.copytree(held, grown)
+        later = mirror(files, grown)
+        key = ["vbucket", "collection_id", "key", "by_seqno", "cas"]
+
+        def rows(uri: Path):
+            return deltalake.DeltaTable(uri).to_pyarrow_table(columns=key).sort_by(
+                [(c, "ascending") for c in key])
         try:
-            key = ["vbucket", "collection_id", "key", "by_seqno", "cas"]
-            want = deltalake.DeltaTable(anchor).to_pyarrow_table(columns=key).sort_by(
-                [(c, "ascending") for c in key])
-            got = deltalake.DeltaTable(mirrored).to_pyarrow_table(columns=key).sort_by(
-                [(c, "ascending") for c in key])
-            check(want.equals(got), f"the mirror holds {got.num_rows:,} documents, the "
-                                    f"rebuild {want.num_rows:,}, or their versions differ")
+            want = rows(anchor)
+            for name, uri in (("the mirror", mirrored), ("the later run", grown)):
+                got = rows(uri)
+                check(want.equals(got), f"{name} holds {got.num_rows:,} documents, the "
+                                        f"rebuild {want.num_rows:,}, or their versions differ")
         except CheckFailed as failure:
             print(f"\nCHECK FAILED: {failure}", file=sys.stderr)
             return 1
-        print(f"\nchecks passed: {got.num_rows:,} documents in the mirror, as in the rebuild; "
-              f"the last dump holds {len(last):,} bytes")
-        held = root / "held.delta"
-        mirror(files[:-1], held)
+        print(f"\nchecks passed: {got.num_rows:,} documents in the mirror and after the later "
+              f"run, as in the rebuild; the last dump holds {len(last):,} bytes, the later "
+              f"run read {later.read:,}")
         table = root / "t.delta"
 
         def fresh():

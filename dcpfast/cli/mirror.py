@@ -42,7 +42,8 @@ def mirror_command(files, table, history, no_values, errors, collections, sample
         say(f"{table}: nothing new since run {run.run} ({run.documents:,} documents)")
     else:
         say(f"{table}: version {run.version} (run {run.run}): {run.written:,} documents "
-            f"written, {run.deleted:,} deleted, {run.documents:,} in the table")
+            f"written, {run.deleted:,} deleted, {run.documents:,} in the table "
+            f"({run.read:,} bytes of the stream read)")
     if run.history_version is not None:
         say(f"{history}: version {run.history_version} (run {run.run})")
     if run.waiting:

@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..batch import FrameBatch
 from ..documents import consistency
 from ..documents.api import state
 from ..documents.output import metadata
-from ..io.dumps import scan
-from .inputs import check, files_of, read
+from .inputs import Read, check, files_of, read, read_on
 from .table import (
     IDENTITY,
     VERSION_IDENTITY,
@@ -32,8 +32,11 @@ from .table import (
     as_table,
     commit,
     last_run,
+    merged,
     opened,
+    rows_in,
 )
+from .tail import Tail, built, frames_of, tail_after, tail_state
 
 #: A document's version: unchanged where these are.
 VERSION = ("by_seqno", "cas", "rev_seqno")
@@ -46,8 +49,10 @@ class MirrorRun:
     """What a run did: the table's ``version`` committed (None: nothing new), the run's
     number, the documents ``written`` (added or changed) and ``deleted``, the table's
     ``documents``, each vbucket's consistent seqno, the vbuckets that lost frames, and
-    the bytes of a frame still being written at the end of the inputs (``waiting``), and
-    the history table's version committed (None: none, or nothing new)."""
+    the bytes of a frame still being written at the end of the inputs (``waiting``), the
+    history table's version committed (None: none, or nothing new), and the bytes of the
+    stream the run read (``read``: the new ones alone where it read on from where the
+    last run stood)."""
 
     table: str
     version: int | None
@@ -59,6 +64,7 @@ class MirrorRun:
     lost: list = field(default_factory=list)
     waiting: int = 0
     history_version: int | None = None
+    read: int = 0
 
 
 def mirror(inputs, table: str, *, history: str | None = None, values: bool = True,
@@ -81,13 +87,19 @@ def mirror(inputs, table: str, *, history: str | None = None, values: bool = Tru
         last_run(kept)                          # a history table no mirror wrote: refused
     applied = before["inputs"] if before is not None else []
     check(files, applied)
-    got = read(files, applied)
-    rows, cut, lost = _state(got.data, values=values, errors=errors,
-                             collections=collections)
     number = before["run"] + 1 if before is not None else 1
+    if history is None and before is not None:
+        on = _read_on(uri, existing, files, before, number, values=values, errors=errors,
+                      collections=collections)
+        if on is not None:
+            return on
+    got = read(files, applied)
+    rows, cut, lost, tail = _state(got, values=values, errors=errors,
+                                   collections=collections)
     points = sorted([vb, s] for vb, s in cut.items())
     run = {"run": number, "inputs": got.positions, "consistency": points, "lost": lost,
-           "waiting": got.waiting}
+           "waiting": got.waiting, "read": len(got.data),
+           "tail": tail.to_json() if tail is not None else None}
     history_version = None
     if history is not None:
         versions = as_history(state(got.data, history=True, at_seqno=cut, values=values,
@@ -97,7 +109,41 @@ def mirror(inputs, table: str, *, history: str | None = None, values: bool = Tru
                                          VERSION_IDENTITY, HISTORY_VERSION)
     version, written, deleted = _applied(uri, existing, rows, run, IDENTITY, VERSION)
     return MirrorRun(uri, version, number if version is not None else number - 1, written,
-                     deleted, rows.num_rows, points, lost, got.waiting, history_version)
+                     deleted, rows.num_rows, points, lost, got.waiting, history_version,
+                     len(got.data))
+
+
+def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
+             values: bool, errors: str, collections: bool | None) -> MirrorRun | None:
+    """The run that reads the stream on from where the last one left its ``Tail`` and
+    commits what the new frames change; None where it cannot (no tail kept, inputs that
+    are not the stream applied grown, new frames that cannot be applied alone)."""
+    if before.get("tail") is None:
+        return None
+    tail = Tail.from_json(before["tail"])
+    if collections is not None and collections != tail.keyed:
+        return None
+    got = read_on(files, before["inputs"], tail.offset)
+    if got is None:
+        return None
+    cut = {int(vb): int(s) for vb, s in before["consistency"]}
+    found = tail_state(got.data, got.base, tail, cut, values=values, errors=errors)
+    if found is None:
+        return None
+    written, gone = found.written, found.gone
+    points = sorted([vb, s] for vb, s in found.cut.items())
+    if not written.num_rows and not gone.num_rows:
+        return MirrorRun(uri, None, number - 1, 0, 0, rows_in(existing), points,
+                         before["lost"], got.waiting, None, len(got.data))
+    written = as_table(written)
+    run = {"run": number, "inputs": got.positions, "consistency": points,
+           "lost": before["lost"], "waiting": got.waiting, "read": len(got.data),
+           "tail": found.tail.to_json()}
+    version, counts = merged(uri, existing, written, as_table(gone).select(list(IDENTITY)),
+                             run)
+    documents = rows_in(existing)
+    return MirrorRun(uri, version, number, written.num_rows, counts["deleted"], documents,
+                     points, before["lost"], got.waiting, None, len(got.data))
 
 
 def _applied(uri: str, existing, rows: pa.Table, run: dict, identity: tuple[str, ...],
@@ -115,31 +161,36 @@ def _applied(uri: str, existing, rows: pa.Table, run: dict, identity: tuple[str,
         gone.num_rows
 
 
-def _state(data: bytes, *, values: bool, errors: str,
-           collections: bool | None) -> tuple[pa.Table, dict[int, int], list[int]]:
-    """The state of ``data`` at each vbucket's consistent seqno, as the table holds it;
-    the consistent seqnos; the vbuckets that lost frames. Built once where no vbucket sent
-    an item above its consistent seqno (the state at the end is then the state at it),
-    else again at those seqnos."""
-    rows = state(data, values=values, errors=errors, collections=collections)
+def _state(got: Read, *, values: bool, errors: str, collections: bool | None
+           ) -> tuple[pa.Table, dict[int, int], list[int], Tail | None]:
+    """The state of what ``got`` read at each vbucket's consistent seqno, as the table
+    holds it; the consistent seqnos; the vbuckets that lost frames; where a later run
+    reads on from (None: a capture or compressed dump, read whole each run). Built once
+    where no vbucket sent an item above its consistent seqno (the state at the end is
+    then the state at it), else again at those seqnos."""
+    rows, manifest = built(got.data, values=values, errors=errors, collections=collections)
+    meta = metadata(rows)
     cut = {r["vbucket"]: r["consistent_seqno"] for r in consistency(rows).to_pylist()}
-    lost = metadata(rows).get("lost", [])
-    if _above(data, cut, collections):
-        rows = state(data, at_seqno=cut, values=values, errors=errors,
-                     collections=collections)
-    return as_table(rows.replace_schema_metadata(None)), cut, lost
+    lost = meta.get("lost", [])
+    frames = None if got.whole else frames_of(got.data, meta.get("collections"))
+    if frames is None or _above(frames, cut):
+        rows, _ = built(got.data, at_seqno=cut, values=values, errors=errors,
+                        collections=collections)
+    tail = None if frames is None else tail_after(
+        frames, 0, len(got.data), cut, lost, manifest, meta.get("collections"))
+    return as_table(rows.replace_schema_metadata(None)), cut, lost, tail
 
 
-def _above(data: bytes, cut: dict[int, int], collections: bool | None) -> bool:
+def _above(frames: FrameBatch, cut: dict[int, int]) -> bool:
     """Whether any vbucket's stream sent an item with a seqno above ``cut``'s."""
-    frames = scan(data, columns=["vbucket", "by_seqno"], errors="skip",
-                  collections=collections).to_arrow()
-    if not frames.num_rows:
-        return False
-    top = frames.filter(pc.is_valid(frames["by_seqno"])).group_by("vbucket").aggregate(
-        [("by_seqno", "max")])
-    return any(seqno > cut.get(vb, 0) for vb, seqno in zip(
-        top["vbucket"].to_pylist(), top["by_seqno_max"].to_pylist(), strict=True))
+    valid = frames.validity("by_seqno")
+    seqno, vbuckets = frames["by_seqno"], frames["vbucket"]
+    if valid is not None:
+        seqno, vbuckets = seqno[valid], vbuckets[valid]
+    limit = np.zeros(1 << 16, np.uint64)
+    for vb, s in cut.items():
+        limit[vb] = s
+    return bool((seqno > limit[vbuckets]).any())
 
 
 def _differences(existing, rows: pa.Table, identity: tuple[str, ...],

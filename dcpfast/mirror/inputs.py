@@ -29,13 +29,15 @@ class InputsChanged(ValueError):
 class Read:
     """What a run read: the stream's bytes (whole frames, or a capture or compressed
     dump's own bytes), each input's position (JSON, with ``crc``: the CRC-32 of the
-    bytes read), and the bytes waiting at the end (the start of a frame still being
-    written)."""
+    bytes read), the bytes waiting at the end (the start of a frame still being
+    written), whether a capture or compressed dump was read whole, and the stream offset
+    of ``data``'s first byte (``base``: 0 unless read on from where a run stood)."""
 
     data: bytes
     positions: list[dict]
     waiting: int
     whole: bool
+    base: int = 0
 
 
 def files_of(inputs) -> list[str]:
@@ -106,6 +108,43 @@ def read(files: list[str], applied: list[dict] | tuple = ()) -> Read:
     end = whole_frames(stream)
     return Read(stream[:end] if end < len(stream) else stream, positions,
                 len(stream) - end, False)
+
+
+def read_on(files: list[str], applied: list[dict], offset: int) -> Read | None:
+    """The stream of ``files`` from its ``offset`` on, where the files ``applied`` (their
+    positions, ``check``ed) are still its start: each but the last as it was, the last
+    grown or not; None where they are not (a file before the last grew) or the inputs
+    hold a capture or a compressed dump (read whole)."""
+    if not applied or any(_special(f) for f in files[len(applied) - 1:]):
+        return None
+    sizes = [os.path.getsize(f) for f in files]
+    if any(s != p["offset"] for s, p in zip(sizes, applied[:-1], strict=False)):
+        return None
+    pieces, positions, at = [], list[dict](), 0
+    for path, size, position in zip(files, sizes, [*applied, *[None] * len(files)],
+                                    strict=False):
+        if at + size <= offset and position is not None:   # wholly applied, unchanged
+            positions.append(position)
+            at += size
+            continue
+        start = max(offset - at, 0)
+        with open(path, "rb") as f:
+            stat = os.fstat(f.fileno())
+            f.seek(start)
+            data = f.read(stat.st_size - start)
+            done = position["offset"] if position is not None else 0
+            if start > done:
+                return None
+            crc = zlib.crc32(memoryview(data)[done - start:],
+                             position["crc"] if position is not None else 0)
+            positions.append(dict(Position.taken(path, stat.st_size, Stat.of(stat),
+                                                 _reader(f)).to_json(), crc=crc))
+        pieces.append(data)
+        at += stat.st_size
+    stream = b"".join(pieces) if len(pieces) != 1 else pieces[0]
+    end = whole_frames(stream)
+    return Read(stream[:end] if end < len(stream) else stream, positions,
+                len(stream) - end, False, offset)
 
 
 def _position(path: str, data: bytes, stat: os.stat_result, f, sums: dict) -> dict:

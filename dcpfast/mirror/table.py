@@ -11,7 +11,9 @@ is made only on the version the run read, else it fails (another writer).
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -107,28 +109,56 @@ def commit(uri: str, table, rows: pa.Table | None, changed: pa.Table, gone: pa.T
     """Commit a run: the whole table (``rows``, where there is no table yet) or the
     rows ``changed`` and ``gone`` (their ``identity`` columns) MERGEd into ``table`` on
     ``identity``; the table's new version."""
-    module = deltalake()
+    if table is None:
+        with _committing(uri):
+            deltalake().write_deltalake(uri, rows, mode="error",
+                                        commit_properties=_properties(run))
+        return 0
+    return merged(uri, table, changed, gone, run, identity)[0]
+
+
+def merged(uri: str, table, changed: pa.Table, gone: pa.Table, run: dict,
+           identity: tuple[str, ...] = IDENTITY) -> tuple[int, dict[str, int]]:
+    """MERGE the rows ``changed`` and ``gone`` (their ``identity`` columns) into
+    ``table`` on ``identity`` in one commit: its version, and the rows ``inserted``,
+    ``updated`` and ``deleted``."""
+    source = pa.concat_tables([
+        changed.append_column("_gone", pa.array([False] * changed.num_rows, pa.bool_())),
+        _identities_of(gone, changed.schema)], promote_options="none")
+    columns = {c: f"s.`{c}`" for c in changed.column_names}
+    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in identity)
+    with _committing(uri):
+        metrics = (table.merge(source, on, source_alias="s", target_alias="t",
+                               commit_properties=_properties(run))
+                   .when_matched_delete(predicate="s._gone")
+                   .when_matched_update(columns, predicate="NOT s._gone")
+                   .when_not_matched_insert(columns, predicate="NOT s._gone")
+                   .execute())
+    return table.version(), {k: int(metrics.get(f"num_target_rows_{k}", 0))
+                             for k in ("inserted", "updated", "deleted")}
+
+
+def rows_in(table) -> int:
+    """The rows of ``table``'s current version (from its log: no data file read)."""
+    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+    return int(pc.sum(actions.column("num_records")).as_py() or 0)
+
+
+def _properties(run: dict):
+    """A run's commit: its metadata, Delta's application transaction, no retry."""
     from deltalake import CommitProperties, Transaction
 
-    properties = CommitProperties(custom_metadata={METADATA_KEY: json.dumps(run)},
-                                  max_commit_retries=0,
-                                  app_transactions=[Transaction(APP_ID, run["run"])])
+    return CommitProperties(custom_metadata={METADATA_KEY: json.dumps(run)},
+                            max_commit_retries=0,
+                            app_transactions=[Transaction(APP_ID, run["run"])])
+
+
+@contextlib.contextmanager
+def _committing(uri: str) -> Iterator[None]:
+    """A failed commit as ``AnotherWriter`` (a commit raced) or ``WriteFailed``."""
+    module = deltalake()
     try:
-        if table is None:
-            module.write_deltalake(uri, rows, mode="error", commit_properties=properties)
-            return 0
-        source = pa.concat_tables([
-            changed.append_column("_gone", pa.array([False] * changed.num_rows, pa.bool_())),
-            _identities_of(gone, changed.schema)], promote_options="none")
-        columns = {c: f"s.`{c}`" for c in changed.column_names}
-        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in identity)
-        (table.merge(source, on, source_alias="s", target_alias="t",
-                     commit_properties=properties)
-         .when_matched_delete(predicate="s._gone")
-         .when_matched_update(columns, predicate="NOT s._gone")
-         .when_not_matched_insert(columns, predicate="NOT s._gone")
-         .execute())
-        return table.version()
+        yield
     except module.exceptions.DeltaError as failed:
         if not isinstance(failed, module.exceptions.CommitFailedError) and \
                 "already exists" not in str(failed):

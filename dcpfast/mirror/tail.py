@@ -1,0 +1,310 @@
+"""Where a later run of a mirror reads on from, and the state of what it reads there.
+
+A run records, with its commit, a ``Tail``: for each vbucket the stream offset of its
+first frame the run did not apply (the frame after the last one at or below its
+consistent seqno, or the snapshot marker before a prepare still waiting for its commit),
+the vbuckets stopped by a loss, the collection names known and whether keys carry a
+collection id. The next run reads the stream from the least of those offsets only,
+passes over each vbucket's frames before its own offset, and builds the state of the
+rest: every document it changes, at each vbucket's new consistent seqno, is that
+document's row in the table (a tombstone: the row goes).
+
+That holds where the new frames only go on from where the stream stood. A run whose new
+frames restart a stream (a Stream Request's response), flush, drop or re-create a
+collection, carry stream ids, hold damage or lose frames, or whose bytes applied
+before are no longer the stream's start, reads everything again (``tail_state``
+gives None).
+"""
+
+from __future__ import annotations
+
+import copy
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import protocol as P
+from ..batch import FrameBatch
+from ..documents.builder import StateBuilder
+from ..documents.feeding import fed
+from ..documents.output import consistency, metadata
+from ..events import Manifest, system_events
+from ..io import DEFAULT_BATCH_BYTES
+from ..io.dumps import scan
+
+#: The columns the tail is told by.
+COLUMNS = ["offset", "magic", "opcode", "vbucket", "opaque", "body_len", "by_seqno",
+           "prepared_seqno", "stream_id"]
+#: A Seqno Advanced frame: the header, then the seqno.
+_ADVANCE = struct.Struct(">BBHBBHIIQQ")
+#: Frames after which the new frames cannot be applied alone: a stream restarted, a
+#: bucket flushed, a cache transfer.
+_RESTARTS = np.zeros(256, bool)
+_RESTARTS[[P.Opcode.STREAM_REQUEST, P.Opcode.ADD_STREAM, P.Opcode.FLUSH,
+           P.Opcode.CACHE_TRANSFER, P.Opcode.CACHE_TRANSFER_END]] = True
+#: System events that leave the documents there as they are.
+_HARMLESS = {"create_scope", "modify_collection", "create_collection"}
+_REQUESTS = np.zeros(256, bool)
+_REQUESTS[[P.Magic.CLIENT_REQUEST, P.Magic.ALT_CLIENT_REQUEST]] = True
+#: The opcodes of a vbucket stream's own frames (the others: noops, buffer acks, controls,
+#: are no stream's).
+_STREAM = np.zeros(256, bool)
+_STREAM[[P.Opcode.STREAM_END, P.Opcode.SNAPSHOT_MARKER, P.Opcode.MUTATION,
+         P.Opcode.DELETION, P.Opcode.EXPIRATION, P.Opcode.SYSTEM_EVENT, P.Opcode.PREPARE,
+         P.Opcode.COMMIT, P.Opcode.ABORT, P.Opcode.SEQNO_ADVANCED,
+         P.Opcode.OSO_SNAPSHOT]] = True
+_NONE = np.uint64(2**64 - 1)
+
+
+@dataclass(frozen=True)
+class Tail:
+    """Where a later run reads on from: ``offset`` (the least of ``starts``, or the end
+    of the stream read), each vbucket's ``starts``, the vbuckets ``stopped`` by a loss,
+    the collection names (a ``Manifest``'s), whether keys carry a collection id, and the
+    ``end`` of the stream read (its frames before it at or below their vbucket's
+    consistent seqno were applied)."""
+
+    offset: int
+    starts: dict[int, int]
+    stopped: list[int]
+    manifest: Manifest
+    keyed: bool | None
+    end: int
+
+    def to_json(self) -> dict:
+        m = self.manifest
+        return {"offset": self.offset, "end": self.end,
+                "starts": sorted(self.starts.items()),
+                "stopped": self.stopped, "keyed": self.keyed,
+                "manifest": {"uid": m.uid, "scopes": sorted(m.scopes.items()),
+                             "collections": sorted(m.collections.items()),
+                             "collection_scopes": sorted(m.collection_scopes.items())}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Tail:
+        manifest, m = Manifest(), data["manifest"]
+        manifest.uid = m["uid"]
+        manifest.scopes = {int(k): v for k, v in m["scopes"]}
+        manifest.collections = {int(k): v for k, v in m["collections"]}
+        manifest.collection_scopes = {int(k): int(v) for k, v in m["collection_scopes"]}
+        return cls(int(data["offset"]), {int(k): int(v) for k, v in data["starts"]},
+                   [int(v) for v in data["stopped"]], manifest, data["keyed"],
+                   int(data["end"]))
+
+
+@dataclass(frozen=True)
+class TailState:
+    """What the new frames change: the documents ``written`` (their rows) and ``gone``
+    (their identities' rows: tombstones), each vbucket's consistent seqno now, and the
+    ``Tail`` a later run reads on from."""
+
+    written: pa.Table
+    gone: pa.Table
+    cut: dict[int, int]
+    tail: Tail
+
+
+def built(data, *, values: bool, errors: str, collections: bool | None,
+          at_seqno=None, include_deleted: bool = False,
+          manifest: Manifest | None = None) -> tuple[pa.Table, Manifest]:
+    """The state of ``data`` (``documents.state``'s rows) and the collection names the
+    builder knew at its end (``manifest``: those known before it)."""
+    builder = StateBuilder(at_seqno=at_seqno, include_deleted=include_deleted,
+                           values=values, errors=errors)
+    if manifest is not None:
+        builder.manifest = manifest
+    reading = {"collections": collections, "batch_bytes": DEFAULT_BATCH_BYTES,
+               "threads": None}
+    with fed(builder, data, errors, reading) as again:
+        return builder.table(again), builder.manifest
+
+
+def frames_of(data, collections: bool | None) -> FrameBatch:
+    """The tail's columns of the frames of ``data`` (damage passed over)."""
+    return scan(data, columns=COLUMNS, errors="skip", collections=collections)
+
+
+def tail_after(frames: FrameBatch, base: int, end: int, cut: dict[int, int],
+               stopped: list[int], manifest: Manifest, keyed: bool | None,
+               before: dict[int, int] | None = None) -> Tail:
+    """The ``Tail`` after a run applied ``frames`` (a stretch of the stream from its
+    offset ``base``; ``end``: the stream's end read) up to ``cut``; ``before``: each
+    vbucket's start in the stream before the stretch (a vbucket without a frame at or
+    below its cut here keeps it)."""
+    starts = dict(before or {})
+    at = np.flatnonzero(_of_streams(frames))
+    vbuckets = frames["vbucket"][at].astype(np.int64)
+    offsets = frames["offset"][at].astype(np.int64) + base
+    seqno = _filled(frames, "by_seqno")[at]
+    opcode = frames["opcode"][at]
+    limit = _limits(cut)
+    n = len(at)
+    position = np.arange(n, dtype=np.int64)
+    first = np.full(1 << 16, n, np.int64)
+    np.minimum.at(first, vbuckets, position)
+    done = (seqno != _NONE) & (seqno <= limit[vbuckets])
+    last = np.full(1 << 16, -1, np.int64)          # each one's last frame applied
+    np.maximum.at(last, vbuckets[done], position[done])
+    other = opcode != P.Opcode.STREAM_END
+    following = np.full(1 << 16, -1, np.int64)     # its last frame but a stream end
+    np.maximum.at(following, vbuckets[other], position[other])
+    waiting = _waiting_prepares(vbuckets, seqno, _filled(frames, "prepared_seqno")[at],
+                                opcode, position <= last[vbuckets])
+    order = np.argsort(vbuckets, kind="stable")        # each one's frames, in order
+    grouped = vbuckets[order]
+    marker = opcode == P.Opcode.SNAPSHOT_MARKER
+    for vb in np.flatnonzero(first < n).tolist():
+        if vb in stopped:
+            starts.pop(vb, None)
+            continue
+        mine = order[np.searchsorted(grouped, vb):np.searchsorted(grouped, vb, "right")]
+        if following[vb] <= last[vb]:
+            starts[vb] = end                  # nothing of it waits (its stream may end)
+            continue
+        # from the snapshot marker of its first frame not applied, or of a prepare
+        # still waiting for its commit: a snapshot is read whole or not at all
+        upto = min(last[vb] + 1, waiting.get(vb, n))
+        nxt = mine[np.searchsorted(mine, upto)]
+        if not marker[nxt]:
+            before = mine[(mine < nxt) & marker[mine]]
+            nxt = before[-1] if len(before) else mine[0]
+        if last[vb] >= 0 or vb not in starts or vb in waiting:
+            starts[vb] = int(offsets[nxt])
+    offset = min([end, *starts.values()])
+    return Tail(offset, starts, sorted(stopped), manifest, keyed, end)
+
+
+def _waiting_prepares(vbuckets: np.ndarray, seqno: np.ndarray, prepared: np.ndarray,
+                      opcode: np.ndarray, applied: np.ndarray) -> dict[int, int]:
+    """Per vbucket, the position of its first prepare among the frames ``applied`` that
+    no commit or abort among them resolves (the vbuckets without one left out)."""
+    prepares = np.flatnonzero(applied & (opcode == P.Opcode.PREPARE))
+    if not len(prepares):
+        return {}
+    ends = np.flatnonzero(applied & ((opcode == P.Opcode.COMMIT) |
+                                     (opcode == P.Opcode.ABORT)))
+    high = vbuckets.astype(np.uint64) << np.uint64(48)
+    low = np.uint64(2**48 - 1)
+    resolved = np.isin(high[prepares] | (seqno[prepares] & low),
+                       high[ends] | (prepared[ends] & low))
+    waiting = prepares[~resolved]
+    first = np.full(1 << 16, len(opcode), np.int64)
+    np.minimum.at(first, vbuckets[waiting], waiting)
+    return {vb: int(first[vb]) for vb in np.unique(vbuckets[waiting]).tolist()}
+
+
+def _limits(cut: dict[int, int]) -> np.ndarray:
+    """``cut`` as an array by vbucket id (0 where it names none)."""
+    limit = np.zeros(1 << 16, np.uint64)
+    for vb, c in cut.items():
+        limit[vb] = c
+    return limit
+
+
+def tail_state(data: bytes, base: int, tail: Tail, cut: dict[int, int], *,
+               values: bool, errors: str) -> TailState | None:
+    """What ``data`` (the stream from its offset ``base``, ``tail.offset``, to the end
+    of its last whole frame) changes in the documents a run applied up to ``cut``; None
+    where the new frames cannot be applied alone (a restart, a flush, a collection
+    dropped, stream ids, damage, lost frames: the run reads everything again)."""
+    frames = frames_of(data, tail.keyed)
+    if frames.errors or (len(frames) and frames.consumed < len(data)) or \
+            (tail.keyed is None and frames.collections):
+        return None                     # damage, or the stream now says keys carry ids
+    request = _of_streams(frames)
+    offsets = frames["offset"].astype(np.int64) + base
+    first = np.zeros(1 << 16, np.int64)
+    for vb, at in tail.starts.items():
+        first[vb] = at
+    first[tail.stopped] = np.iinfo(np.int64).max
+    seqno = _filled(frames, "by_seqno")
+    vbuckets = frames["vbucket"]
+    opcode = frames["opcode"]
+    # a stream's frames from its start, the changes applied already as seqno advances
+    # (the stream checks see each seqno, the documents none of them; a prepare may wait
+    # for a commit still to come); the other frames (responses, noops) from the end read
+    feed = np.where(request, offsets >= first[vbuckets], offsets >= tail.end)
+    advanced = feed & request & (offsets < tail.end) & (seqno != _NONE) & \
+        (seqno <= _limits(cut)[vbuckets]) & (opcode != P.Opcode.PREPARE)
+    if _RESTARTS[opcode].any() or (
+            frames.validity("stream_id") is not None and (frames["stream_id"][feed] != 0).any()):
+        return None
+    if (feed & (opcode == P.Opcode.SYSTEM_EVENT) & (offsets < tail.end)).any():
+        return None             # a collection event read again: a prepare may be its own
+    kept = _kept(data, frames, feed, advanced)
+    if (feed & ~advanced & (opcode == P.Opcode.SYSTEM_EVENT)).any() and \
+            not _harmless(kept, tail):
+        return None
+    def state_of(at_seqno=None) -> tuple[pa.Table, Manifest]:
+        return built(kept, manifest=copy.deepcopy(tail.manifest), values=values,
+                     errors=errors, collections=bool(tail.keyed), include_deleted=True,
+                     at_seqno=at_seqno)
+    rows, manifest = state_of()
+    meta = metadata(rows)
+    if meta.get("errors_total") or meta.get("lost"):
+        return None
+    now = dict(cut)
+    for r in consistency(rows).to_pylist():
+        now[r["vbucket"]] = max(now.get(r["vbucket"], 0), r["consistent_seqno"])
+    limit = _limits(now)
+    sent = feed & request & (seqno != _NONE)
+    if (seqno[sent] > limit[vbuckets[sent]]).any():
+        named = {vb: now.get(vb, 0) for vb in np.unique(vbuckets[sent]).tolist()}
+        rows, manifest = state_of(named)
+    rows = rows.replace_schema_metadata(None)
+    dead = pc.fill_null(rows["deleted"], False)
+    after = tail_after(frames.filter(feed), base, base + len(data), now, tail.stopped,
+                       manifest, tail.keyed, tail.starts)
+    return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after)
+
+
+def _kept(data: bytes, frames: FrameBatch, feed: np.ndarray, advanced: np.ndarray) -> bytes:
+    """The frames ``feed`` names, back to back, those ``advanced`` names as Seqno
+    Advanced frames of their vbucket, opaque and seqno."""
+    if feed.all() and not advanced.any():
+        return data
+    kind = feed.astype(np.int8) + advanced
+    starts = frames["offset"].astype(np.int64)
+    ends = starts + P.HEADER_SIZE + frames["body_len"].astype(np.int64)
+    seqno, vbuckets, opaque = frames["by_seqno"], frames["vbucket"], frames["opaque"]
+    edges = np.flatnonzero(np.diff(kind, prepend=np.int8(-1), append=np.int8(-1)))
+    view, pieces = memoryview(data), list[bytes | memoryview]()
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+        if kind[a] == 1:
+            pieces.append(view[starts[a]:ends[b - 1]])
+        elif kind[a] == 2:
+            pieces += [_ADVANCE.pack(P.Magic.CLIENT_REQUEST, P.Opcode.SEQNO_ADVANCED, 0, 8, 0,
+                                     int(vbuckets[i]), 8, int(opaque[i]), 0, int(seqno[i]))
+                       for i in range(a, b)]
+    return b"".join(pieces)
+
+
+def _harmless(data: bytes, tail: Tail) -> bool:
+    """Whether the system events of ``data`` leave the documents as they are: no drop,
+    no flush, no collection created again."""
+    events = system_events(scan(data, errors="skip", collections=tail.keyed))
+    known = set(tail.manifest.collections)
+    for row in events.select(["event", "collection_id"]).to_pylist():
+        if row["event"] not in _HARMLESS or (
+                row["event"] == "create_collection" and row["collection_id"] in known):
+            return False
+        if row["collection_id"] is not None:
+            known.add(row["collection_id"])
+    return True
+
+
+def _of_streams(frames: FrameBatch) -> np.ndarray:
+    """Which of ``frames`` are a vbucket stream's own (a request of a stream opcode)."""
+    return _REQUESTS[frames["magic"]] & _STREAM[frames["opcode"]]
+
+
+def _filled(frames: FrameBatch, name: str) -> np.ndarray:
+    """Column ``name`` with its nulls as 2**64 - 1."""
+    values = np.asarray(frames[name], np.uint64).copy()
+    valid = frames.validity(name)
+    if valid is not None:
+        values[~valid] = _NONE
+    return values

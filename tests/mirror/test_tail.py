@@ -1,0 +1,131 @@
+"""``mirror.tail``: a later run reads the stream on from where the last one stood and
+builds the state of the new frames alone; after every such run the table is the model's
+state at each vbucket's consistent seqno, as one run over everything makes it. New
+frames that cannot be applied alone (a restart, a collection dropped or flushed, stream
+ids, inputs grown before their end) make the run read everything again."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dcpfast
+from dcpfast import testing as t
+from dcpfast.events import Manifest
+from dcpfast.mirror import mirror
+from dcpfast.mirror.inputs import whole_frames
+from dcpfast.mirror.tail import Tail
+from tests.mirror.test_api import grow, held, wanted
+from tests.state_scenarios import scenario
+
+pytest.importorskip("deltalake")
+
+#: Streams whose new frames go on from where they stood: no restart, no stream ids.
+GOING_ON = [dict(restarts=0.0, vbuckets=3), dict(restarts=0.0, collections=False),
+            dict(restarts=0.0, vbuckets=1, sync=True)]
+
+
+def test_a_tail_is_plain_json():
+    manifest = Manifest()
+    manifest.scopes[8], manifest.collections[9], manifest.collection_scopes[9] = \
+        "s", "c", 8
+    manifest.uid = 5
+    tail = Tail(10, {3: 10, 700: 25}, [4], manifest, True, 40)
+    again = Tail.from_json(tail.to_json())
+    assert again == tail and again.manifest.collections[9] == "c"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_later_runs_read_only_what_is_new(seed, tmp_path):
+    rng = random.Random(seed)
+    data = t.synthetic_stream(3000, seed=seed, vbuckets=3, sync_writes=seed % 2 == 0)
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    ends = sorted(rng.sample(range(1, len(data)), 9)) + [len(data)]
+    read, before, rebuilt = [], 0, 0
+    for end in ends:
+        grow(dump, data, end)
+        run = mirror(dump, uri)
+        applied = end - run.waiting
+        assert held(uri) == wanted(data[:applied])
+        read.append((run.read, applied - before))
+        before, rebuilt = applied, rebuilt + applied
+    # each later run reads the new bytes and a little before them, not the whole stream
+    assert all(got < new + len(data) // 4 for got, new in read[1:]), read
+    assert sum(got for got, _ in read) < rebuilt / 2    # runs that read everything again
+
+
+@given(st.lists(st.integers(1, 2**31), min_size=2, max_size=6), st.integers(0, 2),
+       st.integers(0, 5))
+@settings(max_examples=15, deadline=None)
+def test_every_run_reading_on_is_the_model(tmp_path_factory, picks, which, seed):
+    tmp = tmp_path_factory.mktemp("tail")
+    data = scenario(930 + seed, **GOING_ON[which])
+    dump, uri = tmp / "d.dcp", str(tmp / "t.delta")
+    for end in sorted({p % len(data) for p in picks}) + [len(data)]:
+        grow(dump, data, end)
+        run = mirror(dump, uri)
+        assert held(uri) == wanted(data[:end - run.waiting])
+
+
+def _split(data: bytes, opcode: int, magic: int) -> int:
+    """The offset of the first frame of ``opcode`` and ``magic`` after a tenth of
+    ``data``."""
+    batch = dcpfast.scan(data)
+    at = np.flatnonzero((batch["opcode"] == opcode) & (batch["magic"] == magic) &
+                        (batch["offset"] > len(data) // 10))
+    assert len(at)
+    return int(batch["offset"][at[0]])
+
+
+@pytest.mark.parametrize("what", ["restart", "drop or flush", "stream ids"])
+def test_new_frames_that_cannot_go_on_make_the_run_read_everything(what, tmp_path):
+    options = {"restart": dict(restarts=0.3), "drop or flush": dict(restarts=0.0),
+               "stream ids": dict(restarts=0.0, stream_ids=True)}[what]
+    data = next(d for d in (scenario(940 + s, **options) for s in range(20))
+                if what != "drop or flush" or b"\x5f" in bytes(dcpfast.scan(d)["opcode"]))
+    cut = {"restart": lambda: _split(data, 0x53, 0x81),
+           "drop or flush": lambda: _split(data, 0x5F, 0x80),
+           "stream ids": lambda: len(data) // 2}[what]()
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    grow(dump, data, cut)
+    mirror(dump, uri)
+    grow(dump, data, len(data))
+    run = mirror(dump, uri)
+    assert held(uri) == wanted(data)
+    if what != "drop or flush":               # a create event of a new collection goes on
+        assert run.read == len(data)
+
+
+def test_new_dumps_in_a_directory_are_read_alone(tmp_path):
+    data = t.synthetic_stream(4000, seed=7, vbuckets=2)
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    uri = str(tmp_path / "t.delta")
+    bounds = [0, *sorted(random.Random(7).sample(range(1, len(data)), 5)), len(data)]
+    for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        (folder / f"dump-{i:03d}.dcp").write_bytes(data[lo:hi])   # cut mid-frame: one stream
+        run = mirror(folder, uri)
+        assert held(uri) == wanted(data[:whole_frames(data[:hi])])
+        if i:
+            assert run.read < hi - lo + len(data) // 10
+
+
+def test_a_dump_before_the_last_that_grew_is_read_again_whole(tmp_path):
+    data = t.synthetic_stream(2000, seed=8, vbuckets=2)
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    uri = str(tmp_path / "t.delta")
+    a = whole_frames(data[:len(data) // 3])
+    (folder / "a.dcp").write_bytes(data[:a // 2])
+    (folder / "b.dcp").write_bytes(b"")
+    mirror(folder, uri)
+    with open(folder / "a.dcp", "ab") as f:      # the earlier dump grows: not a tail
+        f.write(data[a // 2:a])
+    (folder / "b.dcp").write_bytes(data[a:])
+    run = mirror(folder, uri)
+    assert run.read == whole_frames(data)
+    assert held(uri) == wanted(data[:run.read])
