@@ -22,8 +22,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import gc
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -70,6 +72,39 @@ def rebuild(files: list[Path], table: Path) -> None:
     whole = b"".join(f.read_bytes() for f in files)
     rows = dcpfast.state(whole, errors="skip").replace_schema_metadata(None)
     deltalake.write_deltalake(table, as_table(rows))
+
+
+_RSS_CHILD = textwrap.dedent("""
+    import json, sys
+    import dcpfast
+    from dcpfast.mirror import mirror
+
+    def peak():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f
+                        if line.startswith("VmHWM:"))
+
+    what, files, table = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+    base = peak()
+    if what == "state":
+        dcpfast.state(files[-1], errors="skip")
+    else:
+        mirror(files, table)
+    print(json.dumps({"baseline": base, "peak": peak()}))
+""")
+
+
+def peak_rss(what: str, files: list[Path], table: Path) -> int | None:
+    """The peak RSS a fresh interpreter adds while it runs ``what`` ("mirror": a mirror
+    of ``files`` into ``table``; "state": the state of the last file alone), or None
+    where the system does not say (no /proc)."""
+    if not Path("/proc/self/status").exists():
+        return None
+    out = subprocess.run([sys.executable, "-c", _RSS_CHILD, what,
+                          json.dumps([str(f) for f in files]), str(table)],
+                         check=True, capture_output=True, text=True).stdout
+    got = json.loads(out)
+    return got["peak"] - got["baseline"]
 
 
 def timed(label: str, frames: int, size: int, repeat: int, fn, before=None) -> Timing:
@@ -151,6 +186,10 @@ def main(argv=None) -> int:
             timed("state of the new dump alone", frames // PIECES, len(last), args.repeat,
                   lambda: dcpfast.state(last, errors="skip")),
         ]
+        holding()
+        memory = {"mirror, first run": peak_rss("mirror", files, root / "fresh.delta"),
+                  "mirror, a later run (1 dump new)": peak_rss("mirror", files, table),
+                  "state of the new dump alone": peak_rss("state", files, table)}
     base = timings[0].best
     print(f"\nspeed (best of {args.repeat} after a warm-up; x rebuild compares times with the "
           "rebuild of the whole)")
@@ -159,11 +198,15 @@ def main(argv=None) -> int:
         print(f"{t.label:<36} {t.best * 1e3:>7.0f} ms {t.best / base:>10.2f}")
     print(f"\na later run takes {timings[2].best / timings[3].best:.1f} times the state of "
           "the new dump alone")
+    if all(v is not None for v in memory.values()):
+        print("\npeak RSS a fresh interpreter adds (VmHWM after the imports to the end)")
+        for label, added in memory.items():
+            print(f"{label:<36} {added / 2**20:>7.0f} MiB")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         report = {"machine": info, "corpus": {"name": MIXED.name, "items": args.items,
                                               **MIXED.params, **expected},
-                  "repeat": args.repeat, "pieces": PIECES,
+                  "repeat": args.repeat, "pieces": PIECES, "peak_rss_bytes": memory,
                   "timings": [{**asdict(t), "best": t.best, "x_rebuild": t.best / base}
                               for t in timings]}
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..batch import FrameBatch
 from ..documents import consistency
 from ..documents.api import state
 from ..documents.output import metadata
+from ..events import Manifest
 from .inputs import Read, check, files_of, read, read_on
 from .table import (
     IDENTITY,
@@ -36,7 +36,7 @@ from .table import (
     opened,
     rows_in,
 )
-from .tail import Tail, built, frames_of, tail_after, tail_state
+from .tail import Tail, above, built, frames_of, tail_after, tail_state, unfinished
 
 #: A document's version: unchanged where these are.
 VERSION = ("by_seqno", "cas", "rev_seqno")
@@ -165,32 +165,35 @@ def _state(got: Read, *, values: bool, errors: str, collections: bool | None
            ) -> tuple[pa.Table, dict[int, int], list[int], Tail | None]:
     """The state of what ``got`` read at each vbucket's consistent seqno, as the table
     holds it; the consistent seqnos; the vbuckets that lost frames; where a later run
-    reads on from (None: a capture or compressed dump, read whole each run). Built once
-    where no vbucket sent an item above its consistent seqno (the state at the end is
-    then the state at it), else again at those seqnos."""
-    rows, manifest = built(got.data, values=values, errors=errors, collections=collections)
+    reads on from (None: a capture or compressed dump, read whole each run).
+
+    Where a stream ends inside a snapshot (a dump still being written) the consistent
+    seqnos come first from a state without the values, then the state at them; else
+    the state at the end is the state at them, built once (again at them where a loss
+    stopped a vbucket before its end)."""
+    frames = None if got.whole else frames_of(got.data, collections)
+
+    def state_of(at_seqno=None, with_values: bool = values) -> tuple[pa.Table, Manifest]:
+        return built(got.data, values=with_values, errors=errors, collections=collections,
+                     at_seqno=at_seqno)
+    if frames is None or unfinished(frames):
+        cut = _cut(state_of(with_values=False)[0])
+        rows, manifest = state_of(cut)
+    else:
+        rows, manifest = state_of()
+        cut = _cut(rows)
+        if above(frames, cut):
+            rows, manifest = state_of(cut)
     meta = metadata(rows)
-    cut = {r["vbucket"]: r["consistent_seqno"] for r in consistency(rows).to_pylist()}
     lost = meta.get("lost", [])
-    frames = None if got.whole else frames_of(got.data, meta.get("collections"))
-    if frames is None or _above(frames, cut):
-        rows, _ = built(got.data, at_seqno=cut, values=values, errors=errors,
-                        collections=collections)
     tail = None if frames is None else tail_after(
         frames, 0, len(got.data), cut, lost, manifest, meta.get("collections"))
     return as_table(rows.replace_schema_metadata(None)), cut, lost, tail
 
 
-def _above(frames: FrameBatch, cut: dict[int, int]) -> bool:
-    """Whether any vbucket's stream sent an item with a seqno above ``cut``'s."""
-    valid = frames.validity("by_seqno")
-    seqno, vbuckets = frames["by_seqno"], frames["vbucket"]
-    if valid is not None:
-        seqno, vbuckets = seqno[valid], vbuckets[valid]
-    limit = np.zeros(1 << 16, np.uint64)
-    for vb, s in cut.items():
-        limit[vb] = s
-    return bool((seqno > limit[vbuckets]).any())
+def _cut(rows: pa.Table) -> dict[int, int]:
+    """Each vbucket's consistent seqno in a state's ``rows``."""
+    return {r["vbucket"]: r["consistent_seqno"] for r in consistency(rows).to_pylist()}
 
 
 def _differences(existing, rows: pa.Table, identity: tuple[str, ...],

@@ -10,9 +10,12 @@ rewritten, or inputs that no longer begin with the files applied, in their order
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..io.compression import HEAD_BYTES, codec_of
 from ..io.kinds import is_capture
@@ -33,7 +36,7 @@ class Read:
     written), whether a capture or compressed dump was read whole, and the stream offset
     of ``data``'s first byte (``base``: 0 unless read on from where a run stood)."""
 
-    data: bytes
+    data: bytes | memoryview
     positions: list[dict]
     waiting: int
     whole: bool
@@ -94,20 +97,20 @@ def read(files: list[str], applied: list[dict] | tuple = ()) -> Read:
             raise ValueError("a capture or a compressed dump is mirrored alone (it is read "
                              f"whole each run): {', '.join(files)}")
         with open(files[0], "rb") as f:
-            data = f.read()
+            whole = f.read()
             stat = os.fstat(f.fileno())
-            return Read(data, [_position(files[0], data, stat, f, sums)], 0, True)
-    pieces, positions = [], []
-    for path in files:
-        with open(path, "rb") as f:
-            stat = os.fstat(f.fileno())
-            data = f.read(stat.st_size)
+            return Read(whole, [_position(files[0], whole, stat, f, sums)], 0, True)
+    with contextlib.ExitStack() as stack:
+        opened = [stack.enter_context(open(path, "rb")) for path in files]
+        stats = [os.fstat(f.fileno()) for f in opened]
+        stream = _buffer(sum(s.st_size for s in stats))
+        positions, at = [], 0
+        for path, f, stat in zip(files, opened, stats, strict=True):
+            data = _filled(f, stream[at:at + stat.st_size], path)
             positions.append(_position(path, data, stat, f, sums))
-        pieces.append(data)
-    stream = b"".join(pieces) if len(pieces) > 1 else pieces[0]
+            at += stat.st_size
     end = whole_frames(stream)
-    return Read(stream[:end] if end < len(stream) else stream, positions,
-                len(stream) - end, False)
+    return Read(stream[:end], positions, len(stream) - end, False)
 
 
 def read_on(files: list[str], applied: list[dict], offset: int) -> Read | None:
@@ -120,34 +123,53 @@ def read_on(files: list[str], applied: list[dict], offset: int) -> Read | None:
     sizes = [os.path.getsize(f) for f in files]
     if any(s != p["offset"] for s, p in zip(sizes, applied[:-1], strict=False)):
         return None
-    pieces, positions, at = [], list[dict](), 0
-    for path, size, position in zip(files, sizes, [*applied, *[None] * len(files)],
-                                    strict=False):
-        if at + size <= offset and position is not None:   # wholly applied, unchanged
-            positions.append(position)
-            at += size
-            continue
-        start = max(offset - at, 0)
-        with open(path, "rb") as f:
-            stat = os.fstat(f.fileno())
-            f.seek(start)
-            data = f.read(stat.st_size - start)
+    positions, views, at = list[dict](), [], 0
+    with contextlib.ExitStack() as stack:
+        for path, size, position in zip(files, sizes, [*applied, *[None] * len(files)],
+                                        strict=False):
+            if at + size <= offset and position is not None:   # wholly applied, unchanged
+                positions.append(position)
+                at += size
+                continue
+            start = max(offset - at, 0)
             done = position["offset"] if position is not None else 0
             if start > done:
                 return None
-            crc = zlib.crc32(memoryview(data)[done - start:],
-                             position["crc"] if position is not None else 0)
+            f = stack.enter_context(open(path, "rb"))
+            stat = os.fstat(f.fileno())
+            views.append((path, f, stat, start, position))
+            at += stat.st_size
+        stream = _buffer(sum(stat.st_size - start for _, _, stat, start, _ in views))
+        at = 0
+        for path, f, stat, start, position in views:
+            f.seek(start)
+            data = _filled(f, stream[at:at + stat.st_size - start], path)
+            done, before = (position["offset"], position["crc"]) if position else (0, 0)
             positions.append(dict(Position.taken(path, stat.st_size, Stat.of(stat),
-                                                 _reader(f)).to_json(), crc=crc))
-        pieces.append(data)
-        at += stat.st_size
-    stream = b"".join(pieces) if len(pieces) != 1 else pieces[0]
+                                                 _reader(f)).to_json(),
+                                  crc=zlib.crc32(data[done - start:], before)))
+            at += stat.st_size - start
     end = whole_frames(stream)
-    return Read(stream[:end] if end < len(stream) else stream, positions,
-                len(stream) - end, False, offset)
+    return Read(stream[:end], positions, len(stream) - end, False, offset)
 
 
-def _position(path: str, data: bytes, stat: os.stat_result, f, sums: dict) -> dict:
+def _buffer(size: int) -> memoryview:
+    """A writable buffer of ``size`` bytes, not cleared (each byte is read into it)."""
+    return np.empty(size, np.uint8).data
+
+
+def _filled(f, view: memoryview, path: str) -> memoryview:
+    """``view`` filled from ``f``; ``InputsChanged`` where the file ends before."""
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])
+        if not n:
+            raise InputsChanged(f"{path}: shrank while it was read")
+        got += n
+    return view
+
+
+def _position(path: str, data: bytes | memoryview, stat: os.stat_result, f, sums: dict) -> dict:
     """The position of ``data`` read from ``path``, its bytes checked against what an
     earlier run read of it (``sums``: path -> (offset, CRC-32))."""
     offset, crc = sums.get(path, (0, None))
@@ -158,7 +180,7 @@ def _position(path: str, data: bytes, stat: os.stat_result, f, sums: dict) -> di
     return dict(position, crc=zlib.crc32(data))
 
 
-def whole_frames(data: bytes) -> int:
+def whole_frames(data: bytes | memoryview) -> int:
     """The end of the last whole frame of ``data`` (frames from its start; damage passed
     over): the bytes after it are a frame still being written."""
     resume = Resume(ScanOptions.of(columns=("offset",), errors="skip"))

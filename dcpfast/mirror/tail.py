@@ -1,19 +1,21 @@
 """Where a later run of a mirror reads on from, and the state of what it reads there.
 
-A run records, with its commit, a ``Tail``: for each vbucket the stream offset of its
-first frame the run did not apply (the frame after the last one at or below its
-consistent seqno, or the snapshot marker before a prepare still waiting for its commit),
-the vbuckets stopped by a loss, the collection names known and whether keys carry a
-collection id. The next run reads the stream from the least of those offsets only,
-passes over each vbucket's frames before its own offset, and builds the state of the
-rest: every document it changes, at each vbucket's new consistent seqno, is that
-document's row in the table (a tombstone: the row goes).
+A run records, with its commit, a ``Tail``: for each vbucket the stream offset of the
+snapshot marker that opens its first frame not applied (the snapshot still arriving, or
+the snapshot of a prepare still waiting for its commit), the vbuckets stopped by a loss,
+the collection names known, whether keys carry a collection id, and the end of the
+stream read. The next run reads the stream from the least of those offsets only, passes
+over each vbucket's frames before its own offset, and builds the state of the rest with
+the changes applied already fed as Seqno Advanced frames (the stream checks see every
+seqno, the documents none of those changes): every document the new frames change, at
+each vbucket's new consistent seqno, is that document's row in the table (a tombstone:
+the row goes).
 
-That holds where the new frames only go on from where the stream stood. A run whose new
-frames restart a stream (a Stream Request's response), flush, drop or re-create a
-collection, carry stream ids, hold damage or lose frames, or whose bytes applied
-before are no longer the stream's start, reads everything again (``tail_state``
-gives None).
+That holds where the new frames only go on from where the stream stood. Frames read that
+restart a stream (a Stream Request or its response), flush a bucket, drop, flush or
+re-create a collection (or a collection event read again), carry stream ids, hold damage
+or lose frames, or a stream that only now says its keys carry collection ids: the run
+reads everything again (``tail_state`` gives None).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ..io.dumps import scan
 
 #: The columns the tail is told by.
 COLUMNS = ["offset", "magic", "opcode", "vbucket", "opaque", "body_len", "by_seqno",
-           "prepared_seqno", "stream_id"]
+           "prepared_seqno", "snap_end", "stream_id"]
 #: A Seqno Advanced frame: the header, then the seqno.
 _ADVANCE = struct.Struct(">BBHBBHIIQQ")
 #: Frames after which the new frames cannot be applied alone: a stream restarted, a
@@ -153,7 +155,7 @@ def tail_after(frames: FrameBatch, base: int, end: int, cut: dict[int, int],
     np.maximum.at(following, vbuckets[other], position[other])
     waiting = _waiting_prepares(vbuckets, seqno, _filled(frames, "prepared_seqno")[at],
                                 opcode, position <= last[vbuckets])
-    order = np.argsort(vbuckets, kind="stable")        # each one's frames, in order
+    order = np.argsort(frames["vbucket"][at], kind="stable")   # each one's, in order
     grouped = vbuckets[order]
     marker = opcode == P.Opcode.SNAPSHOT_MARKER
     for vb in np.flatnonzero(first < n).tolist():
@@ -188,8 +190,10 @@ def _waiting_prepares(vbuckets: np.ndarray, seqno: np.ndarray, prepared: np.ndar
                                      (opcode == P.Opcode.ABORT)))
     high = vbuckets.astype(np.uint64) << np.uint64(48)
     low = np.uint64(2**48 - 1)
-    resolved = np.isin(high[prepares] | (seqno[prepares] & low),
-                       high[ends] | (prepared[ends] & low))
+    done = np.sort(high[ends] | (prepared[ends] & low))
+    wanted = high[prepares] | (seqno[prepares] & low)
+    found = np.minimum(np.searchsorted(done, wanted), max(len(done) - 1, 0))
+    resolved = done[found] == wanted if len(done) else np.zeros(len(wanted), bool)
     waiting = prepares[~resolved]
     first = np.full(1 << 16, len(opcode), np.int64)
     np.minimum.at(first, vbuckets[waiting], waiting)
@@ -204,7 +208,37 @@ def _limits(cut: dict[int, int]) -> np.ndarray:
     return limit
 
 
-def tail_state(data: bytes, base: int, tail: Tail, cut: dict[int, int], *,
+def unfinished(frames: FrameBatch) -> bool:
+    """Whether a vbucket's stream in ``frames`` (``frames_of``) sent items of a snapshot
+    whose end it has not sent."""
+    stream = _of_streams(frames)
+    marker = stream & (frames["opcode"] == P.Opcode.SNAPSHOT_MARKER)
+    vbuckets = frames["vbucket"].astype(np.int64)
+    position = np.arange(len(frames), dtype=np.int64)
+    last = np.full(1 << 16, -1, np.int64)
+    np.maximum.at(last, vbuckets[marker], position[marker])
+    seqno = _filled(frames, "by_seqno")
+    items = stream & (seqno != _NONE) & (position > last[vbuckets])
+    if not items.any():
+        return False
+    top = np.zeros(1 << 16, np.uint64)
+    np.maximum.at(top, vbuckets[items], seqno[items])
+    ends = np.zeros(1 << 16, np.uint64)
+    has = last >= 0
+    ends[has] = frames["snap_end"][last[has]]
+    seen = np.unique(vbuckets[items])
+    return bool((top[seen] < ends[seen]).any())
+
+
+def above(frames: FrameBatch, cut: dict[int, int]) -> bool:
+    """Whether a vbucket's stream in ``frames`` sent a change with a seqno above its
+    ``cut``."""
+    seqno = _filled(frames, "by_seqno")
+    sent = _of_streams(frames) & (seqno != _NONE)
+    return bool((seqno[sent] > _limits(cut)[frames["vbucket"][sent]]).any())
+
+
+def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, int], *,
                values: bool, errors: str) -> TailState | None:
     """What ``data`` (the stream from its offset ``base``, ``tail.offset``, to the end
     of its last whole frame) changes in the documents a run applied up to ``cut``; None
@@ -261,7 +295,8 @@ def tail_state(data: bytes, base: int, tail: Tail, cut: dict[int, int], *,
     return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after)
 
 
-def _kept(data: bytes, frames: FrameBatch, feed: np.ndarray, advanced: np.ndarray) -> bytes:
+def _kept(data: bytes | memoryview, frames: FrameBatch, feed: np.ndarray,
+          advanced: np.ndarray) -> bytes | memoryview:
     """The frames ``feed`` names, back to back, those ``advanced`` names as Seqno
     Advanced frames of their vbucket, opaque and seqno."""
     if feed.all() and not advanced.any():
@@ -282,7 +317,7 @@ def _kept(data: bytes, frames: FrameBatch, feed: np.ndarray, advanced: np.ndarra
     return b"".join(pieces)
 
 
-def _harmless(data: bytes, tail: Tail) -> bool:
+def _harmless(data: bytes | memoryview, tail: Tail) -> bool:
     """Whether the system events of ``data`` leave the documents as they are: no drop,
     no flush, no collection created again."""
     events = system_events(scan(data, errors="skip", collections=tail.keyed))

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dcpfast
-from dcpfast.mirror.inputs import InputsChanged, check, files_of, read, whole_frames
+from dcpfast.mirror.inputs import (
+    InputsChanged,
+    check,
+    files_of,
+    read,
+    read_on,
+    whole_frames,
+)
 from dcpfast.testing import SAMPLE
 
 DATA = SAMPLE.read_bytes()
@@ -79,3 +87,30 @@ def test_a_later_run_refuses_files_that_do_not_continue(tmp_path):
         read([str(dump)], applied)                       # ... its bytes do
     with pytest.raises(InputsChanged, match="begin with the files applied"):
         check([str(tmp_path / "first.dcp"), str(dump)], applied)
+
+
+@given(st.integers(1, len(DATA) - 1), st.integers(1, len(DATA) - 1), st.integers(0, 100))
+@settings(max_examples=40, deadline=None)
+def test_reading_on_gives_the_stream_from_an_offset(tmp_path_factory, a, b, back):
+    """A later run's read: the stream from an offset, each file's checksum whole as a run
+    reading everything would have it, a file before the last that grew refused."""
+    folder = tmp_path_factory.mktemp("on")
+    first, second = sorted((a, b))
+    (folder / "a.dcp").write_bytes(DATA[:first])
+    files = files_of(folder)
+    earlier = read(files)
+    offset = max([e for e in ENDS if e <= len(earlier.data) - back], default=0)   # a frame's end
+    with open(folder / "a.dcp", "ab") as f:               # the last file applied grows
+        f.write(DATA[first:second])
+    (folder / "b.dcp").write_bytes(DATA[second:])         # and a new one comes
+    files = files_of(folder)
+    check(files, earlier.positions)
+    on = read_on(files, earlier.positions, offset)
+    whole = read(files, earlier.positions)
+    assert on is not None and on.base == offset
+    assert bytes(on.data) == bytes(whole.data)[offset:] and on.waiting == whole.waiting
+    assert [p["crc"] for p in on.positions] == [p["crc"] for p in whole.positions] == \
+        [zlib.crc32(DATA[:second]), zlib.crc32(DATA[second:])]
+    with open(folder / "a.dcp", "ab") as f:               # now a file before the last grows
+        f.write(b"\x80")
+    assert read_on(files_of(folder), on.positions, offset) is None

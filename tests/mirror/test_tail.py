@@ -18,7 +18,7 @@ from dcpfast import testing as t
 from dcpfast.events import Manifest
 from dcpfast.mirror import mirror
 from dcpfast.mirror.inputs import whole_frames
-from dcpfast.mirror.tail import Tail
+from dcpfast.mirror.tail import Tail, above, frames_of, unfinished
 from tests.mirror.test_api import grow, held, wanted
 from tests.state_scenarios import scenario
 
@@ -37,6 +37,18 @@ def test_a_tail_is_plain_json():
     tail = Tail(10, {3: 10, 700: 25}, [4], manifest, True, 40)
     again = Tail.from_json(tail.to_json())
     assert again == tail and again.manifest.collections[9] == "c"
+
+
+def test_a_stream_that_ends_inside_a_snapshot_is_unfinished():
+    def stream(items: int, vbucket: int = 5) -> bytes:
+        return t.snapshot_marker(1, 3, vbucket=vbucket) + b"".join(
+            t.mutation(b"k%d" % i, b"{}", by_seqno=i, vbucket=vbucket)
+            for i in range(1, items + 1))
+    done = stream(3, 6)
+    assert not unfinished(frames_of(done, False))
+    assert unfinished(frames_of(done + stream(2), False))
+    assert not unfinished(frames_of(done + stream(3), False))
+    assert above(frames_of(done, False), {6: 2}) and not above(frames_of(done, False), {6: 3})
 
 
 @pytest.mark.parametrize("seed", range(4))
