@@ -68,7 +68,8 @@ class MirrorRun:
 
 
 def mirror(inputs, table: str, *, history: str | None = None, values: bool = True,
-           errors: str = "skip", collections: bool | None = None) -> MirrorRun:
+           errors: str = "skip", collections: bool | None = None,
+           until: dict[str, int] | None = None) -> MirrorRun:
     """Apply what ``inputs`` (dumps, directories of dumps read in name order as one
     stream, or one capture or compressed dump) hold to the Delta table at ``table``
     (created by the first run) and commit it. See docs/mirror.md.
@@ -77,7 +78,9 @@ def mirror(inputs, table: str, *, history: str | None = None, values: bool = Tru
     (``__START_AT``, ``__END_AT``), committed first. ``values``: the documents' bodies and
     xattrs too. ``errors``: "skip" (the default) passes over damaged frames and stops a
     vbucket that lost frames at its consistent seqno; "strict" refuses them
-    (``DcpFormatError``), the tables unchanged."""
+    (``DcpFormatError``), the tables unchanged. ``until``: each file's bytes to read at
+    most (its absolute path -> bytes; a file it does not name: those applied before),
+    where a stream delivered frames up to there (``dcpfast.spark.mirror_stream``)."""
     uri = os.fspath(table)
     files = files_of(inputs)
     existing = opened(uri)
@@ -90,10 +93,10 @@ def mirror(inputs, table: str, *, history: str | None = None, values: bool = Tru
     number = before["run"] + 1 if before is not None else 1
     if history is None and before is not None:
         on = _read_on(uri, existing, files, before, number, values=values, errors=errors,
-                      collections=collections)
+                      collections=collections, until=until)
         if on is not None:
             return on
-    got = read(files, applied)
+    got = read(files, applied, until)
     rows, cut, lost, tail = _state(got, values=values, errors=errors,
                                    collections=collections)
     points = sorted([vb, s] for vb, s in cut.items())
@@ -114,7 +117,8 @@ def mirror(inputs, table: str, *, history: str | None = None, values: bool = Tru
 
 
 def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
-             values: bool, errors: str, collections: bool | None) -> MirrorRun | None:
+             values: bool, errors: str, collections: bool | None,
+             until: dict[str, int] | None) -> MirrorRun | None:
     """The run that reads the stream on from where the last one left its ``Tail`` and
     commits what the new frames change; None where it cannot (no tail kept, inputs that
     are not the stream applied grown, new frames that cannot be applied alone)."""
@@ -123,7 +127,7 @@ def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
     tail = Tail.from_json(before["tail"])
     if collections is not None and collections != tail.keyed:
         return None
-    got = read_on(files, before["inputs"], tail.offset)
+    got = read_on(files, before["inputs"], tail.offset, until)
     if got is None:
         return None
     cut = {int(vb): int(s) for vb, s in before["consistency"]}

@@ -87,10 +87,14 @@ def check(files: list[str], applied: list[dict]) -> None:
                 raise InputsChanged(str(changed)) from None
 
 
-def read(files: list[str], applied: list[dict] | tuple = ()) -> Read:
+def read(files: list[str], applied: list[dict] | tuple = (),
+         until: dict[str, int] | None = None) -> Read:
     """The stream of ``files``: dumps concatenated up to the end of their last whole
     frame, or one capture or compressed dump whole. The bytes of ``applied`` (the
-    positions an earlier run read to) must be those it read, else ``InputsChanged``."""
+    positions an earlier run read to) must be those it read, else ``InputsChanged``.
+    ``until``: each file's bytes to read at most (path -> bytes; a file it does not
+    name: those applied, none of a new one), where a stream delivered frames up to
+    there."""
     sums = {p["path"]: (p["offset"], p.get("crc")) for p in applied}
     if any(_special(f) for f in files):
         if len(files) > 1:
@@ -103,30 +107,35 @@ def read(files: list[str], applied: list[dict] | tuple = ()) -> Read:
     with contextlib.ExitStack() as stack:
         opened = [stack.enter_context(open(path, "rb")) for path in files]
         stats = [os.fstat(f.fileno()) for f in opened]
-        stream = _buffer(sum(s.st_size for s in stats))
+        sizes = [_size(path, stat.st_size, sums.get(path, (0,))[0], until)
+                 for path, stat in zip(files, stats, strict=True)]
+        stream = _buffer(sum(sizes))
         positions, at = [], 0
-        for path, f, stat in zip(files, opened, stats, strict=True):
-            data = _filled(f, stream[at:at + stat.st_size], path)
+        for path, f, stat, size in zip(files, opened, stats, sizes, strict=True):
+            data = _filled(f, stream[at:at + size], path)
             positions.append(_position(path, data, stat, f, sums))
-            at += stat.st_size
+            at += size
     end = whole_frames(stream)
     return Read(stream[:end], positions, len(stream) - end, False)
 
 
-def read_on(files: list[str], applied: list[dict], offset: int) -> Read | None:
-    """The stream of ``files`` from its ``offset`` on, where the files ``applied`` (their
-    positions, ``check``ed) are still its start: each but the last as it was, the last
-    grown or not; None where they are not (a file before the last grew) or the inputs
-    hold a capture or a compressed dump (read whole)."""
+def read_on(files: list[str], applied: list[dict], offset: int,
+            until: dict[str, int] | None = None) -> Read | None:
+    """The stream of ``files`` (each read no further than ``until`` says, as ``read``)
+    from its ``offset`` on, where the files ``applied`` (their positions, ``check``ed)
+    are still its start: each but the last as it was, the last grown or not; None where
+    they are not (a file before the last grew) or the inputs hold a capture or a
+    compressed dump (read whole)."""
     if not applied or any(_special(f) for f in files[len(applied) - 1:]):
         return None
-    sizes = [os.path.getsize(f) for f in files]
+    was = [*applied, *[None] * len(files)][:len(files)]
+    sizes = [_size(f, os.path.getsize(f), p["offset"] if p else 0, until)
+             for f, p in zip(files, was, strict=True)]
     if any(s != p["offset"] for s, p in zip(sizes, applied[:-1], strict=False)):
         return None
     positions, views, at = list[dict](), [], 0
     with contextlib.ExitStack() as stack:
-        for path, size, position in zip(files, sizes, [*applied, *[None] * len(files)],
-                                        strict=False):
+        for path, size, position in zip(files, sizes, was, strict=True):
             if at + size <= offset and position is not None:   # wholly applied, unchanged
                 positions.append(position)
                 at += size
@@ -137,20 +146,28 @@ def read_on(files: list[str], applied: list[dict], offset: int) -> Read | None:
                 return None
             f = stack.enter_context(open(path, "rb"))
             stat = os.fstat(f.fileno())
-            views.append((path, f, stat, start, position))
-            at += stat.st_size
-        stream = _buffer(sum(stat.st_size - start for _, _, stat, start, _ in views))
+            size = _size(path, stat.st_size, done, until)
+            views.append((path, f, stat, size, start, position))
+            at += size
+        stream = _buffer(sum(size - start for _, _, _, size, start, _ in views))
         at = 0
-        for path, f, stat, start, position in views:
+        for path, f, stat, size, start, position in views:
             f.seek(start)
-            data = _filled(f, stream[at:at + stat.st_size - start], path)
+            data = _filled(f, stream[at:at + size - start], path)
             done, before = (position["offset"], position["crc"]) if position else (0, 0)
-            positions.append(dict(Position.taken(path, stat.st_size, Stat.of(stat),
+            positions.append(dict(Position.taken(path, size, Stat.of(stat),
                                                  _reader(f)).to_json(),
                                   crc=zlib.crc32(data[done - start:], before)))
-            at += stat.st_size - start
+            at += size - start
     end = whole_frames(stream)
     return Read(stream[:end], positions, len(stream) - end, False, offset)
+
+
+def _size(path: str, size: int, done: int, until: dict[str, int] | None) -> int:
+    """The bytes of ``path`` (``size`` of them there, ``done`` applied) a run reads."""
+    if until is None:
+        return size
+    return min(size, max(until.get(path, 0), done))
 
 
 def _buffer(size: int) -> memoryview:

@@ -28,6 +28,9 @@ reinterpreting their 64 bits, so values of 2**63 and above read as negative numb
 * ``state(frames_df, ...)``: the documents of the decoded frames as of the end, a seqno or
   a time (``dcpfast.state`` on Spark); ``state_report`` its consistent seqnos and what
   skip mode passed over.
+* ``mirror_stream(spark, inputs, table, checkpoint)``: ``dcpfast.mirror`` fed by the
+  ``dcp`` stream source through ``foreachBatch``, exactly once across restarts;
+  ``mirror(spark, inputs, table, checkpoint)`` runs it once (``Trigger.AvailableNow``).
 * ``changes(frames_df, ...)``: the change feed of the decoded frames (``dcpfast.changes``
   on Spark).
 * ``diff(spark, source, target, out)``: two buckets' dumps compared (``dcpfast.diff`` on
@@ -45,12 +48,14 @@ from .convert import decode_arrow, decode_pandas
 from .datasource import read_dcp, register
 from .documents import state, state_report
 from .job import decode_to_parquet
+from .mirror import mirror, mirror_stream
 from .report_job import report
 from .schema import DEFAULT, spark_arrow_schema, spark_schema, unsigned
 from .sink import write_delta, write_parquet
 
 __all__ = ["DEFAULT", "SCHEMA", "changes", "decode_arrow", "decode_pandas",
-           "decode_to_parquet", "diff", "read_dcp", "register", "report", "spark_arrow_schema",
+           "decode_to_parquet", "diff", "mirror", "mirror_stream", "read_dcp", "register",
+           "report", "spark_arrow_schema",
            "spark_schema", "state", "state_report", "unsigned", "write_delta", "write_parquet"]
 
 
