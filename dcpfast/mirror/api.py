@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,11 +27,13 @@ from ..documents.output import metadata
 from ..events import Manifest
 from .inputs import Read, check, files_of, read, read_on
 from .table import (
+    APP_ID,
     IDENTITY,
     VERSION_IDENTITY,
     as_history,
     as_table,
     commit,
+    extended,
     last_run,
     merged,
     opened,
@@ -91,9 +94,10 @@ def mirror(inputs, table: str, *, history: str | None = None, values: bool = Tru
     applied = before["inputs"] if before is not None else []
     check(files, applied)
     number = before["run"] + 1 if before is not None else 1
-    if history is None and before is not None:
+    if before is not None:
         on = _read_on(uri, existing, files, before, number, values=values, errors=errors,
-                      collections=collections, until=until)
+                      collections=collections, until=until,
+                      history=(os.fspath(history), kept) if history is not None else None)
         if on is not None:
             return on
     got = read(files, applied, until)
@@ -118,11 +122,17 @@ def mirror(inputs, table: str, *, history: str | None = None, values: bool = Tru
 
 def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
              values: bool, errors: str, collections: bool | None,
-             until: dict[str, int] | None) -> MirrorRun | None:
+             until: dict[str, int] | None, history: tuple[str, Any] | None
+             ) -> MirrorRun | None:
     """The run that reads the stream on from where the last one left its ``Tail`` and
-    commits what the new frames change; None where it cannot (no tail kept, inputs that
-    are not the stream applied grown, new frames that cannot be applied alone)."""
+    commits what the new frames change (``history``: the history table's path and the
+    table, its new versions first); None where it cannot (no tail kept, inputs that are
+    not the stream applied grown, new frames that cannot be applied alone, a history
+    table that is not at the last run)."""
     if before.get("tail") is None:
+        return None
+    if history is not None and (history[1] is None or history[1].transaction_version(
+            APP_ID) != number - 1):
         return None
     tail = Tail.from_json(before["tail"])
     if collections is not None and collections != tail.keyed:
@@ -131,7 +141,8 @@ def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
     if got is None:
         return None
     cut = {int(vb): int(s) for vb, s in before["consistency"]}
-    found = tail_state(got.data, got.base, tail, cut, values=values, errors=errors)
+    found = tail_state(got.data, got.base, tail, cut, values=values, errors=errors,
+                       history=history is not None)
     if found is None:
         return None
     written, gone = found.written, found.gone
@@ -143,11 +154,14 @@ def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
     run = {"run": number, "inputs": got.positions, "consistency": points,
            "lost": before["lost"], "waiting": got.waiting, "read": len(got.data),
            "tail": found.tail.to_json()}
+    history_version = None
+    if history is not None and found.versions is not None and found.versions.num_rows:
+        history_version = extended(history[0], history[1], as_history(found.versions), run)
     version, counts = merged(uri, existing, written, as_table(gone).select(list(IDENTITY)),
                              run)
     documents = rows_in(existing)
     return MirrorRun(uri, version, number, written.num_rows, counts["deleted"], documents,
-                     points, before["lost"], got.waiting, None, len(got.data))
+                     points, before["lost"], got.waiting, history_version, len(got.data))
 
 
 def _applied(uri: str, existing, rows: pa.Table, run: dict, identity: tuple[str, ...],

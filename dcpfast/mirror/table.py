@@ -138,6 +138,45 @@ def merged(uri: str, table, changed: pa.Table, gone: pa.Table, run: dict,
                              for k in ("inserted", "updated", "deleted")}
 
 
+def extended(uri: str, table, versions: pa.Table, run: dict) -> int:
+    """Commit new versions (``versions``: as the history table holds them, tombstones
+    included) to the history ``table`` in one MERGE: each document's current version ends
+    where its first new version begins, and the new versions but the tombstones are
+    added; the table's new version."""
+    key = list(IDENTITY)
+    first = versions.group_by(key).aggregate([("valid_from_seqno", "min")]) \
+        .rename_columns([*key, "valid_from_seqno"])
+    ends = first.join(versions.select([*key, "valid_from_seqno", "valid_from_time"]),
+                      [*key, "valid_from_seqno"])
+    ends = ends.append_column("__START_AT", pa.StructArray.from_arrays(
+        [ends["valid_from_seqno"].combine_chunks(), ends["valid_from_time"].combine_chunks()],
+        names=["seqno", "time"]))
+    added = versions.filter(pc.invert(pc.fill_null(versions["deleted"], False)))
+    n = ends.num_rows
+    closers = pa.table({f.name: ends[f.name] if f.name in key else pa.nulls(n, f.type)
+                        for f in added.schema}, schema=added.schema)
+    for name, source in (("valid_to_seqno", "valid_from_seqno"),
+                         ("valid_to_time", "valid_from_time"), ("__END_AT", "__START_AT")):
+        at = closers.schema.get_field_index(name)
+        closers = closers.set_column(at, closers.schema.field(at),
+                                     ends[source].cast(closers.schema.field(at).type))
+    source = pa.concat_tables([
+        added.append_column("_close", pa.array([False] * added.num_rows, pa.bool_())),
+        closers.append_column("_close", pa.array([True] * n, pa.bool_()))])
+    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key) + (
+        " AND ((s._close AND t.valid_to_seqno IS NULL) OR (NOT s._close AND "
+        "t.by_seqno = s.by_seqno AND t.cas = s.cas))")
+    with _committing(uri):
+        (table.merge(source, on, source_alias="s", target_alias="t",
+                     commit_properties=_properties(run))
+         .when_matched_update({c: f"s.`{c}`" for c in ("valid_to_seqno", "valid_to_time",
+                                                       "__END_AT")}, predicate="s._close")
+         .when_not_matched_insert({c: f"s.`{c}`" for c in added.column_names},
+                                  predicate="NOT s._close")
+         .execute())
+    return table.version()
+
+
 def rows_in(table) -> int:
     """The rows of ``table``'s current version (from its log: no data file read)."""
     actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()

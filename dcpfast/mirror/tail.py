@@ -100,22 +100,24 @@ class Tail:
 @dataclass(frozen=True)
 class TailState:
     """What the new frames change: the documents ``written`` (their rows) and ``gone``
-    (their identities' rows: tombstones), each vbucket's consistent seqno now, and the
-    ``Tail`` a later run reads on from."""
+    (their identities' rows: tombstones), each vbucket's consistent seqno now, the
+    ``Tail`` a later run reads on from, and where asked every new version (``versions``:
+    ``state(history=True, include_deleted=True)``'s rows)."""
 
     written: pa.Table
     gone: pa.Table
     cut: dict[int, int]
     tail: Tail
+    versions: pa.Table | None = None
 
 
 def built(data, *, values: bool, errors: str, collections: bool | None,
-          at_seqno=None, include_deleted: bool = False,
+          at_seqno=None, include_deleted: bool = False, history: bool = False,
           manifest: Manifest | None = None) -> tuple[pa.Table, Manifest]:
     """The state of ``data`` (``documents.state``'s rows) and the collection names the
     builder knew at its end (``manifest``: those known before it)."""
     builder = StateBuilder(at_seqno=at_seqno, include_deleted=include_deleted,
-                           values=values, errors=errors)
+                           values=values, errors=errors, history=history)
     if manifest is not None:
         builder.manifest = manifest
     reading = {"collections": collections, "batch_bytes": DEFAULT_BATCH_BYTES,
@@ -239,11 +241,12 @@ def above(frames: FrameBatch, cut: dict[int, int]) -> bool:
 
 
 def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, int], *,
-               values: bool, errors: str) -> TailState | None:
+               values: bool, errors: str, history: bool = False) -> TailState | None:
     """What ``data`` (the stream from its offset ``base``, ``tail.offset``, to the end
     of its last whole frame) changes in the documents a run applied up to ``cut``; None
     where the new frames cannot be applied alone (a restart, a flush, a collection
-    dropped, stream ids, damage, lost frames: the run reads everything again)."""
+    dropped, stream ids, damage, lost frames: the run reads everything again).
+    ``history``: their versions too, tombstones included."""
     frames = frames_of(data, tail.keyed)
     if frames.errors or (len(frames) and frames.consumed < len(data)) or \
             (tail.keyed is None and frames.collections):
@@ -272,10 +275,10 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     if (feed & ~advanced & (opcode == P.Opcode.SYSTEM_EVENT)).any() and \
             not _harmless(kept, tail):
         return None
-    def state_of(at_seqno=None) -> tuple[pa.Table, Manifest]:
+    def state_of(at_seqno=None, versions: bool = False) -> tuple[pa.Table, Manifest]:
         return built(kept, manifest=copy.deepcopy(tail.manifest), values=values,
                      errors=errors, collections=bool(tail.keyed), include_deleted=True,
-                     at_seqno=at_seqno)
+                     at_seqno=at_seqno, history=versions)
     rows, manifest = state_of()
     meta = metadata(rows)
     if meta.get("errors_total") or meta.get("lost"):
@@ -288,11 +291,15 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     if (seqno[sent] > limit[vbuckets[sent]]).any():
         named = {vb: now.get(vb, 0) for vb in np.unique(vbuckets[sent]).tolist()}
         rows, manifest = state_of(named)
+    every = None
+    if history:
+        every = state_of({vb: now.get(vb, 0) for vb in np.unique(
+            vbuckets[feed & request]).tolist()}, versions=True)[0].replace_schema_metadata(None)
     rows = rows.replace_schema_metadata(None)
     dead = pc.fill_null(rows["deleted"], False)
     after = tail_after(frames.filter(feed), base, base + len(data), now, tail.stopped,
                        manifest, tail.keyed, tail.starts)
-    return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after)
+    return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after, every)
 
 
 def _kept(data: bytes | memoryview, frames: FrameBatch, feed: np.ndarray,

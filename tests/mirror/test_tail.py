@@ -19,7 +19,7 @@ from dcpfast.events import Manifest
 from dcpfast.mirror import mirror
 from dcpfast.mirror.inputs import whole_frames
 from dcpfast.mirror.tail import Tail, above, frames_of, unfinished
-from tests.mirror.test_api import grow, held, wanted
+from tests.mirror.test_api import grow, held, held_history, wanted, wanted_history
 from tests.state_scenarios import scenario
 
 pytest.importorskip("deltalake")
@@ -141,3 +141,20 @@ def test_a_dump_before_the_last_that_grew_is_read_again_whole(tmp_path):
     run = mirror(folder, uri)
     assert run.read == whole_frames(data)
     assert held(uri) == wanted(data[:run.read])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_history_read_on_is_every_version(seed, tmp_path):
+    rng = random.Random(seed)
+    data = t.synthetic_stream(2000, seed=20 + seed, vbuckets=2, sync_writes=seed != 1)
+    dump, uri, versions = tmp_path / "d.dcp", str(tmp_path / "t.delta"), \
+        str(tmp_path / "h.delta")
+    read = []
+    for end in sorted(rng.sample(range(1, len(data)), 5)) + [len(data)]:
+        grow(dump, data, end)
+        run = mirror(dump, uri, history=versions)
+        applied = end - run.waiting
+        assert held_history(versions) == wanted_history(data[:applied])
+        assert held(uri) == wanted(data[:applied])
+        read.append(run.read)
+    assert sum(read) < 1.5 * len(data), read        # the runs after the first read on
