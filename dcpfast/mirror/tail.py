@@ -275,6 +275,7 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     if (feed & ~advanced & (opcode == P.Opcode.SYSTEM_EVENT)).any() and \
             not _harmless(kept, tail):
         return None
+
     def state_of(at_seqno=None, versions: bool = False) -> tuple[pa.Table, Manifest]:
         return built(kept, manifest=copy.deepcopy(tail.manifest), values=values,
                      errors=errors, collections=bool(tail.keyed), include_deleted=True,
