@@ -27,8 +27,9 @@ def mirror_command(files, table, history, no_values, errors, collections, sample
     """Apply what FILES hold (dumps, directories of rotated dumps read in name order as
     one stream, or one capture or compressed dump) to the Delta table TABLE of their
     documents, and commit it: after each commit the table is the state of everything
-    read, each vbucket at its consistent seqno. Run it again as the dumps grow; a run
-    stopped at any moment and run again commits what it would have, never twice.
+    read, each vbucket at its consistent seqno. Run it again as the dumps grow: a later
+    run reads on from where the last one stood. A run stopped at any moment and run
+    again commits what it would have, never twice.
     """
     names = inputs(files, sample)
     try:
