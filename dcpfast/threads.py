@@ -19,6 +19,7 @@ installed for pthread_exit to work"). It is loaded here, once, while memory is t
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import ctypes.util
@@ -33,6 +34,7 @@ from typing import TypeVar
 import numpy as np
 
 _POLL_SECONDS = 0.2         # how often a wait looks whether its worker thread still lives
+_START_SECONDS = 10.0       # how long a thread started may take to come up
 #: The most threads the default (``threads=None``) takes: on a 16-core machine every
 #: threaded path was fastest at 8, and a scan on 16 no faster than on one
 #: (docs/benchmarks.md, "Batch sizes and threads").
@@ -116,10 +118,11 @@ class _Task:
         self.done = threading.Lock()
         self.done.acquire()
         self.finished = False
-        self.worker: threading.Thread | None = None
+        self.worker: _Thread | None = None
 
-    def run(self) -> None:
-        self.worker = threading.current_thread()
+    def run(self, worker: _Thread | None = None) -> None:
+        """Run the call (on ``worker``, or None: in the thread that handed it)."""
+        self.worker = worker
         try:
             self.outcome = _outcome(self.call)
         finally:
@@ -136,6 +139,42 @@ class _Task:
         return self.outcome
 
 
+class _Thread:
+    """A thread running ``target(self, *args)``, started without ``threading.Thread``:
+    its ``start`` waits without bound for a thread that dies in its bootstrap, as one
+    does when memory runs out there (CPython gh-140746). One that has not come up within
+    ``_START_SECONDS`` counts as not started (``RuntimeError``) and returns at once if it
+    comes up later. Alive while it runs ``target`` (``is_alive``); the process does not
+    wait for it at exit, as for a daemon thread."""
+
+    def __init__(self, target: Callable, *args):
+        self.ident: int | None = None
+        self._life = _thread.allocate_lock()      # held while it runs
+        self._state = _thread.allocate_lock()     # guards ident and _given_up
+        self._ready = _thread.allocate_lock()
+        self._ready.acquire()
+        self._given_up = False
+        _thread.start_new_thread(self._run, (target, args))
+        if not self._ready.acquire(timeout=_START_SECONDS):
+            with self._state:
+                if self.ident is None:
+                    self._given_up = True
+                    raise RuntimeError("a thread started did not come up")
+
+    def _run(self, target: Callable, args: tuple) -> None:
+        with self._life:
+            with self._state:
+                if self._given_up:
+                    return
+                self.ident = _thread.get_ident()
+            self._ready.release()
+            target(self, *args)
+
+    def is_alive(self) -> bool:
+        """Whether it still runs its target."""
+        return self._life.locked()
+
+
 class _Workers:
     """Up to ``size`` daemon worker threads taking ``_Task``s from a queue (as many as
     could be started: ``RuntimeError`` when none could); they end when this object is
@@ -143,12 +182,10 @@ class _Workers:
 
     def __init__(self, size: int):
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.threads: list[threading.Thread] = []
-        for k in range(size):
-            thread = threading.Thread(target=_work, args=(self.queue,), daemon=True,
-                                      name=f"dcpfast-{k}")
+        self.threads: list[_Thread] = []
+        for _ in range(size):
             try:
-                thread.start()
+                thread = _Thread(_work, self.queue)
             except (RuntimeError, MemoryError):     # a limit: work with those there are
                 break
             self.threads.append(thread)
@@ -168,12 +205,12 @@ class _Workers:
             self.queue.put(None)
 
 
-def _work(tasks: queue.SimpleQueue) -> None:
+def _work(me: _Thread, tasks: queue.SimpleQueue) -> None:
     """A worker: runs tasks until told to end (``None``). Whatever escapes a task (only
     a failure to record its outcome can) ends the worker quietly: its waiter sees that."""
     try:
         while (task := tasks.get()) is not None:
-            task.run()
+            task.run(me)
             del task
     except BaseException:
         pass
@@ -287,7 +324,7 @@ def _on_lane(lane: str, call):
     except (RuntimeError, MemoryError):       # no thread could be started
         task.run()
     else:
-        if threading.current_thread() in workers.threads:
+        if _thread.get_ident() in [t.ident for t in workers.threads]:
             task.run()                        # from the lane's own thread: no wait on it
         else:
             workers.queue.put(task)

@@ -84,6 +84,43 @@ def test_a_worker_that_ends_mid_task_fails_the_task_instead_of_hanging(monkeypat
     assert threads.run([lambda: 1, lambda: 2, lambda: 3], 3) == [1, 2, 3]
 
 
+def test_a_thread_that_dies_in_its_bootstrap_is_not_waited_for(monkeypatch):
+    """A thread the system started that never runs Python code (it died in its bootstrap,
+    out of memory: CPython gh-140746, where ``Thread.start`` waits for ever) counts as not
+    started: the tasks run in the calling thread."""
+    monkeypatch.setattr(threads, "_START_SECONDS", 0.2)
+    monkeypatch.setattr(threads, "_workers", None)
+    monkeypatch.setattr(threads._thread, "start_new_thread", lambda call, args: 1)
+    assert threads.run([lambda: 1, lambda: 2, lambda: 3], 3) == [1, 2, 3]
+    assert threads._workers is None
+
+
+def test_a_thread_that_comes_up_too_late_runs_nothing(monkeypatch):
+    import _thread
+    import time
+
+    real, ran = _thread.start_new_thread, []
+
+    def late(call, args):
+        return real(lambda: (time.sleep(0.5), call(*args)), ())
+    monkeypatch.setattr(threads, "_START_SECONDS", 0.1)
+    monkeypatch.setattr(threads._thread, "start_new_thread", late)
+    with pytest.raises(RuntimeError, match="did not come up"):
+        threads._Thread(lambda me: ran.append(me))
+    monkeypatch.undo()
+    time.sleep(1.0)
+    assert ran == []
+    import threading
+
+    done = threading.Event()
+    started = threads._Thread(lambda me: (ran.append(me.is_alive()), done.set()))
+    assert done.wait(30) and ran == [True]
+    deadline = time.monotonic() + 30
+    while started.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not started.is_alive()
+
+
 def test_beside_runs_calls_in_turn_on_one_thread_of_its_own():
     import threading
 
