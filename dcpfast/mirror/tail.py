@@ -144,6 +144,7 @@ def tail_after(frames: FrameBatch, base: int, end: int, cut: dict[int, int],
     offsets = frames["offset"][at].astype(np.int64) + base
     seqno = _filled(frames, "by_seqno")[at]
     opcode = frames["opcode"][at]
+    ends = np.asarray(frames["snap_end"], np.uint64)[at]
     limit = _limits(cut)
     n = len(at)
     position = np.arange(n, dtype=np.int64)
@@ -165,8 +166,12 @@ def tail_after(frames: FrameBatch, base: int, end: int, cut: dict[int, int],
             starts.pop(vb, None)
             continue
         mine = order[np.searchsorted(grouped, vb):np.searchsorted(grouped, vb, "right")]
-        if following[vb] <= last[vb]:
-            starts[vb] = end                  # nothing of it waits (its stream may end)
+        # a snapshot whose end is above the cut is open: read again from its marker
+        marks = mine[marker[mine]]
+        opened = int(offsets[marks[-1]]) if len(marks) and ends[marks[-1]] > limit[vb] \
+            else end
+        if following[vb] <= last[vb] and vb not in waiting:
+            starts[vb] = opened               # nothing of it waits (its stream may end)
             continue
         # from the snapshot marker of its first frame not applied, or of a prepare
         # still waiting for its commit: a snapshot is read whole or not at all
@@ -176,7 +181,7 @@ def tail_after(frames: FrameBatch, base: int, end: int, cut: dict[int, int],
             before = mine[(mine < nxt) & marker[mine]]
             nxt = before[-1] if len(before) else mine[0]
         if last[vb] >= 0 or vb not in starts or vb in waiting:
-            starts[vb] = int(offsets[nxt])
+            starts[vb] = min(int(offsets[nxt]), opened)
     offset = min([end, *starts.values()])
     return Tail(offset, starts, sorted(stopped), manifest, keyed, end)
 
