@@ -12,8 +12,11 @@ documents' JSON spliced in), with its output in MB/s, and the JSON lines of the 
 table alone (the encoding: ``json_lines``); and ``audit`` of a clean sink
 (every version the stream sent, as the Kafka connector's records) next to ``diff`` of
 the stream with itself. Before anything is timed it checks that the feed, applied in
-order, is the state, and that the audit of the clean sink finds nothing. Timings are
-reported, never judged.
+order, is the state, and that the audit of the clean sink finds nothing. The feed is
+written as ``dcpfast changes`` writes it, a batch at a time. Then it measures the peak
+RSS a fresh interpreter adds while it makes the state, the feed to Parquet and the
+Debezium JSON lines (each batch written and let go, and once made whole for comparison).
+Timings are reported, never judged.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import io
 import json
+import subprocess
 import sys
+import tempfile
+import textwrap
 from dataclasses import asdict
 from pathlib import Path
 
@@ -75,6 +81,63 @@ def _parquet(table: pa.Table) -> int:
     return sink.tell()
 
 
+def feed_to_parquet(source, sink) -> None:
+    """The feed of ``source`` to Parquet at ``sink``, a batch at a time (as ``dcpfast
+    changes -o FEED.parquet`` writes it)."""
+    stream = changes(source, stream=True)
+    with pq.ParquetWriter(sink, stream.schema) as writer:
+        for batch in stream:
+            writer.write_batch(batch)
+
+
+def debezium_lines(source) -> int:
+    """The bytes of the feed of ``source`` as Debezium JSON lines, made a batch at a
+    time and let go."""
+    return sum(len(piece) for batch in changes(source, before=True, stream=True)
+               for piece in json_lines(formatted(pa.Table.from_batches([batch]),
+                                                 "debezium")))
+
+
+_RSS_CHILD = textwrap.dedent("""
+    import io, sys
+    sys.path.insert(0, sys.argv[3])
+    import dcpfast
+    from bench_changes import debezium_lines, feed_to_parquet
+    from dcpfast.changes import changes, formatted, json_lines
+
+    def peak():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f
+                        if line.startswith("VmHWM:"))
+
+    what, path = sys.argv[1], sys.argv[2]
+    base = peak()
+    if what == "state":
+        dcpfast.state(path)
+    elif what == "parquet":
+        feed_to_parquet(path, io.BytesIO())
+    elif what == "debezium":
+        debezium_lines(path)
+    else:
+        sum(map(len, json_lines(formatted(changes(path, before=True), "debezium"))))
+    print(peak() - base)
+""")
+#: What the memory table measures, by the child's word for it.
+_PEAKS = [("state", "state"), ("changes to Parquet, a batch at a time", "parquet"),
+          ("Debezium JSON lines, a batch at a time", "debezium"),
+          ("Debezium JSON lines, made whole", "whole")]
+
+
+def peak_rss(what: str, path: Path) -> int | None:
+    """The peak RSS a fresh interpreter adds while it runs ``what`` (``_PEAKS``) over
+    the dump at ``path``; None where the system does not say (no /proc)."""
+    if not Path("/proc/self/status").exists():
+        return None
+    out = subprocess.run([sys.executable, "-c", _RSS_CHILD, what, str(path), str(HERE)],
+                         check=True, capture_output=True, text=True).stdout
+    return int(out.split()[-1])
+
+
 def main(argv=None) -> int:
     parser = arguments(__doc__, DEFAULTS, QUICK, DEFAULT_JSON)
     parser.add_argument("--cache", type=Path, help="directory to keep the corpus in")
@@ -107,9 +170,8 @@ def main(argv=None) -> int:
     runs = [
         ("frames and values to Parquet", baseline),
         ("state", lambda: dcpfast.state(source)),
-        ("changes to Parquet", lambda: _parquet(changes(source))),
-        ("changes as Debezium JSON lines", lambda: sum(
-            len(p) for p in json_lines(formatted(changes(source, before=True), "debezium")))),
+        ("changes to Parquet", lambda: feed_to_parquet(source, io.BytesIO())),
+        ("changes as Debezium JSON lines", lambda: debezium_lines(source)),
         ("JSON lines of the Debezium table", lambda: sum(
             len(p) for p in json_lines(debezium))),
         ("audit of a clean sink", lambda: audit(source, sink)),
@@ -128,11 +190,21 @@ def main(argv=None) -> int:
           f"{json_bytes / timings[3].best / 1e6:,.1f} MB/s with the feed built in the same "
           f"time, {json_bytes / timings[4].best / 1e6:,.1f} MB/s encoding the Debezium "
           "table alone")
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "corpus.dcp"
+        path.write_bytes(source)
+        peaks = {label: peak_rss(what, path) for label, what in _PEAKS}
+    if None not in peaks.values():
+        print(f"\npeak RSS a fresh interpreter adds (VmHWM after the imports to the end), "
+              f"the dump {size / 2**20:,.0f} MiB")
+        for label, peak in peaks.items():
+            print(f"{label:<42} {peak / 2**20:>7,.0f} MiB")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         report = {"machine": info, "corpus": {"name": MIXED.name, "items": args.items,
                                               **MIXED.params, **expected},
                   "repeat": args.repeat, "changes": feed.num_rows, "json_bytes": json_bytes,
+                  "peak_rss": peaks,
                   "timings": [{**asdict(t), "best": t.best, "x_base": t.best / base}
                               for t in timings]}
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -33,6 +33,8 @@ from .replay import CHANGES, Everything, Feed, replay
 
 #: The schema metadata key of the feed's metadata (JSON).
 METADATA_KEY = b"dcpfast.changes"
+#: Changes per record batch of ``changes(stream=True)`` and ``ChangesBuilder.batches``.
+BATCH_ROWS = 65536
 #: The fields of a version that the feed shows, after a change and, with ``before``, before.
 _DOCUMENT = [("by_seqno", pa.uint64()), ("rev_seqno", pa.uint64()), ("cas", pa.uint64()),
              ("flags", pa.uint32()), ("expiration", pa.uint32()), ("datatype", pa.uint8()),
@@ -147,25 +149,48 @@ class ChangesBuilder:
     def table(self, *, placed: bool = True) -> pa.Table:
         """The feed of the batches taken, with its metadata (``feed_metadata``);
         ``placed`` as for ``replayed``."""
+        return self.batches(rows=None, placed=placed).read_all()
+
+    def batches(self, *, rows: int | None = BATCH_ROWS,
+                placed: bool = True) -> pa.RecordBatchReader:
+        """The feed of the batches taken as a stream of record batches of at most ``rows``
+        changes (None: one batch), each made as it is read, so that the feed is never
+        held whole; the schema holds the metadata (``feed_metadata``). ``placed`` as for
+        ``replayed``."""
         done = self.replayed(placed=placed)
-        table = self._table(done.feed, done.versions)
         per_vbucket: dict[int, int] = {}
         for unit, seqno in done.consistent.items():
             per_vbucket[unit >> 16] = min(seqno, per_vbucket.get(unit >> 16, seqno))
         metadata = {"consistency": sorted([vb, s] for vb, s in per_vbucket.items()),
                     "lost": sorted({u >> 16 for u in done.lost}),
                     **self.builder.problems.metadata()}
-        return table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata).encode()})
+        schema = changes_schema(values=self.values, before=self.before).with_metadata(
+            {METADATA_KEY: json.dumps(metadata).encode()})
+        if done.versions is None or not len(done.feed):
+            return pa.RecordBatchReader.from_batches(schema, iter(()))
+        feed = done.feed
+        step = len(feed) if rows is None else positive("rows", rows)
+        # the snapshot and the failover log of each change the stream sent (what a restart
+        # undoes has none)
+        markers = _latest_before(self.markers, feed.unit, feed.pos)
+        markers[feed.change == CHANGES.index("rollback")] = -1
+        uuids = _latest_before(self.uuids, feed.unit & np.uint32(0xFFFF0000), feed.pos)
+        versions = done.versions
+        del done
+        pieces = (self._batch(feed.sliced(at, at + step), versions, markers[at:at + step],
+                              uuids[at:at + step], schema)
+                  for at in range(0, len(feed), step))
+        return pa.RecordBatchReader.from_batches(schema, pieces)
 
     def keys(self, doc: np.ndarray) -> pa.Array:
         """The keys of documents ``doc`` (the engine's ids), as text where UTF-8."""
         return text_or_null(keys_of(self.builder.engine.index, doc))
 
-    def _table(self, feed: Feed, versions: Versions | None) -> pa.Table:
+    def _batch(self, feed: Feed, versions: Versions, markers: np.ndarray,
+               uuids: np.ndarray, schema: pa.Schema) -> pa.RecordBatch:
+        """The rows of ``feed``'s changes, each change's snapshot marker and failover log
+        found (``markers``, ``uuids``: indices into those noted, -1 where none)."""
         values, before = self.values, self.before
-        schema = changes_schema(values=values, before=before)
-        if versions is None or not len(feed.doc):
-            return schema.empty_table()
         manifest = self.builder.manifest
         none = feed.after < 0
         rows = versions.take(np.maximum(feed.after, 0))
@@ -173,10 +198,6 @@ class ChangesBuilder:
         rows["key"] = keys_of(self.builder.engine.index, feed.doc)
         columns = columns_of(rows, manifest)
         document = _document(rows, columns, none, values=values)
-        # the snapshot of each change the stream sent (what a restart undoes has none)
-        markers = _latest_before(self.markers, feed.unit, feed.pos)
-        markers[feed.change == CHANGES.index("rollback")] = -1
-        uuids = _latest_before(self.uuids, feed.unit & np.uint32(0xFFFF0000), feed.pos)
         out = {name: columns[name] for name in ("vbucket", "collection_id", "scope",
                                                 "collection", "key", "key_str")}
         out["change"] = pa.array(np.array(CHANGES, object)[feed.change], pa.string())
@@ -197,7 +218,8 @@ class ChangesBuilder:
             inner = schema.field("before").type
             out["before"] = pa.StructArray.from_arrays(
                 [shown[f.name] for f in inner], fields=list(inner), mask=pa.array(was))
-        return pa.table(out, schema=schema)
+        return pa.RecordBatch.from_pydict(
+            {name: _array(column) for name, column in out.items()}, schema=schema)
 
 
 @dataclass
@@ -239,7 +261,8 @@ def stopped(versions: Versions, clears: tuple, cuts: dict[int, int]) -> tuple:
 
 def changes(source, *, values: bool = True, before: bool = False,
             collections: bool | None = None, errors: str = "strict",
-            batch_bytes: int = DEFAULT_BATCH_BYTES, threads: int | None = None) -> pa.Table:
+            batch_bytes: int = DEFAULT_BATCH_BYTES, threads: int | None = None,
+            stream: bool = False) -> pa.Table | pa.RecordBatchReader:
     """The change feed of a DCP stream: one row per change of a document, in stream
     order, such that applying the rows in order (a row with ``deleted`` removes its
     document, any other sets it) gives ``dcpfast.state(source)``; a vbucket whose stream
@@ -253,7 +276,9 @@ def changes(source, *, values: bool = True, before: bool = False,
     ``(epoch, change != "rollback", seqno)`` orders a document's changes (``by_seqno``
     alone does not after a rollback). ``values`` adds ``body`` and ``xattrs``; ``before`` a
     struct of the version that stood before the change (null: none). ``errors``,
-    ``collections``, ``batch_bytes`` and ``threads`` as for ``state``.
+    ``collections``, ``batch_bytes`` and ``threads`` as for ``state``. ``stream=True``
+    returns the same rows as a ``pyarrow.RecordBatchReader`` of batches of
+    ``BATCH_ROWS``, each made as it is read: the feed is then never held whole.
     """
     reading = dict(collections=scan_collections(collections),
                    batch_bytes=positive("batch_bytes", batch_bytes),
@@ -261,14 +286,15 @@ def changes(source, *, values: bool = True, before: bool = False,
     builder = ChangesBuilder(values=values, before=before, errors=errors,
                              threads=reading["threads"])
     with fed(builder, source, errors, reading, again=False):
-        return builder.table()
+        return builder.batches() if flag("stream", stream) else builder.table()
 
 
-def feed_metadata(table: pa.Table) -> dict:
-    """The metadata of a ``changes`` table: each vbucket's consistent seqno
-    (``consistency``), the vbuckets whose stream lost frames (``lost``) and the problems
-    skip mode passed over."""
-    raw = (table.schema.metadata or {}).get(METADATA_KEY)
+def feed_metadata(table: pa.Table | pa.RecordBatchReader | pa.Schema) -> dict:
+    """The metadata of a ``changes`` table (or stream, or their schema): each vbucket's
+    consistent seqno (``consistency``), the vbuckets whose stream lost frames (``lost``)
+    and the problems skip mode passed over."""
+    schema = table if isinstance(table, pa.Schema) else table.schema
+    raw = (schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise ValueError("not a table of dcpfast.changes (no dcpfast.changes metadata)")
     return json.loads(raw)
@@ -280,6 +306,11 @@ def _joined(parts: list[tuple], dtypes: tuple) -> tuple:
         return tuple(np.zeros(0, d) for d in dtypes)
     return tuple(np.concatenate(column).astype(d, copy=False)
                  for column, d in zip(zip(*parts), dtypes))
+
+
+def _array(column) -> pa.Array | np.ndarray:
+    """A column of one record batch: a chunked array's chunks joined."""
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def _document(rows: Versions, columns: dict, none: np.ndarray, *, values: bool) -> dict:

@@ -81,6 +81,13 @@ class Feed:
     seqno: np.ndarray
     pos: np.ndarray
 
+    def __len__(self) -> int:
+        return len(self.doc)
+
+    def sliced(self, start: int, stop: int) -> Feed:
+        """Changes ``start`` to ``stop`` (views, no copy)."""
+        return Feed(*(getattr(self, f)[start:stop] for f in Feed.__dataclass_fields__))
+
 
 def replay(versions: Versions | None, restarts: tuple, clears: tuple) -> Feed:
     """The feed of ``versions`` (every version the stream sent), ``restarts`` (unit,

@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterable
 
 import click
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..changes import FORMATS, ChangesBuilder, feed_metadata, formatted, json_lines
 from ..documents.feeding import feed_batches
@@ -82,42 +84,59 @@ def changes(files, output, fmt, bucket, no_values, force, threads, pieces, sampl
                              located=True)
                 source.done()
         with reported(shown(files[-1]), errors):
-            table = builder.table()
-    feed = formatted(table, fmt, bucket=bucket)
-    with atomic_output(output) as [path], writing(output):
-        if kind == "parquet":
-            import pyarrow.parquet as pq
+            feed = builder.batches()
+    meta = feed_metadata(feed.schema)
+    counts: Counter[str] = Counter()
+    vbuckets: set[int] = set()
 
-            pq.write_table(feed, path)
+    def shaped(batch: pa.RecordBatch) -> pa.Table:
+        """``batch`` in the format asked for, its changes counted."""
+        counts.update(dict(zip(*np.unique(batch["change"].to_numpy(zero_copy_only=False),
+                                          return_counts=True))))
+        vbuckets.update(np.unique(batch["vbucket"].to_numpy()).tolist())
+        return formatted(pa.Table.from_batches([batch]), fmt, bucket=bucket)
+
+    with atomic_output(output) as [path], writing(output):
+        shapes = map(shaped, feed)
+        if kind == "parquet":
+            _write_parquet(shapes, formatted(feed.schema.empty_table(), fmt, bucket=bucket),
+                           path)
         else:
-            _write_lines(feed, path)
+            _write_lines(shapes, path)
     if output != "-":
-        _summary(table, output, time.perf_counter() - began)
-    for line in _warnings(table):
+        _summary(counts, len(vbuckets), output, time.perf_counter() - began)
+    for line in _warnings(meta):
         say(line, err=True)
 
 
-def _write_lines(feed: pa.Table, path: str) -> None:
-    """``feed`` as JSON lines to ``path`` (``-``: standard output)."""
+def _write_parquet(feed: Iterable[pa.Table], empty: pa.Table, path: str) -> None:
+    """The tables of ``feed`` to one Parquet file at ``path``, with ``empty``'s schema
+    (and its metadata)."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetWriter(path, empty.schema) as writer:
+        for table in feed:
+            writer.write_table(table)
+
+
+def _write_lines(feed: Iterable[pa.Table], path: str) -> None:
+    """The tables of ``feed`` as JSON lines to ``path`` (``-``: standard output)."""
     with contextlib.nullcontext(sys.stdout.buffer) if path == "-" \
             else open(path, "wb") as sink:
-        for piece in json_lines(feed):
-            sink.write(piece)
+        for table in feed:
+            for piece in json_lines(table):
+                sink.write(piece)
         sink.flush()
 
 
-def _summary(table: pa.Table, output: str, seconds: float) -> None:
-    counts = pc.value_counts(table["change"]).to_pylist() if table.num_rows else []
-    kinds = ", ".join(f"{c['counts']:,} {c['values']}" for c in
-                      sorted(counts, key=lambda c: -c["counts"]))
-    vbuckets = len(pc.unique(table["vbucket"])) if table.num_rows else 0
-    say(f"{table.num_rows:,} changes ({kinds or 'none'}) of {vbuckets:,} vbuckets in "
+def _summary(counts: Counter[str], vbuckets: int, output: str, seconds: float) -> None:
+    kinds = ", ".join(f"{n:,} {kind}" for kind, n in counts.most_common())
+    say(f"{counts.total():,} changes ({kinds or 'none'}) of {vbuckets:,} vbuckets in "
         f"{seconds:.1f} s -> {shown(output, output=True)}")
 
 
-def _warnings(table: pa.Table) -> list[str]:
+def _warnings(meta: dict) -> list[str]:
     """What the feed cannot claim: vbuckets that lost frames, damage skip mode passed."""
-    meta = feed_metadata(table)
     lines = []
     if meta["lost"]:
         few = ", ".join(map(str, meta["lost"][:8])) + (", ..." if len(meta["lost"]) > 8

@@ -6,11 +6,13 @@ document's changes in ``(epoch, seqno)`` order are its changes in stream order."
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 import dcpfast
 from dcpfast import testing as t
-from dcpfast.changes import changes, changes_schema, feed_metadata
+from dcpfast.changes import ChangesBuilder, changes, changes_schema, feed_metadata
+from dcpfast.documents.feeding import fed
 from tests.documents.test_api import chunks
 from tests.state_scenarios import scenario
 
@@ -212,3 +214,54 @@ def test_a_capture_gives_the_feed_of_its_stream(tmp_path):
     feed = changes(capture, errors="skip")
     assert per_vbucket(feed) == per_vbucket(changes(data, errors="skip"))
     assert applied(feed) == state_of(capture, feed)
+
+
+def fed_builder(data, **options):
+    """A ``ChangesBuilder`` fed ``data``."""
+    builder = ChangesBuilder(errors="skip", **options)
+    reading = {"collections": None, "batch_bytes": 1 << 20, "threads": 1}
+    with fed(builder, data, "skip", reading, again=False):
+        return builder
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_feed_in_batches_is_the_table(seed):
+    """``batches`` makes the table's rows, in its order, a few at a time; the stream form
+    of ``changes`` carries the same metadata."""
+    data = scenario(seed + 500, restarts=0.4, vbuckets=2, requests=True)
+    whole = changes(data, errors="skip", before=True)
+    parts = list(fed_builder(data, before=True).batches(rows=7))
+    assert len(parts) == -(-whole.num_rows // 7) and all(len(p) <= 7 for p in parts)
+    assert pa.Table.from_batches(parts, whole.schema).equals(whole, check_metadata=True)
+    stream = changes(data, errors="skip", stream=True)
+    assert isinstance(stream, pa.RecordBatchReader)
+    assert feed_metadata(stream) == feed_metadata(whole)
+    assert stream.read_all().equals(whole.drop_columns(["before"]))
+    empty = changes(b"", stream=True)
+    assert feed_metadata(empty)["lost"] == [] and empty.read_all().num_rows == 0
+
+
+def output_job(how: str):
+    """What building the feed of a stream of large values holds at its peak, made whole
+    (``table``) or a batch at a time and let go (``batches``)."""
+    builder = fed_builder(t.synthetic_stream(6000, value_size=4000, snappy_ratio=0,
+                                             seed=3), before=True)
+
+    def job():
+        if how == "table":
+            table = builder.table()
+            return table.num_rows, table.nbytes
+        batches = [(len(b), b.nbytes) for b in builder.batches(rows=500)]
+        return sum(n for n, _ in batches), sum(size for _, size in batches)
+    return job
+
+
+def test_the_feed_in_batches_holds_one_batch_at_a_time():
+    """Read batch by batch, the feed holds what the stream sent and one batch, not the
+    feed: its peak stays below a quarter of the whole table's."""
+    from tests.memory import peak_in_child
+
+    (rows, nbytes), whole = peak_in_child("tests.changes.test_api", "output_job", "table")
+    (streamed, _), peak = peak_in_child("tests.changes.test_api", "output_job", "batches")
+    assert streamed == rows and nbytes > 20e6
+    assert whole >= nbytes and peak < whole / 4, (peak, whole)
