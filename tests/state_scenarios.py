@@ -136,13 +136,14 @@ class _Stream:
         marker = t.snapshot_marker(start, end, flags, **self.hdr())
         return [marker, *items]
 
-    def restart(self, requests: bool) -> list[bytes]:
-        """The stream ends and restarts at an earlier seqno (sometimes after a rollback);
-        the new stream may use a new opaque, and its request may be in the stream."""
+    def restart(self, requests: bool, resume: bool = False) -> list[bytes]:
+        """The stream ends and restarts at an earlier seqno (sometimes after a rollback),
+        or, with ``resume``, where it stood (a consumer that reconnects); the new stream
+        may use a new opaque, and its request may be in the stream."""
         rng = self.rng
-        point = rng.randint(0, self.seqno)
+        point = self.seqno if resume else rng.randint(0, self.seqno)
         out = [t.stream_end(StreamEndStatus.CLOSED, **self.hdr())]
-        if rng.random() < 0.4:
+        if not resume and rng.random() < 0.4:
             out.append(t.response(Opcode.STREAM_REQUEST, status=Status.ROLLBACK,
                                   value=struct.pack(">Q", point), opaque=self.opaque))
         if rng.random() < 0.5:
@@ -157,8 +158,9 @@ class _Stream:
 
 def scenario(seed: int, *, vbuckets: int = 3, snapshots: int = 30, collections: bool = True,
              sync: bool = True, restarts: float = 0.08, requests: bool = False,
-             stream_ids: bool = False) -> bytes:
-    """A conversation of ``vbuckets`` streams, about ``snapshots`` snapshots each."""
+             stream_ids: bool = False, resumes: float = 0.0) -> bytes:
+    """A conversation of ``vbuckets`` streams, about ``snapshots`` snapshots each; a
+    restart resumes where its stream stood with chance ``resumes``."""
     rng = random.Random(seed)
     streams = [_Stream(rng, vb, collections, sync and not stream_ids,
                        vb + 1 if stream_ids else None) for vb in rng.sample(range(64), vbuckets)]
@@ -167,7 +169,7 @@ def scenario(seed: int, *, vbuckets: int = 3, snapshots: int = 30, collections: 
         frames = [t.failover_log_response([(rng.getrandbits(64), 0)], opaque=s.opaque)]
         for _ in range(snapshots):
             if rng.random() < restarts:
-                frames += s.restart(requests)
+                frames += s.restart(requests, resumes > 0 and rng.random() < resumes)
             frames += s.snapshot()
         pieces.append(frames)
     out = []

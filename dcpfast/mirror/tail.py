@@ -38,15 +38,15 @@ from ..io import DEFAULT_BATCH_BYTES
 from ..io.dumps import scan
 
 #: The columns the tail is told by.
-COLUMNS = ["offset", "magic", "opcode", "vbucket", "opaque", "body_len", "by_seqno",
-           "prepared_seqno", "snap_end", "stream_id"]
+COLUMNS = ["offset", "magic", "opcode", "vbucket", "status", "opaque", "body_len",
+           "by_seqno", "prepared_seqno", "snap_end", "stream_id"]
 #: A Seqno Advanced frame: the header, then the seqno.
 _ADVANCE = struct.Struct(">BBHBBHIIQQ")
-#: Frames after which the new frames cannot be applied alone: a stream restarted, a
-#: bucket flushed, a cache transfer.
+#: Frames after which the new frames cannot be applied alone: a stream added, a bucket
+#: flushed, a cache transfer. (A Stream Request may not: ``_restarts``.)
 _RESTARTS = np.zeros(256, bool)
-_RESTARTS[[P.Opcode.STREAM_REQUEST, P.Opcode.ADD_STREAM, P.Opcode.FLUSH,
-           P.Opcode.CACHE_TRANSFER, P.Opcode.CACHE_TRANSFER_END]] = True
+_RESTARTS[[P.Opcode.ADD_STREAM, P.Opcode.FLUSH, P.Opcode.CACHE_TRANSFER,
+           P.Opcode.CACHE_TRANSFER_END]] = True
 #: System events that leave the documents there as they are.
 _HARMLESS = {"create_scope", "modify_collection", "create_collection"}
 _REQUESTS = np.zeros(256, bool)
@@ -237,11 +237,13 @@ def unfinished(frames: FrameBatch) -> bool:
     return bool((top[seen] < ends[seen]).any())
 
 
-def above(frames: FrameBatch, cut: dict[int, int]) -> bool:
-    """Whether a vbucket's stream in ``frames`` sent a change with a seqno above its
-    ``cut``."""
+def above(frames: FrameBatch, cut: dict[int, int], among: np.ndarray | None = None) -> bool:
+    """Whether a vbucket's stream in ``frames`` (those ``among`` names, default all) sent
+    a change with a seqno above its ``cut``."""
     seqno = _filled(frames, "by_seqno")
     sent = _of_streams(frames) & (seqno != _NONE)
+    if among is not None:
+        sent &= among
     return bool((seqno[sent] > _limits(cut)[frames["vbucket"][sent]]).any())
 
 
@@ -269,11 +271,17 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     # (the stream checks see each seqno, the documents none of them; a prepare may wait
     # for a commit still to come); the other frames (responses, noops) from the end read
     feed = np.where(request, offsets >= first[vbuckets], offsets >= tail.end)
-    advanced = feed & request & (offsets < tail.end) & (seqno != _NONE) & \
-        (seqno <= _limits(cut)[vbuckets]) & (opcode != P.Opcode.PREPARE)
-    if _RESTARTS[opcode].any() or (
+    # a restart from its vbucket's start (before it, the vbucket needs nothing it did)
+    owner = _restarts(frames, offsets, tail)
+    if owner is None or _RESTARTS[opcode].any() or (
             frames.validity("stream_id") is not None and (frames["stream_id"][feed] != 0).any()):
         return None
+    told = owner >= 0
+    feed[told] = offsets[told] >= first[owner[told]]
+    advanced = feed & request & (offsets < tail.end) & (seqno != _NONE) & \
+        (seqno <= _limits(cut)[vbuckets]) & (opcode != P.Opcode.PREPARE)
+    if (feed & request & (offsets >= tail.end) & (seqno <= _limits(cut)[vbuckets])).any():
+        return None             # a stream restarted at or below what was applied sends it again
     if (feed & (opcode == P.Opcode.SYSTEM_EVENT) & (offsets < tail.end)).any():
         return None             # a collection event read again: a prepare may be its own
     kept = _kept(data, frames, feed, advanced)
@@ -292,9 +300,8 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     now = dict(cut)
     for r in consistency(rows).to_pylist():
         now[r["vbucket"]] = max(now.get(r["vbucket"], 0), r["consistent_seqno"])
-    limit = _limits(now)
-    sent = feed & request & (seqno != _NONE)
-    if (seqno[sent] > limit[vbuckets[sent]]).any():
+    if above(frames, now, feed):
+        sent = feed & request & (seqno != _NONE)
         named = {vb: now.get(vb, 0) for vb in np.unique(vbuckets[sent]).tolist()}
         rows, manifest = state_of(named)
     every = None
@@ -306,6 +313,42 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     after = tail_after(frames.filter(feed), base, base + len(data), now, tail.stopped,
                        manifest, tail.keyed, tail.starts)
     return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after, every)
+
+
+def _restarts(frames: FrameBatch, offsets: np.ndarray, tail: Tail) -> np.ndarray | None:
+    """The vbucket of each Stream Request and response among ``frames`` (at stream
+    offsets ``offsets``; -1 for the other frames: a request names it, a response's is
+    that of the stream messages of its opaque); None where they keep the run from going
+    on alone: a Rollback among the new frames, a new restart where a stream lost frames,
+    or a restart read again whose vbucket its opaque does not tell. A stream restarted
+    where it stood (a consumer that reconnects) goes on: the new frames then show
+    whether it sends again what was applied (a seqno at or below the vbucket's cut),
+    which makes the run read everything."""
+    owner = np.full(len(frames), -1, np.int64)
+    asked = np.flatnonzero(frames["opcode"] == P.Opcode.STREAM_REQUEST)
+    if not len(asked):
+        return owner
+    magic, opaque = frames["magic"], frames["opaque"]
+    new = asked[offsets[asked] >= tail.end]
+    if len(new) and (tail.stopped or (~_REQUESTS[magic[new]]
+                                      & (frames["status"][new] == P.Status.ROLLBACK)).any()):
+        return None
+    vbuckets = frames["vbucket"]
+    mine = asked[_REQUESTS[magic[asked]]]
+    owner[mine] = vbuckets[mine]
+    answers = asked[~_REQUESTS[magic[asked]]]
+    # each opaque's stream messages: (opaque, vbucket) pairs, an opaque of one vbucket
+    stream = _of_streams(frames)
+    pairs = np.unique(opaque[stream].astype(np.uint64) << np.uint64(16) | vbuckets[stream])
+    opaques, at, count = np.unique(pairs >> np.uint64(16), return_index=True,
+                                   return_counts=True)
+    k = np.minimum(np.searchsorted(opaques, opaque[answers]), max(len(opaques) - 1, 0))
+    told = np.zeros(len(answers), bool) if not len(opaques) else \
+        (opaques[k] == opaque[answers]) & (count[k] == 1)
+    owner[answers[told]] = (pairs[at[k[told]]] & np.uint64(0xFFFF)).astype(np.int64)
+    if (~told & (offsets[answers] < tail.end)).any():
+        return None
+    return owner
 
 
 def _kept(data: bytes | memoryview, frames: FrameBatch, feed: np.ndarray,
