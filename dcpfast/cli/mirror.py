@@ -45,6 +45,9 @@ def mirror_command(files, table, history, no_values, errors, collections, sample
         say(f"{table}: version {run.version} (run {run.run}): {run.written:,} documents "
             f"written, {run.deleted:,} deleted, {run.documents:,} in the table "
             f"({run.read:,} bytes of the stream read)")
+    if run.rebuilt:
+        say(f"rolled back: vbuckets {', '.join(map(str, run.rebuilt))} built anew from the "
+            "stream's start")
     if run.history_version is not None:
         say(f"{history}: version {run.history_version} (run {run.run})")
     if run.waiting:

@@ -39,7 +39,17 @@ from .table import (
     opened,
     rows_in,
 )
-from .tail import Tail, above, built, frames_of, tail_after, tail_state, unfinished
+from .tail import (
+    Rebuild,
+    Tail,
+    TailState,
+    above,
+    built,
+    frames_of,
+    tail_after,
+    tail_state,
+    unfinished,
+)
 
 #: A document's version: unchanged where these are.
 VERSION = ("by_seqno", "cas", "rev_seqno")
@@ -55,7 +65,8 @@ class MirrorRun:
     the bytes of a frame still being written at the end of the inputs (``waiting``), the
     history table's version committed (None: none, or nothing new), and the bytes of the
     stream the run read (``read``: the new ones alone where it read on from where the
-    last run stood)."""
+    last run stood), and the vbuckets a rollback in the new frames made it build anew
+    from the stream's start (``rebuilt``)."""
 
     table: str
     version: int | None
@@ -68,6 +79,7 @@ class MirrorRun:
     waiting: int = 0
     history_version: int | None = None
     read: int = 0
+    rebuilt: list = field(default_factory=list)
 
 
 def mirror(inputs, table: str, *, history: str | None = None, values: bool = True,
@@ -143,25 +155,47 @@ def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
     cut = {int(vb): int(s) for vb, s in before["consistency"]}
     found = tail_state(got.data, got.base, tail, cut, values=values, errors=errors,
                        history=history is not None)
-    if found is None:
+    if isinstance(found, Rebuild):          # vbuckets rolled back: built anew from the start
+        whole = read_on(files, before["inputs"], 0, until) if got.base else got
+        if whole is None:
+            return None
+        got = whole
+        found = tail_state(got.data, 0, tail, cut, values=values, errors=errors,
+                           rebuild=found.vbuckets)
+    if not isinstance(found, TailState):
         return None
-    written, gone = found.written, found.gone
+    written, gone = _rebuilt(existing, found) if found.rebuilt else \
+        (as_table(found.written), as_table(found.gone).select(list(IDENTITY)))
     points = sorted([vb, s] for vb, s in found.cut.items())
     if not written.num_rows and not gone.num_rows:
         return MirrorRun(uri, None, number - 1, 0, 0, rows_in(existing), points,
-                         before["lost"], got.waiting, None, len(got.data))
-    written = as_table(written)
+                         before["lost"], got.waiting, None, len(got.data),
+                         sorted(found.rebuilt))
     run = {"run": number, "inputs": got.positions, "consistency": points,
            "lost": before["lost"], "waiting": got.waiting, "read": len(got.data),
            "tail": found.tail.to_json()}
     history_version = None
     if history is not None and found.versions is not None and found.versions.num_rows:
         history_version = extended(history[0], history[1], as_history(found.versions), run)
-    version, counts = merged(uri, existing, written, as_table(gone).select(list(IDENTITY)),
-                             run)
+    version, counts = merged(uri, existing, written, gone, run)
     documents = rows_in(existing)
     return MirrorRun(uri, version, number, written.num_rows, counts["deleted"], documents,
-                     points, before["lost"], got.waiting, history_version, len(got.data))
+                     points, before["lost"], got.waiting, history_version, len(got.data),
+                     sorted(found.rebuilt))
+
+
+def _rebuilt(existing, found: TailState) -> tuple[pa.Table, pa.Table]:
+    """The rows the run writes and the documents it deletes where ``found`` built some
+    vbuckets anew: theirs by difference with what the table holds of them (as
+    ``_differences``), the others' as ``found`` has them."""
+    anew = pa.array(sorted(found.rebuilt), pa.uint16())
+    live = as_table(found.written.filter(pc.is_in(found.written["vbucket"], anew)))
+    changed, gone = _differences(existing, live, IDENTITY, VERSION,
+                                 [("vbucket", "in", sorted(found.rebuilt))])
+    others = pc.invert(pc.is_in(found.written["vbucket"], anew))
+    dead = pc.invert(pc.is_in(found.gone["vbucket"], anew))
+    return (pa.concat_tables([as_table(found.written.filter(others)), changed]),
+            pa.concat_tables([as_table(found.gone.filter(dead)).select(list(IDENTITY)), gone]))
 
 
 def _applied(uri: str, existing, rows: pa.Table, run: dict, identity: tuple[str, ...],
@@ -215,10 +249,12 @@ def _cut(rows: pa.Table) -> dict[int, int]:
 
 
 def _differences(existing, rows: pa.Table, identity: tuple[str, ...],
-                 version: tuple[str, ...]) -> tuple[pa.Table, pa.Table]:
+                 version: tuple[str, ...], filters: list | None = None
+                 ) -> tuple[pa.Table, pa.Table]:
     """The rows of ``rows`` that the table lacks or holds with another ``version``, and
-    the ``identity`` of the rows the table holds that ``rows`` lacks."""
-    held = existing.to_pyarrow_table(columns=[*identity, *version])
+    the ``identity`` of the rows the table holds that ``rows`` lacks (of the table's rows
+    ``filters`` keeps: deltalake's filters)."""
+    held = existing.to_pyarrow_table(columns=[*identity, *version], filters=filters)
     now = rows.select([*identity, *version]).append_column(
         "_row", pa.array(range(rows.num_rows), pa.int64()))
     was = held.rename_columns([*identity, *(f"_was_{c}" for c in version)]) \

@@ -109,6 +109,18 @@ class TailState:
     cut: dict[int, int]
     tail: Tail
     versions: pa.Table | None = None
+    #: the vbuckets built from the stream's start (``Rebuild``): ``written`` and ``gone``
+    #: hold all of their documents, live and tombstones
+    rebuilt: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """The answer of ``tail_state`` where the new frames roll these ``vbuckets`` back
+    (a Rollback, a stream restarted lower than what was applied): read the stream from
+    its start and ask again with ``rebuild``, each of them then built anew."""
+
+    vbuckets: frozenset[int]
 
 
 def built(data, *, values: bool, errors: str, collections: bool | None,
@@ -248,12 +260,15 @@ def above(frames: FrameBatch, cut: dict[int, int], among: np.ndarray | None = No
 
 
 def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, int], *,
-               values: bool, errors: str, history: bool = False) -> TailState | None:
+               values: bool, errors: str, history: bool = False,
+               rebuild: frozenset[int] = frozenset()) -> TailState | Rebuild | None:
     """What ``data`` (the stream from its offset ``base``, ``tail.offset``, to the end
     of its last whole frame) changes in the documents a run applied up to ``cut``; None
-    where the new frames cannot be applied alone (a restart, a flush, a collection
-    dropped, stream ids, damage, lost frames: the run reads everything again).
-    ``history``: their versions too, tombstones included."""
+    where the new frames cannot be applied alone (a flush, a collection dropped, stream
+    ids, damage, lost frames: the run reads everything again); ``Rebuild`` where they
+    roll some vbuckets back. ``rebuild``: vbuckets built anew from the stream's start
+    (``data`` from offset 0 on), every frame of theirs read as it is. ``history``: their
+    versions too, tombstones included (no vbucket rebuilt)."""
     frames = frames_of(data, tail.keyed)
     if frames.errors or (len(frames) and frames.consumed < len(data)) or \
             (tail.keyed is None and frames.collections):
@@ -264,6 +279,9 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     for vb, at in tail.starts.items():
         first[vb] = at
     first[tail.stopped] = np.iinfo(np.int64).max
+    anew = np.zeros(1 << 16, bool)
+    anew[list(rebuild)] = True
+    first[anew] = 0
     seqno = _filled(frames, "by_seqno")
     vbuckets = frames["vbucket"]
     opcode = frames["opcode"]
@@ -272,22 +290,27 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     # for a commit still to come); the other frames (responses, noops) from the end read
     feed = np.where(request, offsets >= first[vbuckets], offsets >= tail.end)
     # a restart from its vbucket's start (before it, the vbucket needs nothing it did)
-    owner = _restarts(frames, offsets, tail)
-    if owner is None or _RESTARTS[opcode].any() or (
+    restarts = _restarts(frames, offsets, tail)
+    if restarts is None or _RESTARTS[opcode].any() or (
             frames.validity("stream_id") is not None and (frames["stream_id"][feed] != 0).any()):
         return None
+    owner, rolled = restarts
     told = owner >= 0
     feed[told] = offsets[told] >= first[owner[told]]
-    advanced = feed & request & (offsets < tail.end) & (seqno != _NONE) & \
+    mine = anew[vbuckets] & request                   # the frames of the vbuckets built anew
+    advanced = feed & request & ~mine & (offsets < tail.end) & (seqno != _NONE) & \
         (seqno <= _limits(cut)[vbuckets]) & (opcode != P.Opcode.PREPARE)
-    if (feed & request & (offsets >= tail.end) & (seqno <= _limits(cut)[vbuckets])).any():
-        return None             # a stream restarted at or below what was applied sends it again
-    if (feed & (opcode == P.Opcode.SYSTEM_EVENT) & (offsets < tail.end)).any():
+    # a stream restarted at or below what was applied sends it again
+    lower = feed & request & ~mine & (offsets >= tail.end) & (seqno <= _limits(cut)[vbuckets])
+    again = (rolled | set(np.unique(vbuckets[lower]).tolist())) - rebuild
+    if again:
+        return None if history or tail.stopped else Rebuild(rebuild | again)
+    if (feed & ~mine & (opcode == P.Opcode.SYSTEM_EVENT) & (offsets < tail.end)).any():
         return None             # a collection event read again: a prepare may be its own
-    kept = _kept(data, frames, feed, advanced)
-    if (feed & ~advanced & (opcode == P.Opcode.SYSTEM_EVENT)).any() and \
-            not _harmless(kept, tail):
+    events = feed & (opcode == P.Opcode.SYSTEM_EVENT) & (offsets >= tail.end)
+    if events.any() and not _harmless(_kept(data, frames, events, np.zeros_like(events)), tail):
         return None
+    kept = _kept(data, frames, feed, advanced)
 
     def state_of(at_seqno=None, versions: bool = False) -> tuple[pa.Table, Manifest]:
         return built(kept, manifest=copy.deepcopy(tail.manifest), values=values,
@@ -297,7 +320,7 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     meta = metadata(rows)
     if meta.get("errors_total") or meta.get("lost"):
         return None
-    now = dict(cut)
+    now = {vb: s for vb, s in cut.items() if vb not in rebuild}
     for r in consistency(rows).to_pylist():
         now[r["vbucket"]] = max(now.get(r["vbucket"], 0), r["consistent_seqno"])
     if above(frames, now, feed):
@@ -312,26 +335,27 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     dead = pc.fill_null(rows["deleted"], False)
     after = tail_after(frames.filter(feed), base, base + len(data), now, tail.stopped,
                        manifest, tail.keyed, tail.starts)
-    return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after, every)
+    return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after, every,
+                     rebuild)
 
 
-def _restarts(frames: FrameBatch, offsets: np.ndarray, tail: Tail) -> np.ndarray | None:
+def _restarts(frames: FrameBatch, offsets: np.ndarray, tail: Tail
+              ) -> tuple[np.ndarray, set[int]] | None:
     """The vbucket of each Stream Request and response among ``frames`` (at stream
     offsets ``offsets``; -1 for the other frames: a request names it, a response's is
-    that of the stream messages of its opaque); None where they keep the run from going
-    on alone: a Rollback among the new frames, a new restart where a stream lost frames,
-    or a restart read again whose vbucket its opaque does not tell. A stream restarted
-    where it stood (a consumer that reconnects) goes on: the new frames then show
-    whether it sends again what was applied (a seqno at or below the vbucket's cut),
-    which makes the run read everything."""
+    that of the stream messages of its opaque), and the vbuckets a Rollback among the
+    new frames rolls back; None where they keep the run from going on alone: a new
+    restart where a stream lost frames, or a restart read again, or a new Rollback,
+    whose vbucket its opaque does not tell. A stream restarted where it stood (a
+    consumer that reconnects) goes on: the new frames then show whether it sends again
+    what was applied (a seqno at or below the vbucket's cut)."""
     owner = np.full(len(frames), -1, np.int64)
     asked = np.flatnonzero(frames["opcode"] == P.Opcode.STREAM_REQUEST)
     if not len(asked):
-        return owner
+        return owner, set()
     magic, opaque = frames["magic"], frames["opaque"]
     new = asked[offsets[asked] >= tail.end]
-    if len(new) and (tail.stopped or (~_REQUESTS[magic[new]]
-                                      & (frames["status"][new] == P.Status.ROLLBACK)).any()):
+    if len(new) and tail.stopped:
         return None
     vbuckets = frames["vbucket"]
     mine = asked[_REQUESTS[magic[asked]]]
@@ -346,9 +370,10 @@ def _restarts(frames: FrameBatch, offsets: np.ndarray, tail: Tail) -> np.ndarray
     told = np.zeros(len(answers), bool) if not len(opaques) else \
         (opaques[k] == opaque[answers]) & (count[k] == 1)
     owner[answers[told]] = (pairs[at[k[told]]] & np.uint64(0xFFFF)).astype(np.int64)
-    if (~told & (offsets[answers] < tail.end)).any():
+    rolls = (offsets[answers] >= tail.end) & (frames["status"][answers] == P.Status.ROLLBACK)
+    if (~told & ((offsets[answers] < tail.end) | rolls)).any():
         return None
-    return owner
+    return owner, set(owner[answers[rolls]].tolist())
 
 
 def _kept(data: bytes | memoryview, frames: FrameBatch, feed: np.ndarray,

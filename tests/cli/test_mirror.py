@@ -19,6 +19,19 @@ from tests.cli.commands import ENV, command, run
 deltalake = pytest.importorskip("deltalake")
 
 
+def test_a_rollback_names_the_vbuckets_built_anew(tmp_path):
+    from tests.mirror.test_tail import reconnected
+
+    before, after = reconnected("rollback")
+    dump, table = tmp_path / "d.dcp", tmp_path / "t.delta"
+    dump.write_bytes(before)
+    assert run("mirror", dump, "--to", table).exit_code == 0
+    dump.write_bytes(before + after)
+    result = run("mirror", dump, "--to", table)
+    assert result.exit_code == 0, result.output
+    assert "rolled back: vbuckets 5 built anew from the stream's start" in result.output
+
+
 def test_runs_as_the_dump_grows(tmp_path):
     data = SAMPLE.read_bytes()
     dump, table = tmp_path / "d.dcp", tmp_path / "t.delta"

@@ -87,7 +87,7 @@ def test_every_run_reading_on_is_the_model(tmp_path_factory, picks, which, seed)
         assert held(uri) == wanted(data[:end - run.waiting])
 
 
-def _reconnected(how: str) -> tuple[bytes, bytes]:
+def reconnected(how: str) -> tuple[bytes, bytes]:
     """A vbucket's stream up to seqno 3 and the frames after it: its consumer reconnects
     where it stood (``resume``), lower (``lower``: seqno 2 sent again), or is told to
     roll back to 2 first (``rollback``); then the stream goes on to seqno 6."""
@@ -107,21 +107,43 @@ def _reconnected(how: str) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.parametrize("how", ["resume", "lower", "rollback"])
-def test_a_consumer_that_reconnects_where_it_stood_reads_on(how, tmp_path):
+@pytest.mark.parametrize("history", [False, True])
+def test_a_consumer_that_reconnects_where_it_stood_reads_on(how, history, tmp_path):
     """A stream restarted where it stood goes on from there; one that sends again what
-    was applied, or a Rollback, makes the run read everything: each is the model."""
-    before, after = _reconnected(how)
+    was applied, or a Rollback, makes the run read the stream from its start and build
+    that vbucket anew (with a history table, everything again): each is the model."""
+    before, after = reconnected(how)
     data = before + after
-    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    dump, uri, versions = tmp_path / "d.dcp", str(tmp_path / "t.delta"), \
+        str(tmp_path / "h.delta") if history else None
     grow(dump, data, len(before))
-    mirror(dump, uri)
+    mirror(dump, uri, history=versions)
     grow(dump, data, len(data))
-    run = mirror(dump, uri)
+    run = mirror(dump, uri, history=versions)
     assert held(uri) == wanted(data) and run.waiting == 0
+    if history:
+        assert held_history(versions) == wanted_history(data)
     assert {r["key"]: r["by_seqno"] for r in
             dcpfast.state(data).select(["key", "by_seqno"]).to_pylist()} == \
         {b"k0": 6, b"k1": 4, b"k2": 5}
     assert run.read == (len(after) if how == "resume" else len(data))
+    assert run.rebuilt == ([5] if how != "resume" and not history else [])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_rollback_builds_its_vbuckets_anew_and_the_others_read_on(seed, tmp_path):
+    """Streams that roll back and restart lower, read in steps: every run is the model;
+    the runs that meet a rollback build only the vbuckets it rolled back anew."""
+    data = scenario(7000 + seed, restarts=0.2, vbuckets=3, collections=False,
+                    requests=seed % 2 == 1)
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    rebuilt = []
+    for end in sorted(random.Random(seed).sample(range(1, len(data)), 6)) + [len(data)]:
+        grow(dump, data, end)
+        run = mirror(dump, uri)
+        assert held(uri) == wanted(data[:end - run.waiting])
+        rebuilt += [run.rebuilt]
+    assert any(0 < len(vbuckets) < 3 for vbuckets in rebuilt), rebuilt
 
 
 @pytest.mark.parametrize("seed", range(6))
