@@ -10,8 +10,10 @@ new table); the first run (``mirror`` of the 20 dumps into a new table); a later
 (``mirror`` of the 20 dumps into a table that holds the first 19, so that it applies the
 last dump's changes); the same later run where every vbucket's consumer reconnected in
 the last dump (a Stream Request's response before its first snapshot there: each stream
-restarted where it stood); and ``state`` of that last dump alone, the measure of what is
-new. Before anything is timed it checks that the mirror, and each later run, equals the
+restarted where it stood); the same where one vbucket rolled back 5,000 seqnos in the
+last dump (a Rollback response, then the stream restarted: that vbucket built anew from
+the stream's start); and ``state`` of that last dump alone, the measure of what is new.
+Before anything is timed it checks that the mirror, and each later run, equals the
 rebuild. Timings are reported, never judged.
 """
 
@@ -82,6 +84,28 @@ def reconnected(dump: bytes) -> bytes:
             [(0x5EED + int(batch["vbucket"][row]), 0)], opaque=int(batch["opaque"][row]))]
         done = offset
     return b"".join([*pieces, dump[done:]])
+
+
+def rolled_back(dump: bytes, seqnos: int = 5000) -> bytes:
+    """``dump`` with its first vbucket rolled back ``seqnos`` below its first item there,
+    before its first snapshot marker: a Rollback response, then the stream restarted (a
+    failover log), its frames going on."""
+    batch = dcpfast.scan(dump, columns=["offset", "magic", "opcode", "vbucket", "opaque",
+                                        "by_seqno"])
+    marker = (batch["opcode"] == dcpfast.protocol.Opcode.SNAPSHOT_MARKER) & \
+        (batch["magic"] == dcpfast.protocol.Magic.CLIENT_REQUEST)
+    row = int(np.flatnonzero(marker)[0])
+    vbucket, opaque = int(batch["vbucket"][row]), int(batch["opaque"][row])
+    mine = np.flatnonzero((batch["vbucket"] == vbucket) & (batch.validity("by_seqno")
+                                                             if batch.validity("by_seqno")
+                                                             is not None else True))
+    point = max(int(batch["by_seqno"][mine[mine > row][0]]) - seqnos, 0)
+    offset = int(batch["offset"][row])
+    answer = dcpfast.testing.response(dcpfast.protocol.Opcode.STREAM_REQUEST,
+                                      status=dcpfast.protocol.Status.ROLLBACK,
+                                      value=point.to_bytes(8, "big"), opaque=opaque)
+    return b"".join([dump[:offset], answer, dcpfast.testing.failover_log_response(
+        [(0x5EED, point)], opaque=opaque), dump[offset:]])
 
 
 def rebuild(files: list[Path], table: Path) -> None:
@@ -185,6 +209,19 @@ def main(argv=None) -> int:
         mirror(rejoined[:-1], held_r)
         shutil.copytree(held_r, grown_r)
         later_r = mirror(rejoined, grown_r)
+        # the same later run, one vbucket rolled back in the last dump
+        back = root / "back"
+        back.mkdir()
+        rolled = [*(back / f.name for f in files[:-1]), back / "dump-last.dcp"]
+        for f in files[:-1]:
+            (back / f.name).symlink_to(f)
+        rolled[-1].write_bytes(rolled_back(last))
+        anchor_b, grown_b = root / "rebuilt-back.delta", root / "grown-back.delta"
+        rebuild(rolled, anchor_b)
+        mirror(rolled[:-1], grown_b)
+        held_b = root / "held-back.delta"
+        shutil.copytree(grown_b, held_b)
+        later_b = mirror(rolled, grown_b)
         key = ["vbucket", "collection_id", "key", "by_seqno", "cas"]
 
         def rows(uri: Path):
@@ -193,18 +230,22 @@ def main(argv=None) -> int:
         try:
             for name, uri, built in (("the mirror", mirrored, anchor),
                                      ("the later run", grown, anchor),
-                                     ("the later run across reconnects", grown_r, anchor_r)):
+                                     ("the later run across reconnects", grown_r, anchor_r),
+                                     ("the later run across a rollback", grown_b, anchor_b)):
                 want, got = rows(built), rows(uri)
                 check(want.equals(got), f"{name} holds {got.num_rows:,} documents, the "
                                         f"rebuild {want.num_rows:,}, or their versions differ")
             check(later_r.read < size // 4, f"the later run across reconnects read "
                                             f"{later_r.read:,} bytes: everything again")
+            check(len(later_b.rebuilt) == 1, f"the later run across a rollback built "
+                                             f"{later_b.rebuilt or 'no'} vbuckets anew")
         except CheckFailed as failure:
             print(f"\nCHECK FAILED: {failure}", file=sys.stderr)
             return 1
-        print(f"\nchecks passed: {got.num_rows:,} documents in the mirror and after the later "
-              f"run, as in the rebuild; the last dump holds {len(last):,} bytes, the later "
-              f"run read {later.read:,}, {later_r.read:,} across the reconnects")
+        print(f"\nchecks passed: {rows(mirrored).num_rows:,} documents in the mirror and after "
+              f"the later run, as in the rebuild; the last dump holds {len(last):,} bytes, "
+              f"the later run read {later.read:,}, {later_r.read:,} across the reconnects; "
+              f"across the rollback it built vbucket {later_b.rebuilt[0]} anew")
         table = root / "t.delta"
 
         def fresh():
@@ -218,6 +259,10 @@ def main(argv=None) -> int:
             fresh()
             shutil.copytree(held_r, table)
 
+        def holding_back():
+            fresh()
+            shutil.copytree(held_b, table)
+
         timings = [
             timed("rebuild: state + write_deltalake", frames, size, args.repeat,
                   lambda: rebuild(files, table)),
@@ -227,6 +272,8 @@ def main(argv=None) -> int:
                   lambda: mirror(files, table), holding),
             timed("the same, every vbucket reconnected", frames, size, args.repeat,
                   lambda: mirror(rejoined, table), holding_again),
+            timed("the same, one vbucket rolled back", frames, size, args.repeat,
+                  lambda: mirror(rolled, table), holding_back),
             timed("state of the new dump alone", frames // PIECES, len(last), args.repeat,
                   lambda: dcpfast.state(last, errors="skip")),
         ]
@@ -240,7 +287,7 @@ def main(argv=None) -> int:
     print(f"{'measurement':<36} {'best':>10} {'x rebuild':>10}")
     for t in timings:
         print(f"{t.label:<36} {t.best * 1e3:>7.0f} ms {t.best / base:>10.2f}")
-    print(f"\na later run takes {timings[2].best / timings[4].best:.1f} times the state of "
+    print(f"\na later run takes {timings[2].best / timings[5].best:.1f} times the state of "
           "the new dump alone")
     if all(v is not None for v in memory.values()):
         print("\npeak RSS a fresh interpreter adds (VmHWM after the imports to the end)")
