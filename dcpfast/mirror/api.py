@@ -115,21 +115,22 @@ def mirror(inputs, table: str, *, history: str | None = None, values: bool = Tru
     got = read(files, applied, until)
     rows, cut, lost, tail = _state(got, values=values, errors=errors,
                                    collections=collections)
+    versions = None if history is None else as_history(
+        state(got.data, history=True, at_seqno=cut, values=values, errors=errors,
+              collections=collections).replace_schema_metadata(None))
     points = sorted([vb, s] for vb, s in cut.items())
+    waiting, taken = got.waiting, len(got.data)
     run = {"run": number, "inputs": got.positions, "consistency": points, "lost": lost,
-           "waiting": got.waiting, "read": len(got.data),
+           "waiting": waiting, "read": taken,
            "tail": tail.to_json() if tail is not None else None}
+    del got                     # the inputs' bytes let go before the tables are written
     history_version = None
     if history is not None:
-        versions = as_history(state(got.data, history=True, at_seqno=cut, values=values,
-                                    errors=errors, collections=collections)
-                              .replace_schema_metadata(None))
         history_version, _, _ = _applied(os.fspath(history), kept, versions, run,
                                          VERSION_IDENTITY, HISTORY_VERSION)
     version, written, deleted = _applied(uri, existing, rows, run, IDENTITY, VERSION)
     return MirrorRun(uri, version, number if version is not None else number - 1, written,
-                     deleted, rows.num_rows, points, lost, got.waiting, history_version,
-                     len(got.data))
+                     deleted, rows.num_rows, points, lost, waiting, history_version, taken)
 
 
 def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
