@@ -108,6 +108,27 @@ def rolled_back(dump: bytes, seqnos: int = 5000) -> bytes:
         [(0x5EED, point)], opaque=opaque), dump[offset:]])
 
 
+def variant(root: Path, name: str, files: list[Path], last: bytes) -> tuple:
+    """The dumps ``files`` with the last one's bytes ``last`` (in a folder ``name`` of
+    ``root``, the others linked), their rebuild, a table of the first 19 mirrored, and a
+    later run over a copy of it: (the dumps, the rebuilt table, the table of the first
+    19, the table after the later run, that run's ``MirrorRun``)."""
+    from dcpfast.mirror import mirror
+
+    folder = root / name
+    folder.mkdir()
+    inputs = [*(folder / f.name for f in files[:-1]), folder / "dump-last.dcp"]
+    for f, link in zip(files[:-1], inputs, strict=False):
+        link.symlink_to(f)
+    inputs[-1].write_bytes(last)
+    rebuilt, held, grown = (root / f"{name}-{what}.delta" for what in
+                            ("rebuilt", "held", "grown"))
+    rebuild(inputs, rebuilt)
+    mirror(inputs[:-1], held)
+    shutil.copytree(held, grown)
+    return inputs, rebuilt, held, grown, mirror(inputs, grown)
+
+
 def rebuild(files: list[Path], table: Path) -> None:
     """What a user runs instead: the state of everything, written as a new table."""
     import deltalake
@@ -189,39 +210,15 @@ def main(argv=None) -> int:
         folder.mkdir()
         files = split(source, folder)
         last = files[-1].read_bytes()
-        anchor, mirrored = root / "rebuilt.delta", root / "mirror.delta"
-        rebuild(files, anchor)
+        mirrored = root / "mirror.delta"
         mirror(files, mirrored)
-        held, grown = root / "held.delta", root / "grown.delta"
-        mirror(files[:-1], held)
-        shutil.copytree(held, grown)
-        later = mirror(files, grown)
+        plain, anchor, held, grown, later = variant(root, "plain", files, last)
         # the same later run, every vbucket's consumer reconnected in the last dump
-        again = root / "again"
-        again.mkdir()
-        rejoined = [*(again / f.name for f in files[:-1]), again / "dump-last.dcp"]
-        for f in files[:-1]:
-            (again / f.name).symlink_to(f)
-        rejoined[-1].write_bytes(reconnected(last))
-        anchor_r, held_r = root / "rebuilt-again.delta", root / "held-again.delta"
-        grown_r = root / "grown-again.delta"
-        rebuild(rejoined, anchor_r)
-        mirror(rejoined[:-1], held_r)
-        shutil.copytree(held_r, grown_r)
-        later_r = mirror(rejoined, grown_r)
+        rejoined, anchor_r, held_r, grown_r, later_r = variant(root, "again", files,
+                                                               reconnected(last))
         # the same later run, one vbucket rolled back in the last dump
-        back = root / "back"
-        back.mkdir()
-        rolled = [*(back / f.name for f in files[:-1]), back / "dump-last.dcp"]
-        for f in files[:-1]:
-            (back / f.name).symlink_to(f)
-        rolled[-1].write_bytes(rolled_back(last))
-        anchor_b, grown_b = root / "rebuilt-back.delta", root / "grown-back.delta"
-        rebuild(rolled, anchor_b)
-        mirror(rolled[:-1], grown_b)
-        held_b = root / "held-back.delta"
-        shutil.copytree(grown_b, held_b)
-        later_b = mirror(rolled, grown_b)
+        rolled, anchor_b, held_b, grown_b, later_b = variant(root, "back", files,
+                                                             rolled_back(last))
         key = ["vbucket", "collection_id", "key", "by_seqno", "cas"]
 
         def rows(uri: Path):
@@ -251,17 +248,12 @@ def main(argv=None) -> int:
         def fresh():
             shutil.rmtree(table, ignore_errors=True)
 
-        def holding():
-            fresh()
-            shutil.copytree(held, table)
-
-        def holding_again():
-            fresh()
-            shutil.copytree(held_r, table)
-
-        def holding_back():
-            fresh()
-            shutil.copytree(held_b, table)
+        def holding(held: Path):
+            """Make the table afresh as ``held``, the first 19 dumps applied."""
+            def made():
+                fresh()
+                shutil.copytree(held, table)
+            return made
 
         timings = [
             timed("rebuild: state + write_deltalake", frames, size, args.repeat,
@@ -269,17 +261,17 @@ def main(argv=None) -> int:
             timed("mirror, first run", frames, size, args.repeat,
                   lambda: mirror(files, table), fresh),
             timed("mirror, a later run (1 dump new)", frames, size, args.repeat,
-                  lambda: mirror(files, table), holding),
+                  lambda: mirror(plain, table), holding(held)),
             timed("the same, every vbucket reconnected", frames, size, args.repeat,
-                  lambda: mirror(rejoined, table), holding_again),
+                  lambda: mirror(rejoined, table), holding(held_r)),
             timed("the same, one vbucket rolled back", frames, size, args.repeat,
-                  lambda: mirror(rolled, table), holding_back),
+                  lambda: mirror(rolled, table), holding(held_b)),
             timed("state of the new dump alone", frames // PIECES, len(last), args.repeat,
                   lambda: dcpfast.state(last, errors="skip")),
         ]
-        holding()
+        holding(held)()
         memory = {"mirror, first run": peak_rss("mirror", files, root / "fresh.delta"),
-                  "mirror, a later run (1 dump new)": peak_rss("mirror", files, table),
+                  "mirror, a later run (1 dump new)": peak_rss("mirror", plain, table),
                   "state of the new dump alone": peak_rss("state", files, table)}
     base = timings[0].best
     print(f"\nspeed (best of {args.repeat} after a warm-up; x rebuild compares times with the "
