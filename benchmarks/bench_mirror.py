@@ -12,7 +12,9 @@ last dump's changes); the same later run where every vbucket's consumer reconnec
 the last dump (a Stream Request's response before its first snapshot there: each stream
 restarted where it stood); the same where one vbucket rolled back 5,000 seqnos in the
 last dump (a Rollback response, then the stream restarted: that vbucket built anew from
-the stream's start); and ``state`` of that last dump alone, the measure of what is new.
+the stream's start); the same where a collection was dropped at the end of the last dump
+(its documents deleted from the table reading on); and ``state`` of that last dump alone,
+the measure of what is new.
 Before anything is timed it checks that the mirror, and each later run, equals the
 rebuild. Timings are reported, never judged.
 """
@@ -37,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 import dcpfast
+from dcpfast.events import system_events
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:              # the suite package next to this script
@@ -106,6 +109,32 @@ def rolled_back(dump: bytes, seqnos: int = 5000) -> bytes:
                                       value=point.to_bytes(8, "big"), opaque=opaque)
     return b"".join([dump[:offset], answer, dcpfast.testing.failover_log_response(
         [(0x5EED, point)], opaque=opaque), dump[offset:]])
+
+
+def dropped(dump: bytes, source: bytes) -> bytes:
+    """``dump`` (the end of ``source``) with a collection dropped at its end: on each
+    vbucket that created one, a snapshot of its own holding the drop of the first
+    collection it created."""
+    batch = dcpfast.scan(source, columns=["vbucket", "opaque", "by_seqno"])
+    events = system_events(dcpfast.scan(source)).to_pylist()
+    made = [e for e in events if e["event"] == "create_collection"]
+    cid = made[0]["collection_id"]
+    seqno = np.asarray(batch["by_seqno"], np.uint64)
+    if batch.validity("by_seqno") is not None:
+        seqno = np.where(batch.validity("by_seqno"), seqno, 0)
+    pieces = [dump]
+    for e in made:
+        if e["collection_id"] != cid:
+            continue
+        vbucket = e["vbucket"]
+        mine = np.flatnonzero(batch["vbucket"] == vbucket)
+        top, opaque = int(seqno[mine].max()) + 1, int(batch["opaque"][mine[-1]])
+        hdr = dict(vbucket=vbucket, opaque=opaque)
+        pieces += [dcpfast.testing.snapshot_marker(top, top, **hdr),
+                   dcpfast.testing.drop_collection(
+                       by_seqno=top, manifest_uid=max(x["manifest_uid"] for x in events) + 1,
+                       scope_id=e["scope_id"], collection_id=cid, **hdr)]
+    return b"".join(pieces)
 
 
 def variant(root: Path, name: str, files: list[Path], last: bytes) -> tuple:
@@ -219,6 +248,9 @@ def main(argv=None) -> int:
         # the same later run, one vbucket rolled back in the last dump
         rolled, anchor_b, held_b, grown_b, later_b = variant(root, "back", files,
                                                              rolled_back(last))
+        # the same later run, a collection dropped at the end of the last dump
+        gone, anchor_d, held_d, grown_d, later_d = variant(root, "drop", files,
+                                                           dropped(last, source))
         key = ["vbucket", "collection_id", "key", "by_seqno", "cas"]
 
         def rows(uri: Path):
@@ -228,7 +260,8 @@ def main(argv=None) -> int:
             for name, uri, built in (("the mirror", mirrored, anchor),
                                      ("the later run", grown, anchor),
                                      ("the later run across reconnects", grown_r, anchor_r),
-                                     ("the later run across a rollback", grown_b, anchor_b)):
+                                     ("the later run across a rollback", grown_b, anchor_b),
+                                     ("the later run across a drop", grown_d, anchor_d)):
                 want, got = rows(built), rows(uri)
                 check(want.equals(got), f"{name} holds {got.num_rows:,} documents, the "
                                         f"rebuild {want.num_rows:,}, or their versions differ")
@@ -236,13 +269,17 @@ def main(argv=None) -> int:
                                             f"{later_r.read:,} bytes: everything again")
             check(len(later_b.rebuilt) == 1, f"the later run across a rollback built "
                                              f"{later_b.rebuilt or 'no'} vbuckets anew")
+            check(later_d.read < size // 4 and later_d.deleted > later.deleted,
+                  f"the later run across a drop read {later_d.read:,} bytes and deleted "
+                  f"{later_d.deleted:,} documents, {later.deleted:,} without it")
         except CheckFailed as failure:
             print(f"\nCHECK FAILED: {failure}", file=sys.stderr)
             return 1
         print(f"\nchecks passed: {rows(mirrored).num_rows:,} documents in the mirror and after "
               f"the later run, as in the rebuild; the last dump holds {len(last):,} bytes, "
               f"the later run read {later.read:,}, {later_r.read:,} across the reconnects; "
-              f"across the rollback it built vbucket {later_b.rebuilt[0]} anew")
+              f"across the rollback it built vbucket {later_b.rebuilt[0]} anew; across "
+              f"the drop it deleted {later_d.deleted - later.deleted:,} documents more")
         table = root / "t.delta"
 
         def fresh():
@@ -266,6 +303,8 @@ def main(argv=None) -> int:
                   lambda: mirror(rejoined, table), holding(held_r)),
             timed("the same, one vbucket rolled back", frames, size, args.repeat,
                   lambda: mirror(rolled, table), holding(held_b)),
+            timed("the same, a collection dropped", frames, size, args.repeat,
+                  lambda: mirror(gone, table), holding(held_d)),
             timed("state of the new dump alone", frames // PIECES, len(last), args.repeat,
                   lambda: dcpfast.state(last, errors="skip")),
         ]
@@ -279,7 +318,7 @@ def main(argv=None) -> int:
     print(f"{'measurement':<36} {'best':>10} {'x rebuild':>10}")
     for t in timings:
         print(f"{t.label:<36} {t.best * 1e3:>7.0f} ms {t.best / base:>10.2f}")
-    print(f"\na later run takes {timings[2].best / timings[5].best:.1f} times the state of "
+    print(f"\na later run takes {timings[2].best / timings[-1].best:.1f} times the state of "
           "the new dump alone")
     if all(v is not None for v in memory.values()):
         print("\npeak RSS a fresh interpreter adds (VmHWM after the imports to the end)")

@@ -167,6 +167,8 @@ def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
         return None
     written, gone = _rebuilt(existing, found) if found.rebuilt else \
         (as_table(found.written), as_table(found.gone).select(list(IDENTITY)))
+    if found.cleared:
+        gone = pa.concat_tables([gone, _emptied(existing, found.cleared, written, gone)])
     points = sorted([vb, s] for vb, s in found.cut.items())
     if not written.num_rows and not gone.num_rows:
         return MirrorRun(uri, None, number - 1, 0, 0, rows_in(existing), points,
@@ -197,6 +199,20 @@ def _rebuilt(existing, found: TailState) -> tuple[pa.Table, pa.Table]:
     dead = pc.invert(pc.is_in(found.gone["vbucket"], anew))
     return (pa.concat_tables([as_table(found.written.filter(others)), changed]),
             pa.concat_tables([as_table(found.gone.filter(dead)).select(list(IDENTITY)), gone]))
+
+
+def _emptied(existing, cleared: tuple[tuple[int, int], ...], written: pa.Table,
+             gone: pa.Table) -> pa.Table:
+    """The identities of the documents the table holds in the collections ``cleared``
+    ((vbucket, collection id) pairs) that neither ``written`` nor ``gone`` name."""
+    pairs = pa.table({"vbucket": pa.array([vb for vb, _ in cleared], pa.int32()),
+                      "collection_id": pa.array([cid for _, cid in cleared], pa.int64())})
+    held = existing.to_pyarrow_table(
+        columns=list(IDENTITY),
+        filters=[("collection_id", "in", sorted({cid for _, cid in cleared}))])
+    held = held.join(pairs, ["vbucket", "collection_id"], join_type="left semi")
+    named = pa.concat_tables([written.select(list(IDENTITY)), gone])
+    return held.join(named, list(IDENTITY), join_type="left anti").select(list(IDENTITY))
 
 
 def _applied(uri: str, existing, rows: pa.Table, run: dict, identity: tuple[str, ...],

@@ -11,11 +11,14 @@ seqno, the documents none of those changes): every document the new frames chang
 each vbucket's new consistent seqno, is that document's row in the table (a tombstone:
 the row goes).
 
-That holds where the new frames only go on from where the stream stood. Frames read that
-restart a stream (a Stream Request or its response), flush a bucket, drop, flush or
-re-create a collection (or a collection event read again), carry stream ids, hold damage
-or lose frames, or a stream that only now says its keys carry collection ids: the run
-reads everything again (``tail_state`` gives None).
+That holds where the new frames only go on from where the stream stood. A collection
+dropped, flushed or created again in a vbucket's new frames empties it there: the run
+deletes what the table holds of it too (``TailState.cleared``). A consumer that reconnects
+where it stood goes on; a Rollback, or a stream restarted lower, builds its vbuckets anew
+from the stream's start (``Rebuild``). Frames that add a stream, flush a bucket, carry
+stream ids, hold damage or lose frames, a collection event read again, a collection
+cleared where a history table is kept, or a stream that only now says its keys carry
+collection ids: the run reads everything again (``tail_state`` gives None).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..batch import FrameBatch
 from ..documents.builder import StateBuilder
 from ..documents.feeding import fed
 from ..documents.output import consistency, metadata
+from ..documents.rows import CLEARING_EVENTS
 from ..events import Manifest, system_events
 from ..io import DEFAULT_BATCH_BYTES
 from ..io.dumps import scan
@@ -47,8 +51,9 @@ _ADVANCE = struct.Struct(">BBHBBHIIQQ")
 _RESTARTS = np.zeros(256, bool)
 _RESTARTS[[P.Opcode.ADD_STREAM, P.Opcode.FLUSH, P.Opcode.CACHE_TRANSFER,
            P.Opcode.CACHE_TRANSFER_END]] = True
-#: System events that leave the documents there as they are.
-_HARMLESS = {"create_scope", "modify_collection", "create_collection"}
+#: System events that leave the documents there as they are (a scope's collections are
+#: dropped by their own events).
+_HARMLESS = {"create_scope", "drop_scope", "modify_collection"}
 _REQUESTS = np.zeros(256, bool)
 _REQUESTS[[P.Magic.CLIENT_REQUEST, P.Magic.ALT_CLIENT_REQUEST]] = True
 #: The opcodes of a vbucket stream's own frames (the others: noops, buffer acks, controls,
@@ -112,6 +117,9 @@ class TailState:
     #: the vbuckets built from the stream's start (``Rebuild``): ``written`` and ``gone``
     #: hold all of their documents, live and tombstones
     rebuilt: frozenset[int] = frozenset()
+    #: the collections the new frames empty, as (vbucket, collection id) pairs: every
+    #: document of theirs the table holds goes, but those ``written`` or ``gone`` name
+    cleared: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -264,9 +272,9 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
                rebuild: frozenset[int] = frozenset()) -> TailState | Rebuild | None:
     """What ``data`` (the stream from its offset ``base``, ``tail.offset``, to the end
     of its last whole frame) changes in the documents a run applied up to ``cut``; None
-    where the new frames cannot be applied alone (a flush, a collection dropped, stream
-    ids, damage, lost frames: the run reads everything again); ``Rebuild`` where they
-    roll some vbuckets back. ``rebuild``: vbuckets built anew from the stream's start
+    where the new frames cannot be applied alone (a bucket flushed, stream ids, damage,
+    lost frames: the run reads everything again); ``Rebuild`` where they roll some
+    vbuckets back. ``rebuild``: vbuckets built anew from the stream's start
     (``data`` from offset 0 on), every frame of theirs read as it is. ``history``: their
     versions too, tombstones included (no vbucket rebuilt)."""
     frames = frames_of(data, tail.keyed)
@@ -298,18 +306,25 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     told = owner >= 0
     feed[told] = offsets[told] >= first[owner[told]]
     mine = anew[vbuckets] & request                   # the frames of the vbuckets built anew
-    advanced = feed & request & ~mine & (offsets < tail.end) & (seqno != _NONE) & \
-        (seqno <= _limits(cut)[vbuckets]) & (opcode != P.Opcode.PREPARE)
+    # (a prepare, or a collection event that may clear one, read again as it is)
+    applied = feed & request & ~mine & (seqno != _NONE) & (seqno <= _limits(cut)[vbuckets])
+    advanced = applied & (offsets < tail.end) & (opcode != P.Opcode.PREPARE) & \
+        (opcode != P.Opcode.SYSTEM_EVENT)
     # a stream restarted at or below what was applied sends it again
     lower = feed & request & ~mine & (offsets >= tail.end) & (seqno <= _limits(cut)[vbuckets])
     again = (rolled | set(np.unique(vbuckets[lower]).tolist())) - rebuild
     if again:
         return None if history or tail.stopped else Rebuild(rebuild | again)
-    if (feed & ~mine & (opcode == P.Opcode.SYSTEM_EVENT) & (offsets < tail.end)).any():
-        return None             # a collection event read again: a prepare may be its own
-    events = feed & (opcode == P.Opcode.SYSTEM_EVENT) & (offsets >= tail.end)
-    if events.any() and not _harmless(_kept(data, frames, events, np.zeros_like(events)), tail):
+    events = feed & ~mine & ~applied & (opcode == P.Opcode.SYSTEM_EVENT)
+    clears = _clears(data, frames, events, tail) if events.any() else []
+    if clears is None or (clears and history):
         return None
+    # a restart after a clear may discard it: that vbucket is built anew
+    restarted = np.full(1 << 16, -1, np.int64)
+    np.maximum.at(restarted, owner[told & feed], np.flatnonzero(told & feed))
+    undone = {vb for vb, _, _, at in clears if restarted[vb] > at}
+    if undone:
+        return None if tail.stopped else Rebuild(rebuild | undone)
     kept = _kept(data, frames, feed, advanced)
 
     def state_of(at_seqno=None, versions: bool = False) -> tuple[pa.Table, Manifest]:
@@ -335,8 +350,9 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     dead = pc.fill_null(rows["deleted"], False)
     after = tail_after(frames.filter(feed), base, base + len(data), now, tail.stopped,
                        manifest, tail.keyed, tail.starts)
+    cleared = tuple(sorted({(vb, cid) for vb, cid, s, _ in clears if s <= now.get(vb, 0)}))
     return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after, every,
-                     rebuild)
+                     rebuild, cleared)
 
 
 def _restarts(frames: FrameBatch, offsets: np.ndarray, tail: Tail
@@ -398,18 +414,27 @@ def _kept(data: bytes | memoryview, frames: FrameBatch, feed: np.ndarray,
     return b"".join(pieces)
 
 
-def _harmless(data: bytes | memoryview, tail: Tail) -> bool:
-    """Whether the system events of ``data`` leave the documents as they are: no drop,
-    no flush, no collection created again."""
-    events = system_events(scan(data, errors="skip", collections=tail.keyed))
+def _clears(data: bytes | memoryview, frames: FrameBatch, events: np.ndarray, tail: Tail
+            ) -> list[tuple[int, int, int, int]] | None:
+    """The collections the system events among ``frames`` that ``events`` names empty
+    where the table may hold documents of theirs (a drop, a flush, a collection known
+    before created again), each as its vbucket, collection id, the event's seqno and its
+    frame's position; None where an event is none of these and not harmless either."""
+    at = np.flatnonzero(events)
+    found = system_events(scan(_kept(data, frames, events, np.zeros_like(events)),
+                               errors="skip", collections=tail.keyed))
     known = set(tail.manifest.collections)
-    for row in events.select(["event", "collection_id"]).to_pylist():
-        if row["event"] not in _HARMLESS or (
-                row["event"] == "create_collection" and row["collection_id"] in known):
-            return False
-        if row["collection_id"] is not None:
-            known.add(row["collection_id"])
-    return True
+    out = []
+    for row in found.select(["index", "vbucket", "by_seqno", "event",
+                             "collection_id"]).to_pylist():
+        cid = row["collection_id"]
+        if row["event"] in CLEARING_EVENTS and cid is not None:
+            if row["event"] != "create_collection" or cid in known:
+                out.append((row["vbucket"], cid, row["by_seqno"], int(at[row["index"]])))
+            known.add(cid)
+        elif row["event"] not in _HARMLESS:
+            return None
+    return out
 
 
 def _of_streams(frames: FrameBatch) -> np.ndarray:

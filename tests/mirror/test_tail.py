@@ -1,8 +1,8 @@
 """``mirror.tail``: a later run reads the stream on from where the last one stood and
 builds the state of the new frames alone; after every such run the table is the model's
 state at each vbucket's consistent seqno, as one run over everything makes it. New
-frames that cannot be applied alone (a restart, a collection dropped or flushed, stream
-ids, inputs grown before their end) make the run read everything again."""
+frames that cannot be applied alone (a restart without its vbucket, stream ids, inputs
+grown before their end) make the run read everything again."""
 
 from __future__ import annotations
 
@@ -174,23 +174,85 @@ def _split(data: bytes, opcode: int, magic: int) -> int:
     return int(batch["offset"][at[0]])
 
 
-@pytest.mark.parametrize("what", ["restart", "drop or flush", "stream ids"])
+@pytest.mark.parametrize("what", ["restart", "stream ids"])
 def test_new_frames_that_cannot_go_on_make_the_run_read_everything(what, tmp_path):
-    options = {"restart": dict(restarts=0.3), "drop or flush": dict(restarts=0.0),
+    options = {"restart": dict(restarts=0.3),
                "stream ids": dict(restarts=0.0, stream_ids=True)}[what]
-    data = next(d for d in (scenario(940 + s, **options) for s in range(20))
-                if what != "drop or flush" or b"\x5f" in bytes(dcpfast.scan(d)["opcode"]))
-    cut = {"restart": lambda: _split(data, 0x53, 0x81),
-           "drop or flush": lambda: _split(data, 0x5F, 0x80),
-           "stream ids": lambda: len(data) // 2}[what]()
+    data = scenario(940, **options)
+    cut = _split(data, 0x53, 0x81) if what == "restart" else len(data) // 2
     dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
     grow(dump, data, cut)
     mirror(dump, uri)
     grow(dump, data, len(data))
     run = mirror(dump, uri)
     assert held(uri) == wanted(data)
-    if what != "drop or flush":               # a create event of a new collection goes on
-        assert run.read == len(data)
+    assert run.read == len(data)
+
+
+def emptied(how: str) -> tuple[bytes, bytes]:
+    """Vbucket 5's stream: collection 8 created, k0..k2 written in it and d0 in the
+    default collection; then the frames after it: collection 8 dropped (``drop``), or
+    flushed and k9 written in it (``flush``), or dropped and the stream restarted below
+    the drop (``restart``: the drop discarded, k1 written again)."""
+    hdr = dict(vbucket=5, opaque=7)
+
+    def put(key: bytes, seqno: int, cid: int = 8) -> bytes:
+        return t.mutation(key, b'{"v":%d}' % seqno, by_seqno=seqno, collection_id=cid,
+                          datatype=1, **hdr)
+    before = t.snapshot_marker(1, 5, **hdr) + t.create_collection(
+        b"c8", by_seqno=1, manifest_uid=1, scope_id=0, collection_id=8, **hdr) + \
+        b"".join(put(b"k%d" % i, 2 + i) for i in range(3)) + put(b"d0", 5, 0)
+    clear = t.drop_collection(by_seqno=7, manifest_uid=2, scope_id=0, collection_id=8,
+                              **hdr) if how != "flush" else t.create_collection(
+        b"c8", by_seqno=7, manifest_uid=2, scope_id=0, collection_id=8, version=2, **hdr)
+    after = t.snapshot_marker(6, 8, **hdr) + put(b"d1", 6, 0) + clear + \
+        (put(b"k9", 8) if how == "flush" else put(b"d2", 8, 0))
+    if how == "restart":
+        after += t.stream_end(StreamEndStatus.CLOSED, **hdr) + \
+            t.stream_request(start=6, vbucket=5, opaque=9) + \
+            t.failover_log_response([(99, 0)], opaque=9) + \
+            t.snapshot_marker(7, 7, vbucket=5, opaque=9) + \
+            t.mutation(b"k1", b"{}", by_seqno=7, collection_id=8, vbucket=5, opaque=9)
+    return before, after
+
+
+@pytest.mark.parametrize("how", ["drop", "flush", "restart"])
+def test_a_collection_emptied_in_the_new_frames_reads_on(how, tmp_path):
+    """A drop or flush in the new frames: the run reads them alone and deletes what the
+    table held of the collection (its documents written after a flush stay); a restart
+    below the drop, which discards it, builds the vbucket anew."""
+    before, after = emptied(how)
+    data = before + after
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    grow(dump, data, len(before))
+    mirror(dump, uri)
+    grow(dump, data, len(data))
+    run = mirror(dump, uri)
+    assert held(uri) == wanted(data) and run.waiting == 0
+    keys = sorted(r["key"] for r in dcpfast.state(data).select(["key"]).to_pylist())
+    assert keys == {"drop": [b"d0", b"d1", b"d2"], "flush": [b"d0", b"d1", b"k9"],
+                    "restart": [b"d0", b"d1", b"k0", b"k1", b"k2"]}[how]
+    assert run.read == (len(after) if how != "restart" else len(data))
+    assert run.rebuilt == ([5] if how == "restart" else [])
+    assert run.deleted == (3 if how != "restart" else 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_collections_dropped_and_flushed_read_on(seed, tmp_path):
+    """Streams that create, drop and flush collections as they go (restarts among them
+    in half), read in steps: every run is the model, and later runs read on (without
+    restarts, most of them)."""
+    data = scenario(990 + seed, vbuckets=2, restarts=0.2 if seed % 2 else 0.0,
+                    resumes=0.5)
+    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    ends = sorted(random.Random(seed).sample(range(1, len(data)), 7)) + [len(data)]
+    on = 0
+    for i, end in enumerate(ends):
+        grow(dump, data, end)
+        run = mirror(dump, uri)
+        assert held(uri) == wanted(data[:end - run.waiting])
+        on += i > 0 and run.read < end - run.waiting
+    assert on >= (1 if seed % 2 else 4)
 
 
 def test_new_dumps_in_a_directory_are_read_alone(tmp_path):
