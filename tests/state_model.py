@@ -214,7 +214,9 @@ def _valid(versions, cut):
     versions = [once[seqno] for seqno in sorted(once)]
     out = []
     for v, after in zip(versions, versions[1:] + [None]):
-        to = v["gone"] if v["gone"] is not None else (after and after["by_seqno"])
+        # the next version, or the clear that ended this one where it came first
+        to = v["gone"] if v["gone"] is not None and (
+            after is None or after["by_seqno"] > v["gone"]) else (after and after["by_seqno"])
         out.append({**v, "valid_to_seqno": to})
     return out
 

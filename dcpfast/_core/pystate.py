@@ -375,9 +375,9 @@ def newest(ids, order_key, size):
 
 def validity(request: ValidityRequest) -> ValidityResult:
     """When the versions at ``request.kept`` (None: all) of a history last, written into
-    ``request.out`` and returned: from their seqno and clock until the collection clear
-    that ended them (``gone`` neither ``alive`` nor ``discarded``), else the next version
-    of their document (kept or not), else open-ended."""
+    ``request.out`` and returned: from their seqno and clock until the next version of
+    their document (kept or not) or the collection clear that ended them (``gone``
+    neither ``alive`` nor ``discarded``), whichever comes first, else open-ended."""
     seqno, cas, gone, same, kept = (request.seqno, request.cas, request.gone, request.same,
                                     request.kept)
     alive, discarded, out = request.alive, request.discarded, request.out
@@ -395,7 +395,9 @@ def validity(request: ValidityRequest) -> ValidityResult:
         raise ValueError("a version outside the history")
     clock = (np.asarray(cas, np.uint64) & ~np.uint64(0xFFFF)).view(np.int64)
     for j, i in enumerate(rows.tolist()):
-        ended = int(gone[i]) not in (int(alive), int(discarded))
+        # a clear ends a version that no later version of its document ended first
+        ended = int(gone[i]) not in (int(alive), int(discarded)) and not (
+            bool(same[i]) and i + 1 < n and int(seqno[i + 1]) < int(gone[i]))
         follows = bool(same[i]) and not ended and i + 1 < n
         from_seqno[j], from_time[j] = seqno[i], clock[i]
         to_seqno[j] = gone[i] if ended else (seqno[i + 1] if follows else 0)

@@ -271,7 +271,9 @@ def validity(request):
     with nogil:
         for j in range(m):
             i = j if kept is None else kept[j]
-            ended = gone[i] != alive and gone[i] != discarded
+            # a clear ends a version that no later version of its document ended first
+            ended = gone[i] != alive and gone[i] != discarded and not (
+                same[i] != 0 and i + 1 < n and seqno[i + 1] < gone[i])
             follows = same[i] != 0 and not ended and i + 1 < n
             from_seqno[j] = seqno[i]
             from_time[j] = <int64_t>(cas[i] & CLOCK)

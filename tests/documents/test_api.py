@@ -226,6 +226,24 @@ def test_collection_drop_and_flush():
                     (b"y", 9, None, None)]
 
 
+def test_history_versions_replaced_before_a_clear_end_at_their_successor():
+    """Of a document's versions before its collection is flushed, only the one standing
+    at the flush ends there; each earlier one ends where the next one begins."""
+    hdr = dict(scope_id=0, **HDR)
+    data = b"".join([
+        marker(1, 6),
+        t.create_collection(b"crew", by_seqno=1, manifest_uid=1, collection_id=9, **hdr),
+        mutation(b"a", 2, cid=9), mutation(b"a", 3, cid=9), mutation(b"a", 4, cid=9),
+        t.create_collection(b"crew", by_seqno=5, manifest_uid=2, collection_id=9,  # a flush
+                            version=2, **hdr),
+        mutation(b"a", 6, cid=9)])
+    rows = dcpfast.state(data, history=True).to_pylist()
+    assert [(r["by_seqno"], r["valid_to_seqno"]) for r in rows] == \
+        [(2, 3), (3, 4), (4, 5), (6, None)]
+    assert [r["valid_to_time"] for r in rows] == \
+        [rows[1]["valid_from_time"], rows[2]["valid_from_time"], None, None]
+
+
 def rollback(seqno, opaque=HDR["opaque"]):
     return t.response(dcpfast.Opcode.STREAM_REQUEST, status=Status.ROLLBACK,
                       value=struct.pack(">Q", seqno), opaque=opaque)
