@@ -34,6 +34,7 @@ from .table import (
     as_table,
     commit,
     extended,
+    held_in,
     last_run,
     merged,
     opened,
@@ -178,8 +179,10 @@ def _read_on(uri: str, existing, files: list[str], before: dict, number: int, *,
            "lost": before["lost"], "waiting": got.waiting, "read": len(got.data),
            "tail": found.tail.to_json()}
     history_version = None
-    if history is not None and found.versions is not None and found.versions.num_rows:
-        history_version = extended(history[0], history[1], as_history(found.versions), run)
+    if history is not None and found.versions is not None and (
+            found.versions.num_rows or found.cleared):
+        history_version = extended(history[0], history[1], as_history(found.versions), run,
+                                   found.cleared)
     version, counts = merged(uri, existing, written, gone, run)
     documents = rows_in(existing)
     return MirrorRun(uri, version, number, written.num_rows, counts["deleted"], documents,
@@ -201,16 +204,11 @@ def _rebuilt(existing, found: TailState) -> tuple[pa.Table, pa.Table]:
             pa.concat_tables([as_table(found.gone.filter(dead)).select(list(IDENTITY)), gone]))
 
 
-def _emptied(existing, cleared: tuple[tuple[int, int], ...], written: pa.Table,
+def _emptied(existing, cleared: tuple[tuple[int, int, int], ...], written: pa.Table,
              gone: pa.Table) -> pa.Table:
     """The identities of the documents the table holds in the collections ``cleared``
-    ((vbucket, collection id) pairs) that neither ``written`` nor ``gone`` name."""
-    pairs = pa.table({"vbucket": pa.array([vb for vb, _ in cleared], pa.int32()),
-                      "collection_id": pa.array([cid for _, cid in cleared], pa.int64())})
-    held = existing.to_pyarrow_table(
-        columns=list(IDENTITY),
-        filters=[("collection_id", "in", sorted({cid for _, cid in cleared}))])
-    held = held.join(pairs, ["vbucket", "collection_id"], join_type="left semi")
+    ((vbucket, collection id, seqno)) that neither ``written`` nor ``gone`` name."""
+    held = held_in(existing, cleared, list(IDENTITY)).select(list(IDENTITY))
     named = pa.concat_tables([written.select(list(IDENTITY)), gone])
     return held.join(named, list(IDENTITY), join_type="left anti").select(list(IDENTITY))
 

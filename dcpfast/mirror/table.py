@@ -138,16 +138,32 @@ def merged(uri: str, table, changed: pa.Table, gone: pa.Table, run: dict,
                              for k in ("inserted", "updated", "deleted")}
 
 
-def extended(uri: str, table, versions: pa.Table, run: dict) -> int:
+def held_in(table, cleared: tuple[tuple[int, int, int], ...], columns: list[str]
+            ) -> pa.Table:
+    """The ``columns`` of ``table``'s rows in the collections ``cleared`` ((vbucket,
+    collection id, seqno): on that vbucket), with the seqno as ``_clear``."""
+    clears = pa.table({"vbucket": pa.array([c[0] for c in cleared], pa.int32()),
+                       "collection_id": pa.array([c[1] for c in cleared], pa.int64()),
+                       "_clear": pa.array([c[2] for c in cleared], pa.int64())})
+    held = table.to_pyarrow_table(
+        columns=columns, filters=[("collection_id", "in", sorted({c[1] for c in cleared}))])
+    return held.join(clears, ["vbucket", "collection_id"], join_type="inner")
+
+
+def extended(uri: str, table, versions: pa.Table, run: dict,
+             cleared: tuple[tuple[int, int, int], ...] = ()) -> int:
     """Commit new versions (``versions``: as the history table holds them, tombstones
     included) to the history ``table`` in one MERGE: each document's current version ends
-    where its first new version begins, and the new versions but the tombstones are
-    added; the table's new version."""
+    where its first new version begins, or at the first clear of its collection
+    (``cleared``: (vbucket, collection id, seqno)) where that comes first, and the new
+    versions but the tombstones are added; the table's new version."""
     key = list(IDENTITY)
     first = versions.group_by(key).aggregate([("valid_from_seqno", "min")]) \
         .rename_columns([*key, "valid_from_seqno"])
     ends = first.join(versions.select([*key, "valid_from_seqno", "valid_from_time"]),
                       [*key, "valid_from_seqno"])
+    if cleared:
+        ends = _cleared_ends(table, ends, cleared)
     ends = ends.append_column("__START_AT", pa.StructArray.from_arrays(
         [ends["valid_from_seqno"].combine_chunks(), ends["valid_from_time"].combine_chunks()],
         names=["seqno", "time"]))
@@ -175,6 +191,25 @@ def extended(uri: str, table, versions: pa.Table, run: dict) -> int:
                                   predicate="NOT s._close")
          .execute())
     return table.version()
+
+
+def _cleared_ends(table, ends: pa.Table, cleared: tuple[tuple[int, int, int], ...]
+                  ) -> pa.Table:
+    """``ends`` (each document's first new version, where its current one ends) with
+    the current versions in the collections ``cleared`` ending at the clear where it comes
+    first (at its seqno, no time: an event carries no CAS)."""
+    key = list(IDENTITY)
+    held = held_in(table, cleared, [*key, "valid_to_seqno"])
+    held = held.filter(pc.is_null(held["valid_to_seqno"])).select([*key, "_clear"])
+    both = held.join(ends, key, join_type="full outer")
+    seqno, clear = both["valid_from_seqno"], both["_clear"]
+    first = pc.and_(pc.is_valid(clear), pc.or_(pc.is_null(seqno),
+                                               pc.fill_null(pc.less(clear, seqno), True)))
+    time = ends.schema.field("valid_from_time").type
+    return pa.table({**{c: both[c] for c in key},
+                     "valid_from_seqno": pc.if_else(first, clear, seqno),
+                     "valid_from_time": pc.if_else(first, pa.nulls(both.num_rows, time),
+                                                   both["valid_from_time"])})
 
 
 def rows_in(table) -> int:

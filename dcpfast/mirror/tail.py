@@ -16,8 +16,7 @@ dropped, flushed or created again in a vbucket's new frames empties it there: th
 deletes what the table holds of it too (``TailState.cleared``). A consumer that reconnects
 where it stood goes on; a Rollback, or a stream restarted lower, builds its vbuckets anew
 from the stream's start (``Rebuild``). Frames that add a stream, flush a bucket, carry
-stream ids, hold damage or lose frames, a collection event read again, a collection
-cleared where a history table is kept, or a stream that only now says its keys carry
+stream ids, hold damage or lose frames, or a stream that only now says its keys carry
 collection ids: the run reads everything again (``tail_state`` gives None).
 """
 
@@ -117,9 +116,11 @@ class TailState:
     #: the vbuckets built from the stream's start (``Rebuild``): ``written`` and ``gone``
     #: hold all of their documents, live and tombstones
     rebuilt: frozenset[int] = frozenset()
-    #: the collections the new frames empty, as (vbucket, collection id) pairs: every
-    #: document of theirs the table holds goes, but those ``written`` or ``gone`` name
-    cleared: tuple[tuple[int, int], ...] = ()
+    #: the collections the new frames empty, as (vbucket, collection id, the seqno of
+    #: the first clear): every document of theirs the table holds goes, but those
+    #: ``written`` or ``gone`` name; in the history, its current version ends there, but
+    #: where a new version began before
+    cleared: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -317,14 +318,14 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
         return None if history or tail.stopped else Rebuild(rebuild | again)
     events = feed & ~mine & ~applied & (opcode == P.Opcode.SYSTEM_EVENT)
     clears = _clears(data, frames, events, tail) if events.any() else []
-    if clears is None or (clears and history):
+    if clears is None:
         return None
     # a restart after a clear may discard it: that vbucket is built anew
     restarted = np.full(1 << 16, -1, np.int64)
     np.maximum.at(restarted, owner[told & feed], np.flatnonzero(told & feed))
     undone = {vb for vb, _, _, at in clears if restarted[vb] > at}
     if undone:
-        return None if tail.stopped else Rebuild(rebuild | undone)
+        return None if history or tail.stopped else Rebuild(rebuild | undone)
     kept = _kept(data, frames, feed, advanced)
 
     def state_of(at_seqno=None, versions: bool = False) -> tuple[pa.Table, Manifest]:
@@ -350,7 +351,11 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     dead = pc.fill_null(rows["deleted"], False)
     after = tail_after(frames.filter(feed), base, base + len(data), now, tail.stopped,
                        manifest, tail.keyed, tail.starts)
-    cleared = tuple(sorted({(vb, cid) for vb, cid, s, _ in clears if s <= now.get(vb, 0)}))
+    earliest: dict[tuple[int, int], int] = {}
+    for vb, cid, s, _ in clears:
+        if s <= now.get(vb, 0):
+            earliest[vb, cid] = min(s, earliest.get((vb, cid), s))
+    cleared = tuple(sorted((vb, cid, s) for (vb, cid), s in earliest.items()))
     return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after, every,
                      rebuild, cleared)
 

@@ -217,40 +217,48 @@ def emptied(how: str) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.parametrize("how", ["drop", "flush", "restart"])
-def test_a_collection_emptied_in_the_new_frames_reads_on(how, tmp_path):
+@pytest.mark.parametrize("history", [False, True])
+def test_a_collection_emptied_in_the_new_frames_reads_on(how, history, tmp_path):
     """A drop or flush in the new frames: the run reads them alone and deletes what the
-    table held of the collection (its documents written after a flush stay); a restart
-    below the drop, which discards it, builds the vbucket anew."""
+    table held of the collection (its documents written after a flush stay), and ends
+    their versions in the history at the clear; a restart below the drop, which discards
+    it, builds the vbucket anew (with a history table, everything again)."""
     before, after = emptied(how)
     data = before + after
-    dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    dump, uri, versions = tmp_path / "d.dcp", str(tmp_path / "t.delta"), \
+        str(tmp_path / "h.delta") if history else None
     grow(dump, data, len(before))
-    mirror(dump, uri)
+    mirror(dump, uri, history=versions)
     grow(dump, data, len(data))
-    run = mirror(dump, uri)
+    run = mirror(dump, uri, history=versions)
     assert held(uri) == wanted(data) and run.waiting == 0
+    if history:
+        assert held_history(versions) == wanted_history(data)
     keys = sorted(r["key"] for r in dcpfast.state(data).select(["key"]).to_pylist())
     assert keys == {"drop": [b"d0", b"d1", b"d2"], "flush": [b"d0", b"d1", b"k9"],
                     "restart": [b"d0", b"d1", b"k0", b"k1", b"k2"]}[how]
     assert run.read == (len(after) if how != "restart" else len(data))
-    assert run.rebuilt == ([5] if how == "restart" else [])
+    assert run.rebuilt == ([5] if how == "restart" and not history else [])
     assert run.deleted == (3 if how != "restart" else 0)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_collections_dropped_and_flushed_read_on(seed, tmp_path):
     """Streams that create, drop and flush collections as they go (restarts among them
-    in half), read in steps: every run is the model, and later runs read on (without
-    restarts, most of them)."""
+    in half), read in steps, the last two with a history table: every run is the model,
+    and later runs read on (without restarts, most of them)."""
     data = scenario(990 + seed, vbuckets=2, restarts=0.2 if seed % 2 else 0.0,
                     resumes=0.5)
     dump, uri = tmp_path / "d.dcp", str(tmp_path / "t.delta")
+    versions = str(tmp_path / "h.delta") if seed >= 4 else None
     ends = sorted(random.Random(seed).sample(range(1, len(data)), 7)) + [len(data)]
     on = 0
     for i, end in enumerate(ends):
         grow(dump, data, end)
-        run = mirror(dump, uri)
+        run = mirror(dump, uri, history=versions)
         assert held(uri) == wanted(data[:end - run.waiting])
+        if versions is not None:
+            assert held_history(versions) == wanted_history(data[:end - run.waiting])
         on += i > 0 and run.read < end - run.waiting
     assert on >= (1 if seed % 2 else 4)
 
