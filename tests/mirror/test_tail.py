@@ -106,13 +106,9 @@ def reconnected(how: str) -> tuple[bytes, bytes]:
     return before, after
 
 
-@pytest.mark.parametrize("how", ["resume", "lower", "rollback"])
-@pytest.mark.parametrize("history", [False, True])
-def test_a_consumer_that_reconnects_where_it_stood_reads_on(how, history, tmp_path):
-    """A stream restarted where it stood goes on from there; one that sends again what
-    was applied, or a Rollback, makes the run read the stream from its start and build
-    that vbucket anew (with a history table, everything again): each is the model."""
-    before, after = reconnected(how)
+def two_runs(before: bytes, after: bytes, history: bool, tmp_path):
+    """A run over ``before``, then one over ``before + after`` (with a history table
+    where asked), whose tables are then the model's: the stream and the later run."""
     data = before + after
     dump, uri, versions = tmp_path / "d.dcp", str(tmp_path / "t.delta"), \
         str(tmp_path / "h.delta") if history else None
@@ -123,6 +119,17 @@ def test_a_consumer_that_reconnects_where_it_stood_reads_on(how, history, tmp_pa
     assert held(uri) == wanted(data) and run.waiting == 0
     if history:
         assert held_history(versions) == wanted_history(data)
+    return data, run
+
+
+@pytest.mark.parametrize("how", ["resume", "lower", "rollback"])
+@pytest.mark.parametrize("history", [False, True])
+def test_a_consumer_that_reconnects_where_it_stood_reads_on(how, history, tmp_path):
+    """A stream restarted where it stood goes on from there; one that sends again what
+    was applied, or a Rollback, makes the run read the stream from its start and build
+    that vbucket anew (with a history table, everything again): each is the model."""
+    before, after = reconnected(how)
+    data, run = two_runs(before, after, history, tmp_path)
     assert {r["key"]: r["by_seqno"] for r in
             dcpfast.state(data).select(["key", "by_seqno"]).to_pylist()} == \
         {b"k0": 6, b"k1": 4, b"k2": 5}
@@ -224,16 +231,7 @@ def test_a_collection_emptied_in_the_new_frames_reads_on(how, history, tmp_path)
     their versions in the history at the clear; a restart below the drop, which discards
     it, builds the vbucket anew (with a history table, everything again)."""
     before, after = emptied(how)
-    data = before + after
-    dump, uri, versions = tmp_path / "d.dcp", str(tmp_path / "t.delta"), \
-        str(tmp_path / "h.delta") if history else None
-    grow(dump, data, len(before))
-    mirror(dump, uri, history=versions)
-    grow(dump, data, len(data))
-    run = mirror(dump, uri, history=versions)
-    assert held(uri) == wanted(data) and run.waiting == 0
-    if history:
-        assert held_history(versions) == wanted_history(data)
+    data, run = two_runs(before, after, history, tmp_path)
     keys = sorted(r["key"] for r in dcpfast.state(data).select(["key"]).to_pylist())
     assert keys == {"drop": [b"d0", b"d1", b"d2"], "flush": [b"d0", b"d1", b"k9"],
                     "restart": [b"d0", b"d1", b"k0", b"k1", b"k2"]}[how]
