@@ -320,10 +320,7 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     clears = _clears(data, frames, events, tail) if events.any() else []
     if clears is None:
         return None
-    # a restart after a clear may discard it: that vbucket is built anew
-    restarted = np.full(1 << 16, -1, np.int64)
-    np.maximum.at(restarted, owner[told & feed], np.flatnonzero(told & feed))
-    undone = {vb for vb, _, _, at in clears if restarted[vb] > at}
+    undone = _undone(clears, owner, told & feed)     # by a restart: built anew
     if undone:
         return None if history or tail.stopped else Rebuild(rebuild | undone)
     kept = _kept(data, frames, feed, advanced)
@@ -351,13 +348,8 @@ def tail_state(data: bytes | memoryview, base: int, tail: Tail, cut: dict[int, i
     dead = pc.fill_null(rows["deleted"], False)
     after = tail_after(frames.filter(feed), base, base + len(data), now, tail.stopped,
                        manifest, tail.keyed, tail.starts)
-    earliest: dict[tuple[int, int], int] = {}
-    for vb, cid, s, _ in clears:
-        if s <= now.get(vb, 0):
-            earliest[vb, cid] = min(s, earliest.get((vb, cid), s))
-    cleared = tuple(sorted((vb, cid, s) for (vb, cid), s in earliest.items()))
     return TailState(rows.filter(pc.invert(dead)), rows.filter(dead), now, after, every,
-                     rebuild, cleared)
+                     rebuild, _first_clears(clears, now))
 
 
 def _restarts(frames: FrameBatch, offsets: np.ndarray, tail: Tail
@@ -440,6 +432,27 @@ def _clears(data: bytes | memoryview, frames: FrameBatch, events: np.ndarray, ta
         elif row["event"] not in _HARMLESS:
             return None
     return out
+
+
+def _undone(clears: list[tuple[int, int, int, int]], owner: np.ndarray,
+            restarts: np.ndarray) -> set[int]:
+    """The vbuckets of ``clears`` (``_clears``) that a restart after the clear may have
+    discarded it in (``restarts``: the frames that restart a stream, ``owner``: the
+    vbucket of each)."""
+    last = np.full(1 << 16, -1, np.int64)
+    np.maximum.at(last, owner[restarts], np.flatnonzero(restarts))
+    return {vb for vb, _, _, at in clears if last[vb] > at}
+
+
+def _first_clears(clears: list[tuple[int, int, int, int]], cut: dict[int, int]
+                  ) -> tuple[tuple[int, int, int], ...]:
+    """Of ``clears`` (``_clears``) those at or below their vbucket's ``cut``: the first
+    of each collection on each vbucket, as (vbucket, collection id, seqno)."""
+    first: dict[tuple[int, int], int] = {}
+    for vb, cid, seqno, _ in clears:
+        if seqno <= cut.get(vb, 0):
+            first[vb, cid] = min(seqno, first.get((vb, cid), seqno))
+    return tuple(sorted((vb, cid, seqno) for (vb, cid), seqno in first.items()))
 
 
 def _of_streams(frames: FrameBatch) -> np.ndarray:
