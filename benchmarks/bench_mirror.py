@@ -115,10 +115,11 @@ def dropped(dump: bytes, source: bytes) -> bytes:
     """``dump`` (the end of ``source``) with a collection dropped at its end: on each
     vbucket that created one, a snapshot of its own holding the drop of the first
     collection it created."""
-    batch = dcpfast.scan(source, columns=["vbucket", "opaque", "by_seqno"])
-    events = system_events(dcpfast.scan(source)).to_pylist()
+    batch = dcpfast.scan(source)
+    events = system_events(batch).to_pylist()
     made = [e for e in events if e["event"] == "create_collection"]
     cid = made[0]["collection_id"]
+    uid = max(e["manifest_uid"] for e in events) + 1
     seqno = np.asarray(batch["by_seqno"], np.uint64)
     if batch.validity("by_seqno") is not None:
         seqno = np.where(batch.validity("by_seqno"), seqno, 0)
@@ -132,8 +133,8 @@ def dropped(dump: bytes, source: bytes) -> bytes:
         hdr = dict(vbucket=vbucket, opaque=opaque)
         pieces += [dcpfast.testing.snapshot_marker(top, top, **hdr),
                    dcpfast.testing.drop_collection(
-                       by_seqno=top, manifest_uid=max(x["manifest_uid"] for x in events) + 1,
-                       scope_id=e["scope_id"], collection_id=cid, **hdr)]
+                       by_seqno=top, manifest_uid=uid, scope_id=e["scope_id"],
+                       collection_id=cid, **hdr)]
     return b"".join(pieces)
 
 

@@ -210,7 +210,7 @@ def _emptied(existing, cleared: tuple[tuple[int, int, int], ...], written: pa.Ta
     ((vbucket, collection id, seqno)) that neither ``written`` nor ``gone`` name."""
     held = held_in(existing, cleared, list(IDENTITY)).select(list(IDENTITY))
     named = pa.concat_tables([written.select(list(IDENTITY)), gone])
-    return held.join(named, list(IDENTITY), join_type="left anti").select(list(IDENTITY))
+    return held.join(named, list(IDENTITY), join_type="left anti")
 
 
 def _applied(uri: str, existing, rows: pa.Table, run: dict, identity: tuple[str, ...],
