@@ -15,30 +15,27 @@ versions older than the first message the sink holds for their vbucket.
 
 The capture is read once (``ChangesBuilder``): which versions stand and which are
 current come from its versions, restarts and clears (``replay.standing``,
-``replay.final``); the sink is joined with them (Arrow) and judged with numpy.
+``replay.final``); the sink's messages (``sinks.read_sink``) are joined with them
+(Arrow) and judged with numpy.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..documents.feeding import fed
 from ..documents.options import scan_collections
-from ..errors import optional
 from ..io import DEFAULT_BATCH_BYTES
 from .api import ChangesBuilder, stopped
 from .replay import final, standing
 from .sent import Sent
+from .sinks import read_sink
 
 #: What a delivered message (or a current version never delivered) can be.
 KINDS = ("once", "duplicate", "out_of_order", "phantom", "unknown", "missing")
@@ -46,9 +43,6 @@ KINDS = ("once", "duplicate", "out_of_order", "phantom", "unknown", "missing")
 PROBLEMS = KINDS[1:]
 #: The schema metadata key of the audit's summary (JSON).
 METADATA_KEY = b"dcpfast.audit"
-SINK_FORMATS = ("couchbase-kafka", "debezium")
-#: The folder that makes a folder a Delta table.
-DELTA_LOG = "_delta_log"
 
 
 def audit_schema() -> pa.Schema:
@@ -97,12 +91,6 @@ def audit(capture, sink, *, format: str | None = None, bucket: str | None = None
 
 #: The columns of a verdict, as the table of problems names them in order.
 _ROW = ["kind", "vbucket", "key", "seqno", "cas", "position"]
-#: The columns of the sink's messages (``read_sink``).
-MESSAGE_SCHEMA = pa.schema([("vbucket", pa.int64()), ("key", pa.string()),
-                            ("cas", pa.uint64()), ("seqno", pa.uint64()),
-                            ("bucket", pa.string())])
-
-
 class _Capture:
     """What the capture sent: each version (``sent``: vbucket, key, CAS, its first place
     in the stream, its document, whether it stands), each vbucket's first seqno, the
@@ -291,141 +279,3 @@ def audit_summary(table: pa.Table) -> dict:
     if raw is None:
         raise ValueError("not a table of dcpfast.changes.audit (no dcpfast.audit metadata)")
     return json.loads(raw)
-
-
-def read_sink(sink, format: str | None = None) -> tuple[pa.Table, int]:
-    """The messages of ``sink`` in delivery order (``MESSAGE_SCHEMA``: vbucket, key, CAS,
-    seqno, bucket), and how many records of it could not be read (a line that does not
-    parse: a file cut mid-line; a record without the format's fields). ``sink``: an
-    Arrow table, a JSON lines file, a Parquet file, a folder of Parquet files (read in
-    their names' order) or a Delta table (its files in the order its log added them)."""
-    if isinstance(sink, pa.Table):
-        table, unreadable = sink, 0
-    else:
-        path = os.fspath(sink)
-        if os.path.isdir(os.path.join(path, DELTA_LOG)):
-            table, unreadable = _delta(path), 0
-        elif os.path.isdir(path) or path.endswith((".parquet", ".pq")):
-            table, unreadable = pq.read_table(path), 0
-        else:
-            table, unreadable = _json_lines(path)
-    names = set(table.column_names)
-    if format is None:
-        format = "debezium" if "value" in names else "couchbase-kafka"
-    if format not in SINK_FORMATS:
-        raise ValueError(f"sink format must be one of {', '.join(SINK_FORMATS)}, "
-                         f"not {format!r}")
-    try:
-        messages = _debezium(table) if format == "debezium" else _kafka(table)
-    except (KeyError, TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        messages = None
-    if messages is None or (table.num_rows and messages["vbucket"].null_count
-                            == table.num_rows):
-        if not table.num_rows:
-            return MESSAGE_SCHEMA.empty_table(), unreadable
-        raise ValueError(f"none of the sink's {table.num_rows:,} records is a {format} "
-                         f"message (its fields: {', '.join(sorted(names))})")
-    whole = pc.and_(pc.is_valid(messages["vbucket"]), pc.is_valid(messages["key"]))
-    kept = messages.filter(whole)
-    return kept, unreadable + (messages.num_rows - kept.num_rows)
-
-
-def _delta(path: str) -> pa.Table:
-    """The rows of the Delta table at ``path``, its files in the order its log added
-    them (those of a checkpoint first)."""
-    deltalake = optional("deltalake", "delta", "an audit of a Delta sink")
-    dataset = deltalake.DeltaTable(path).to_pyarrow_dataset()
-    added: dict[str, int] = {}
-    log = os.path.join(path, DELTA_LOG)
-    for name in sorted(n for n in os.listdir(log) if n.endswith(".json")):
-        with open(os.path.join(log, name), "rb") as f:
-            for line in f:
-                action = orjson.loads(line) if line.strip() else {}
-                if "add" in action:
-                    added.setdefault(unquote(action["add"]["path"]), len(added))
-    root = os.path.abspath(path).replace(os.sep, "/").rstrip("/") + "/"
-    fragments = sorted(dataset.get_fragments(), key=lambda fragment: added.get(
-        fragment.path.removeprefix(root), -1))
-    tables = [fragment.to_table(schema=dataset.schema) for fragment in fragments]
-    return pa.concat_tables(tables) if tables else dataset.schema.empty_table()
-
-
-def _json_lines(path: str) -> tuple[pa.Table, int]:
-    """The records of a JSON lines file, and how many of its lines do not parse."""
-    import pyarrow.json as pj
-
-    try:
-        return pj.read_json(path), 0
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass                              # a line cut short, records of mixed shapes
-    records, unreadable = [], 0
-    with open(path, "rb") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                unreadable += 1
-                continue
-            if isinstance(record, dict):
-                records.append(_flat(record))
-            else:
-                unreadable += 1
-    return (pa.Table.from_pylist(records) if records else pa.table({})), unreadable
-
-
-def _flat(record: dict) -> dict:
-    """Of a record, the fields an audit reads (documents' contents left out: their shapes
-    differ from record to record)."""
-    value = record.get("value")
-    if isinstance(value, dict):             # a Debezium event
-        found = value.get("source")
-        source = found if isinstance(found, dict) else {}
-        return {"key": record.get("key"), "value": {"source": {
-            k: source.get(k) for k in ("vbucket", "cas", "seqno", "bucket")}}}
-    return {k: record.get(k) for k in ("partition", "key", "cas", "bySeqno", "bucket")}
-
-
-def _column(table: pa.Table, *path: str) -> pa.Array:
-    """A column of ``table`` (a field of a struct column, by ``path``), null if absent."""
-    if path[0] not in table.column_names:
-        return pa.nulls(table.num_rows)
-    array = table[path[0]].combine_chunks() if table.num_rows else pa.array([], table.schema
-                                                                           .field(path[0])
-                                                                           .type)
-    for name in path[1:]:
-        if not pa.types.is_struct(array.type) or array.type.get_field_index(name) < 0:
-            return pa.nulls(table.num_rows)
-        array = pc.struct_field(array, name)
-    return array
-
-
-def _unsigned(array: pa.Array) -> pa.Array:
-    """An integer column as uint64, its bits kept (a CAS above 2**63 written negative)."""
-    if not len(array) or pa.types.is_null(array.type):
-        return pa.nulls(len(array), pa.uint64())
-    values = array.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-    return pa.array(values.view(np.uint64), mask=array.is_null().to_numpy(
-        zero_copy_only=False) if array.null_count else None)
-
-
-def _messages(vbucket, key, cas, seqno, named) -> pa.Table:
-    return pa.table({"vbucket": vbucket.cast(pa.int64()), "key": key.cast(pa.string()),
-                     "cas": _unsigned(cas), "seqno": _unsigned(seqno),
-                     "bucket": named.cast(pa.string())}, schema=MESSAGE_SCHEMA)
-
-
-def _kafka(table: pa.Table) -> pa.Table:
-    return _messages(_column(table, "partition"), _column(table, "key"),
-                     _column(table, "cas"), _column(table, "bySeqno"),
-                     _column(table, "bucket"))
-
-
-def _debezium(table: pa.Table) -> pa.Table:
-    """A Debezium event's version: its source's CAS (null for an event that holds no
-    version the stream sent: such an event is ``unknown``)."""
-    return _messages(_column(table, "value", "source", "vbucket"),
-                     _column(table, "key", "id"), _column(table, "value", "source", "cas"),
-                     _column(table, "value", "source", "seqno"),
-                     _column(table, "value", "source", "bucket"))

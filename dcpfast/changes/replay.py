@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._core.contract import W_EXPIRATION
+from ..documents import bodies
 from ..documents.versions import Versions, concat, tombstones
 
 #: What made a change: its index in the feed's ``change`` column.
@@ -42,10 +43,14 @@ _NONE = -1
 
 class Everything:
     """A store of the state engine that keeps every version the stream sent, in stream
-    order: a restart or a clear discards none (the feed undoes them itself)."""
+    order: a restart or a clear discards none (the feed undoes them itself). The bodies of
+    their values go to a spill file as they come (``bodies.SpillFile``): what it holds in
+    memory grows with the versions, not with the bytes of the stream."""
 
     def __init__(self):
         self.runs: list[Versions] = []
+        self._spill: bodies.SpillFile | None = None
+        self._spilled: dict[int, bodies.Chunk] = {}
 
     def kill(self, barriers) -> None:
         """Nothing is discarded."""
@@ -57,6 +62,10 @@ class Everything:
 
     def add(self, versions: Versions, rel: np.ndarray, barriers) -> None:
         if len(versions):
+            if versions.values:
+                if self._spill is None:
+                    self._spill = bodies.SpillFile()
+                versions = versions.spilled(self._spill, self._spilled)
             self.runs.append(versions)
 
     def result(self) -> Versions | None:

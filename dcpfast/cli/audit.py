@@ -8,7 +8,8 @@ import os
 import click
 
 from ..changes import audit, audit_summary
-from ..changes.delivery import PROBLEMS, SINK_FORMATS
+from ..changes.delivery import PROBLEMS
+from ..changes.sinks import SINK_FORMATS
 from .app import (
     FILE_TABLES,
     INPUT,

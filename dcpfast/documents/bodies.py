@@ -5,12 +5,16 @@ array. A version holds ``vref``: its chunk's id << 32 | its entry there (-1: no 
 Keeping, dropping and moving versions then copies no value; the table copies each body
 once, out of those buffers into its own order (``gather``). Versions that hold few of a
 chunk's values copy them down (``compacted``), so that what is held stays in proportion
-to the versions.
+to the versions. A store that keeps every version writes its chunks' bodies to a
+temporary file (``SpillFile``, ``spilled``) and keeps their places: ``gather`` reads back
+the bodies it needs.
 """
 
 from __future__ import annotations
 
 import itertools
+import tempfile
+import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,6 +72,74 @@ class Chunk:
         return sum(memoryview(b).nbytes for b in self.buffers) + self.source.nbytes \
             + self.start.nbytes + self.length.nbytes \
             + (0 if self.valid is None else self.valid.nbytes) + self.xattrs.nbytes
+
+
+class Spilled(Chunk):
+    """A chunk whose bodies are in a spill file: entry ``i``'s ``length[i]`` bytes at
+    ``start[i]`` of ``file`` (its xattrs stay in memory). It holds no buffer; ``gather``
+    reads back what it needs (``SpillFile.read``)."""
+
+    __slots__ = ("file",)
+
+    def __init__(self, file: SpillFile, start: np.ndarray, length: np.ndarray,
+                 valid: np.ndarray | None, xattrs: pa.Array):
+        super().__init__((), np.zeros(len(start), np.int32), start, length, valid, xattrs)
+        self.file = file
+
+
+#: Bodies of a spill file this near each other are read back in one piece.
+READ_GAP = 16 << 10
+
+
+class SpillFile:
+    """A temporary file (in the system's temporary directory) that chunks' bodies are
+    written to, each chunk's one after the other; it is closed, and gone, when the last
+    chunk spilled into it goes."""
+
+    def __init__(self):
+        self._file = tempfile.TemporaryFile(prefix="dcpfast-spill-")
+        self._lock = threading.Lock()
+        self.size = 0
+
+    def spill(self, chunk: Chunk) -> Spilled:
+        """``chunk`` with its bodies written here."""
+        n = len(chunk)
+        data, bounds, _ = _copy([chunk], np.zeros(n, np.int32), np.arange(n, dtype=np.int64))
+        with self._lock:
+            at = self.size
+            self._file.seek(at)
+            self._file.write(data.data)
+            self.size += len(data)
+        return Spilled(self, at + bounds[:-1], np.diff(bounds), chunk.valid, chunk.xattrs)
+
+    def read(self, chunk: Spilled, entries: np.ndarray) -> Chunk:
+        """A chunk in memory of the same entries as ``chunk``, whose bodies at ``entries``
+        (sorted, unique) are read back from here (the others empty): the bodies read in
+        runs of those no more than ``READ_GAP`` apart."""
+        entries = entries[chunk.length[entries] > 0]
+        at = chunk.start[entries]
+        end = at + chunk.length[entries]
+        new = np.ones(len(at), bool)
+        new[1:] = at[1:] > end[:-1] + READ_GAP
+        first = np.flatnonzero(new)
+        low = at[first]
+        size = np.append(end[first[1:] - 1], end[-1:]) - low
+        place = np.zeros(len(first), np.int64)
+        np.cumsum(size[:-1], out=place[1:])
+        data = np.empty(int(size.sum()), np.uint8)
+        view = data.data
+        with self._lock:
+            for lo, count, to in zip(low.tolist(), size.tolist(), place.tolist()):
+                self._file.seek(lo)
+                if self._file.readinto(view[to:to + count]) != count:
+                    raise OSError("a spill file ended before the bodies written to it")
+        run = np.cumsum(new) - 1
+        start = np.zeros(len(chunk), np.int64)
+        length = np.zeros(len(chunk), np.int64)
+        start[entries] = place[run] + at - low[run]
+        length[entries] = chunk.length[entries]
+        return Chunk((data,), np.zeros(len(chunk), np.int32), start, length, chunk.valid,
+                     chunk.xattrs)
 
 
 #: A ``Chunks``: chunk id -> ``Chunk``.
@@ -180,6 +252,20 @@ def owned(chunks: Chunks | None, vref: np.ndarray) -> tuple[Chunks | None, np.nd
     return out, refs(chunk, np.where(vref >= 0, np.arange(len(vref)), -1))
 
 
+def spilled(chunks: Chunks | None, into: SpillFile, done: dict[int, Chunk]
+            ) -> Chunks | None:
+    """``chunks`` with the bodies of each written to ``into`` (``Spilled``); ``done``: the
+    chunks spilled before, by id, taken as they are (and each chunk spilled here noted)."""
+    if not chunks:
+        return chunks
+    out: Chunks = {}
+    for ident, chunk in chunks.items():
+        if ident not in done:
+            done[ident] = chunk if isinstance(chunk, Spilled) else into.spill(chunk)
+        out[ident] = done[ident]
+    return out
+
+
 def _copied(chunks: Chunks, vref: np.ndarray) -> Chunk:
     """The values at ``vref`` copied into a chunk of their own, one entry each."""
     data, bounds, valid, maps = _gathered(chunks, vref)
@@ -189,15 +275,24 @@ def _copied(chunks: Chunks, vref: np.ndarray) -> Chunk:
 
 def _gathered(chunks: Chunks | None, vref: np.ndarray):
     """The bodies at ``vref`` copied out in that order (their bytes, their bounds, which
-    are not null: None where all are) and their xattrs (an Arrow map array)."""
-    chunks = chunks or {}
+    are not null: None where all are) and their xattrs (an Arrow map array); the bodies of
+    spilled chunks read back first."""
+    chunks = _loaded(chunks or {}, np.asarray(vref, np.int64))
     ids = sorted(chunks)
     held = [chunks[c] for c in ids]
     vref = np.asarray(vref, np.int64)
     which = _places(ids, vref)
-    entry = vref & _ENTRY
+    data, bounds, taken = _copy(held, which, vref & _ENTRY)
+    valid = None if taken.all() else taken.view(bool)
+    maps = take_map_at([c.xattrs for c in held], which, vref & _ENTRY, xattr_type())
+    return data, bounds, valid, maps
+
+
+def _copy(held: list[Chunk], which: np.ndarray, entry: np.ndarray):
+    """The bodies of entries ``entry`` of chunks ``held[which]`` (-1: none) copied out in
+    that order: their bytes, their bounds, and which are not null (uint8)."""
     base = np.cumsum([0, *(len(c.buffers) for c in held)])[:-1].astype(np.int32)
-    n = len(vref)
+    n = len(entry)
     source = buffers.pooled(4 * n).view(np.int32)
     start = buffers.pooled(8 * n).view(np.int64)
     bounds = buffers.pooled(8 * (n + 1)).view(np.int64)
@@ -210,9 +305,24 @@ def _gathered(chunks: Chunks | None, vref: np.ndarray):
     every = [b for c in held for b in c.buffers]
     if n and every:
         _core.values.gather_chunks(every, source, start, bounds, data)
-    valid = None if taken.all() else taken.view(bool)
-    maps = take_map_at([c.xattrs for c in held], which, entry, xattr_type())
-    return data, bounds, valid, maps
+    return data, bounds, taken
+
+
+def _loaded(chunks: Chunks, vref: np.ndarray) -> Chunks:
+    """``chunks`` with each spilled one that ``vref`` refers to read back into memory, as
+    far as ``vref`` needs it (``SpillFile.read``)."""
+    spilled = [c for c, chunk in chunks.items() if isinstance(chunk, Spilled)]
+    if not spilled:
+        return chunks
+    refs = np.unique(vref[vref >= 0])                 # sorted: by chunk, then by entry
+    ids = refs >> _SHIFT
+    out = dict(chunks)
+    for c in spilled:
+        lo, hi = np.searchsorted(ids, [c, c + 1])
+        chunk = chunks[c]
+        assert isinstance(chunk, Spilled)
+        out[c] = chunk.file.read(chunk, refs[lo:hi] & _ENTRY)
+    return out
 
 
 def _places(ids: list[int], vref: np.ndarray) -> np.ndarray:

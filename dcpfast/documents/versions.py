@@ -78,6 +78,13 @@ class Versions:
             return self
         return Versions({**self.columns, "vref": vref}, values)
 
+    def spilled(self, into: bodies.SpillFile, done: dict[int, bodies.Chunk]) -> Versions:
+        """The same versions, their values' bodies written to ``into`` and kept as their
+        places there (``bodies.spilled``; ``done`` as there)."""
+        if self.values is None:
+            return self
+        return Versions(self.columns, bodies.spilled(self.values, into, done))
+
     def take(self, index: np.ndarray, numeric=None) -> Versions:
         """The versions at ``index`` (their values still where they are); of the numeric
         columns only ``numeric`` (None: all; ``vref`` comes along with values)."""

@@ -265,3 +265,32 @@ def test_the_feed_in_batches_holds_one_batch_at_a_time():
     (streamed, _), peak = peak_in_child("tests.changes.test_api", "output_job", "batches")
     assert streamed == rows and nbytes > 20e6
     assert whole >= nbytes and peak < whole / 4, (peak, whole)
+
+
+def spilling_job(path: str):
+    """What building the feed of the dump at ``path`` holds at its peak, read in small
+    batches and output a batch at a time (``before`` included)."""
+    def job():
+        builder = ChangesBuilder(before=True)
+        reading = {"collections": None, "batch_bytes": 256 << 10, "threads": 1}
+        with fed(builder, path, "strict", reading, again=False):
+            return sum(len(b) for b in builder.batches(rows=500))
+    return job
+
+
+def test_what_the_feed_holds_grows_with_its_versions_not_their_bodies(tmp_path):
+    """Eight times the changes of the same 100 documents, each with a 4 kB body: what
+    building the feed holds grows by the versions' places, not by their bodies (they
+    wait in a spill file until a batch of the feed reads them back)."""
+    from tests.documents.test_api import churn
+    from tests.memory import peak_in_child
+
+    peaks = []
+    for count in (2_000, 16_000):
+        path = tmp_path / f"{count}.dcp"
+        path.write_bytes(churn(count, size=4000))
+        rows, peak = peak_in_child("tests.changes.test_api", "spilling_job", str(path))
+        assert rows == count
+        peaks.append(peak)
+    # the 14,000 bodies more are 56 MB
+    assert peaks[1] - peaks[0] < 12 << 20, peaks

@@ -49,6 +49,15 @@ def test_state_values_by_reference(chunks, data):
                        else dict(expected_maps[int(r)]) for r in vref]
 
     check(every, vref)
+    into, done = bodies.SpillFile(), {}
+    spilled = bodies.spilled(every, into, done)
+    assert (spilled is None) == (every is None)
+    assert all(isinstance(c, bodies.Spilled) and not c.buffers
+               for c in (spilled or {}).values())
+    check(spilled, vref)                          # read back from the spill file
+    check(*bodies.owned(spilled, vref))
+    written = into.size
+    assert bodies.spilled(every, into, done) == spilled and into.size == written
     held, moved = bodies.owned(every, vref)
     check(held, moved)
     assert held is None or [len(c) for c in held.values()] == [len(vref)]
@@ -91,6 +100,43 @@ def test_state_values_as_extents(threads, monkeypatch):
     assert [None if m is None else dict(m) for m in maps.to_pylist()] == \
         [None if m is None else dict(m)
          for m in expected.column("xattrs").take(order).to_pylist()]
+
+
+@pytest.mark.parametrize("gap", [0, 700, 1 << 20])
+def test_spilled_values_read_back_in_runs(gap, monkeypatch):
+    """A batch's chunk spilled to a file (``bodies.SpillFile``) no longer holds the batch's
+    bytes, and gathers, in any order and from any few of its entries, what the chunk did,
+    whether the bodies are read back one by one, a few together or all at once; so do
+    several chunks spilled into one file, among chunks still in memory."""
+    import weakref
+
+    from dcpfast.documents import bodies
+
+    monkeypatch.setattr(bodies, "READ_GAP", gap)
+    data = np.frombuffer(t.synthetic_stream(3000, seed=4, value_size=900, snappy_ratio=0.5,
+                                            xattr_ratio=0.5), np.uint8).copy()
+    batch = dcpfast.scan(data)
+    extents, _ = V.value_extents(batch, threads=1)
+    _, chunk = bodies.extents_chunk(extents)
+    mine = bodies.arrow_chunk(pa.array([b"m", None, b""], pa.large_binary()),
+                              pa.array([None, [("k", "v")], None], bodies.xattr_type()))
+    (a, held), (b, other), (c, kept) = map(bodies.register, (chunk, chunk, mine))
+    every = {**held, **other, **kept}
+    rng = np.random.default_rng(gap)
+    vref = np.concatenate([bodies.refs(a, rng.permutation(len(chunk))[:200]),
+                           bodies.refs(b, np.sort(rng.permutation(len(chunk))[:50])),
+                           bodies.refs(c, np.array([2, 0, 1, -1]))])
+    rng.shuffle(vref)
+    into = bodies.SpillFile()
+    spilled = {**bodies.spilled({**held, **other}, into, {}), **kept}
+    assert into.size == 2 * int(chunk.length.sum())
+    expected = bodies.gather(every, vref)
+    alive = weakref.ref(data)
+    del data, batch, extents, chunk, held, other, every
+    assert alive() is None                  # the spilled chunks hold none of its bytes
+    got = bodies.gather(spilled, vref)
+    assert got[0].equals(expected[0]) and got[1].equals(expected[1])
+    assert bodies.gather(spilled, vref[:0])[0].to_pylist() == []
 
 
 def test_state_values_gathered_whatever_their_chunk_ids():
