@@ -9,13 +9,14 @@ to Parquet (``scan``, ``to_arrow()``, ``values()``, two Parquet files in memory:
 ``dcpfast convert --values`` writes; the baseline); ``state`` of the corpus; the feed
 (``changes``) to Parquet; the feed as Debezium JSON lines (``before`` included, the
 documents' JSON spliced in), with its output in MB/s, and the JSON lines of the Debezium
-table alone (the encoding: ``json_lines``); and ``audit`` of a clean sink
-(every version the stream sent, as the Kafka connector's records) next to ``diff`` of
-the stream with itself. Before anything is timed it checks that the feed, applied in
-order, is the state, and that the audit of the clean sink finds nothing. The feed is
-written as ``dcpfast changes`` writes it, a batch at a time. Then it measures the peak
-RSS a fresh interpreter adds while it makes the state, the feed to Parquet and the
-Debezium JSON lines (each batch written and let go, and once made whole for comparison).
+table alone (the encoding: ``json_lines``); ``audit`` of a clean sink (every version the
+stream sent, as the Kafka connector's records in an Arrow table, and as Debezium events in
+a JSON lines file) next to ``diff`` of the stream with itself. Before anything is timed it
+checks that the feed, applied in order, is the state, and that the audits of the clean
+sinks find nothing. The feed is written as ``dcpfast changes`` writes it, a batch at a
+time. Then it measures the peak RSS a fresh interpreter adds while it makes the state,
+the feed to Parquet and the Debezium JSON lines (each batch written and let go, and once
+made whole for comparison), and while it audits the JSON lines sink.
 Timings are reported, never judged.
 """
 
@@ -112,7 +113,10 @@ _RSS_CHILD = textwrap.dedent("""
 
     what, path = sys.argv[1], sys.argv[2]
     base = peak()
-    if what == "state":
+    if what == "audit":
+        from dcpfast.changes import audit
+        assert audit(path, sys.argv[4]).num_rows == 0
+    elif what == "state":
         dcpfast.state(path)
     elif what == "parquet":
         feed_to_parquet(path, io.BytesIO())
@@ -125,16 +129,18 @@ _RSS_CHILD = textwrap.dedent("""
 #: What the memory table measures, by the child's word for it.
 _PEAKS = [("state", "state"), ("changes to Parquet, a batch at a time", "parquet"),
           ("Debezium JSON lines, a batch at a time", "debezium"),
-          ("Debezium JSON lines, made whole", "whole")]
+          ("Debezium JSON lines, made whole", "whole"),
+          ("audit of the Debezium JSON lines sink", "audit")]
 
 
-def peak_rss(what: str, path: Path) -> int | None:
+def peak_rss(what: str, path: Path, sink: Path) -> int | None:
     """The peak RSS a fresh interpreter adds while it runs ``what`` (``_PEAKS``) over
-    the dump at ``path``; None where the system does not say (no /proc)."""
+    the dump at ``path`` (the audit: of ``sink``); None where the system does not say (no
+    /proc)."""
     if not Path("/proc/self/status").exists():
         return None
-    out = subprocess.run([sys.executable, "-c", _RSS_CHILD, what, str(path), str(HERE)],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-c", _RSS_CHILD, what, str(path), str(HERE),
+                          str(sink)], check=True, capture_output=True, text=True).stdout
     return int(out.split()[-1])
 
 
@@ -167,6 +173,15 @@ def main(argv=None) -> int:
     sink = formatted(sent.drop_columns(["before"]), "couchbase-kafka")
     found = audit(source, sink)
     check(found.num_rows == 0, f"the audit of a clean sink found {found.num_rows:,} problems")
+    scratch = tempfile.TemporaryDirectory()
+    lines = Path(scratch.name) / "sink.jsonl"
+    with open(lines, "wb") as f:
+        for piece in json_lines(formatted(sent, "debezium")):
+            f.write(piece)
+    found = audit(source, lines)
+    check(found.num_rows == 0, f"the audit of the JSON lines sink found {found.num_rows:,} "
+                               "problems")
+    del sent, found
     runs = [
         ("frames and values to Parquet", baseline),
         ("state", lambda: dcpfast.state(source)),
@@ -175,6 +190,7 @@ def main(argv=None) -> int:
         ("JSON lines of the Debezium table", lambda: sum(
             len(p) for p in json_lines(debezium))),
         ("audit of a clean sink", lambda: audit(source, sink)),
+        ("audit of it as Debezium JSON lines", lambda: audit(source, lines)),
         ("diff of the stream with itself", lambda: dcpfast.diff(source, source)),
     ]
     timings = [Timing(label, frames, size) for label, _ in runs]
@@ -186,14 +202,16 @@ def main(argv=None) -> int:
     for t in timings:
         print(f"{t.label:<34} {t.best * 1e3:>7.0f} ms {t.frames_per_s / 1e6:>11.2f} "
               f"{t.best / base:>8.2f}")
+    print(f"\nthe Debezium JSON lines sink of the audit: {lines.stat().st_size / 1e6:,.1f} "
+          "MB")
     print(f"\nDebezium JSON lines: {json_bytes / 1e6:,.1f} MB of output, "
           f"{json_bytes / timings[3].best / 1e6:,.1f} MB/s with the feed built in the same "
           f"time, {json_bytes / timings[4].best / 1e6:,.1f} MB/s encoding the Debezium "
           "table alone")
-    with tempfile.TemporaryDirectory() as scratch:
-        path = Path(scratch) / "corpus.dcp"
+    with scratch:
+        path = Path(scratch.name) / "corpus.dcp"
         path.write_bytes(source)
-        peaks = {label: peak_rss(what, path) for label, what in _PEAKS}
+        peaks = {label: peak_rss(what, path, lines) for label, what in _PEAKS}
     if None not in peaks.values():
         print(f"\npeak RSS a fresh interpreter adds (VmHWM after the imports to the end), "
               f"the dump {size / 2**20:,.0f} MiB")

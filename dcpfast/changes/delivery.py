@@ -31,8 +31,7 @@ import pyarrow.compute as pc
 
 from ..documents.feeding import fed
 from ..documents.options import scan_collections
-from ..io import DEFAULT_BATCH_BYTES
-from .api import ChangesBuilder, stopped
+from .api import FEED_BATCH_BYTES, ChangesBuilder, stopped
 from .replay import final, standing
 from .sent import Sent
 from .sinks import read_sink
@@ -103,7 +102,7 @@ class _Capture:
         builder = ChangesBuilder(values=False, errors=reading["errors"])
         with fed(builder, capture, reading["errors"], {
                 "collections": scan_collections(reading["collections"]),
-                "batch_bytes": DEFAULT_BATCH_BYTES, "threads": None}, again=False):
+                "batch_bytes": FEED_BATCH_BYTES, "threads": None}, again=False):
             pass
         done = builder.replayed()
         per_vbucket: dict[int, int] = {}

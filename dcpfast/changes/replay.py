@@ -45,12 +45,14 @@ class Everything:
     """A store of the state engine that keeps every version the stream sent, in stream
     order: a restart or a clear discards none (the feed undoes them itself). The bodies of
     their values go to a spill file as they come (``bodies.SpillFile``): what it holds in
-    memory grows with the versions, not with the bytes of the stream."""
+    memory grows with the versions, not with the bytes of the stream. Where no spill file
+    can be made or written to, the bodies stay in memory."""
 
     def __init__(self):
         self.runs: list[Versions] = []
         self._spill: bodies.SpillFile | None = None
         self._spilled: dict[int, bodies.Chunk] = {}
+        self._spilling = True
 
     def kill(self, barriers) -> None:
         """Nothing is discarded."""
@@ -62,10 +64,13 @@ class Everything:
 
     def add(self, versions: Versions, rel: np.ndarray, barriers) -> None:
         if len(versions):
-            if versions.values:
-                if self._spill is None:
-                    self._spill = bodies.SpillFile()
-                versions = versions.spilled(self._spill, self._spilled)
+            if versions.values and self._spilling:
+                try:
+                    if self._spill is None:
+                        self._spill = bodies.SpillFile()
+                    versions = versions.spilled(self._spill, self._spilled)
+                except OSError:         # no temporary file, or no room left in it: the
+                    self._spilling = False          # bodies stay where they are
             self.runs.append(versions)
 
     def result(self) -> Versions | None:

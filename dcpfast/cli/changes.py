@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..changes import FORMATS, ChangesBuilder, feed_metadata, formatted, json_lines
+from ..changes.api import FEED_BATCH_BYTES
 from ..documents.feeding import feed_batches
 from .app import (
     INPUT,
@@ -79,9 +80,9 @@ def changes(files, output, fmt, bucket, no_values, force, threads, pieces, sampl
         for name in files:
             with reported(name, errors):
                 source = held.enter_context(opened(name, errors))
-                feed_batches(builder, source.batches(collections=collections, columns=None,
-                                                     errors=errors, threads=threads),
-                             located=True)
+                feed_batches(builder, source.batches(
+                    collections=collections, columns=None, errors=errors, threads=threads,
+                    batch_bytes=FEED_BATCH_BYTES), located=True)
                 source.done()
         with reported(shown(files[-1]), errors):
             feed = builder.batches()

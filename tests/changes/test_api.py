@@ -294,3 +294,34 @@ def test_what_the_feed_holds_grows_with_its_versions_not_their_bodies(tmp_path):
         peaks.append(peak)
     # the 14,000 bodies more are 56 MB
     assert peaks[1] - peaks[0] < 12 << 20, peaks
+
+
+@pytest.mark.parametrize("fails", ["open", "second write"])
+def test_the_feed_keeps_its_bodies_in_memory_where_no_spill_file_can_be_written(
+        fails, monkeypatch):
+    """No temporary file to be had, or no room left in it after a first batch's bodies:
+    the feed is the same, the bodies not spilled kept in memory."""
+    from dcpfast.documents import bodies
+
+    data = scenario(31, restarts=0.3, vbuckets=2)
+    expected = fed_builder(data, before=True).table()
+    written = []
+
+    def refused(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    if fails == "open":
+        monkeypatch.setattr(bodies.tempfile, "TemporaryFile", refused)
+    else:
+        spill = bodies.SpillFile.spill
+
+        def once(self, chunk):
+            if written:
+                refused()
+            written.append(chunk)
+            return spill(self, chunk)
+        monkeypatch.setattr(bodies.SpillFile, "spill", once)
+    builder = ChangesBuilder(errors="skip", before=True)
+    reading = {"collections": None, "batch_bytes": 4 << 10, "threads": 1}
+    with fed(builder, data, "skip", reading, again=False):
+        assert builder.table().equals(expected, check_metadata=True)
+    assert len(written) == (fails != "open")
