@@ -7,7 +7,6 @@ carry are never held."""
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterator
 from urllib.parse import unquote
@@ -210,15 +209,32 @@ def _json_lines(path: str, format: str | None) -> tuple[list[str], list[pa.Table
 
 def _first_record(path: str) -> dict:
     """The first line of a JSON lines file that is a JSON object ({} where none is)."""
-    with open(path, "rb") as f:
-        for line in itertools.islice(f, 1000):
+    for block in _line_blocks(path):
+        for line in block.splitlines():
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
             if isinstance(record, dict):
                 return record
+        break
     return {}
+
+
+def _line_blocks(path: str) -> Iterator[bytes]:
+    """A JSON lines file (decompressed where its name ends as a compressed file's does:
+    ``.gz``, ``.bz2``, ``.zst``, ``.lz4``) in blocks of whole lines of about
+    ``_BLOCK_BYTES`` (the last as it ends)."""
+    with pa.input_stream(path) as f:
+        rest = b""
+        while block := f.read(_BLOCK_BYTES):
+            data = rest + block
+            end = data.rfind(b"\n") + 1
+            rest = data[end:]
+            if end:
+                yield data[:end]
+        if rest:
+            yield rest
 
 
 def _blocks(path: str, format: str) -> Iterator[pa.Table]:
@@ -238,17 +254,9 @@ def _blocks(path: str, format: str) -> Iterator[pa.Table]:
     parsing = pj.ParseOptions(explicit_schema=pa.schema(
         [(name, typed(node)) for name, node in tree.items()]),
         unexpected_field_behavior="ignore")
-    with open(path, "rb") as f:
-        rest = b""
-        while block := f.read(_BLOCK_BYTES):
-            data = rest + block
-            end = data.rfind(b"\n") + 1
-            rest = data[end:]
-            if end:
-                yield _messages(pj.read_json(pa.BufferReader(memoryview(data)[:end]),
-                                             parse_options=parsing), format)
-        if rest.strip():
-            yield _messages(pj.read_json(pa.BufferReader(rest), parse_options=parsing),
+    for block in _line_blocks(path):
+        if block.strip():
+            yield _messages(pj.read_json(pa.BufferReader(block), parse_options=parsing),
                             format)
 
 
@@ -258,8 +266,8 @@ def _lines(path: str, format: str) -> Iterator[pa.Table | int]:
     parse or are no JSON object."""
     rows: list[list] = []
     unreadable = 0
-    with open(path, "rb") as f:
-        for line in f:
+    for block in _line_blocks(path):
+        for line in block.splitlines():
             if not line.strip():
                 continue
             try:

@@ -1,7 +1,8 @@
 """``changes.sinks`` (``read_sink``): what a connector delivered, in every form a sink
-takes (an Arrow table, JSON lines, Parquet, a folder of it, Delta), gives the same
-messages; lines of other shapes, cut short or of another type are read as far as they
-go and counted; and reading a sink holds its messages, not the documents it carries."""
+takes (an Arrow table, JSON lines, compressed too, Parquet, a folder of it, Delta), gives
+the same messages; lines of other shapes, cut short or of another type are read as far
+as they go and counted; and reading a sink holds its messages, not the documents it
+carries."""
 
 from __future__ import annotations
 
@@ -39,7 +40,10 @@ def test_every_form_of_a_sink_gives_its_messages(fmt, tmp_path):
     half = records.num_rows // 2
     pq.write_table(records.slice(0, half), folder / "part-0.parquet")
     pq.write_table(records.slice(half), folder / "part-1.parquet")
-    sinks = [records, lines, single, folder]
+    packed = tmp_path / "sink.jsonl.gz"
+    with pa.output_stream(packed) as out:           # compressed, as its name says
+        out.write(lines.read_bytes())
+    sinks = [records, lines, packed, single, folder]
     try:
         import deltalake
     except ImportError:
