@@ -35,8 +35,8 @@ METADATA_KEY = b"dcpfast.changes"
 #: Changes per record batch of ``changes(stream=True)`` and ``ChangesBuilder.batches``.
 BATCH_ROWS = 65536
 #: Bytes of the stream read at a time for the feed (and the audit) by default: a quarter
-#: of what ``state`` reads, since everything it reads is kept; the memory the reading
-#: takes is a quarter too, at the same speed.
+#: of what ``state`` reads, so that the reading's working memory, which follows the batch,
+#: is a quarter beside what the feed keeps, at the same speed (docs/changes.md).
 FEED_BATCH_BYTES = 16 << 20
 #: The fields of a version that the feed shows, after a change and, with ``before``, before.
 _DOCUMENT = [("by_seqno", pa.uint64()), ("rev_seqno", pa.uint64()), ("cas", pa.uint64()),

@@ -90,6 +90,8 @@ def audit(capture, sink, *, format: str | None = None, bucket: str | None = None
 
 #: The columns of a verdict, as the table of problems names them in order.
 _ROW = ["kind", "vbucket", "key", "seqno", "cas", "position"]
+
+
 class _Capture:
     """What the capture sent: each version (``sent``: vbucket, key, CAS, its first place
     in the stream, its document, whether it stands), each vbucket's first seqno, the

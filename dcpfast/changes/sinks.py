@@ -69,11 +69,10 @@ def read_sink(sink, format: str | None = None) -> tuple[pa.Table, int]:
             names, pieces = _json_lines(path, format)
         format = format or _told(names)
         unreadable = 0
-    counted = [_counted(piece) for piece in pieces]
-    messages = pa.concat_tables([m for m, _ in counted]) if counted \
-        else MESSAGE_SCHEMA.empty_table()
-    unreadable += sum(n for _, n in counted)
-    records = messages.num_rows + sum(n for _, n in counted)
+    tables = [p for p in pieces if not isinstance(p, int)]
+    messages = pa.concat_tables(tables) if tables else MESSAGE_SCHEMA.empty_table()
+    unreadable += sum(p for p in pieces if isinstance(p, int))
+    records = messages.num_rows + unreadable
     if records and messages["vbucket"].null_count == messages.num_rows:
         raise ValueError(f"none of the sink's {records:,} records is a {format} "
                          f"message (its fields: {', '.join(sorted(names))})")
@@ -85,13 +84,6 @@ def read_sink(sink, format: str | None = None) -> tuple[pa.Table, int]:
 def _told(names) -> str:
     """The format of records with the fields ``names``."""
     return "debezium" if "value" in names else "couchbase-kafka"
-
-
-def _counted(piece: pa.Table | int) -> tuple[pa.Table, int]:
-    """A piece of the sink: messages, or a count of lines that do not parse."""
-    if isinstance(piece, int):
-        return MESSAGE_SCHEMA.empty_table(), piece
-    return piece, 0
 
 
 def _messages(table: pa.Table, format: str) -> pa.Table:
